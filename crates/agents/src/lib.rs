@@ -1,0 +1,10 @@
+//! Agent backends behind Herald's conversation port.
+//!
+//! Each backend implements [`herald_port::Agent`] and answers through the
+//! [`herald_port::Outbound`] it was built with; none of them sees a socket or a frame.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod demo;
+
+pub use demo::DemoAgent;

@@ -1,0 +1,313 @@
+//! The JSON envelope shared by both directions: size and depth checks, the `type` tag,
+//! and the macro that builds one message enum per direction.
+//!
+//! Decoding goes through a `serde_json::Value` first rather than serde's internally tagged
+//! enums: that is what lets an unknown `type` become [`crate::Unknown`] carrying its name,
+//! and lets a bad field be reported together with the message type it belongs to.
+
+use alloc::string::{String, ToString};
+
+use serde_json::{Map, Value};
+
+use crate::codes::ErrorCode;
+use crate::limits::{MAX_INBOUND_FRAME, MAX_JSON_DEPTH};
+
+/// Why a text frame could not be decoded. Every variant is a protocol violation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The frame is longer than [`MAX_INBOUND_FRAME`] bytes.
+    #[error("frame of {len} bytes exceeds the limit of {MAX_INBOUND_FRAME}")]
+    TooLarge {
+        /// Length of the frame in bytes.
+        len: usize,
+    },
+    /// Arrays and objects nest deeper than [`MAX_JSON_DEPTH`].
+    #[error("JSON nested deeper than {MAX_JSON_DEPTH} levels")]
+    TooDeep,
+    /// The frame is not valid JSON.
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// The frame is JSON but not an object.
+    #[error("JSON value is not an object")]
+    NotObject,
+    /// The object has no `type`, or `type` is not a string.
+    #[error("missing or non-string \"type\"")]
+    MissingType,
+    /// The `type` is known but its fields are missing or of the wrong kind.
+    #[error("invalid {type_name} message: {detail}")]
+    InvalidFields {
+        /// The message type, as on the wire.
+        type_name: &'static str,
+        /// What serde found wrong, for logs.
+        detail: String,
+    },
+}
+
+impl DecodeError {
+    /// The protocol error code to answer with: always `protocol`.
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::Protocol
+    }
+}
+
+/// Fails if arrays and objects nest deeper than `max`, counting only brackets outside
+/// strings. It runs before serde so that depth costs one linear scan, never recursion.
+pub(crate) fn check_depth(text: &str, max: usize) -> Result<(), DecodeError> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max {
+                    return Err(DecodeError::TooDeep);
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Runs the checks every text frame goes through and splits off its `type`.
+pub(crate) fn parse_envelope(text: &str) -> Result<(String, Map<String, Value>), DecodeError> {
+    if text.len() > MAX_INBOUND_FRAME {
+        return Err(DecodeError::TooLarge { len: text.len() });
+    }
+    check_depth(text, MAX_JSON_DEPTH)?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+    split_type(value)
+}
+
+/// Takes a parsed value apart into its `type` and the object it came in.
+pub(crate) fn split_type(value: Value) -> Result<(String, Map<String, Value>), DecodeError> {
+    let Value::Object(map) = value else {
+        return Err(DecodeError::NotObject);
+    };
+    match map.get("type") {
+        Some(Value::String(t)) => Ok((t.clone(), map)),
+        _ => Err(DecodeError::MissingType),
+    }
+}
+
+/// `skip_serializing_if` helper: optional JSON payloads are omitted when absent or null,
+/// so the encoder never writes `null`.
+pub(crate) fn is_none_or_null(v: &Option<Value>) -> bool {
+    matches!(v, None | Some(Value::Null))
+}
+
+/// `skip_serializing_if` helper for flags that are only sent when set.
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Builds a message enum for one direction: the enum with an `Unknown` catch-all, its
+/// serde impls, `decode`, `encode`, `type_name` and `From` for each message struct.
+macro_rules! message_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident via $wire:ident {
+            $(
+                $(#[$vmeta:meta])*
+                $variant:ident($ty:ty) = $tag:literal,
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum $name {
+            $(
+                $(#[$vmeta])*
+                $variant($ty),
+            )*
+            /// A `type` this version does not know. Receivers ignore it; the name is kept
+            /// for logs.
+            Unknown($crate::common::Unknown),
+        }
+
+        /// Borrowed mirror of the enum so serde's internal tagging writes the `type` field.
+        #[derive(::serde::Serialize)]
+        #[serde(tag = "type")]
+        enum $wire<'a> {
+            $(
+                #[serde(rename = $tag)]
+                $variant(&'a $ty),
+            )*
+        }
+
+        impl $name {
+            /// Every `type` this enum knows, as on the wire.
+            pub const TYPES: &'static [&'static str] = &[$($tag),*];
+
+            /// Decodes one text frame, enforcing the size and depth limits first.
+            pub fn decode(text: &str) -> Result<Self, $crate::envelope::DecodeError> {
+                let (type_name, map) = $crate::envelope::parse_envelope(text)?;
+                Self::from_parts(type_name, map)
+            }
+
+            /// Decodes an already parsed JSON value. No size or depth limit applies here:
+            /// use [`Self::decode`] on untrusted frames.
+            pub fn from_value(
+                value: ::serde_json::Value,
+            ) -> Result<Self, $crate::envelope::DecodeError> {
+                let (type_name, map) = $crate::envelope::split_type(value)?;
+                Self::from_parts(type_name, map)
+            }
+
+            fn from_parts(
+                type_name: ::alloc::string::String,
+                map: ::serde_json::Map<::alloc::string::String, ::serde_json::Value>,
+            ) -> Result<Self, $crate::envelope::DecodeError> {
+                match type_name.as_str() {
+                    $(
+                        $tag => ::serde_json::from_value::<$ty>(::serde_json::Value::Object(map))
+                            .map(Self::$variant)
+                            .map_err(|e| $crate::envelope::DecodeError::InvalidFields {
+                                type_name: $tag,
+                                detail: ::alloc::string::ToString::to_string(&e),
+                            }),
+                    )*
+                    _ => Ok(Self::Unknown($crate::common::Unknown { type_name })),
+                }
+            }
+
+            /// Encodes as one text frame. Optional fields that are absent are omitted.
+            pub fn encode(&self) -> ::alloc::string::String {
+                // Cannot fail: every map key is a string and no Serialize impl here errors.
+                ::serde_json::to_string(self).unwrap_or_default()
+            }
+
+            /// The `type` of this message as on the wire.
+            pub fn type_name(&self) -> &str {
+                match self {
+                    $(Self::$variant(_) => $tag,)*
+                    Self::Unknown(u) => &u.type_name,
+                }
+            }
+        }
+
+        impl ::serde::Serialize for $name {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $(Self::$variant(m) => $wire::$variant(m).serialize(serializer),)*
+                    Self::Unknown(u) => {
+                        use ::serde::ser::SerializeMap;
+                        let mut map = serializer.serialize_map(Some(1))?;
+                        map.serialize_entry("type", &u.type_name)?;
+                        map.end()
+                    }
+                }
+            }
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let value = <::serde_json::Value as ::serde::Deserialize>::deserialize(deserializer)?;
+                Self::from_value(value).map_err(<D::Error as ::serde::de::Error>::custom)
+            }
+        }
+
+        $(
+            impl From<$ty> for $name {
+                fn from(m: $ty) -> Self {
+                    Self::$variant(m)
+                }
+            }
+        )*
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::String;
+
+    fn nested(depth: usize) -> String {
+        let mut s = String::from("{\"type\":\"event\",\"name\":\"n\",\"data\":");
+        for _ in 1..depth {
+            s.push('[');
+        }
+        for _ in 1..depth {
+            s.push(']');
+        }
+        s.push('}');
+        s
+    }
+
+    #[test]
+    fn depth_limit_is_inclusive() {
+        assert_eq!(check_depth(&nested(MAX_JSON_DEPTH), MAX_JSON_DEPTH), Ok(()));
+        assert_eq!(
+            check_depth(&nested(MAX_JSON_DEPTH + 1), MAX_JSON_DEPTH),
+            Err(DecodeError::TooDeep)
+        );
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_count() {
+        let text = "{\"a\":\"[[[[[[[[\\\"{{{{{{{{\"}";
+        assert_eq!(check_depth(text, 1), Ok(()));
+        // An escaped backslash ends the escape, so the quote after it closes the string.
+        let text = "{\"a\":\"\\\\\",\"b\":[[]]}";
+        assert_eq!(check_depth(text, 2), Err(DecodeError::TooDeep));
+        assert_eq!(check_depth(text, 3), Ok(()));
+    }
+
+    #[test]
+    fn envelope_errors() {
+        assert!(matches!(
+            parse_envelope("{\"type\":"),
+            Err(DecodeError::NotJson(_))
+        ));
+        assert_eq!(parse_envelope("[1]"), Err(DecodeError::NotObject));
+        assert_eq!(parse_envelope("\"hello\""), Err(DecodeError::NotObject));
+        assert_eq!(parse_envelope("{}"), Err(DecodeError::MissingType));
+        assert_eq!(
+            parse_envelope("{\"type\":7}"),
+            Err(DecodeError::MissingType)
+        );
+        assert_eq!(
+            parse_envelope("{\"type\":null}"),
+            Err(DecodeError::MissingType)
+        );
+        let big = " ".repeat(MAX_INBOUND_FRAME + 1);
+        assert_eq!(
+            parse_envelope(&big),
+            Err(DecodeError::TooLarge {
+                len: MAX_INBOUND_FRAME + 1
+            })
+        );
+    }
+
+    #[test]
+    fn every_decode_error_is_a_protocol_error() {
+        let errors = [
+            DecodeError::TooLarge { len: 1 },
+            DecodeError::TooDeep,
+            DecodeError::NotJson(String::new()),
+            DecodeError::NotObject,
+            DecodeError::MissingType,
+            DecodeError::InvalidFields {
+                type_name: "hello",
+                detail: String::new(),
+            },
+        ];
+        for e in errors {
+            assert_eq!(e.code(), ErrorCode::Protocol);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! What each subcommand does; `main.rs` only parses.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use herald_agents::DemoAgent;
+use herald_port::Platform;
+use herald_server::admin::{ApproveRequest, DeviceView, Info, RevokeRequest};
+use herald_server::config::Config;
+use herald_server::store::PairingRecord;
+use herald_server::Server;
+
+use crate::admin_client::AdminClient;
+use crate::{Global, PairingCommand, ServeArgs};
+
+/// Defaults, then the config file, then the environment.
+fn load_config(global: &Global) -> anyhow::Result<Config> {
+    let mut config = match &global.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    config.apply_env(|name| std::env::var(name).ok())?;
+    Ok(config)
+}
+
+fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = global.data_dir.clone().or_else(|| config.data_dir.clone()) {
+        return Ok(dir);
+    }
+    directories::ProjectDirs::from("", "", "herald")
+        .map(|dirs| dirs.data_dir().to_owned())
+        .context("no home directory to keep data in; pass --data-dir")
+}
+
+pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = load_config(global)?;
+    if let Some(host) = args.host {
+        config.gadget.host = host;
+    }
+    if let Some(port) = args.gadget_port {
+        config.gadget.port = port;
+    }
+    if let Some(port) = args.admin_port {
+        config.admin.port = port;
+    }
+    if args.tls_cert.is_some() || args.tls_key.is_some() {
+        config.tls_cert = args.tls_cert;
+        config.tls_key = args.tls_key;
+    }
+    let data_dir = data_dir(global, &config)?;
+
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let agent = Box::new(|out| Arc::new(DemoAgent::new(out)) as _);
+        let server = Server::start(config, &data_dir, agent).await?;
+        tracing::info!(data_dir = %data_dir.display(), "herald is running; Ctrl-C stops it");
+        shutdown_signal().await;
+        tracing::info!("stopping");
+        server.shutdown().await;
+        anyhow::Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+pub fn info(global: &Global) -> anyhow::Result<()> {
+    let config = load_config(global)?;
+    let data_dir = data_dir(global, &config)?;
+    match AdminClient::connect(&data_dir).and_then(|c| c.get::<Info>("/v1/info")) {
+        Ok(info) => {
+            println!("Devices connect to:  {}", info.gadget_url);
+            println!("Data directory:      {}", info.data_dir.display());
+            println!("Store:               {}", info.store.display());
+            println!("Status:              running (herald {})", info.version);
+        }
+        Err(_) => {
+            let scheme = if config.tls().is_some() { "wss" } else { "ws" };
+            let addr = std::net::SocketAddr::new(config.gadget.host, config.gadget.port);
+            let url = herald_server::net::url(scheme, addr, &config.gadget.path);
+            println!("Devices connect to:  {url}");
+            println!("Data directory:      {}", data_dir.display());
+            println!(
+                "Store:               {}",
+                data_dir.join(herald_server::STORE_FILE).display()
+            );
+            println!("Status:              not running (start it with `herald serve`)");
+        }
+    }
+    Ok(())
+}
+
+pub fn devices(global: &Global, json: bool) -> anyhow::Result<()> {
+    let client = admin(global)?;
+    let devices: Vec<DeviceView> = client.get("/v1/devices")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&devices)?);
+        return Ok(());
+    }
+    if devices.is_empty() {
+        println!("No devices yet. Point a gadget at the URL `herald info` prints.");
+        return Ok(());
+    }
+    let now = now_ms();
+    let rows: Vec<[String; 6]> = devices
+        .iter()
+        .map(|d| {
+            let r = &d.record;
+            [
+                r.id.clone(),
+                r.name.clone().unwrap_or_default(),
+                r.board.clone().unwrap_or_default(),
+                r.firmware.clone().unwrap_or_default(),
+                if d.online { "online" } else { "offline" }.to_owned(),
+                if d.online {
+                    "now".to_owned()
+                } else {
+                    r.last_seen.map_or("never".to_owned(), |t| ago(now - t))
+                },
+            ]
+        })
+        .collect();
+    print_table(
+        &["ID", "NAME", "BOARD", "FIRMWARE", "STATUS", "LAST SEEN"],
+        &rows,
+    );
+    Ok(())
+}
+
+pub fn forget(global: &Global, device_id: &str) -> anyhow::Result<()> {
+    let client = admin(global)?;
+    let _: serde_json::Value = client.delete(&format!("/v1/devices/{device_id}"))?;
+    println!("Forgot {device_id}; it can enroll again.");
+    Ok(())
+}
+
+pub fn pairing(global: &Global, command: PairingCommand) -> anyhow::Result<()> {
+    let client = admin(global)?;
+    match command {
+        PairingCommand::List { json } => {
+            let pairings: Vec<PairingRecord> = client.get("/v1/pairing")?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&pairings)?);
+            } else if pairings.is_empty() {
+                println!("No pairings.");
+            } else {
+                let now = now_ms();
+                let rows: Vec<[String; 5]> = pairings
+                    .iter()
+                    .map(|p| {
+                        [
+                            p.platform.to_string(),
+                            p.user_id.clone(),
+                            p.user_name.clone().unwrap_or_default(),
+                            match (&p.code, p.approved_at) {
+                                (_, Some(_)) => "approved".to_owned(),
+                                (Some(code), None) => format!("pending {code}"),
+                                (None, None) => "pending".to_owned(),
+                            },
+                            ago(now - p.approved_at.unwrap_or(p.created_at)),
+                        ]
+                    })
+                    .collect();
+                print_table(&["PLATFORM", "USER", "NAME", "STATE", "SINCE"], &rows);
+            }
+        }
+        PairingCommand::Approve {
+            platform,
+            code,
+            user,
+        } => {
+            if code.is_none() && user.is_none() {
+                bail!("give the code the device shows, or --user ID");
+            }
+            let request = ApproveRequest {
+                platform: parse_platform(&platform)?,
+                code,
+                user_id: user,
+            };
+            let record: PairingRecord = client.post("/v1/pairing/approve", &request)?;
+            println!("Approved {} {}.", record.platform, record.user_id);
+        }
+        PairingCommand::Revoke { platform, user_id } => {
+            let request = RevokeRequest {
+                platform: parse_platform(&platform)?,
+                user_id,
+            };
+            let _: serde_json::Value = client.post("/v1/pairing/revoke", &request)?;
+            println!("Revoked {} {}.", request.platform, request.user_id);
+        }
+    }
+    Ok(())
+}
+
+fn admin(global: &Global) -> anyhow::Result<AdminClient> {
+    let config = load_config(global)?;
+    AdminClient::connect(&data_dir(global, &config)?)
+}
+
+fn parse_platform(name: &str) -> anyhow::Result<Platform> {
+    match name {
+        "gadget" => Ok(Platform::Gadget),
+        "mobile" => Ok(Platform::Mobile),
+        other => bail!("unknown platform {other:?}: use gadget or mobile"),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// "5s ago", "3m ago", "2h ago", "4d ago".
+fn ago(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=86_399 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
+    let mut widths = headers.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(headers.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(super::ago(5_000), "5s ago");
+        assert_eq!(super::ago(180_000), "3m ago");
+        assert_eq!(super::ago(7_200_000), "2h ago");
+        assert_eq!(super::ago(-10), "0s ago");
+    }
+}

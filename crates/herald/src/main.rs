@@ -1,0 +1,109 @@
+//! The `herald` command line: one binary over every Herald crate.
+
+mod admin_client;
+mod commands;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Herald connects voice gadgets and mobile apps to a personal AI agent.
+#[derive(Debug, Parser)]
+#[command(name = "herald", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where Herald keeps its state and finds its configuration.
+#[derive(Debug, Args)]
+struct Global {
+    /// Data directory (store, recordings, admin endpoint) [default: the platform's data dir]
+    #[arg(long, global = true, env = "HERALD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// TOML configuration file
+    #[arg(long, global = true, env = "HERALD_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server with the built-in demo agent
+    Serve(ServeArgs),
+    /// Print the URL devices should use and where data lives
+    Info,
+    /// List enrolled gadgets
+    Devices {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a gadget so a reset device can enroll again
+    Forget {
+        /// The device id (hg-…)
+        device_id: String,
+    },
+    /// Approve, revoke and list pairings
+    #[command(subcommand)]
+    Pairing(PairingCommand),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address to listen on for devices
+    #[arg(long)]
+    host: Option<IpAddr>,
+    /// Port for gadgets
+    #[arg(long)]
+    gadget_port: Option<u16>,
+    /// Port for the local admin API (0 picks a free one)
+    #[arg(long)]
+    admin_port: Option<u16>,
+    /// PEM certificate chain: serve wss:// (needs --tls-key)
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum PairingCommand {
+    /// Show pending and approved pairings
+    List {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pairing by its code (or by user id with --user)
+    Approve {
+        /// gadget or mobile
+        platform: String,
+        /// The code the device shows
+        code: Option<String>,
+        /// Approve this user id directly instead of a code
+        #[arg(long, conflicts_with = "code")]
+        user: Option<String>,
+    },
+    /// Revoke a pairing: the device has to pair again
+    Revoke {
+        /// gadget or mobile
+        platform: String,
+        /// The device or user id
+        user_id: String,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => commands::serve(&cli.global, args),
+        Command::Info => commands::info(&cli.global),
+        Command::Devices { json } => commands::devices(&cli.global, json),
+        Command::Forget { device_id } => commands::forget(&cli.global, &device_id),
+        Command::Pairing(command) => commands::pairing(&cli.global, command),
+    }
+}

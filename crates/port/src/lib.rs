@@ -1,0 +1,356 @@
+//! The conversation port: the only seam between Herald's transports and its agent
+//! backends.
+//!
+//! A transport (the gadget hub, the mobile adapter) turns frames into [`Inbound`] events
+//! and hands them to an [`Agent`]. The agent answers through [`Outbound`], which the
+//! transports implement. Neither side ever sees the other's internals: a transport does
+//! not know which backend serves it, and a backend never sees a socket or a frame.
+//!
+//! The shape follows Hermes's platform adapter (`send`, `edit_message`, `send_typing`,
+//! `on_processing_start`, `send_exec_approval`, ...) so that the Hermes bridge is a
+//! direct mapping rather than a translation layer.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The kinds of client Herald serves; each is a platform in Hermes's sense.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    Gadget,
+    Mobile,
+}
+
+impl Platform {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Gadget => "gadget",
+            Platform::Mobile => "mobile",
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One conversation: a gadget (by device id) or a phone (by its `device.id`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Chat {
+    pub platform: Platform,
+    pub id: String,
+}
+
+impl Chat {
+    pub fn gadget(id: impl Into<String>) -> Self {
+        Chat {
+            platform: Platform::Gadget,
+            id: id.into(),
+        }
+    }
+
+    pub fn mobile(id: impl Into<String>) -> Self {
+        Chat {
+            platform: Platform::Mobile,
+            id: id.into(),
+        }
+    }
+}
+
+impl fmt::Display for Chat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.platform, self.id)
+    }
+}
+
+/// Who sent an inbound event, and in which conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub chat: Chat,
+    /// The identity authorization is decided on: a gadget's device id, a phone user's id.
+    pub user_id: String,
+    pub user_name: Option<String>,
+}
+
+/// Something a device sent that the agent should see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inbound {
+    pub source: Source,
+    /// Stable per message, so a backend can drop duplicates and thread replies.
+    pub message_id: String,
+    pub body: InboundBody,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboundBody {
+    Text {
+        text: String,
+        reply_to: Option<String>,
+    },
+    /// A recorded utterance as a mono 16-bit WAV file; speech-to-text is the agent's job.
+    Voice {
+        path: PathBuf,
+        duration_ms: u32,
+        /// A transcript the client made itself, when it has one.
+        transcript: Option<String>,
+    },
+    Media {
+        path: PathBuf,
+        kind: MediaKind,
+        mime: Option<String>,
+        caption: Option<String>,
+    },
+    Command(Command),
+    PromptAnswer(PromptAnswer),
+}
+
+/// Conversation commands a device can give without typing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Stop the current turn (Hermes's `/stop`).
+    Stop,
+    /// Start a fresh conversation (Hermes's `/new`).
+    New,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MediaKind {
+    Image,
+    Video,
+    Document,
+    Audio,
+}
+
+/// A question the agent asks the user, rendered as a gadget prompt or a mobile card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// Hermes wants to run a command it considers dangerous.
+    ExecApproval {
+        command: String,
+        description: String,
+    },
+    /// A yes/no confirmation, such as a slash command's.
+    Confirm { title: String, text: String },
+    /// The agent needs the user to pick (or type) an answer.
+    Clarify {
+        question: String,
+        choices: Vec<String>,
+    },
+}
+
+/// The answer a user gave, already validated by the transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptAnswer {
+    pub prompt_id: String,
+    pub choice: Choice,
+}
+
+/// Answers in Hermes's own vocabulary, so the bridge passes them on unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// Exec approval: allow once / for this session / always, or deny.
+    Once,
+    Session,
+    Always,
+    Deny,
+    /// Confirm or clarify withdrawn by the user.
+    Cancel,
+    /// Clarify: the index of the chosen option.
+    Option(usize),
+    /// Clarify: the user's own words.
+    Other(String),
+}
+
+impl Choice {
+    /// The wire name Hermes's resolvers expect (`once`, `deny`, `c1`, ...).
+    pub fn as_wire(&self) -> String {
+        match self {
+            Choice::Once => "once".into(),
+            Choice::Session => "session".into(),
+            Choice::Always => "always".into(),
+            Choice::Deny => "deny".into(),
+            Choice::Cancel => "cancel".into(),
+            Choice::Option(i) => format!("c{i}"),
+            Choice::Other(_) => "other".into(),
+        }
+    }
+
+    /// Whether this answer lets the asked-about thing go ahead.
+    pub fn is_affirmative(&self) -> bool {
+        !matches!(self, Choice::Deny | Choice::Cancel)
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Success,
+    Failure,
+    Cancelled,
+}
+
+/// A card for a device's screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Card {
+    pub title: String,
+    pub body: String,
+    /// Seconds to show it; `Some(0)` keeps it until dismissed, `None` the device default.
+    pub ttl_s: Option<u32>,
+}
+
+/// Options for [`Outbound::send_text`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendOptions {
+    pub reply_to: Option<String>,
+    /// More edits will follow (a streaming preview); the last comes with `finalize`.
+    pub streaming: bool,
+    /// Progress commentary rather than the answer.
+    pub interim: bool,
+}
+
+/// Why something could not reach a device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("{0} is not connected")]
+    Offline(Chat),
+    #[error("{0} is not known")]
+    UnknownChat(Chat),
+    #[error("{chat} cannot show this: {reason}")]
+    Unsupported { chat: Chat, reason: String },
+    #[error("unknown message {0}")]
+    UnknownMessage(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Why a device action gave no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    #[error("the device has no action named {0}")]
+    UnknownAction(String),
+    #[error("the device did not answer in time")]
+    Timeout,
+    #[error("the device disconnected")]
+    Disconnected,
+    #[error("{0}")]
+    Device(String),
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+}
+
+/// What a device offers the agent as tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionSpec {
+    pub name: String,
+    pub description: String,
+    pub params: Value,
+}
+
+/// The agent's side of the port: everything a backend can do to a conversation.
+///
+/// Transports implement it; every call names its [`Chat`], so one value serves all
+/// devices of all platforms.
+#[async_trait]
+pub trait Outbound: Send + Sync {
+    /// Send a reply; returns its message id, which [`Outbound::edit_text`] refers to.
+    async fn send_text(
+        &self,
+        chat: &Chat,
+        text: &str,
+        options: SendOptions,
+    ) -> Result<String, DeliveryError>;
+
+    /// Replace the text of a streamed message; `finalize` marks the last edit.
+    async fn edit_text(
+        &self,
+        chat: &Chat,
+        message_id: &str,
+        text: &str,
+        finalize: bool,
+    ) -> Result<(), DeliveryError>;
+
+    async fn typing(&self, chat: &Chat, on: bool) -> Result<(), DeliveryError>;
+
+    /// A live working phrase ("Searching the web"); empty text clears it.
+    async fn status(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError>;
+
+    /// The agent started working on a message; returns the turn's id. Replies sent
+    /// until the turn ends belong to it.
+    async fn turn_started(&self, chat: &Chat) -> Result<String, DeliveryError>;
+
+    /// End the turn `turn_id`; a turn that already ended (or was replaced) is ignored,
+    /// so a late end can never close a newer turn.
+    async fn turn_ended(
+        &self,
+        chat: &Chat,
+        turn_id: &str,
+        outcome: Outcome,
+    ) -> Result<(), DeliveryError>;
+
+    /// Put a question to the user; the answer arrives as [`InboundBody::PromptAnswer`]
+    /// with the returned id. Questions queue per device and survive reconnects.
+    async fn ask(
+        &self,
+        chat: &Chat,
+        prompt: Prompt,
+        ttl_s: Option<u32>,
+    ) -> Result<String, DeliveryError>;
+
+    /// Withdraw a question that no longer needs an answer.
+    async fn withdraw(&self, chat: &Chat, prompt_id: &str) -> Result<(), DeliveryError>;
+
+    /// Speak an audio file (any common format) on the device.
+    async fn send_voice(&self, chat: &Chat, path: PathBuf) -> Result<(), DeliveryError>;
+
+    async fn send_image(
+        &self,
+        chat: &Chat,
+        path: PathBuf,
+        caption: Option<String>,
+    ) -> Result<(), DeliveryError>;
+
+    async fn send_document(
+        &self,
+        chat: &Chat,
+        path: PathBuf,
+        caption: Option<String>,
+    ) -> Result<(), DeliveryError>;
+
+    async fn display(&self, chat: &Chat, card: Card) -> Result<(), DeliveryError>;
+
+    /// A short transient line, not part of the conversation.
+    async fn notice(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError>;
+
+    /// Run a device action and wait for its result.
+    async fn invoke_action(
+        &self,
+        chat: &Chat,
+        name: &str,
+        args: Value,
+    ) -> Result<Value, ActionError>;
+
+    /// The actions a connected device offers.
+    async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError>;
+}
+
+/// An agent backend: the demo agent, the Hermes bridge, an OpenAI-compatible model.
+#[async_trait]
+pub trait Agent: Send + Sync {
+    /// Take one authorized inbound event. Returns once the event is accepted, not when
+    /// the turn it starts is over, so a slow turn never holds up the device's reader.
+    async fn handle(&self, inbound: Inbound);
+}
+
+/// Builds a backend once the transports exist, handing it the way back to devices.
+pub type AgentFactory = Box<dyn FnOnce(Arc<dyn Outbound>) -> Arc<dyn Agent> + Send>;

@@ -1,0 +1,195 @@
+//! Who may talk to the agent: allowlists, allow-all, and the standalone pairing flow.
+//!
+//! Authentication (is this really device X?) happens in each transport's handshake;
+//! this module answers authorization (may X reach the agent?) for every platform.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use herald_port::Platform;
+
+use herald_gadget_proto::limits;
+
+use crate::clock::now_ms;
+use crate::ids;
+use crate::store::{PairingRecord, Store, StoreError};
+
+/// Pairing codes avoid look-alike characters (no 0/O, 1/I).
+const CODE_ALPHABET: &[u8] = limits::PAIRING_CODE_ALPHABET.as_bytes();
+/// How long a pairing code stays valid.
+const CODE_TTL_MS: i64 = limits::PAIRING_CODE_TTL_SECS as i64 * 1000;
+
+/// Authorization rules of one platform.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub allowed_users: HashSet<String>,
+    pub allow_all: bool,
+}
+
+pub struct Access {
+    store: Arc<dyn Store>,
+    gadget: Policy,
+    mobile: Policy,
+    /// What the owner types to approve, e.g. `herald pairing approve`.
+    approve_command: String,
+}
+
+impl Access {
+    pub fn new(store: Arc<dyn Store>, gadget: Policy, mobile: Policy) -> Self {
+        Access {
+            store,
+            gadget,
+            mobile,
+            approve_command: "herald pairing approve".into(),
+        }
+    }
+
+    fn policy(&self, platform: Platform) -> &Policy {
+        match platform {
+            Platform::Gadget => &self.gadget,
+            Platform::Mobile => &self.mobile,
+        }
+    }
+
+    pub fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
+        let policy = self.policy(platform);
+        if policy.allow_all || policy.allowed_users.contains(user_id) {
+            return Ok(true);
+        }
+        Ok(self
+            .store
+            .pairing(platform, user_id)?
+            .is_some_and(|p| p.approved_at.is_some()))
+    }
+
+    /// The code an unpaired user should show: the pending one while it is fresh,
+    /// otherwise a new one.
+    pub fn pairing_code(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        user_name: Option<&str>,
+    ) -> Result<String, StoreError> {
+        let now = now_ms();
+        if let Some(PairingRecord {
+            code: Some(code),
+            created_at,
+            approved_at: None,
+            ..
+        }) = self.store.pairing(platform, user_id)?
+        {
+            if now - created_at < CODE_TTL_MS {
+                return Ok(code);
+            }
+        }
+        let code = new_code();
+        self.store
+            .put_pending(platform, user_id, user_name, &code, now)?;
+        Ok(code)
+    }
+
+    pub fn approve_command(&self, platform: Platform, code: &str) -> String {
+        format!("{} {} {code}", self.approve_command, platform.as_str())
+    }
+
+    /// Approve by code (case-insensitive, as people type it).
+    pub fn approve_code(
+        &self,
+        platform: Platform,
+        code: &str,
+    ) -> Result<Option<PairingRecord>, StoreError> {
+        let now = now_ms();
+        let code = code.trim().to_ascii_uppercase();
+        self.store
+            .approve_code(platform, &code, now - CODE_TTL_MS, now)
+    }
+
+    pub fn approve_user(
+        &self,
+        platform: Platform,
+        user_id: &str,
+    ) -> Result<PairingRecord, StoreError> {
+        self.store.approve_user(platform, user_id, now_ms())
+    }
+
+    pub fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
+        self.store.revoke(platform, user_id)
+    }
+
+    pub fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError> {
+        self.store.pairings()
+    }
+}
+
+fn new_code() -> String {
+    let mut bytes = [0u8; limits::PAIRING_CODE_LEN];
+    ids::fill_random(&mut bytes);
+    bytes
+        .iter()
+        // 256 is a multiple of the alphabet's 32, so every character is equally likely.
+        .map(|b| CODE_ALPHABET[usize::from(*b) % CODE_ALPHABET.len()] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SqliteStore;
+
+    fn access(gadget: Policy) -> (tempfile::TempDir, Access) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+        (dir, Access::new(store, gadget, Policy::default()))
+    }
+
+    #[test]
+    fn codes_use_the_alphabet() {
+        for _ in 0..100 {
+            let code = new_code();
+            assert_eq!(code.len(), 8);
+            assert!(code.bytes().all(|c| CODE_ALPHABET.contains(&c)), "{code}");
+        }
+    }
+
+    #[test]
+    fn pairing_flow() {
+        let (_dir, access) = access(Policy::default());
+        assert!(!access.is_authorized(Platform::Gadget, "hg-1").unwrap());
+        let code = access
+            .pairing_code(Platform::Gadget, "hg-1", Some("K"))
+            .unwrap();
+        assert_eq!(
+            access.pairing_code(Platform::Gadget, "hg-1", None).unwrap(),
+            code
+        );
+        assert!(access
+            .approve_code(Platform::Gadget, "WRONG234")
+            .unwrap()
+            .is_none());
+        let approved = access
+            .approve_code(Platform::Gadget, &code.to_lowercase())
+            .unwrap()
+            .unwrap();
+        assert_eq!(approved.user_id, "hg-1");
+        assert!(access.is_authorized(Platform::Gadget, "hg-1").unwrap());
+        assert!(!access.is_authorized(Platform::Mobile, "hg-1").unwrap());
+        assert!(access.revoke(Platform::Gadget, "hg-1").unwrap());
+        assert!(!access.is_authorized(Platform::Gadget, "hg-1").unwrap());
+    }
+
+    #[test]
+    fn allowlists() {
+        let policy = Policy {
+            allowed_users: ["hg-ok".to_string()].into(),
+            allow_all: false,
+        };
+        let (_dir, access) = access(policy);
+        assert!(access.is_authorized(Platform::Gadget, "hg-ok").unwrap());
+        assert!(!access.is_authorized(Platform::Gadget, "hg-no").unwrap());
+        let (_dir, access) = super::tests::access(Policy {
+            allow_all: true,
+            ..Policy::default()
+        });
+        assert!(access.is_authorized(Platform::Gadget, "hg-anyone").unwrap());
+    }
+}

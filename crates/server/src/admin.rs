@@ -1,0 +1,280 @@
+//! The local admin API that `herald devices`, `herald pairing` and friends talk to.
+//!
+//! It listens on loopback by default and every request needs the bearer token kept in
+//! `admin.token` in the data directory (mode 0600): only the owner of the data
+//! directory can approve pairings or forget devices. `admin.json` beside it tells the
+//! CLI where the API listens.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use herald_port::Platform;
+use serde::{Deserialize, Serialize};
+
+use crate::access::Access;
+use crate::files;
+use crate::gadget::{Command, GadgetHub};
+use crate::ids;
+use crate::store::{blocking, DeviceRecord, PairingRecord, Store, StoreError};
+
+const TOKEN_FILE: &str = "admin.token";
+const ENDPOINT_FILE: &str = "admin.json";
+
+/// How the CLI finds and authenticates to a running server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub url: String,
+    pub pid: u32,
+    #[serde(skip)]
+    pub token: String,
+}
+
+impl Endpoint {
+    /// Read the endpoint a running server left in `data_dir`.
+    pub fn discover(data_dir: &Path) -> std::io::Result<Endpoint> {
+        let text = std::fs::read_to_string(data_dir.join(ENDPOINT_FILE))?;
+        let mut endpoint: Endpoint = serde_json::from_str(&text)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        endpoint.token = std::fs::read_to_string(data_dir.join(TOKEN_FILE))?
+            .trim()
+            .to_owned();
+        Ok(endpoint)
+    }
+}
+
+/// The token every admin request must carry; created once, kept across restarts.
+pub(crate) fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
+    let path = data_dir.join(TOKEN_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(token) if token.trim().len() >= 32 => Ok(token.trim().to_owned()),
+        _ => {
+            let token = ids::random_hex(64);
+            files::write_private(&path, token.as_bytes())?;
+            Ok(token)
+        }
+    }
+}
+
+pub(crate) fn publish(data_dir: &Path, url: &str) -> std::io::Result<PathBuf> {
+    let endpoint = Endpoint {
+        url: url.to_owned(),
+        pid: std::process::id(),
+        token: String::new(),
+    };
+    let path = data_dir.join(ENDPOINT_FILE);
+    let json = serde_json::to_vec_pretty(&endpoint).map_err(std::io::Error::other)?;
+    files::write_private(&path, &json)?;
+    Ok(path)
+}
+
+/// Forget the endpoint, so the CLI says "not running" instead of failing to connect.
+pub(crate) fn unpublish(data_dir: &Path) {
+    let _ = std::fs::remove_file(data_dir.join(ENDPOINT_FILE));
+}
+
+#[derive(Clone)]
+pub(crate) struct AdminState {
+    pub token: Arc<str>,
+    pub store: Arc<dyn Store>,
+    pub access: Arc<Access>,
+    pub gadget: Arc<GadgetHub>,
+    pub info: Arc<Info>,
+}
+
+/// What `herald info` shows about a running server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Info {
+    pub version: String,
+    pub gadget_url: String,
+    pub data_dir: PathBuf,
+    pub store: PathBuf,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeviceView {
+    #[serde(flatten)]
+    pub record: DeviceRecordView,
+    pub online: bool,
+}
+
+/// A device record as the API shows it: everything but the key.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeviceRecordView {
+    pub id: String,
+    pub name: Option<String>,
+    pub board: Option<String>,
+    pub firmware: Option<String>,
+    pub enrolled_at: i64,
+    pub last_seen: Option<i64>,
+    pub sensors: serde_json::Map<String, serde_json::Value>,
+}
+
+impl From<DeviceRecord> for DeviceRecordView {
+    fn from(r: DeviceRecord) -> Self {
+        DeviceRecordView {
+            id: r.id,
+            name: r.name,
+            board: r.board,
+            firmware: r.firmware,
+            enrolled_at: r.enrolled_at,
+            last_seen: r.last_seen,
+            sensors: r.sensors,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApproveRequest {
+    pub platform: Platform,
+    pub code: Option<String>,
+    pub user_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RevokeRequest {
+    pub platform: Platform,
+    pub user_id: String,
+}
+
+pub(crate) fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/v1/info", get(info))
+        .route("/v1/devices", get(devices))
+        .route("/v1/devices/{id}", delete(forget))
+        .route("/v1/pairing", get(pairings))
+        .route("/v1/pairing/approve", post(approve))
+        .route("/v1/pairing/revoke", post(revoke))
+        .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .with_state(state)
+}
+
+async fn authorize(State(state): State<AdminState>, request: Request, next: Next) -> Response {
+    let offered = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if herald_gadget_proto::auth::ct_eq(offered.as_bytes(), state.token.as_bytes()) {
+        next.run(request).await
+    } else {
+        ApiError(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong admin token".into(),
+        )
+        .into_response()
+    }
+}
+
+/// An error as the API returns it: a status and `{"error": message}`.
+pub(crate) struct ApiError(StatusCode, String);
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        tracing::error!(%err, "admin request failed");
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
+    }
+}
+
+async fn info(State(state): State<AdminState>) -> Json<Info> {
+    Json((*state.info).clone())
+}
+
+async fn devices(State(state): State<AdminState>) -> Result<Json<Vec<DeviceView>>, ApiError> {
+    let store = state.store.clone();
+    let records = blocking(move || store.devices()).await?;
+    Ok(Json(
+        records
+            .into_iter()
+            .map(|record| DeviceView {
+                online: state.gadget.is_online(&record.id),
+                record: record.into(),
+            })
+            .collect(),
+    ))
+}
+
+async fn forget(
+    State(state): State<AdminState>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let store = state.store.clone();
+    let target = id.clone();
+    let forgotten = blocking(move || store.forget(&target)).await?;
+    state.gadget.tell(&id, Command::Forget).await;
+    if !forgotten {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no device {id}")));
+    }
+    Ok(Json(serde_json::json!({ "forgotten": id })))
+}
+
+async fn pairings(State(state): State<AdminState>) -> Result<Json<Vec<PairingRecord>>, ApiError> {
+    let access = state.access.clone();
+    Ok(Json(blocking(move || access.pairings()).await?))
+}
+
+async fn approve(
+    State(state): State<AdminState>,
+    Json(request): Json<ApproveRequest>,
+) -> Result<Json<PairingRecord>, ApiError> {
+    let access = state.access.clone();
+    let platform = request.platform;
+    let record = match (request.code, request.user_id) {
+        (Some(code), None) => blocking(move || access.approve_code(platform, &code))
+            .await?
+            .ok_or_else(|| {
+                ApiError(
+                    StatusCode::NOT_FOUND,
+                    "no pending pairing with that code (codes last one hour)".into(),
+                )
+            })?,
+        (None, Some(user)) => blocking(move || access.approve_user(platform, &user)).await?,
+        _ => {
+            return Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                "give either a code or a user id".into(),
+            ))
+        }
+    };
+    notify(&state, platform, &record.user_id, true).await;
+    Ok(Json(record))
+}
+
+async fn revoke(
+    State(state): State<AdminState>,
+    Json(request): Json<RevokeRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let access = state.access.clone();
+    let (platform, user) = (request.platform, request.user_id.clone());
+    let revoked = blocking(move || access.revoke(platform, &user)).await?;
+    if !revoked {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("{} has no pairing on {platform}", request.user_id),
+        ));
+    }
+    // Revoking a pairing does not override an allowlist.
+    let access = state.access.clone();
+    let user = request.user_id.clone();
+    let still = blocking(move || access.is_authorized(platform, &user)).await?;
+    notify(&state, platform, &request.user_id, still).await;
+    Ok(Json(serde_json::json!({ "revoked": request.user_id })))
+}
+
+async fn notify(state: &AdminState, platform: Platform, user_id: &str, paired: bool) {
+    if platform == Platform::Gadget {
+        state.gadget.tell(user_id, Command::SetPaired(paired)).await;
+    }
+}

@@ -1,0 +1,222 @@
+//! Configuration: built-in defaults, then one TOML file, then the environment.
+//!
+//! The environment names come from the protocol documents (`GADGET_ACCESS_TOKEN`,
+//! `GADGET_ALLOWED_USERS`, ...) and are a public interface: they keep their meaning.
+//! Command-line flags are applied last by the binary.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub const DEFAULT_GADGET_PORT: u16 = 8765;
+pub const DEFAULT_ADMIN_PORT: u16 = 8766;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{name}: {reason}")]
+    Invalid { name: String, reason: String },
+}
+
+/// Everything `herald serve` needs to run.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the store and recordings live; `None` means the platform's data directory.
+    pub data_dir: Option<PathBuf>,
+    /// PEM certificate chain and private key; both set means `wss://`.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub gadget: GadgetConfig,
+    pub admin: AdminConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GadgetConfig {
+    pub host: IpAddr,
+    pub port: u16,
+    pub path: String,
+    pub heartbeat_s: u32,
+    pub max_utterance_s: u32,
+    /// Devices must present this token in `hello` when set.
+    pub access_token: Option<String>,
+    /// Device ids authorized without pairing.
+    pub allowed_users: Vec<String>,
+    pub allow_all_users: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Loopback by default: the admin API changes who may talk to the agent.
+    pub host: IpAddr,
+    /// 0 picks a free port; the CLI finds it in the data directory either way.
+    pub port: u16,
+}
+
+impl Default for GadgetConfig {
+    fn default() -> Self {
+        GadgetConfig {
+            host: IpAddr::from([0, 0, 0, 0]),
+            port: DEFAULT_GADGET_PORT,
+            path: "/gadget".into(),
+            heartbeat_s: 20,
+            max_utterance_s: 60,
+            access_token: None,
+            allowed_users: Vec::new(),
+            allow_all_users: false,
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: DEFAULT_ADMIN_PORT,
+        }
+    }
+}
+
+impl Config {
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
+    }
+
+    /// Apply the environment variables the protocol documents define, read through
+    /// `var` so tests need not touch the process environment.
+    pub fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(token) = var("GADGET_ACCESS_TOKEN").filter(|t| !t.is_empty()) {
+            self.gadget.access_token = Some(token);
+        }
+        if let Some(users) = var("GADGET_ALLOWED_USERS") {
+            self.gadget.allowed_users = split_list(&users);
+        }
+        if let Some(all) = var("GADGET_ALLOW_ALL_USERS") {
+            self.gadget.allow_all_users = parse_bool("GADGET_ALLOW_ALL_USERS", &all)?;
+        }
+        Ok(())
+    }
+
+    /// Check what serde cannot: ranges and pairs that only make sense together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |name: &str, reason: &str| ConfigError::Invalid {
+            name: name.into(),
+            reason: reason.into(),
+        };
+        if !(5..=300).contains(&self.gadget.heartbeat_s) {
+            return Err(invalid(
+                "gadget.heartbeat_s",
+                "must be between 5 and 300 seconds",
+            ));
+        }
+        if !(1..=600).contains(&self.gadget.max_utterance_s) {
+            return Err(invalid(
+                "gadget.max_utterance_s",
+                "must be between 1 and 600 seconds",
+            ));
+        }
+        if !self.gadget.path.starts_with('/') {
+            return Err(invalid("gadget.path", "must start with /"));
+        }
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => Err(invalid("tls_key", "tls_cert is set but tls_key is not")),
+            (None, Some(_)) => Err(invalid("tls_cert", "tls_key is set but tls_cert is not")),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn tls(&self) -> Option<(&Path, &Path)> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            _ => None,
+        }
+    }
+}
+
+fn split_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "" | "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(ConfigError::Invalid {
+            name: name.into(),
+            reason: format!("expected 1/0 or true/false, got {value:?}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_environment() {
+        let mut config: Config = toml::from_str(
+            r#"
+            [gadget]
+            port = 9000
+            heartbeat_s = 30
+            allowed_users = ["hg-aaaaaaaaaaaaaaaa"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.gadget.port, 9000);
+        assert_eq!(config.gadget.path, "/gadget");
+        config
+            .apply_env(|name| match name {
+                "GADGET_ALLOWED_USERS" => Some("hg-1, hg-2,,".into()),
+                "GADGET_ALLOW_ALL_USERS" => Some("1".into()),
+                "GADGET_ACCESS_TOKEN" => Some("s3cret".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(config.gadget.allowed_users, ["hg-1", "hg-2"]);
+        assert!(config.gadget.allow_all_users);
+        assert_eq!(config.gadget.access_token.as_deref(), Some("s3cret"));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(toml::from_str::<Config>("[gadget]\nprot = 1").is_err());
+        let mut config = Config::default();
+        config.gadget.heartbeat_s = 2;
+        assert!(config.validate().is_err());
+        let config = Config {
+            tls_cert: Some("cert.pem".into()),
+            ..Config::default()
+        };
+        assert!(config.validate().is_err());
+        let mut config = Config::default();
+        assert!(config
+            .apply_env(|n| (n == "GADGET_ALLOW_ALL_USERS").then(|| "maybe".into()))
+            .is_err());
+    }
+}

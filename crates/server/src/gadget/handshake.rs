@@ -1,0 +1,237 @@
+//! hello → challenge → auth: proves a device holds the key its id is derived from,
+//! enrolls it on first contact (trust on first use), then hands the connection to
+//! the device's session.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use herald_gadget_proto::{
+    auth, limits, Auth, Challenge, DeviceMessage, ErrorCode, Hello, ServerMessage,
+};
+use herald_port::Platform;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+use tracing::{debug, info};
+
+use super::session::{Attach, Event};
+use super::socket::{self, Outgoing, OUTBOX};
+use super::GadgetHub;
+use crate::clock::now_ms;
+use crate::ids;
+use crate::store::{blocking, DeviceProfile, Enrollment, StoreError};
+
+const STEP_TIMEOUT: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
+
+/// Why a handshake ended without admitting the device.
+enum Refusal {
+    /// Tell the device (error frame, close 1008).
+    Tell(ErrorCode, String),
+    /// The connection is already gone.
+    Gone,
+}
+
+impl Refusal {
+    fn protocol(message: impl Into<String>) -> Self {
+        Refusal::Tell(ErrorCode::Protocol, message.into())
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(err: StoreError) -> Self {
+        tracing::error!(%err, "store failed during a handshake");
+        // No code fits a server fault exactly; `busy` makes devices retry later.
+        Refusal::Tell(
+            ErrorCode::Busy,
+            "the server could not check this device".into(),
+        )
+    }
+}
+
+/// A device that proved its identity.
+struct Admitted {
+    hello: Hello,
+    paired: bool,
+}
+
+pub(crate) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<GadgetHub>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let admitted = match admit(&mut ws, peer, &hub).await {
+        Ok(admitted) => admitted,
+        Err(Refusal::Tell(code, message)) => {
+            debug!(%peer, code = code.as_str(), %message, "gadget refused");
+            socket::reject(&mut ws, code, &message).await;
+            return;
+        }
+        Err(Refusal::Gone) => return,
+    };
+    let device_id = admitted.hello.device_id.clone();
+    info!(%peer, device = %device_id, paired = admitted.paired, "gadget connected");
+
+    let conn = hub.conn_id();
+    let (sink, stream) = ws.split();
+    let (outbox_tx, outbox_rx) = mpsc::channel::<Outgoing>(OUTBOX);
+    let writer = tokio::spawn(socket::write(sink, outbox_rx));
+    let session = hub.session(&device_id);
+    let attach = Attach {
+        conn,
+        outbox: outbox_tx,
+        hello: admitted.hello,
+        paired: admitted.paired,
+        session_id: ids::random_hex(12),
+    };
+    if session.send(Event::Attach(Box::new(attach))).await.is_err() {
+        writer.abort();
+        return;
+    }
+    socket::read(stream, conn, session, writer).await;
+    debug!(%peer, device = %device_id, "gadget disconnected");
+}
+
+async fn admit<S>(
+    ws: &mut WebSocketStream<S>,
+    peer: SocketAddr,
+    hub: &Arc<GadgetHub>,
+) -> Result<Admitted, Refusal>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let hello = match receive(ws, "hello").await? {
+        DeviceMessage::Hello(hello) => hello,
+        _ => return Err(Refusal::protocol("the first message must be hello")),
+    };
+    hello
+        .validate()
+        .map_err(|err| Refusal::Tell(err.code(), err.to_string()))?;
+    if let Some(expected) = &hub.config.access_token {
+        let offered = hello.token.as_deref().unwrap_or("");
+        if !auth::ct_eq(offered.as_bytes(), expected.as_bytes()) {
+            return Err(Refusal::Tell(
+                ErrorCode::BadToken,
+                "wrong access token".into(),
+            ));
+        }
+    }
+
+    let device_id = hello.device_id.clone();
+    let store = hub.store.clone();
+    let known = blocking(move || store.device(&device_id)).await?;
+    // First contact is rationed until the key arrives; the permit drops with `admit`.
+    let _permit = match known {
+        Some(_) => None,
+        None => Some(hub.enrolling.enter(peer.ip()).ok_or_else(|| {
+            Refusal::Tell(ErrorCode::Busy, "too many devices are enrolling".into())
+        })?),
+    };
+
+    let mut nonce = [0u8; 16];
+    ids::fill_random(&mut nonce);
+    let nonce = auth::b64(&nonce);
+    let challenge = ServerMessage::Challenge(Challenge {
+        nonce: nonce.clone(),
+        enrolled: known.is_some(),
+    });
+    ws.send(Message::Text(challenge.encode().into()))
+        .await
+        .map_err(|_| Refusal::Gone)?;
+
+    let proof = match receive(ws, "auth").await? {
+        DeviceMessage::Auth(proof) => proof,
+        _ => return Err(Refusal::protocol("expected auth")),
+    };
+    let profile = profile_of(&hello);
+    match known {
+        Some(record) => {
+            let valid = proof.mac.as_deref().is_some_and(|mac| {
+                auth::verify_auth_mac(&record.key, &hello.device_id, &nonce, mac)
+            });
+            if !valid {
+                return Err(auth_failed());
+            }
+        }
+        None => enroll(hub, &hello.device_id, &proof, profile.clone()).await?,
+    }
+
+    let store = hub.store.clone();
+    let access = hub.access.clone();
+    let device_id = hello.device_id.clone();
+    let paired = blocking(move || {
+        store.touch(&device_id, &profile, now_ms())?;
+        access.is_authorized(Platform::Gadget, &device_id)
+    })
+    .await?;
+    Ok(Admitted { hello, paired })
+}
+
+/// First contact: the key must hash to the claimed id, and nobody else may hold it.
+async fn enroll(
+    hub: &GadgetHub,
+    device_id: &str,
+    proof: &Auth,
+    profile: DeviceProfile,
+) -> Result<(), Refusal> {
+    let key = proof
+        .key
+        .as_deref()
+        .and_then(|k| auth::decode_key(k).ok())
+        .ok_or_else(auth_failed)?;
+    if auth::device_id(&key) != device_id {
+        return Err(auth_failed());
+    }
+    let store = hub.store.clone();
+    let id = device_id.to_owned();
+    match blocking(move || store.enroll(&id, &key, &profile, now_ms())).await? {
+        Enrollment::Enrolled | Enrollment::AlreadyEnrolled => Ok(()),
+        Enrollment::Conflict => Err(auth_failed()),
+    }
+}
+
+fn auth_failed() -> Refusal {
+    Refusal::Tell(ErrorCode::AuthFailed, "authentication failed".into())
+}
+
+pub(crate) fn profile_of(hello: &Hello) -> DeviceProfile {
+    DeviceProfile {
+        name: hello.name.clone(),
+        board: hello.board.clone(),
+        firmware: hello.firmware.clone(),
+        sensors: hello.sensors.clone(),
+    }
+}
+
+/// The next text message of the handshake, within the step timeout.
+async fn receive<S>(ws: &mut WebSocketStream<S>, what: &str) -> Result<DeviceMessage, Refusal>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let wait = async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    return DeviceMessage::decode(&text)
+                        .map_err(|err| Refusal::protocol(err.to_string()));
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    return Err(Refusal::protocol(format!(
+                        "expected {what}, got a binary frame"
+                    )))
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return Err(Refusal::Gone),
+            }
+        }
+    };
+    tokio::time::timeout(STEP_TIMEOUT, wait)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Refusal::Tell(
+                ErrorCode::Timeout,
+                format!("no {what} in time"),
+            ))
+        })
+}

@@ -1,0 +1,196 @@
+//! The gadget hub: devices speaking gadget protocol v1 over WebSocket.
+//!
+//! - [`listener`] accepts TCP (and TLS) connections and upgrades them;
+//! - [`handshake`] runs hello / challenge / auth and admits a device;
+//! - [`socket`] shuttles frames between the WebSocket and the device's session;
+//! - [`session`] is the per-device actor that owns everything stateful: the current
+//!   connection, heartbeat, turns, the question queue and pending actions;
+//! - [`prompts`] is the question queue itself, kept free of I/O.
+//!
+//! A session outlives its connections, so a question asked while a device is away is
+//! shown again when it returns, and a replacement connection takes over seamlessly.
+
+mod handshake;
+pub(crate) mod listener;
+mod prompts;
+mod session;
+mod socket;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use dashmap::DashMap;
+use herald_gadget_proto::limits;
+use herald_port::{Agent, DeliveryError};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::access::Access;
+use crate::config::GadgetConfig;
+use crate::store::Store;
+
+pub(crate) use session::Command;
+use session::{Event, Session};
+
+/// Events queued for one session before its reader waits (backpressure).
+const SESSION_MAILBOX: usize = 64;
+
+/// What every gadget session shares.
+pub(crate) struct GadgetHub {
+    pub(crate) config: GadgetConfig,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) access: Arc<Access>,
+    agent: OnceLock<Arc<dyn Agent>>,
+    sessions: DashMap<String, mpsc::Sender<Event>>,
+    /// Devices with a live connection, with that connection's id.
+    online: DashMap<String, u64>,
+    enrolling: EnrollGate,
+    next_conn: AtomicU64,
+}
+
+impl GadgetHub {
+    pub(crate) fn new(config: GadgetConfig, store: Arc<dyn Store>, access: Arc<Access>) -> Self {
+        GadgetHub {
+            config,
+            store,
+            access,
+            agent: OnceLock::new(),
+            sessions: DashMap::new(),
+            online: DashMap::new(),
+            enrolling: EnrollGate::default(),
+            next_conn: AtomicU64::new(1),
+        }
+    }
+
+    pub(crate) fn set_agent(&self, agent: Arc<dyn Agent>) {
+        // Set once at start-up; a second call would be a wiring bug, and keeping the
+        // first agent is the safe reaction.
+        let _ = self.agent.set(agent);
+    }
+
+    pub(crate) fn agent(&self) -> Option<&Arc<dyn Agent>> {
+        self.agent.get()
+    }
+
+    pub(crate) fn is_online(&self, device_id: &str) -> bool {
+        self.online.contains_key(device_id)
+    }
+
+    pub(crate) fn online_count(&self) -> usize {
+        self.online.len()
+    }
+
+    fn conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The session of a device, started on first use.
+    fn session(self: &Arc<Self>, device_id: &str) -> mpsc::Sender<Event> {
+        self.sessions
+            .entry(device_id.to_owned())
+            .or_insert_with(|| Session::spawn(device_id.to_owned(), self.clone()))
+            .clone()
+    }
+
+    /// Send a command to a device's session and wait for its answer.
+    pub(crate) async fn call<T>(
+        &self,
+        device_id: &str,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, DeliveryError> {
+        let offline = || DeliveryError::Offline(herald_port::Chat::gadget(device_id));
+        let tx = self
+            .sessions
+            .get(device_id)
+            .map(|s| s.clone())
+            .ok_or_else(offline)?;
+        let (reply, answer) = oneshot::channel();
+        tx.send(Event::Command(make(reply)))
+            .await
+            .map_err(|_| offline())?;
+        answer.await.map_err(|_| offline())
+    }
+
+    /// Tell a device's session, if it has one, without waiting.
+    pub(crate) async fn tell(&self, device_id: &str, command: Command) {
+        let tx = self.sessions.get(device_id).map(|s| s.clone());
+        if let Some(tx) = tx {
+            let _ = tx.send(Event::Command(command)).await;
+        }
+    }
+
+    /// Close every connection, as the server stops.
+    pub(crate) async fn close_all(&self) {
+        let sessions: Vec<_> = self.sessions.iter().map(|s| s.value().clone()).collect();
+        for tx in sessions {
+            let _ = tx.send(Event::Command(Command::Shutdown)).await;
+        }
+    }
+
+    fn session_ended(&self, device_id: &str, mailbox: &mpsc::Sender<Event>) {
+        self.sessions
+            .remove_if(device_id, |_, tx| tx.same_channel(mailbox));
+    }
+}
+
+/// Rations first-contact enrollments: devices between `challenge` and `auth` whose key
+/// is not stored yet, in all and from one address.
+#[derive(Default)]
+struct EnrollGate {
+    waiting: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// Holds one enrollment place until dropped.
+struct EnrollPermit<'a> {
+    gate: &'a EnrollGate,
+    addr: IpAddr,
+}
+
+impl EnrollGate {
+    fn enter(&self, addr: IpAddr) -> Option<EnrollPermit<'_>> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let total: usize = waiting.values().sum();
+        let here = waiting.get(&addr).copied().unwrap_or(0);
+        if total >= limits::MAX_PENDING_ENROLLMENTS
+            || here >= limits::MAX_PENDING_ENROLLMENTS_PER_ADDR
+        {
+            return None;
+        }
+        waiting.insert(addr, here + 1);
+        Some(EnrollPermit { gate: self, addr })
+    }
+}
+
+impl Drop for EnrollPermit<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.gate.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = waiting.get_mut(&self.addr) {
+            *count -= 1;
+            if *count == 0 {
+                waiting.remove(&self.addr);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enroll_gate_caps_per_address_and_in_all() {
+        let gate = EnrollGate::default();
+        let a = IpAddr::from([127, 0, 0, 1]);
+        let held: Vec<_> = (0..4).map(|_| gate.enter(a).unwrap()).collect();
+        assert!(gate.enter(a).is_none());
+        drop(held);
+        let mut held = Vec::new();
+        for i in 0..16u8 {
+            held.push(gate.enter(IpAddr::from([127, 0, 1, i])).unwrap());
+        }
+        assert!(gate.enter(IpAddr::from([127, 0, 2, 1])).is_none());
+        held.pop();
+        assert!(gate.enter(IpAddr::from([127, 0, 2, 1])).is_some());
+    }
+}

@@ -1,0 +1,855 @@
+//! One actor per device: the only owner of the device's conversation state.
+//!
+//! Events arrive on one bounded mailbox: frames from the current connection's reader,
+//! commands from the agent (through the conversation port) and from the admin API.
+//! Timers (heartbeat, silence, question ttl, action timeouts) are deadlines computed
+//! from that state, so the loop sleeps until the earliest one and nothing else ticks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
+use herald_media::text::{shape_reply, Charset};
+use herald_port::{
+    ActionError, ActionSpec, Card, Chat, Choice, Command as ConvCommand, DeliveryError, Inbound,
+    InboundBody, Outcome, Prompt, PromptAnswer, SendOptions, Source,
+};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{sleep_until, Instant};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::{debug, info, warn};
+
+use super::prompts::{PromptQueue, Question, Show};
+use super::socket::Outgoing;
+use super::{GadgetHub, SESSION_MAILBOX};
+use crate::clock::now_ms;
+use crate::ids;
+use crate::store::blocking;
+
+/// Inbound events waiting for the agent before new ones are refused.
+const AGENT_QUEUE: usize = 32;
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, DeliveryError>>;
+
+/// What the agent side and the admin API ask of a device.
+pub(crate) enum Command {
+    SendText {
+        text: String,
+        options: SendOptions,
+        reply: Reply<String>,
+    },
+    EditText {
+        message_id: String,
+        text: String,
+        finalize: bool,
+        reply: Reply<()>,
+    },
+    Status {
+        text: String,
+        reply: Reply<()>,
+    },
+    TurnStarted {
+        reply: Reply<String>,
+    },
+    TurnEnded {
+        turn: String,
+        outcome: Outcome,
+        reply: Reply<()>,
+    },
+    Ask {
+        prompt: Prompt,
+        ttl_s: Option<u32>,
+        reply: Reply<String>,
+    },
+    Withdraw {
+        prompt_id: String,
+        reply: Reply<()>,
+    },
+    Display {
+        card: Card,
+        reply: Reply<()>,
+    },
+    Notice {
+        text: String,
+        reply: Reply<()>,
+    },
+    InvokeAction {
+        name: String,
+        args: Value,
+        reply: oneshot::Sender<Result<Value, ActionError>>,
+    },
+    Actions {
+        reply: Reply<Vec<ActionSpec>>,
+    },
+    /// Authorization changed (pairing approved or revoked).
+    SetPaired(bool),
+    /// The device was removed from the store: drop the connection and end.
+    Forget,
+    /// The server is stopping.
+    Shutdown,
+}
+
+/// A connection that finished its handshake, handed to the session.
+pub(crate) struct Attach {
+    pub conn: u64,
+    pub outbox: mpsc::Sender<Outgoing>,
+    pub hello: proto::Hello,
+    pub paired: bool,
+    pub session_id: String,
+}
+
+pub(crate) enum Event {
+    Attach(Box<Attach>),
+    Frame {
+        conn: u64,
+        msg: Box<DeviceMessage>,
+    },
+    BadFrame {
+        conn: u64,
+        reason: String,
+    },
+    Binary {
+        conn: u64,
+        data: Vec<u8>,
+    },
+    /// A control frame: proof of life only.
+    Alive {
+        conn: u64,
+    },
+    Closed {
+        conn: u64,
+    },
+    Command(Command),
+}
+
+/// The live connection of a device.
+struct Conn {
+    id: u64,
+    outbox: mpsc::Sender<Outgoing>,
+    hello: proto::Hello,
+    charset: Charset,
+    last_inbound: Instant,
+    next_ping: Instant,
+}
+
+struct PendingAction {
+    reply: oneshot::Sender<Result<Value, ActionError>>,
+    deadline: Instant,
+}
+
+pub(crate) struct Session {
+    device_id: String,
+    hub: Arc<GadgetHub>,
+    mailbox: mpsc::Sender<Event>,
+    conn: Option<Conn>,
+    paired: bool,
+    prompts: PromptQueue,
+    actions: HashMap<String, PendingAction>,
+    /// The turn replies belong to, between `turn_started` and `turn_ended`.
+    turn: Option<String>,
+    /// The message id of the reply being streamed, if any.
+    streaming: Option<String>,
+    to_agent: Option<mpsc::Sender<Inbound>>,
+    heartbeat: Duration,
+}
+
+impl Session {
+    pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> mpsc::Sender<Event> {
+        let (tx, rx) = mpsc::channel(SESSION_MAILBOX);
+        let heartbeat = Duration::from_secs(u64::from(hub.config.heartbeat_s));
+        let session = Session {
+            device_id,
+            hub,
+            mailbox: tx.clone(),
+            conn: None,
+            paired: false,
+            prompts: PromptQueue::default(),
+            actions: HashMap::new(),
+            turn: None,
+            streaming: None,
+            to_agent: None,
+            heartbeat,
+        };
+        tokio::spawn(session.run(rx));
+        tx
+    }
+
+    async fn run(mut self, mut mailbox: mpsc::Receiver<Event>) {
+        loop {
+            let deadline = self.next_deadline();
+            let event = tokio::select! {
+                event = mailbox.recv() => event,
+                _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
+                    self.on_timer(Instant::now()).await;
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
+            match event {
+                Event::Command(Command::Forget) => {
+                    self.drop_conn(CloseCode::Normal, "forgotten").await;
+                    break;
+                }
+                Event::Command(Command::Shutdown) => {
+                    self.drop_conn(CloseCode::Away, "server stopping").await;
+                    break;
+                }
+                event => self.handle(event).await,
+            }
+        }
+        self.fail_actions(ActionError::Disconnected);
+        self.hub.session_ended(&self.device_id, &self.mailbox);
+    }
+
+    fn chat(&self) -> Chat {
+        Chat::gadget(self.device_id.clone())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let conn = self.conn.as_ref().map(|c| {
+            c.next_ping
+                .min(c.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS)
+        });
+        [
+            conn,
+            self.prompts.next_deadline(),
+            self.actions.values().map(|a| a.deadline).min(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    async fn handle(&mut self, event: Event) {
+        match event {
+            Event::Attach(attach) => self.attach(*attach).await,
+            Event::Frame { conn, msg } if self.is_current(conn) => {
+                self.touch();
+                self.on_message(*msg).await;
+            }
+            Event::BadFrame { conn, reason } if self.is_current(conn) => {
+                self.touch();
+                debug!(device = %self.device_id, %reason, "bad frame");
+                let error = ServerMessage::Error(proto::Error {
+                    code: proto::ErrorCode::Protocol,
+                    message: reason,
+                });
+                self.send(&error).await;
+            }
+            Event::Binary { conn, data } if self.is_current(conn) => {
+                self.touch();
+                debug!(device = %self.device_id, len = data.len(), "binary frame ignored");
+            }
+            Event::Alive { conn } if self.is_current(conn) => self.touch(),
+            Event::Closed { conn } if self.is_current(conn) => self.detach().await,
+            Event::Command(command) => self.on_command(command).await,
+            // Frames of a connection that was replaced or timed out.
+            _ => {}
+        }
+    }
+
+    fn is_current(&self, conn: u64) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.id == conn)
+    }
+
+    fn touch(&mut self) {
+        if let Some(conn) = &mut self.conn {
+            conn.last_inbound = Instant::now();
+        }
+    }
+
+    async fn attach(&mut self, attach: Attach) {
+        // A second connection replaces the first, which is closed normally.
+        self.drop_conn(CloseCode::Normal, "replaced by a new connection")
+            .await;
+        let now = Instant::now();
+        let charset = Charset::from_caps(
+            attach
+                .hello
+                .caps
+                .display
+                .as_ref()
+                .and_then(|d| d.charset.as_deref()),
+        );
+        self.conn = Some(Conn {
+            id: attach.conn,
+            outbox: attach.outbox,
+            hello: attach.hello,
+            charset,
+            last_inbound: now,
+            next_ping: now + self.heartbeat,
+        });
+        self.paired = attach.paired;
+        self.hub.online.insert(self.device_id.clone(), attach.conn);
+        let welcome = ServerMessage::Welcome(proto::Welcome {
+            session: attach.session_id,
+            paired: self.paired,
+            heartbeat_s: self.hub.config.heartbeat_s,
+            server: "herald".into(),
+            proto: proto::PROTO_VERSION,
+        });
+        self.send(&welcome).await;
+        if self.paired {
+            self.show_head().await;
+        } else {
+            self.send_pairing().await;
+        }
+    }
+
+    /// The connection ended on its own (closed, failed or timed out).
+    async fn detach(&mut self) {
+        if self.conn.take().is_some() {
+            self.hub.online.remove(&self.device_id);
+            self.fail_actions(ActionError::Disconnected);
+            self.streaming = None;
+            let (store, id) = (self.hub.store.clone(), self.device_id.clone());
+            if let Err(err) = blocking(move || store.set_last_seen(&id, now_ms())).await {
+                warn!(%err, "could not record last_seen");
+            }
+        }
+    }
+
+    async fn drop_conn(&mut self, code: CloseCode, reason: &str) {
+        if let Some(conn) = &self.conn {
+            let _ = conn
+                .outbox
+                .send(Outgoing::Close(code, reason.to_owned()))
+                .await;
+        }
+        self.detach().await;
+    }
+
+    async fn send(&self, msg: &ServerMessage) {
+        if let Some(conn) = &self.conn {
+            // A full outbox makes the session wait: backpressure, not a growing buffer.
+            let _ = conn.outbox.send(Outgoing::message(msg)).await;
+        }
+    }
+
+    fn shape(&self, text: &str) -> String {
+        let charset = self.conn.as_ref().map_or(Charset::Utf8, |c| c.charset);
+        shape_reply(text, charset)
+    }
+
+    async fn send_pairing(&self) {
+        let (access, id) = (self.hub.access.clone(), self.device_id.clone());
+        let name = self.conn.as_ref().and_then(|c| c.hello.name.clone());
+        let code = blocking(move || {
+            access.pairing_code(herald_port::Platform::Gadget, &id, name.as_deref())
+        })
+        .await;
+        match code {
+            Ok(code) => {
+                let command = self
+                    .hub
+                    .access
+                    .approve_command(herald_port::Platform::Gadget, &code);
+                self.send(&ServerMessage::Pairing(proto::Pairing { code, command }))
+                    .await;
+            }
+            Err(err) => warn!(%err, device = %self.device_id, "could not create a pairing code"),
+        }
+    }
+
+    async fn on_timer(&mut self, now: Instant) {
+        if let Some(conn) = &mut self.conn {
+            if now >= conn.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
+                info!(device = %self.device_id, "gadget silent for too long; closing");
+                self.drop_conn(CloseCode::Away, "heartbeat timeout").await;
+            } else if now >= conn.next_ping {
+                conn.next_ping = now + self.heartbeat;
+                let ping = ServerMessage::Ping(proto::Ping {
+                    ts: Some(u64::try_from(now_ms()).unwrap_or(0)),
+                });
+                self.send(&ping).await;
+            }
+        }
+        let (expired, next) = self.prompts.expire(now);
+        let next = next.cloned();
+        if !expired.is_empty() {
+            debug!(device = %self.device_id, ?expired, "questions expired");
+            if let Some(next) = next {
+                self.show(&next).await;
+            }
+        }
+        let overdue: Vec<String> = self
+            .actions
+            .iter()
+            .filter(|(_, a)| a.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in overdue {
+            if let Some(action) = self.actions.remove(&id) {
+                let _ = action.reply.send(Err(ActionError::Timeout));
+            }
+        }
+    }
+
+    fn fail_actions(&mut self, error: ActionError) {
+        for (_, action) in self.actions.drain() {
+            let _ = action.reply.send(Err(error.clone()));
+        }
+    }
+
+    // ---- device → agent ----
+
+    async fn on_message(&mut self, msg: DeviceMessage) {
+        match msg {
+            DeviceMessage::Ping(ping) => {
+                self.send(&ServerMessage::Pong(proto::Pong { ts: ping.ts }))
+                    .await;
+            }
+            DeviceMessage::Pong(_) => {}
+            DeviceMessage::Text(text) => {
+                if text.text.chars().count() > limits::MAX_TEXT {
+                    self.notice("That message is too long.").await;
+                    return;
+                }
+                let id = text.id.unwrap_or_else(|| ids::random_hex(12));
+                self.forward(
+                    id,
+                    InboundBody::Text {
+                        text: text.text,
+                        reply_to: None,
+                    },
+                )
+                .await;
+            }
+            DeviceMessage::Cancel(_) => {
+                self.command(ConvCommand::Stop).await;
+            }
+            DeviceMessage::SessionNew(_) => {
+                self.command(ConvCommand::New).await;
+            }
+            DeviceMessage::PromptReply(reply) => self.on_prompt_reply(reply).await,
+            DeviceMessage::ActionResult(result) => self.on_action_result(result),
+            DeviceMessage::State(state) => {
+                let (store, id) = (self.hub.store.clone(), self.device_id.clone());
+                if let Err(err) = blocking(move || store.merge_sensors(&id, &state.sensors)).await {
+                    warn!(%err, "could not store sensors");
+                }
+            }
+            DeviceMessage::Event(event) if event.notify => {
+                let name: String = event.name.chars().take(limits::MAX_EVENT_NAME).collect();
+                let data = event.data.unwrap_or(Value::Object(Default::default()));
+                let data: String = data
+                    .to_string()
+                    .chars()
+                    .take(limits::MAX_EVENT_DATA)
+                    .collect();
+                let text = format!("[Gadget event] {name} {data}");
+                self.forward(
+                    ids::random_hex(12),
+                    InboundBody::Text {
+                        text,
+                        reply_to: None,
+                    },
+                )
+                .await;
+            }
+            DeviceMessage::Hello(_) | DeviceMessage::Auth(_) => {
+                let error = ServerMessage::Error(proto::Error {
+                    code: proto::ErrorCode::Protocol,
+                    message: "already authenticated".into(),
+                });
+                self.send(&error).await;
+            }
+            other => debug!(device = %self.device_id, ?other, "message not handled"),
+        }
+    }
+
+    async fn command(&mut self, command: ConvCommand) {
+        self.forward(ids::random_hex(12), InboundBody::Command(command))
+            .await;
+    }
+
+    async fn on_prompt_reply(&mut self, reply: proto::PromptReply) {
+        let Some((question, show)) = self.prompts.answer(&reply.id) else {
+            self.notice("That question has expired").await;
+            return;
+        };
+        let next = match show {
+            Show::Ask(next) => Some(next.clone()),
+            _ => None,
+        };
+        let yes = reply.answer == proto::Answer::Yes;
+        let choice = match (&question.prompt, yes) {
+            (Prompt::ExecApproval { .. }, true) | (Prompt::Confirm { .. }, true) => Choice::Once,
+            (Prompt::ExecApproval { .. }, false) => Choice::Deny,
+            _ => Choice::Cancel,
+        };
+        self.forward(
+            ids::random_hex(12),
+            InboundBody::PromptAnswer(PromptAnswer {
+                prompt_id: question.id,
+                choice,
+            }),
+        )
+        .await;
+        if let Some(next) = next {
+            self.show(&next).await;
+        }
+    }
+
+    fn on_action_result(&mut self, result: proto::ActionResult) {
+        let Some(action) = self.actions.remove(&result.id) else {
+            debug!(device = %self.device_id, id = %result.id, "result for no pending action");
+            return;
+        };
+        let outcome = if result.ok {
+            Ok(match result.result {
+                Some(Value::Object(map)) => Value::Object(map),
+                Some(other) => serde_json::json!({ "value": other }),
+                None => Value::Object(Default::default()),
+            })
+        } else {
+            Err(ActionError::Device(
+                result.error.unwrap_or_else(|| "the action failed".into()),
+            ))
+        };
+        let _ = action.reply.send(outcome);
+    }
+
+    /// Hand an event to the agent, in order, unless the device may not reach it.
+    async fn forward(&mut self, message_id: String, body: InboundBody) {
+        if !self.paired {
+            self.send_pairing().await;
+            return;
+        }
+        let Some(agent) = self.hub.agent().cloned() else {
+            return;
+        };
+        let queue = self.to_agent.get_or_insert_with(|| {
+            let (tx, mut rx) = mpsc::channel::<Inbound>(AGENT_QUEUE);
+            tokio::spawn(async move {
+                while let Some(inbound) = rx.recv().await {
+                    agent.handle(inbound).await;
+                }
+            });
+            tx
+        });
+        let user_name = self.conn.as_ref().and_then(|c| c.hello.name.clone());
+        let inbound = Inbound {
+            source: Source {
+                chat: Chat::gadget(self.device_id.clone()),
+                user_id: self.device_id.clone(),
+                user_name,
+            },
+            message_id,
+            body,
+        };
+        if queue.try_send(inbound).is_err() {
+            self.notice("Too many messages at once; try again in a moment.")
+                .await;
+        }
+    }
+
+    async fn notice(&self, text: &str) {
+        let notice = ServerMessage::Notice(proto::Notice {
+            text: self.shape(text),
+            ttl_s: None,
+        });
+        self.send(&notice).await;
+    }
+
+    // ---- agent → device ----
+
+    async fn on_command(&mut self, command: Command) {
+        match command {
+            Command::SendText {
+                text,
+                options,
+                reply,
+            } => {
+                let result = self.send_text(&text, options).await;
+                let _ = reply.send(result);
+            }
+            Command::EditText {
+                message_id,
+                text,
+                finalize,
+                reply,
+            } => {
+                let result = self.edit_text(&message_id, &text, finalize).await;
+                let _ = reply.send(result);
+            }
+            Command::Status { text, reply } => {
+                let result = self.deliver(ServerMessage::Status(proto::Status {
+                    text: self.shape(&text),
+                }));
+                let _ = reply.send(result.await);
+            }
+            Command::TurnStarted { reply } => {
+                let turn = ids::random_hex(12);
+                self.turn = Some(turn.clone());
+                self.streaming = None;
+                let result = self
+                    .deliver(ServerMessage::TurnStart(proto::TurnStart {
+                        turn: turn.clone(),
+                    }))
+                    .await;
+                let _ = reply.send(result.map(|()| turn));
+            }
+            Command::TurnEnded {
+                turn: ended,
+                outcome,
+                reply,
+            } => {
+                let result = match self.turn.take_if(|t| *t == ended) {
+                    Some(turn) => {
+                        self.streaming = None;
+                        let outcome = match outcome {
+                            Outcome::Success => proto::Outcome::Success,
+                            Outcome::Failure => proto::Outcome::Failure,
+                            Outcome::Cancelled => proto::Outcome::Cancelled,
+                        };
+                        self.deliver(ServerMessage::TurnEnd(proto::TurnEnd { turn, outcome }))
+                            .await
+                    }
+                    None => Ok(()),
+                };
+                let _ = reply.send(result);
+            }
+            Command::Ask {
+                prompt,
+                ttl_s,
+                reply,
+            } => {
+                let _ = reply.send(self.ask(prompt, ttl_s).await);
+            }
+            Command::Withdraw { prompt_id, reply } => {
+                let result = match self.prompts.withdraw(&prompt_id) {
+                    Some(Show::Close { closed, next }) => {
+                        let next = next.cloned();
+                        self.send(&ServerMessage::PromptClose(proto::PromptClose {
+                            id: closed,
+                        }))
+                        .await;
+                        if let Some(next) = next {
+                            self.show(&next).await;
+                        }
+                        Ok(())
+                    }
+                    Some(_) => Ok(()),
+                    None => Err(DeliveryError::UnknownMessage(prompt_id)),
+                };
+                let _ = reply.send(result);
+            }
+            Command::Display { card, reply } => {
+                let display = ServerMessage::Display(proto::Display {
+                    title: self.shape(&card.title),
+                    body: self.shape(&card.body),
+                    ttl_s: card.ttl_s,
+                });
+                let _ = reply.send(self.deliver(display).await);
+            }
+            Command::Notice { text, reply } => {
+                let result = self.online();
+                if result.is_ok() {
+                    self.notice(&text).await;
+                }
+                let _ = reply.send(result);
+            }
+            Command::InvokeAction { name, args, reply } => self.invoke(name, args, reply).await,
+            Command::Actions { reply } => {
+                let result = self.online().map(|()| {
+                    self.conn
+                        .as_ref()
+                        .map(|c| c.hello.actions.iter().map(action_spec).collect())
+                        .unwrap_or_default()
+                });
+                let _ = reply.send(result);
+            }
+            Command::SetPaired(paired) => self.set_paired(paired).await,
+            // Handled by the run loop.
+            Command::Forget | Command::Shutdown => {}
+        }
+    }
+
+    fn online(&self) -> Result<(), DeliveryError> {
+        match self.conn {
+            Some(_) => Ok(()),
+            None => Err(DeliveryError::Offline(self.chat())),
+        }
+    }
+
+    async fn deliver(&self, msg: ServerMessage) -> Result<(), DeliveryError> {
+        self.online()?;
+        self.send(&msg).await;
+        Ok(())
+    }
+
+    async fn send_text(
+        &mut self,
+        text: &str,
+        options: SendOptions,
+    ) -> Result<String, DeliveryError> {
+        self.online()?;
+        let id = ids::random_hex(12);
+        let text = self.shape(text);
+        let msg = if options.streaming {
+            self.streaming = Some(id.clone());
+            ServerMessage::ReplyDelta(proto::ReplyDelta {
+                turn: self.turn.clone().unwrap_or_default(),
+                text,
+            })
+        } else {
+            ServerMessage::Reply(proto::Reply {
+                turn: self.turn.clone(),
+                text,
+                interim: options.interim,
+            })
+        };
+        self.send(&msg).await;
+        Ok(id)
+    }
+
+    async fn edit_text(
+        &mut self,
+        message_id: &str,
+        text: &str,
+        finalize: bool,
+    ) -> Result<(), DeliveryError> {
+        self.online()?;
+        if self.streaming.as_deref() != Some(message_id) {
+            return Err(DeliveryError::UnknownMessage(message_id.to_owned()));
+        }
+        let text = self.shape(text);
+        let msg = if finalize {
+            self.streaming = None;
+            ServerMessage::Reply(proto::Reply {
+                turn: self.turn.clone(),
+                text,
+                interim: false,
+            })
+        } else {
+            ServerMessage::ReplyDelta(proto::ReplyDelta {
+                turn: self.turn.clone().unwrap_or_default(),
+                text,
+            })
+        };
+        self.send(&msg).await;
+        Ok(())
+    }
+
+    async fn ask(&mut self, prompt: Prompt, ttl_s: Option<u32>) -> Result<String, DeliveryError> {
+        let ttl_s = match &prompt {
+            // Gadgets have two buttons: a free-form question is the agent's to rephrase.
+            Prompt::Clarify { .. } => {
+                return Err(DeliveryError::Unsupported {
+                    chat: self.chat(),
+                    reason: "gadgets answer only yes or no".into(),
+                })
+            }
+            Prompt::ExecApproval { .. } => ttl_s,
+            Prompt::Confirm { .. } => ttl_s.or(Some(limits::CONFIRM_PROMPT_TTL_SECS)),
+        };
+        let question = Question {
+            id: ids::random_hex(8),
+            prompt,
+            ttl_s,
+            expires: ttl_s.map(|s| Instant::now() + Duration::from_secs(u64::from(s))),
+        };
+        let id = question.id.clone();
+        if let Show::Ask(head) = self.prompts.push(question) {
+            let head = head.clone();
+            self.show(&head).await;
+        }
+        Ok(id)
+    }
+
+    /// Put a question on screen (when the device is online and paired).
+    async fn show(&self, question: &Question) {
+        if !self.paired {
+            return;
+        }
+        let (title, text) = match &question.prompt {
+            Prompt::ExecApproval {
+                command,
+                description,
+            } => (
+                "Allow this command?".to_owned(),
+                format!("{command}\n{description}"),
+            ),
+            Prompt::Confirm { title, text } => (title.clone(), text.clone()),
+            Prompt::Clarify { question, .. } => ("Question".to_owned(), question.clone()),
+        };
+        // The remaining time, so a question shown again after a reconnect lapses on time.
+        let ttl_s = question.expires.map(|at| {
+            let left = at.saturating_duration_since(Instant::now()).as_millis();
+            u32::try_from(left.div_ceil(1000).max(1)).unwrap_or(u32::MAX)
+        });
+        let prompt = ServerMessage::Prompt(proto::Prompt {
+            id: question.id.clone(),
+            title: self.shape(&title),
+            text: self.shape(&text),
+            ttl_s,
+        });
+        self.send(&prompt).await;
+    }
+
+    async fn show_head(&self) {
+        if let Some(head) = self.prompts.head() {
+            self.show(head).await;
+        }
+    }
+
+    async fn invoke(
+        &mut self,
+        name: String,
+        args: Value,
+        reply: oneshot::Sender<Result<Value, ActionError>>,
+    ) {
+        let Some(conn) = &self.conn else {
+            let _ = reply.send(Err(ActionError::Delivery(DeliveryError::Offline(
+                self.chat(),
+            ))));
+            return;
+        };
+        if !conn.hello.actions.iter().any(|a| a.name == name) {
+            let _ = reply.send(Err(ActionError::UnknownAction(name)));
+            return;
+        }
+        let id = ids::random_hex(12);
+        let deadline = Instant::now() + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
+        self.actions
+            .insert(id.clone(), PendingAction { reply, deadline });
+        self.send(&ServerMessage::Action(proto::Action { id, name, args }))
+            .await;
+    }
+
+    async fn set_paired(&mut self, paired: bool) {
+        if self.paired == paired {
+            return;
+        }
+        self.paired = paired;
+        if self.conn.is_none() {
+            return;
+        }
+        if paired {
+            self.send(&ServerMessage::Paired(proto::Paired {})).await;
+            self.show_head().await;
+        } else {
+            self.send(&ServerMessage::Unpaired(proto::Unpaired {}))
+                .await;
+            self.send_pairing().await;
+        }
+    }
+}
+
+fn action_spec(action: &proto::ActionSpec) -> ActionSpec {
+    ActionSpec {
+        name: action.name.clone(),
+        description: action.description.clone().unwrap_or_default(),
+        params: action
+            .params
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+    }
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365)
+}

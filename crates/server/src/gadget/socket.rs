@@ -1,0 +1,147 @@
+//! The two tasks of an admitted connection: the reader feeds decoded frames to the
+//! device's session, the writer drains the session's bounded outbox to the socket.
+//! Neither holds state of its own; when either ends, the connection is over.
+
+use std::time::Duration;
+
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use herald_gadget_proto::{DeviceMessage, ErrorCode, ServerMessage};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+use tracing::debug;
+
+use super::session::Event;
+
+/// Frames waiting for a slow device before the session has to wait too.
+pub(crate) const OUTBOX: usize = 32;
+/// How long a closed connection may take to say goodbye.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// What a session asks the writer to do.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    Text(String),
+    /// Close with this code and reason; nothing is written after it.
+    Close(CloseCode, String),
+}
+
+impl Outgoing {
+    pub(crate) fn message(msg: &ServerMessage) -> Self {
+        Outgoing::Text(msg.encode())
+    }
+}
+
+/// Send a protocol error and close with 1008, as the handshake rules require.
+pub(crate) async fn reject<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let error = ServerMessage::Error(herald_gadget_proto::Error {
+        code,
+        message: message.to_owned(),
+    });
+    let close = CloseFrame {
+        code: CloseCode::Policy,
+        reason: code.as_str().into(),
+    };
+    let _ = ws.send(Message::Text(error.encode().into())).await;
+    let _ = ws.close(Some(close)).await;
+    // Let the device's close reply arrive so it sees a clean close, but not forever.
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        while let Some(Ok(_)) = ws.next().await {}
+    })
+    .await;
+}
+
+pub(crate) async fn write<S>(
+    mut sink: SplitSink<WebSocketStream<S>, Message>,
+    mut outbox: mpsc::Receiver<Outgoing>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(out) = outbox.recv().await {
+        let result = match out {
+            Outgoing::Text(text) => sink.send(Message::Text(text.into())).await,
+            Outgoing::Close(code, reason) => {
+                let frame = CloseFrame {
+                    code,
+                    reason: reason.into(),
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                break;
+            }
+        };
+        if let Err(err) = result {
+            debug!(%err, "gadget write failed");
+            break;
+        }
+    }
+}
+
+/// Read until the connection ends (or, once the writer has gone, a short grace period
+/// for the device's close), forwarding everything to the session.
+pub(crate) async fn read<S>(
+    mut stream: SplitStream<WebSocketStream<S>>,
+    conn: u64,
+    session: mpsc::Sender<Event>,
+    writer: tokio::task::JoinHandle<()>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut writer = writer;
+    let mut writer_done = false;
+    loop {
+        let next = if writer_done {
+            match tokio::time::timeout(CLOSE_GRACE, stream.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            }
+        } else {
+            tokio::select! {
+                next = stream.next() => next,
+                _ = &mut writer => { writer_done = true; continue; }
+            }
+        };
+        let event = match next {
+            Some(Ok(Message::Text(text))) => match DeviceMessage::decode(&text) {
+                Ok(msg) => Event::Frame {
+                    conn,
+                    msg: Box::new(msg),
+                },
+                Err(err) => Event::BadFrame {
+                    conn,
+                    reason: err.to_string(),
+                },
+            },
+            Some(Ok(Message::Binary(data))) => Event::Binary {
+                conn,
+                data: data.into(),
+            },
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
+                Event::Alive { conn }
+            }
+            Some(Ok(Message::Close(_))) => {
+                // Reading on lets the library send its close reply.
+                let _ = tokio::time::timeout(CLOSE_GRACE, stream.next()).await;
+                break;
+            }
+            None => break,
+            Some(Err(err)) => {
+                debug!(%err, "gadget read failed");
+                break;
+            }
+        };
+        if session.send(event).await.is_err() {
+            break;
+        }
+    }
+    let _ = session.send(Event::Closed { conn }).await;
+    if !writer_done {
+        writer.abort();
+    }
+}

@@ -1,0 +1,198 @@
+//! Herald's server: the transports devices connect to, the per-device sessions behind
+//! them, the store, pairing and the admin API.
+//!
+//! [`Server::start`] wires it together: it opens the store, binds every listener,
+//! builds the agent backend with a handle to the transports (the conversation port),
+//! and publishes the admin endpoint for the CLI. Dropping nothing is needed to stop:
+//! [`Server::shutdown`] closes devices politely, and each store write is atomic, so
+//! even an abrupt exit leaves consistent state.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod access;
+pub mod admin;
+mod clock;
+pub mod config;
+mod files;
+mod gadget;
+mod ids;
+pub mod net;
+mod router;
+pub mod store;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use herald_port::{AgentFactory, Outbound};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+use crate::access::{Access, Policy};
+use crate::config::Config;
+use crate::gadget::GadgetHub;
+use crate::store::{SqliteStore, Store, StoreError};
+
+pub use crate::tls::TlsError;
+
+/// The store's file name inside the data directory.
+pub const STORE_FILE: &str = "herald.db";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("cannot listen for {what} on {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot use the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A running server.
+pub struct Server {
+    gadget_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    gadget_url: String,
+    gadget: Arc<GadgetHub>,
+    tasks: Vec<JoinHandle<()>>,
+    data_dir: PathBuf,
+}
+
+impl Server {
+    /// Start every listener; returns once they are bound and accepting.
+    pub async fn start(
+        config: Config,
+        data_dir: &Path,
+        agent: AgentFactory,
+    ) -> Result<Server, StartError> {
+        config.validate()?;
+        let data_err = |source| StartError::DataDir {
+            path: data_dir.to_owned(),
+            source,
+        };
+        files::create_private_dir(data_dir).map_err(data_err)?;
+        let tls = match config.tls() {
+            Some((cert, key)) => Some(tls::acceptor(cert, key)?),
+            None => None,
+        };
+
+        let store_path = data_dir.join(STORE_FILE);
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&store_path)?);
+        let gadget_policy = Policy {
+            allowed_users: config.gadget.allowed_users.iter().cloned().collect(),
+            allow_all: config.gadget.allow_all_users,
+        };
+        let access = Arc::new(Access::new(store.clone(), gadget_policy, Policy::default()));
+        let gadget = Arc::new(GadgetHub::new(
+            config.gadget.clone(),
+            store.clone(),
+            access.clone(),
+        ));
+        let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(gadget.clone()));
+        gadget.set_agent(agent(outbound));
+
+        let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
+        let gadget_addr = local_addr("gadgets", &gadget_listener)?;
+        let admin_listener = bind("the admin API", config.admin.host, config.admin.port).await?;
+        let admin_addr = local_addr("the admin API", &admin_listener)?;
+
+        let scheme = if tls.is_some() { "wss" } else { "ws" };
+        let gadget_url = net::url(scheme, gadget_addr, &config.gadget.path);
+        let token = admin::load_or_create_token(data_dir).map_err(data_err)?;
+        let admin_state = admin::AdminState {
+            token: token.into(),
+            store: store.clone(),
+            access,
+            gadget: gadget.clone(),
+            info: Arc::new(admin::Info {
+                version: env!("CARGO_PKG_VERSION").into(),
+                gadget_url: gadget_url.clone(),
+                data_dir: data_dir.to_owned(),
+                store: store_path,
+            }),
+        };
+
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(gadget::listener::run(
+            gadget_listener,
+            tls,
+            gadget.clone(),
+        )));
+        let admin_app = admin::router(admin_state);
+        tasks.push(tokio::spawn(async move {
+            if let Err(err) = axum::serve(admin_listener, admin_app).await {
+                tracing::error!(%err, "admin API stopped");
+            }
+        }));
+        admin::publish(data_dir, &format!("http://{admin_addr}")).map_err(data_err)?;
+
+        info!(url = %gadget_url, "listening for gadgets");
+        info!(addr = %admin_addr, "admin API on");
+        Ok(Server {
+            gadget_addr,
+            admin_addr,
+            gadget_url,
+            gadget,
+            tasks,
+            data_dir: data_dir.to_owned(),
+        })
+    }
+
+    pub fn gadget_addr(&self) -> SocketAddr {
+        self.gadget_addr
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The URL devices should use (with the LAN address when bound to all interfaces).
+    pub fn gadget_url(&self) -> &str {
+        &self.gadget_url
+    }
+
+    pub fn online_gadgets(&self) -> usize {
+        self.gadget.online_count()
+    }
+
+    /// Stop accepting, then close every device connection with "going away".
+    pub async fn shutdown(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        admin::unpublish(&self.data_dir);
+        self.gadget.close_all().await;
+    }
+}
+
+async fn bind(
+    what: &'static str,
+    host: std::net::IpAddr,
+    port: u16,
+) -> Result<TcpListener, StartError> {
+    let addr = SocketAddr::new(host, port);
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { what, addr, source })
+}
+
+fn local_addr(what: &'static str, listener: &TcpListener) -> Result<SocketAddr, StartError> {
+    listener.local_addr().map_err(|source| StartError::Bind {
+        what,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })
+}

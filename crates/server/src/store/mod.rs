@@ -1,0 +1,139 @@
+//! State that must survive a restart: enrolled devices and pairing.
+//!
+//! The server talks to a [`Store`] trait so that a shared store can replace the
+//! default SQLite file when one gateway is not enough. Every method is one transaction:
+//! a crash leaves either the old state or the new one, never half of a change.
+
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use herald_port::Platform;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot prepare the data directory {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the store was written by a newer herald (schema {found}, this build knows {known})")]
+    TooNew { found: i64, known: i64 },
+    #[error("corrupt record for {0}")]
+    Corrupt(String),
+    #[error("store task was interrupted")]
+    Interrupted,
+}
+
+/// Run store work on the blocking pool so SQLite never stalls the async threads.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|_| StoreError::Interrupted)?
+}
+
+/// An enrolled gadget.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceRecord {
+    pub id: String,
+    #[serde(skip)]
+    pub key: [u8; 32],
+    pub name: Option<String>,
+    pub board: Option<String>,
+    pub firmware: Option<String>,
+    pub enrolled_at: Millis,
+    pub last_seen: Option<Millis>,
+    pub sensors: Map<String, Value>,
+}
+
+/// What a device reported about itself in its latest `hello`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceProfile {
+    pub name: Option<String>,
+    pub board: Option<String>,
+    pub firmware: Option<String>,
+    pub sensors: Map<String, Value>,
+}
+
+/// A pairing that is waiting for the owner, or one that was approved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairingRecord {
+    pub platform: Platform,
+    pub user_id: String,
+    pub user_name: Option<String>,
+    /// Present while pending.
+    pub code: Option<String>,
+    pub created_at: Millis,
+    pub approved_at: Option<Millis>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enrollment {
+    /// The key was stored.
+    Enrolled,
+    /// The same key was already stored (a retried first contact).
+    AlreadyEnrolled,
+    /// Another key holds this id.
+    Conflict,
+}
+
+pub trait Store: Send + Sync + 'static {
+    fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError>;
+    fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError>;
+    fn enroll(
+        &self,
+        id: &str,
+        key: &[u8; 32],
+        profile: &DeviceProfile,
+        now: Millis,
+    ) -> Result<Enrollment, StoreError>;
+    /// Record a successful connection: the profile of its `hello` and the time.
+    fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<(), StoreError>;
+    fn set_last_seen(&self, id: &str, now: Millis) -> Result<(), StoreError>;
+    /// Merge readings into the stored sensors.
+    fn merge_sensors(&self, id: &str, sensors: &Map<String, Value>) -> Result<(), StoreError>;
+    /// Remove a device and its pairing; returns whether it existed.
+    fn forget(&self, id: &str) -> Result<bool, StoreError>;
+
+    fn pairing(
+        &self,
+        platform: Platform,
+        user_id: &str,
+    ) -> Result<Option<PairingRecord>, StoreError>;
+    fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError>;
+    /// Store a pending pairing with a fresh code, replacing an older pending one.
+    fn put_pending(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        user_name: Option<&str>,
+        code: &str,
+        now: Millis,
+    ) -> Result<(), StoreError>;
+    /// Approve the pending pairing holding `code` if it was created after `not_before`.
+    fn approve_code(
+        &self,
+        platform: Platform,
+        code: &str,
+        not_before: Millis,
+        now: Millis,
+    ) -> Result<Option<PairingRecord>, StoreError>;
+    /// Approve a user directly (no code needed).
+    fn approve_user(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        now: Millis,
+    ) -> Result<PairingRecord, StoreError>;
+    /// Remove a pairing, pending or approved; returns whether it existed.
+    fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError>;
+}

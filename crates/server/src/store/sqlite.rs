@@ -1,0 +1,561 @@
+//! The default store: one SQLite file under the data directory.
+//!
+//! WAL journaling keeps every change atomic and readers unblocked; `synchronous=NORMAL`
+//! is safe with WAL (a crash loses no committed structure, at worst the last commits on
+//! power loss). The file is created with mode 0600 because it holds device keys.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use herald_port::Platform;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{Map, Value};
+
+use super::{DeviceProfile, DeviceRecord, Enrollment, Millis, PairingRecord, Store, StoreError};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: devices and pairing.
+    "CREATE TABLE devices (
+        id          TEXT PRIMARY KEY,
+        key         BLOB NOT NULL,
+        name        TEXT,
+        board       TEXT,
+        firmware    TEXT,
+        enrolled_at INTEGER NOT NULL,
+        last_seen   INTEGER,
+        sensors     TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE TABLE pairings (
+        platform    TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        user_name   TEXT,
+        code        TEXT,
+        created_at  INTEGER NOT NULL,
+        approved_at INTEGER,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE UNIQUE INDEX pairings_code ON pairings (platform, code) WHERE code IS NOT NULL;",
+];
+
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    /// Open (creating and migrating as needed) the store at `path`.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let io = |source| StoreError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        create_private(path).map_err(io)?;
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn)?;
+        Ok(SqliteStore {
+            path: path.to_owned(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        // A panic while holding the lock cannot leave SQLite half-written (each call is
+        // one transaction), so a poisoned lock is safe to keep using.
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut conn)
+    }
+}
+
+#[cfg(unix)]
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    // An existing file may have been created with looser permissions.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
+#[cfg(not(unix))]
+fn create_private(_path: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    let tx = conn.transaction()?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version > known {
+        return Err(StoreError::TooNew {
+            found: version,
+            known,
+        });
+    }
+    for sql in &MIGRATIONS[version as usize..] {
+        tx.execute_batch(sql)?;
+    }
+    tx.pragma_update(None, "user_version", known)?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn sensors_from_json(id: &str, text: &str) -> Result<Map<String, Value>, StoreError> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(StoreError::Corrupt(id.to_owned())),
+    }
+}
+
+fn device_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(DeviceRecord, String)> {
+    let id: String = row.get(0)?;
+    let key: Vec<u8> = row.get(1)?;
+    let sensors: String = row.get(7)?;
+    let mut fixed = [0u8; 32];
+    // A wrong-length key cannot be written by `enroll`; treat it as no key at all.
+    if key.len() == 32 {
+        fixed.copy_from_slice(&key);
+    }
+    Ok((
+        DeviceRecord {
+            id,
+            key: fixed,
+            name: row.get(2)?,
+            board: row.get(3)?,
+            firmware: row.get(4)?,
+            enrolled_at: row.get(5)?,
+            last_seen: row.get(6)?,
+            sensors: Map::new(),
+        },
+        sensors,
+    ))
+}
+
+fn finish_device(
+    (mut record, sensors): (DeviceRecord, String),
+) -> Result<DeviceRecord, StoreError> {
+    record.sensors = sensors_from_json(&record.id, &sensors)?;
+    Ok(record)
+}
+
+const DEVICE_COLUMNS: &str = "id, key, name, board, firmware, enrolled_at, last_seen, sensors";
+const PAIRING_COLUMNS: &str = "platform, user_id, user_name, code, created_at, approved_at";
+
+fn platform_from_str(s: &str) -> Option<Platform> {
+    match s {
+        "gadget" => Some(Platform::Gadget),
+        "mobile" => Some(Platform::Mobile),
+        _ => None,
+    }
+}
+
+fn pairing_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Option<PairingRecord>> {
+    let platform: String = row.get(0)?;
+    let Some(platform) = platform_from_str(&platform) else {
+        return Ok(None);
+    };
+    Ok(Some(PairingRecord {
+        platform,
+        user_id: row.get(1)?,
+        user_name: row.get(2)?,
+        code: row.get(3)?,
+        created_at: row.get(4)?,
+        approved_at: row.get(5)?,
+    }))
+}
+
+impl Store for SqliteStore {
+    fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError> {
+        self.with(|conn| {
+            let row = conn
+                .prepare_cached(&format!(
+                    "SELECT {DEVICE_COLUMNS} FROM devices WHERE id = ?1"
+                ))?
+                .query_row([id], device_from_row)
+                .optional()?;
+            row.map(finish_device).transpose()
+        })
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError> {
+        self.with(|conn| {
+            let mut stmt =
+                conn.prepare_cached(&format!("SELECT {DEVICE_COLUMNS} FROM devices ORDER BY id"))?;
+            let rows = stmt.query_map([], device_from_row)?;
+            rows.map(|row| finish_device(row?)).collect()
+        })
+    }
+
+    fn enroll(
+        &self,
+        id: &str,
+        key: &[u8; 32],
+        profile: &DeviceProfile,
+        now: Millis,
+    ) -> Result<Enrollment, StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            let existing: Option<Vec<u8>> = tx
+                .query_row("SELECT key FROM devices WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?;
+            let outcome = match existing {
+                Some(stored) if stored.as_slice() == key.as_slice() => Enrollment::AlreadyEnrolled,
+                Some(_) => Enrollment::Conflict,
+                None => {
+                    tx.execute(
+                        "INSERT INTO devices (id, key, name, board, firmware, enrolled_at, last_seen, sensors)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
+                        params![
+                            id,
+                            key.as_slice(),
+                            profile.name,
+                            profile.board,
+                            profile.firmware,
+                            now,
+                            Value::Object(profile.sensors.clone()).to_string()
+                        ],
+                    )?;
+                    Enrollment::Enrolled
+                }
+            };
+            tx.commit()?;
+            Ok(outcome)
+        })
+    }
+
+    fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<(), StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            let stored: Option<String> = tx
+                .query_row("SELECT sensors FROM devices WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?;
+            let Some(stored) = stored else {
+                return Ok(());
+            };
+            let mut sensors = sensors_from_json(id, &stored).unwrap_or_default();
+            sensors.extend(profile.sensors.clone());
+            tx.execute(
+                "UPDATE devices SET name = ?2, board = ?3, firmware = ?4, last_seen = ?5, sensors = ?6
+                 WHERE id = ?1",
+                params![
+                    id,
+                    profile.name,
+                    profile.board,
+                    profile.firmware,
+                    now,
+                    Value::Object(sensors).to_string()
+                ],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn set_last_seen(&self, id: &str, now: Millis) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.prepare_cached("UPDATE devices SET last_seen = ?2 WHERE id = ?1")?
+                .execute(params![id, now])?;
+            Ok(())
+        })
+    }
+
+    fn merge_sensors(&self, id: &str, sensors: &Map<String, Value>) -> Result<(), StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            let stored: Option<String> = tx
+                .query_row("SELECT sensors FROM devices WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if let Some(stored) = stored {
+                let mut merged = sensors_from_json(id, &stored).unwrap_or_default();
+                merged.extend(sensors.clone());
+                tx.execute(
+                    "UPDATE devices SET sensors = ?2 WHERE id = ?1",
+                    params![id, Value::Object(merged).to_string()],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn forget(&self, id: &str) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            let removed = tx.execute("DELETE FROM devices WHERE id = ?1", [id])?;
+            tx.execute(
+                "DELETE FROM pairings WHERE platform = 'gadget' AND user_id = ?1",
+                [id],
+            )?;
+            tx.commit()?;
+            Ok(removed > 0)
+        })
+    }
+
+    fn pairing(
+        &self,
+        platform: Platform,
+        user_id: &str,
+    ) -> Result<Option<PairingRecord>, StoreError> {
+        self.with(|conn| {
+            let row = conn
+                .prepare_cached(&format!(
+                    "SELECT {PAIRING_COLUMNS} FROM pairings WHERE platform = ?1 AND user_id = ?2"
+                ))?
+                .query_row(params![platform.as_str(), user_id], pairing_from_row)
+                .optional()?;
+            Ok(row.flatten())
+        })
+    }
+
+    fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY platform, created_at"
+            ))?;
+            let rows = stmt.query_map([], pairing_from_row)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.extend(row?);
+            }
+            Ok(out)
+        })
+    }
+
+    fn put_pending(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        user_name: Option<&str>,
+        code: &str,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.prepare_cached(
+                "INSERT INTO pairings (platform, user_id, user_name, code, created_at, approved_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, NULL)
+                 ON CONFLICT (platform, user_id) DO UPDATE SET
+                    user_name = excluded.user_name, code = excluded.code,
+                    created_at = excluded.created_at, approved_at = NULL",
+            )?
+            .execute(params![platform.as_str(), user_id, user_name, code, now])?;
+            Ok(())
+        })
+    }
+
+    fn approve_code(
+        &self,
+        platform: Platform,
+        code: &str,
+        not_before: Millis,
+        now: Millis,
+    ) -> Result<Option<PairingRecord>, StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            let user: Option<String> = tx
+                .query_row(
+                    "SELECT user_id FROM pairings
+                     WHERE platform = ?1 AND code = ?2 AND approved_at IS NULL AND created_at >= ?3",
+                    params![platform.as_str(), code, not_before],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(user) = user else {
+                return Ok(None);
+            };
+            tx.execute(
+                "UPDATE pairings SET code = NULL, approved_at = ?3 WHERE platform = ?1 AND user_id = ?2",
+                params![platform.as_str(), user, now],
+            )?;
+            let record = tx
+                .query_row(
+                    &format!(
+                        "SELECT {PAIRING_COLUMNS} FROM pairings WHERE platform = ?1 AND user_id = ?2"
+                    ),
+                    params![platform.as_str(), user],
+                    pairing_from_row,
+                )?
+                .ok_or_else(|| StoreError::Corrupt(user.clone()))?;
+            tx.commit()?;
+            Ok(Some(record))
+        })
+    }
+
+    fn approve_user(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        now: Millis,
+    ) -> Result<PairingRecord, StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "INSERT INTO pairings (platform, user_id, user_name, code, created_at, approved_at)
+                 VALUES (?1, ?2, NULL, NULL, ?3, ?3)
+                 ON CONFLICT (platform, user_id) DO UPDATE SET
+                    code = NULL, approved_at = COALESCE(pairings.approved_at, excluded.approved_at)",
+                params![platform.as_str(), user_id, now],
+            )?;
+            let record = tx
+                .query_row(
+                    &format!(
+                        "SELECT {PAIRING_COLUMNS} FROM pairings WHERE platform = ?1 AND user_id = ?2"
+                    ),
+                    params![platform.as_str(), user_id],
+                    pairing_from_row,
+                )?
+                .ok_or_else(|| StoreError::Corrupt(user_id.to_owned()))?;
+            tx.commit()?;
+            Ok(record)
+        })
+    }
+
+    fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            let removed = conn
+                .prepare_cached("DELETE FROM pairings WHERE platform = ?1 AND user_id = ?2")?
+                .execute(params![platform.as_str(), user_id])?;
+            Ok(removed > 0)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
+        (dir, store)
+    }
+
+    fn profile(name: &str) -> DeviceProfile {
+        DeviceProfile {
+            name: Some(name.into()),
+            board: Some("esp32s3".into()),
+            firmware: Some("0.1.0".into()),
+            sensors: serde_json::from_str(r#"{"battery_pct": 80}"#).unwrap(),
+        }
+    }
+
+    #[test]
+    fn enrollment_is_idempotent_and_refuses_other_keys() {
+        let (_dir, store) = open();
+        let key = [7u8; 32];
+        assert_eq!(
+            store.enroll("hg-1", &key, &profile("a"), 1).unwrap(),
+            Enrollment::Enrolled
+        );
+        assert_eq!(
+            store.enroll("hg-1", &key, &profile("a"), 2).unwrap(),
+            Enrollment::AlreadyEnrolled
+        );
+        assert_eq!(
+            store.enroll("hg-1", &[8u8; 32], &profile("a"), 3).unwrap(),
+            Enrollment::Conflict
+        );
+        let record = store.device("hg-1").unwrap().unwrap();
+        assert_eq!(record.key, key);
+        assert_eq!(record.enrolled_at, 1);
+    }
+
+    #[test]
+    fn sensors_merge_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("herald.db");
+        {
+            let store = SqliteStore::open(&path).unwrap();
+            store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+            let more = serde_json::from_str(r#"{"temperature_c": 21.5}"#).unwrap();
+            store.merge_sensors("hg-1", &more).unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let record = store.device("hg-1").unwrap().unwrap();
+        assert_eq!(record.sensors["battery_pct"], 80);
+        assert_eq!(record.sensors["temperature_c"], 21.5);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_dir, store) = open();
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn pairing_codes_expire_and_approve_once() {
+        let (_dir, store) = open();
+        store
+            .put_pending(Platform::Gadget, "hg-1", Some("Kitchen"), "ABCD2345", 1_000)
+            .unwrap();
+        assert!(store
+            .approve_code(Platform::Gadget, "ABCD2345", 2_000, 3_000)
+            .unwrap()
+            .is_none());
+        assert!(store
+            .approve_code(Platform::Mobile, "ABCD2345", 0, 3_000)
+            .unwrap()
+            .is_none());
+        let approved = store
+            .approve_code(Platform::Gadget, "ABCD2345", 0, 3_000)
+            .unwrap()
+            .unwrap();
+        assert_eq!(approved.approved_at, Some(3_000));
+        assert_eq!(approved.code, None);
+        assert!(store
+            .approve_code(Platform::Gadget, "ABCD2345", 0, 4_000)
+            .unwrap()
+            .is_none());
+        assert!(store.revoke(Platform::Gadget, "hg-1").unwrap());
+        assert!(store.pairing(Platform::Gadget, "hg-1").unwrap().is_none());
+    }
+
+    #[test]
+    fn forget_removes_device_and_pairing() {
+        let (_dir, store) = open();
+        store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+        store.approve_user(Platform::Gadget, "hg-1", 2).unwrap();
+        assert!(store.forget("hg-1").unwrap());
+        assert!(store.device("hg-1").unwrap().is_none());
+        assert!(store.pairing(Platform::Gadget, "hg-1").unwrap().is_none());
+        assert!(!store.forget("hg-1").unwrap());
+    }
+
+    #[test]
+    fn refuses_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("herald.db");
+        drop(SqliteStore::open(&path).unwrap());
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        assert!(matches!(
+            SqliteStore::open(&path),
+            Err(StoreError::TooNew { found: 99, .. })
+        ));
+    }
+}

@@ -1,0 +1,563 @@
+//! Conversations over a real socket: turns, shaping, pairing, heartbeat, questions,
+//! actions, telemetry and cards, with the demo agent or a recording agent.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{capture, test_config, Gadget, Harness, WAIT};
+use herald_gadget_proto::{
+    ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, Outcome, PromptReply,
+    ServerMessage,
+};
+use herald_port::{ActionError, Chat, InboundBody, Prompt};
+use serde_json::json;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+#[tokio::test]
+async fn a_text_turn_streams_then_replies() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.text("hello there friend").await;
+    let ServerMessage::TurnStart(start) = conn.recv().await else {
+        panic!("no turn.start")
+    };
+    assert!(matches!(conn.recv().await, ServerMessage::Status(s) if s.text == "Thinking"));
+    let mut deltas = Vec::new();
+    let reply = loop {
+        match conn.recv().await {
+            ServerMessage::ReplyDelta(d) => {
+                assert_eq!(d.turn, start.turn);
+                deltas.push(d.text);
+            }
+            ServerMessage::Status(s) => assert_eq!(s.text, ""),
+            ServerMessage::Reply(r) => break r,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert!(deltas.len() >= 3, "{deltas:?}");
+    // Deltas are cumulative: each extends the one before.
+    for pair in deltas.windows(2) {
+        assert!(pair[1].starts_with(&pair[0]), "{deltas:?}");
+    }
+    assert_eq!(reply.text, "You said: hello there friend");
+    assert_eq!(reply.turn.as_deref(), Some(start.turn.as_str()));
+    let ServerMessage::TurnEnd(end) = conn.recv().await else {
+        panic!("no turn.end")
+    };
+    assert_eq!(end.turn, start.turn);
+    assert_eq!(end.outcome, Outcome::Success);
+}
+
+#[tokio::test]
+async fn replies_are_shaped_for_the_device() {
+    let h = Harness::start().await;
+    let mut gadget = Gadget::new();
+    gadget.hello.caps.display = Some(DisplayCaps {
+        charset: Some("ascii".into()),
+        ..Default::default()
+    });
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    conn.text("**Crème brûlée** costs €5 — “yum” 🍮").await;
+    assert_eq!(
+        conn.reply().await,
+        "You said: Creme brulee costs EUR 5 - \"yum\""
+    );
+
+    let (mut utf8, _) = Gadget::new().connect(&h.url).await;
+    utf8.text("**Crème** `x`").await;
+    assert_eq!(utf8.reply().await, "You said: Crème x");
+}
+
+#[tokio::test]
+async fn cancel_stops_a_slow_turn() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.text("/slow").await;
+    conn.until(|m| matches!(m, ServerMessage::ReplyDelta(_)).then_some(()))
+        .await;
+    conn.send(&DeviceMessage::Cancel(Default::default())).await;
+    let outcome = conn
+        .until(|m| match m {
+            ServerMessage::TurnEnd(e) => Some(e.outcome),
+            _ => None,
+        })
+        .await;
+    assert_eq!(outcome, Outcome::Cancelled);
+    // Nothing more of the cancelled turn arrives.
+    conn.silent_for(Duration::from_millis(1200)).await;
+}
+
+#[tokio::test]
+async fn session_new_starts_over() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.send(&DeviceMessage::SessionNew(Default::default()))
+        .await;
+    assert_eq!(conn.reply().await, "Started a new conversation.");
+    conn.text("/new").await;
+    assert_eq!(conn.reply().await, "Started a new conversation.");
+}
+
+#[tokio::test]
+async fn cards_reach_the_screen() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.text("/card Timer | Pasta: 9 min").await;
+    let card = conn
+        .until(|m| match m {
+            ServerMessage::Display(d) => Some(d),
+            _ => None,
+        })
+        .await;
+    assert_eq!(card.title, "Timer");
+    assert_eq!(card.body, "Pasta: 9 min");
+}
+
+#[tokio::test]
+async fn pairing_approval_and_revocation_while_connected() {
+    let h = Harness::start_with(|_| {}).await;
+    let gadget = Gadget::new();
+    let (mut conn, welcome) = gadget.connect(&h.url).await;
+    assert!(!welcome.paired);
+    let ServerMessage::Pairing(pairing) = conn.recv().await else {
+        panic!("no pairing")
+    };
+    assert_eq!(pairing.code.len(), 8);
+    assert_eq!(
+        pairing.command,
+        format!("herald pairing approve gadget {}", pairing.code)
+    );
+    // Messages of an unpaired device never reach the agent: it is reminded instead.
+    conn.text("let me in").await;
+    assert!(matches!(conn.recv().await, ServerMessage::Pairing(p) if p.code == pairing.code));
+
+    let (status, listed) = h.admin("GET", "/v1/pairing", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed[0]["code"], pairing.code.as_str());
+
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(json!({"platform": "gadget", "code": "WRONG234"})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let approved_at = Instant::now();
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(json!({"platform": "gadget", "code": pairing.code})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(matches!(conn.recv().await, ServerMessage::Paired(_)));
+    assert!(approved_at.elapsed() < Duration::from_secs(2));
+    conn.text("hi").await;
+    assert_eq!(conn.reply().await, "You said: hi");
+
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/revoke",
+            Some(json!({"platform": "gadget", "user_id": gadget.id})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(matches!(
+        conn.until(|m| match m {
+            ServerMessage::Unpaired(_) => Some(m),
+            ServerMessage::TurnEnd(_) => None,
+            other => panic!("unexpected {other:?}"),
+        })
+        .await,
+        ServerMessage::Unpaired(_)
+    ));
+    let ServerMessage::Pairing(again) = conn.recv().await else {
+        panic!("no new pairing")
+    };
+    assert_eq!(again.code.len(), 8);
+
+    // Approval survives a reconnect (it lives in the store).
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(json!({"platform": "gadget", "code": again.code.to_lowercase()})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    drop(conn);
+    let (_, welcome) = gadget.connect(&h.url).await;
+    assert!(welcome.paired);
+}
+
+#[tokio::test]
+async fn unpaired_devices_never_reach_the_agent() {
+    let (factory, _port, mut inbox) = capture();
+    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), factory).await;
+    let (mut conn, welcome) = Gadget::new().connect(&h.url).await;
+    assert!(!welcome.paired);
+    conn.text("hello?").await;
+    conn.send(&DeviceMessage::Cancel(Default::default())).await;
+    conn.send_raw(r#"{"type":"event","name":"x","notify":true}"#)
+        .await;
+    conn.until(|m| matches!(m, ServerMessage::Pairing(_)).then_some(()))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(inbox.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn allowlisted_devices_need_no_pairing() {
+    let gadget = Gadget::new();
+    let id = gadget.id.clone();
+    let h = Harness::start_with(move |c| c.gadget.allowed_users = vec![id]).await;
+    let (_, welcome) = gadget.connect(&h.url).await;
+    assert!(welcome.paired);
+    let (_, welcome) = Gadget::new().connect(&h.url).await;
+    assert!(!welcome.paired);
+}
+
+#[tokio::test]
+async fn heartbeat_pings_answers_and_times_out() {
+    let h = Harness::start_with(|c| {
+        c.gadget.allow_all_users = true;
+        c.gadget.heartbeat_s = 5;
+    })
+    .await;
+    let (mut conn, welcome) = Gadget::new().connect(&h.url).await;
+    assert_eq!(welcome.heartbeat_s, 5);
+    conn.send_raw(r#"{"type":"ping","ts":1727950000000}"#).await;
+    assert!(matches!(conn.recv().await, ServerMessage::Pong(p) if p.ts == Some(1727950000000)));
+
+    // The server pings on its own within one heartbeat.
+    let started = Instant::now();
+    let ping = loop {
+        let next = tokio::time::timeout(Duration::from_secs(7), conn.ws_text())
+            .await
+            .expect("a ping within the heartbeat");
+        if let ServerMessage::Ping(p) = ServerMessage::decode(&next).unwrap() {
+            break p;
+        }
+    };
+    assert!(ping.ts.unwrap() > 1_700_000_000_000);
+    assert!(started.elapsed() < Duration::from_secs(6));
+
+    // Now fall silent (no pongs, nothing): closed after about 3 × 5 s.
+    let silent_since = Instant::now();
+    let close = conn.closed(Duration::from_secs(25)).await;
+    let waited = silent_since.elapsed();
+    assert!(waited >= Duration::from_secs(9), "{waited:?}");
+    assert!(close.is_some());
+}
+
+#[tokio::test]
+async fn questions_queue_answer_and_come_back_after_a_reconnect() {
+    let h = Harness::start().await;
+    let gadget = Gadget::new();
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    conn.text("/ask Water the plants?").await;
+    let first = conn
+        .until(|m| match m {
+            ServerMessage::Prompt(p) => Some(p),
+            _ => None,
+        })
+        .await;
+    assert_eq!(first.id.len(), 8);
+    assert_eq!(first.text, "Water the plants?");
+    assert_eq!(first.ttl_s, Some(300));
+
+    // A second question waits behind the first.
+    conn.text("/approve rm -rf /tmp/cache").await;
+    conn.silent_for(Duration::from_millis(300)).await;
+
+    // Away and back: the shown question is asked again.
+    drop(conn);
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    let again = conn
+        .until(|m| match m {
+            ServerMessage::Prompt(p) => Some(p),
+            _ => None,
+        })
+        .await;
+    assert_eq!(again.id, first.id);
+
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: first.id.clone(),
+        answer: Answer::Yes,
+    }))
+    .await;
+    // The queued approval shows next, and the answer comes back.
+    let mut approval = None;
+    let mut answered = None;
+    while approval.is_none() || answered.is_none() {
+        match conn.recv().await {
+            ServerMessage::Prompt(p) => approval = Some(p),
+            ServerMessage::Reply(r) => answered = Some(r.text),
+            _ => {}
+        }
+    }
+    assert_eq!(answered.as_deref(), Some("You answered yes."));
+    let approval = approval.unwrap();
+    assert_eq!(approval.title, "Allow this command?");
+    assert!(approval.text.contains("rm -rf /tmp/cache"));
+    assert_eq!(approval.ttl_s, None);
+
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: approval.id.clone(),
+        answer: Answer::No,
+    }))
+    .await;
+    assert_eq!(conn.reply().await, "Denied: rm -rf /tmp/cache");
+
+    // Answering again (or an unknown id) gets a notice, not an error.
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: approval.id,
+        answer: Answer::Yes,
+    }))
+    .await;
+    let notice = conn
+        .until(|m| match m {
+            ServerMessage::Notice(n) => Some(n.text),
+            ServerMessage::TurnEnd(_) => None,
+            other => panic!("unexpected {other:?}"),
+        })
+        .await;
+    assert_eq!(notice, "That question has expired");
+
+    conn.text("/ask Again?").await;
+    let q = conn
+        .until(|m| match m {
+            ServerMessage::Prompt(p) => Some(p),
+            _ => None,
+        })
+        .await;
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: q.id,
+        answer: Answer::No,
+    }))
+    .await;
+    assert_eq!(conn.reply().await, "You answered no.");
+}
+
+#[tokio::test]
+async fn questions_expire_and_can_be_withdrawn() {
+    let (factory, port, mut inbox) = capture();
+    let mut config = test_config();
+    config.gadget.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let port = port.await.unwrap();
+    let gadget = Gadget::new();
+    let chat = Chat::gadget(gadget.id.clone());
+    let (mut conn, _) = gadget.connect(&h.url).await;
+
+    let confirm = |text: &str| Prompt::Confirm {
+        title: "Q".into(),
+        text: text.into(),
+    };
+    let short = port.ask(&chat, confirm("short"), Some(1)).await.unwrap();
+    let second = port.ask(&chat, confirm("second"), None).await.unwrap();
+    let third = port.ask(&chat, confirm("third"), None).await.unwrap();
+    assert!(
+        matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == short && p.ttl_s == Some(1))
+    );
+    // After its ttl the next question shows by itself.
+    assert!(matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == second));
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: short,
+        answer: Answer::Yes,
+    }))
+    .await;
+    assert!(matches!(conn.recv().await, ServerMessage::Notice(_)));
+
+    // Withdrawing the shown question closes it and shows the next.
+    port.withdraw(&chat, &second).await.unwrap();
+    assert!(matches!(conn.recv().await, ServerMessage::PromptClose(c) if c.id == second));
+    assert!(matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == third));
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: third.clone(),
+        answer: Answer::Yes,
+    }))
+    .await;
+    let answer = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    match answer.body {
+        InboundBody::PromptAnswer(a) => {
+            assert_eq!(a.prompt_id, third);
+            assert!(a.choice.is_affirmative());
+        }
+        other => panic!("{other:?}"),
+    }
+    // Gadgets cannot show free-form questions.
+    let clarify = Prompt::Clarify {
+        question: "Which?".into(),
+        choices: vec!["a".into()],
+    };
+    assert!(port.ask(&chat, clarify, None).await.is_err());
+}
+
+fn led_action() -> ActionSpec {
+    ActionSpec {
+        name: "led.set".into(),
+        description: Some("Set the LED".into()),
+        params: Some(json!({"type": "object", "properties": {"color": {"type": "string"}}})),
+    }
+}
+
+#[tokio::test]
+async fn device_actions_run_and_report() {
+    let h = Harness::start().await;
+    let mut gadget = Gadget::new();
+    gadget.hello.actions = vec![led_action()];
+    let (mut conn, _) = gadget.connect(&h.url).await;
+
+    conn.text(r#"/action led.set {"color": "red"}"#).await;
+    let action = conn
+        .until(|m| match m {
+            ServerMessage::Action(a) => Some(a),
+            _ => None,
+        })
+        .await;
+    assert_eq!(action.name, "led.set");
+    assert_eq!(action.args, json!({"color": "red"}));
+    assert_eq!(action.id.len(), 12);
+    conn.send(&DeviceMessage::ActionResult(ActionResult {
+        id: action.id,
+        ok: true,
+        result: Some(json!("red")),
+        error: None,
+    }))
+    .await;
+    // A non-object result is wrapped.
+    assert_eq!(conn.reply().await, r#"Result: {"value":"red"}"#);
+
+    conn.text(r#"/action led.set {}"#).await;
+    let action = conn
+        .until(|m| match m {
+            ServerMessage::Action(a) => Some(a),
+            _ => None,
+        })
+        .await;
+    conn.send(&DeviceMessage::ActionResult(ActionResult {
+        id: action.id,
+        ok: false,
+        result: None,
+        error: Some("color is required".into()),
+    }))
+    .await;
+    assert_eq!(conn.reply().await, "Action failed: color is required");
+
+    // Names outside the manifest never reach the device.
+    conn.text(r#"/action door.open {}"#).await;
+    assert_eq!(
+        conn.reply().await,
+        "Action failed: the device has no action named door.open"
+    );
+}
+
+#[tokio::test]
+async fn actions_time_out_and_fail_on_disconnect() {
+    let (factory, port, _inbox) = capture();
+    let mut config = test_config();
+    config.gadget.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let port = port.await.unwrap();
+    let mut gadget = Gadget::new();
+    gadget.hello.actions = vec![led_action()];
+    let chat = Chat::gadget(gadget.id.clone());
+    let (mut conn, _) = gadget.connect(&h.url).await;
+
+    // Unanswered: the timeout is 18 s.
+    let started = Instant::now();
+    let call = tokio::spawn({
+        let port = port.clone();
+        let chat = chat.clone();
+        async move { port.invoke_action(&chat, "led.set", json!({})).await }
+    });
+    assert!(matches!(conn.recv().await, ServerMessage::Action(_)));
+    let result = tokio::time::timeout(Duration::from_secs(25), call)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result, Err(ActionError::Timeout));
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(17), "{waited:?}");
+
+    // A disconnect fails what is pending at once.
+    let call = tokio::spawn({
+        let port = port.clone();
+        let chat = chat.clone();
+        async move { port.invoke_action(&chat, "led.set", json!({})).await }
+    });
+    assert!(matches!(conn.recv().await, ServerMessage::Action(_)));
+    drop(conn);
+    let result = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
+    assert_eq!(result, Err(ActionError::Disconnected));
+}
+
+#[tokio::test]
+async fn telemetry_merges_and_events_notify() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.gadget.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let mut gadget = Gadget::new();
+    gadget.hello.sensors = json!({"battery_pct": 87}).as_object().unwrap().clone();
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    conn.send_raw(r#"{"type":"state","sensors":{"battery_pct":80,"temperature_c":21.5}}"#)
+        .await;
+    conn.send_raw(r#"{"type":"event","name":"button.long_press","data":{"n":2},"notify":false}"#)
+        .await;
+    conn.send_raw(r#"{"type":"event","name":"door.open","data":{"side":"front"},"notify":true}"#)
+        .await;
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    match inbound.body {
+        InboundBody::Text { text, .. } => {
+            assert_eq!(text, r#"[Gadget event] door.open {"side":"front"}"#)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        inbox.try_recv().is_err(),
+        "events without notify stay on the device"
+    );
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    assert_eq!(
+        devices[0]["sensors"],
+        json!({"battery_pct": 80, "temperature_c": 21.5})
+    );
+}
+
+#[tokio::test]
+async fn bad_frames_after_the_handshake_get_an_error_not_a_close() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.send_raw("{not json").await;
+    assert!(matches!(conn.recv().await, ServerMessage::Error(_)));
+    conn.send_raw(r#"{"type":"something.new","x":1}"#).await;
+    conn.text("still fine").await;
+    assert_eq!(conn.reply().await, "You said: still fine");
+}
+
+#[tokio::test]
+async fn oversized_frames_close_the_connection() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    let huge = format!(
+        r#"{{"type":"text","text":"{}"}}"#,
+        "a".repeat(1024 * 1024 + 10)
+    );
+    conn.send_raw(&huge).await;
+    let close = conn.closed(WAIT).await;
+    if let Some(frame) = close {
+        assert_ne!(frame.code, CloseCode::Normal);
+    }
+}
