@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use herald_agents::DemoAgent;
-use herald_port::Platform;
+use herald_port::{Backend, Platform};
 use herald_server::admin::{ApproveRequest, DeviceView, Info, RevokeRequest};
 use herald_server::config::Config;
 use herald_server::store::PairingRecord;
@@ -58,7 +58,7 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
 
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let agent = Box::new(|out| Arc::new(DemoAgent::new(out)) as _);
+        let agent = Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out))));
         let server = Server::start(config, &data_dir, agent).await?;
         tracing::info!(data_dir = %data_dir.display(), "herald is running; Ctrl-C stops it");
         shutdown_signal().await;

@@ -342,6 +342,37 @@ pub trait Outbound: Send + Sync {
 
     /// The actions a connected device offers.
     async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError>;
+
+    /// Authorization of `user_id` changed (a pairing was approved or revoked): connected
+    /// devices learn it at once, without reconnecting.
+    async fn set_authorized(&self, platform: Platform, user_id: &str, authorized: bool);
+}
+
+/// A code the owner approves to let a new user in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairingCode {
+    pub code: String,
+    /// What the owner types, e.g. `hermes pairing approve gadget ABCD2345`.
+    pub command: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("authorization is unavailable: {0}")]
+pub struct AccessError(pub String);
+
+/// Who may reach the agent. Standalone Herald keeps its own pairing store; behind
+/// Hermes, Hermes decides (its allowlists and its pairing codes).
+#[async_trait]
+pub trait Authorizer: Send + Sync {
+    async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError>;
+
+    /// The code an unauthorized user should show the owner (the same one while fresh).
+    async fn pairing_code(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        user_name: Option<&str>,
+    ) -> Result<PairingCode, AccessError>;
 }
 
 /// An agent backend: the demo agent, the Hermes bridge, an OpenAI-compatible model.
@@ -352,5 +383,21 @@ pub trait Agent: Send + Sync {
     async fn handle(&self, inbound: Inbound);
 }
 
+/// What a backend brings: the agent, and optionally its own authorization (Hermes has
+/// one; without it the server's own pairing store decides).
+pub struct Backend {
+    pub agent: Arc<dyn Agent>,
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+}
+
+impl Backend {
+    pub fn agent(agent: Arc<dyn Agent>) -> Self {
+        Backend {
+            agent,
+            authorizer: None,
+        }
+    }
+}
+
 /// Builds a backend once the transports exist, handing it the way back to devices.
-pub type AgentFactory = Box<dyn FnOnce(Arc<dyn Outbound>) -> Arc<dyn Agent> + Send>;
+pub type AgentFactory = Box<dyn FnOnce(Arc<dyn Outbound>) -> Backend + Send>;

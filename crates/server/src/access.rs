@@ -6,13 +6,13 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use herald_port::Platform;
-
+use async_trait::async_trait;
 use herald_gadget_proto::limits;
+use herald_port::{AccessError, Authorizer, PairingCode, Platform};
 
 use crate::clock::now_ms;
 use crate::ids;
-use crate::store::{PairingRecord, Store, StoreError};
+use crate::store::{blocking, PairingRecord, Store, StoreError};
 
 /// Pairing codes avoid look-alike characters (no 0/O, 1/I).
 const CODE_ALPHABET: &[u8] = limits::PAIRING_CODE_ALPHABET.as_bytes();
@@ -118,6 +118,36 @@ impl Access {
 
     pub fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError> {
         self.store.pairings()
+    }
+}
+
+/// Standalone authorization: the allowlists plus Herald's own pairing store.
+pub(crate) struct Standalone(pub Arc<Access>);
+
+#[async_trait]
+impl Authorizer for Standalone {
+    async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError> {
+        let (access, user) = (self.0.clone(), user_id.to_owned());
+        blocking(move || access.is_authorized(platform, &user))
+            .await
+            .map_err(|e| AccessError(e.to_string()))
+    }
+
+    async fn pairing_code(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        user_name: Option<&str>,
+    ) -> Result<PairingCode, AccessError> {
+        let (access, user) = (self.0.clone(), user_id.to_owned());
+        let name = user_name.map(str::to_owned);
+        let code = blocking(move || access.pairing_code(platform, &user, name.as_deref()))
+            .await
+            .map_err(|e| AccessError(e.to_string()))?;
+        Ok(PairingCode {
+            command: self.0.approve_command(platform, &code),
+            code,
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use herald_port::Platform;
+use herald_port::{Outbound, Platform};
 use serde::{Deserialize, Serialize};
 
 use crate::access::Access;
@@ -84,6 +84,7 @@ pub(crate) struct AdminState {
     pub store: Arc<dyn Store>,
     pub access: Arc<Access>,
     pub gadget: Arc<GadgetHub>,
+    pub outbound: Arc<dyn Outbound>,
     pub info: Arc<Info>,
 }
 
@@ -248,7 +249,10 @@ async fn approve(
             ))
         }
     };
-    notify(&state, platform, &record.user_id, true).await;
+    state
+        .outbound
+        .set_authorized(platform, &record.user_id, true)
+        .await;
     Ok(Json(record))
 }
 
@@ -269,12 +273,9 @@ async fn revoke(
     let access = state.access.clone();
     let user = request.user_id.clone();
     let still = blocking(move || access.is_authorized(platform, &user)).await?;
-    notify(&state, platform, &request.user_id, still).await;
+    state
+        .outbound
+        .set_authorized(platform, &request.user_id, still)
+        .await;
     Ok(Json(serde_json::json!({ "revoked": request.user_id })))
-}
-
-async fn notify(state: &AdminState, platform: Platform, user_id: &str, paired: bool) {
-    if platform == Platform::Gadget {
-        state.gadget.tell(user_id, Command::SetPaired(paired)).await;
-    }
 }

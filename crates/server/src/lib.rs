@@ -25,12 +25,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use herald_port::{AgentFactory, Outbound};
+use herald_port::{AgentFactory, Authorizer, Outbound};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use crate::access::{Access, Policy};
+use crate::access::{Access, Policy, Standalone};
 use crate::config::Config;
 use crate::gadget::GadgetHub;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -96,13 +96,14 @@ impl Server {
             allow_all: config.gadget.allow_all_users,
         };
         let access = Arc::new(Access::new(store.clone(), gadget_policy, Policy::default()));
-        let gadget = Arc::new(GadgetHub::new(
-            config.gadget.clone(),
-            store.clone(),
-            access.clone(),
-        ));
+        let gadget = Arc::new(GadgetHub::new(config.gadget.clone(), store.clone()));
         let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(gadget.clone()));
-        gadget.set_agent(agent(outbound));
+        let backend = agent(outbound.clone());
+        let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
+            Some(authorizer) => authorizer,
+            None => Arc::new(Standalone(access.clone())),
+        };
+        gadget.set_backend(backend.agent, authorizer);
 
         let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
         let gadget_addr = local_addr("gadgets", &gadget_listener)?;
@@ -117,6 +118,7 @@ impl Server {
             store: store.clone(),
             access,
             gadget: gadget.clone(),
+            outbound,
             info: Arc::new(admin::Info {
                 version: env!("CARGO_PKG_VERSION").into(),
                 gadget_url: gadget_url.clone(),

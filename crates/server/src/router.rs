@@ -191,4 +191,12 @@ impl Outbound for Router {
             .call(&chat.id, |reply| Command::Actions { reply })
             .await?
     }
+
+    async fn set_authorized(&self, platform: Platform, user_id: &str, authorized: bool) {
+        if platform == Platform::Gadget {
+            self.gadget
+                .tell(user_id, Command::SetPaired(authorized))
+                .await;
+        }
+    }
 }

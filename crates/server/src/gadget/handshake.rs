@@ -158,13 +158,19 @@ where
     }
 
     let store = hub.store.clone();
-    let access = hub.access.clone();
     let device_id = hello.device_id.clone();
-    let paired = blocking(move || {
-        store.touch(&device_id, &profile, now_ms())?;
-        access.is_authorized(Platform::Gadget, &device_id)
-    })
-    .await?;
+    blocking(move || store.touch(&device_id, &profile, now_ms())).await?;
+    let authorizer = hub.authorizer().ok_or(Refusal::Gone)?;
+    let paired = authorizer
+        .is_authorized(Platform::Gadget, &hello.device_id)
+        .await
+        .map_err(|err| {
+            tracing::error!(%err, "authorization failed during a handshake");
+            Refusal::Tell(
+                ErrorCode::Busy,
+                "the server could not check this device".into(),
+            )
+        })?;
     Ok(Admitted { hello, paired })
 }
 

@@ -23,10 +23,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::DashMap;
 use herald_gadget_proto::limits;
-use herald_port::{Agent, DeliveryError};
+use herald_port::{Agent, Authorizer, DeliveryError};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::access::Access;
 use crate::config::GadgetConfig;
 use crate::store::Store;
 
@@ -40,8 +39,8 @@ const SESSION_MAILBOX: usize = 64;
 pub(crate) struct GadgetHub {
     pub(crate) config: GadgetConfig,
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) access: Arc<Access>,
-    agent: OnceLock<Arc<dyn Agent>>,
+    /// Set once at start-up, when the backend exists.
+    backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
     sessions: DashMap<String, mpsc::Sender<Event>>,
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
@@ -50,12 +49,11 @@ pub(crate) struct GadgetHub {
 }
 
 impl GadgetHub {
-    pub(crate) fn new(config: GadgetConfig, store: Arc<dyn Store>, access: Arc<Access>) -> Self {
+    pub(crate) fn new(config: GadgetConfig, store: Arc<dyn Store>) -> Self {
         GadgetHub {
             config,
             store,
-            access,
-            agent: OnceLock::new(),
+            backend: OnceLock::new(),
             sessions: DashMap::new(),
             online: DashMap::new(),
             enrolling: EnrollGate::default(),
@@ -63,14 +61,18 @@ impl GadgetHub {
         }
     }
 
-    pub(crate) fn set_agent(&self, agent: Arc<dyn Agent>) {
-        // Set once at start-up; a second call would be a wiring bug, and keeping the
-        // first agent is the safe reaction.
-        let _ = self.agent.set(agent);
+    pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {
+        // A second call would be a wiring bug; keeping the first backend is the safe
+        // reaction.
+        let _ = self.backend.set((agent, authorizer));
     }
 
     pub(crate) fn agent(&self) -> Option<&Arc<dyn Agent>> {
-        self.agent.get()
+        self.backend.get().map(|(agent, _)| agent)
+    }
+
+    pub(crate) fn authorizer(&self) -> Option<&Arc<dyn Authorizer>> {
+        self.backend.get().map(|(_, authorizer)| authorizer)
     }
 
     pub(crate) fn is_online(&self, device_id: &str) -> bool {

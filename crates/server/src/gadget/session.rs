@@ -13,7 +13,7 @@ use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{
     ActionError, ActionSpec, Card, Chat, Choice, Command as ConvCommand, DeliveryError, Inbound,
-    InboundBody, Outcome, Prompt, PromptAnswer, SendOptions, Source,
+    InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, SendOptions, Source,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -334,18 +334,15 @@ impl Session {
     }
 
     async fn send_pairing(&self) {
-        let (access, id) = (self.hub.access.clone(), self.device_id.clone());
-        let name = self.conn.as_ref().and_then(|c| c.hello.name.clone());
-        let code = blocking(move || {
-            access.pairing_code(herald_port::Platform::Gadget, &id, name.as_deref())
-        })
-        .await;
-        match code {
-            Ok(code) => {
-                let command = self
-                    .hub
-                    .access
-                    .approve_command(herald_port::Platform::Gadget, &code);
+        let Some(authorizer) = self.hub.authorizer() else {
+            return;
+        };
+        let name = self.conn.as_ref().and_then(|c| c.hello.name.as_deref());
+        match authorizer
+            .pairing_code(Platform::Gadget, &self.device_id, name)
+            .await
+        {
+            Ok(PairingCode { code, command }) => {
                 self.send(&ServerMessage::Pairing(proto::Pairing { code, command }))
                     .await;
             }

@@ -11,7 +11,7 @@ use herald_agents::DemoAgent;
 use herald_gadget_proto::{
     auth, Auth, Caps, DeviceMessage, DisplayCaps, Hello, ServerMessage, Welcome,
 };
-use herald_port::{Agent, AgentFactory, Outbound};
+use herald_port::{Agent, AgentFactory, Backend, Outbound};
 use herald_server::admin::Endpoint;
 use herald_server::config::Config;
 use herald_server::Server;
@@ -83,7 +83,7 @@ impl Harness {
 }
 
 pub fn demo() -> AgentFactory {
-    Box::new(|out| Arc::new(DemoAgent::new(out)) as Arc<dyn Agent>)
+    Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out))))
 }
 
 /// An agent that only records what it receives and exposes the port to the test.
@@ -103,7 +103,7 @@ pub fn capture() -> (
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let factory: AgentFactory = Box::new(move |out| {
         let _ = port_tx.send(out);
-        Arc::new(Recorder(tx)) as Arc<dyn Agent>
+        Backend::agent(Arc::new(Recorder(tx)))
     });
     (factory, port_rx, rx)
 }
