@@ -76,6 +76,32 @@ pub struct PairingRecord {
     pub approved_at: Option<Millis>,
 }
 
+/// What a phone says about itself in `hello`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhoneInfo {
+    pub name: Option<String>,
+    pub platform: Option<String>,
+}
+
+/// A phone (mobile protocol device id) and the user who owns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhoneRecord {
+    pub id: String,
+    pub user_id: String,
+    #[serde(flatten)]
+    pub info: PhoneInfo,
+    pub first_seen: Millis,
+    pub last_seen: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PhoneClaim {
+    /// The device id is (now) this user's.
+    Mine,
+    /// Another user connected with this device id first.
+    OwnedBy(String),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enrollment {
     /// The key was stored.
@@ -136,4 +162,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<PairingRecord, StoreError>;
     /// Remove a pairing, pending or approved; returns whether it existed.
     fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError>;
+
+    /// Record a phone connecting; the first user to use a device id owns it.
+    fn claim_phone(
+        &self,
+        device_id: &str,
+        user_id: &str,
+        info: &PhoneInfo,
+        now: Millis,
+    ) -> Result<PhoneClaim, StoreError>;
+    fn phones(&self) -> Result<Vec<PhoneRecord>, StoreError>;
 }

@@ -11,7 +11,10 @@ use herald_port::Platform;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
-use super::{DeviceProfile, DeviceRecord, Enrollment, Millis, PairingRecord, Store, StoreError};
+use super::{
+    DeviceProfile, DeviceRecord, Enrollment, Millis, PairingRecord, PhoneClaim, PhoneInfo,
+    PhoneRecord, Store, StoreError,
+};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
 const MIGRATIONS: &[&str] = &[
@@ -36,6 +39,15 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (platform, user_id)
     );
     CREATE UNIQUE INDEX pairings_code ON pairings (platform, code) WHERE code IS NOT NULL;",
+    // 2: phones, owned by the first user that connected with the device id.
+    "CREATE TABLE mobile_devices (
+        id          TEXT PRIMARY KEY,
+        user_id     TEXT NOT NULL,
+        name        TEXT,
+        platform    TEXT,
+        first_seen  INTEGER NOT NULL,
+        last_seen   INTEGER NOT NULL
+    );",
 ];
 
 pub struct SqliteStore {
@@ -435,6 +447,67 @@ impl Store for SqliteStore {
             Ok(removed > 0)
         })
     }
+
+    fn claim_phone(
+        &self,
+        device_id: &str,
+        user_id: &str,
+        info: &PhoneInfo,
+        now: Millis,
+    ) -> Result<PhoneClaim, StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            let owner: Option<String> = tx
+                .query_row(
+                    "SELECT user_id FROM mobile_devices WHERE id = ?1",
+                    [device_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let claim = match owner {
+                Some(owner) if owner != user_id => PhoneClaim::OwnedBy(owner),
+                Some(_) => {
+                    tx.execute(
+                        "UPDATE mobile_devices SET name = ?2, platform = ?3, last_seen = ?4 WHERE id = ?1",
+                        params![device_id, info.name, info.platform, now],
+                    )?;
+                    PhoneClaim::Mine
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO mobile_devices (id, user_id, name, platform, first_seen, last_seen)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                        params![device_id, user_id, info.name, info.platform, now],
+                    )?;
+                    PhoneClaim::Mine
+                }
+            };
+            tx.commit()?;
+            Ok(claim)
+        })
+    }
+
+    fn phones(&self) -> Result<Vec<PhoneRecord>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, user_id, name, platform, first_seen, last_seen
+                 FROM mobile_devices ORDER BY id",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok(PhoneRecord {
+                    id: row.get(0)?,
+                    user_id: row.get(1)?,
+                    info: PhoneInfo {
+                        name: row.get(2)?,
+                        platform: row.get(3)?,
+                    },
+                    first_seen: row.get(4)?,
+                    last_seen: row.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -542,6 +615,30 @@ mod tests {
         assert!(store.device("hg-1").unwrap().is_none());
         assert!(store.pairing(Platform::Gadget, "hg-1").unwrap().is_none());
         assert!(!store.forget("hg-1").unwrap());
+    }
+
+    #[test]
+    fn a_phone_belongs_to_its_first_user() {
+        let (_dir, store) = open();
+        let info = PhoneInfo {
+            name: Some("Phone".into()),
+            platform: Some("android".into()),
+        };
+        assert_eq!(
+            store.claim_phone("tel-1", "u1", &info, 1).unwrap(),
+            PhoneClaim::Mine
+        );
+        assert_eq!(
+            store.claim_phone("tel-1", "u1", &info, 2).unwrap(),
+            PhoneClaim::Mine
+        );
+        assert_eq!(
+            store.claim_phone("tel-1", "u2", &info, 3).unwrap(),
+            PhoneClaim::OwnedBy("u1".into())
+        );
+        let phones = store.phones().unwrap();
+        assert_eq!(phones.len(), 1);
+        assert_eq!((phones[0].first_seen, phones[0].last_seen), (1, 2));
     }
 
     #[test]
