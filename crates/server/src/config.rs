@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub const DEFAULT_GADGET_PORT: u16 = 8765;
+pub const DEFAULT_MOBILE_PORT: u16 = 8787;
 pub const DEFAULT_ADMIN_PORT: u16 = 8766;
 
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,24 @@ pub enum ConfigError {
     Invalid { name: String, reason: String },
 }
 
+/// A token or password: readable by the code that checks it, hidden from `Debug`, so a
+/// logged configuration never leaks it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
 /// Everything `herald serve` needs to run.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -38,6 +57,7 @@ pub struct Config {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub gadget: GadgetConfig,
+    pub mobile: MobileConfig,
     pub admin: AdminConfig,
 }
 
@@ -50,10 +70,50 @@ pub struct GadgetConfig {
     pub heartbeat_s: u32,
     pub max_utterance_s: u32,
     /// Devices must present this token in `hello` when set.
-    pub access_token: Option<String>,
+    pub access_token: Option<Secret>,
     /// Device ids authorized without pairing.
     pub allowed_users: Vec<String>,
     pub allow_all_users: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MobileConfig {
+    pub host: IpAddr,
+    pub port: u16,
+    pub path: String,
+    /// The app token (`MOBILE_TOKEN`); generated into the data directory when unset.
+    pub token: Option<Secret>,
+    /// More tokens, `label:token` pairs separated by commas (`MOBILE_EXTRA_TOKENS`).
+    pub extra_tokens: Option<Secret>,
+    /// User ids allowed without pairing.
+    pub allowed_users: Vec<String>,
+    /// When not empty, only these device ids may connect.
+    pub allowed_devices: Vec<String>,
+    pub allow_all_users: bool,
+    /// Tokens that may send `deliver` from anywhere (loopback needs none).
+    pub deliver_tokens: Vec<Secret>,
+    pub avatar_url: Option<String>,
+    /// Longer replies are split into chunks of at most this many characters.
+    pub max_message_chars: u32,
+}
+
+impl Default for MobileConfig {
+    fn default() -> Self {
+        MobileConfig {
+            host: IpAddr::from([0, 0, 0, 0]),
+            port: DEFAULT_MOBILE_PORT,
+            path: "/ws".into(),
+            token: None,
+            extra_tokens: None,
+            allowed_users: Vec::new(),
+            allowed_devices: Vec::new(),
+            allow_all_users: false,
+            deliver_tokens: Vec::new(),
+            avatar_url: None,
+            max_message_chars: herald_mobile_proto::limits::MAX_MESSAGE_CHARS,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -105,13 +165,50 @@ impl Config {
     /// `var` so tests need not touch the process environment.
     pub fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         if let Some(token) = var("GADGET_ACCESS_TOKEN").filter(|t| !t.is_empty()) {
-            self.gadget.access_token = Some(token);
+            self.gadget.access_token = Some(Secret(token));
         }
         if let Some(users) = var("GADGET_ALLOWED_USERS") {
             self.gadget.allowed_users = split_list(&users);
         }
         if let Some(all) = var("GADGET_ALLOW_ALL_USERS") {
             self.gadget.allow_all_users = parse_bool("GADGET_ALLOW_ALL_USERS", &all)?;
+        }
+        let mobile = &mut self.mobile;
+        if let Some(host) = var("MOBILE_HOST").filter(|h| !h.is_empty()) {
+            mobile.host = host.parse().map_err(|_| ConfigError::Invalid {
+                name: "MOBILE_HOST".into(),
+                reason: format!("not an IP address: {host:?}"),
+            })?;
+        }
+        if let Some(port) = var("MOBILE_PORT").filter(|p| !p.is_empty()) {
+            mobile.port = port.parse().map_err(|_| ConfigError::Invalid {
+                name: "MOBILE_PORT".into(),
+                reason: format!("not a port number: {port:?}"),
+            })?;
+        }
+        if let Some(path) = var("MOBILE_PATH").filter(|p| !p.is_empty()) {
+            mobile.path = path;
+        }
+        if let Some(token) = var("MOBILE_TOKEN").filter(|t| !t.trim().is_empty()) {
+            mobile.token = Some(Secret(token));
+        }
+        if let Some(extra) = var("MOBILE_EXTRA_TOKENS") {
+            mobile.extra_tokens = Some(Secret(extra));
+        }
+        if let Some(users) = var("MOBILE_ALLOWED_USERS") {
+            mobile.allowed_users = split_list(&users);
+        }
+        if let Some(devices) = var("MOBILE_ALLOWED_DEVICES") {
+            mobile.allowed_devices = split_list(&devices);
+        }
+        if let Some(all) = var("MOBILE_ALLOW_ALL_USERS") {
+            mobile.allow_all_users = parse_bool("MOBILE_ALLOW_ALL_USERS", &all)?;
+        }
+        if let Some(tokens) = var("MOBILE_DELIVER_TOKENS") {
+            mobile.deliver_tokens = split_list(&tokens).into_iter().map(Secret).collect();
+        }
+        if let Some(url) = var("MOBILE_AVATAR_URL").filter(|u| !u.is_empty()) {
+            mobile.avatar_url = Some(url);
         }
         Ok(())
     }
@@ -136,6 +233,12 @@ impl Config {
         }
         if !self.gadget.path.starts_with('/') {
             return Err(invalid("gadget.path", "must start with /"));
+        }
+        if !self.mobile.path.starts_with('/') {
+            return Err(invalid("mobile.path", "must start with /"));
+        }
+        if self.mobile.max_message_chars < 16 {
+            return Err(invalid("mobile.max_message_chars", "must be at least 16"));
         }
         match (&self.tls_cert, &self.tls_key) {
             (Some(_), None) => Err(invalid("tls_key", "tls_cert is set but tls_key is not")),
@@ -199,8 +302,30 @@ mod tests {
             .unwrap();
         assert_eq!(config.gadget.allowed_users, ["hg-1", "hg-2"]);
         assert!(config.gadget.allow_all_users);
-        assert_eq!(config.gadget.access_token.as_deref(), Some("s3cret"));
+        assert_eq!(
+            config.gadget.access_token.as_ref().map(Secret::expose),
+            Some("s3cret")
+        );
+        assert!(!format!("{config:?}").contains("s3cret"));
         config.validate().unwrap();
+
+        config
+            .apply_env(|name| match name {
+                "MOBILE_PORT" => Some("9999".into()),
+                "MOBILE_PATH" => Some("/app".into()),
+                "MOBILE_TOKEN" => Some("t0k3n".into()),
+                "MOBILE_ALLOWED_DEVICES" => Some("tel-1,tel-2".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(config.mobile.port, 9999);
+        assert_eq!(config.mobile.path, "/app");
+        assert_eq!(config.mobile.allowed_devices, ["tel-1", "tel-2"]);
+        assert!(!format!("{:?}", config.mobile).contains("t0k3n"));
+        assert!(config
+            .clone()
+            .apply_env(|n| (n == "MOBILE_PORT").then(|| "http".into()))
+            .is_err());
     }
 
     #[test]

@@ -16,8 +16,10 @@ pub mod config;
 mod files;
 mod gadget;
 mod ids;
+mod listener;
 pub mod net;
 mod router;
+mod socket;
 pub mod store;
 mod tls;
 
@@ -128,9 +130,10 @@ impl Server {
         };
 
         let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(gadget::listener::run(
+        tasks.push(tokio::spawn(listener::run(
             gadget_listener,
-            tls,
+            tls.clone(),
+            gadget::endpoint(&config.gadget.path),
             gadget.clone(),
         )));
         let admin_app = admin::router(admin_state);

@@ -171,7 +171,7 @@ async fn silence_during_the_handshake_times_out() {
 async fn access_token_is_checked() {
     let h = Harness::start_with(|c| {
         c.gadget.allow_all_users = true;
-        c.gadget.access_token = Some("open sesame".into());
+        c.gadget.access_token = Some(herald_server::config::Secret("open sesame".into()));
     })
     .await;
     let mut gadget = Gadget::new();

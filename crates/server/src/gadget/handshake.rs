@@ -18,10 +18,11 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
 use super::session::{Attach, Event};
-use super::socket::{self, Outgoing, OUTBOX};
+use super::socket;
 use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::ids;
+use crate::socket::{write, Outgoing, OUTBOX};
 use crate::store::{blocking, DeviceProfile, Enrollment, StoreError};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
@@ -57,7 +58,7 @@ struct Admitted {
     paired: bool,
 }
 
-pub(crate) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<GadgetHub>)
+pub(super) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<GadgetHub>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -76,7 +77,7 @@ where
     let conn = hub.conn_id();
     let (sink, stream) = ws.split();
     let (outbox_tx, outbox_rx) = mpsc::channel::<Outgoing>(OUTBOX);
-    let writer = tokio::spawn(socket::write(sink, outbox_rx));
+    let writer = tokio::spawn(write(sink, outbox_rx));
     let session = hub.session(&device_id);
     let attach = Attach {
         conn,
@@ -110,7 +111,7 @@ where
         .map_err(|err| Refusal::Tell(err.code(), err.to_string()))?;
     if let Some(expected) = &hub.config.access_token {
         let offered = hello.token.as_deref().unwrap_or("");
-        if !auth::ct_eq(offered.as_bytes(), expected.as_bytes()) {
+        if !auth::ct_eq(offered.as_bytes(), expected.expose().as_bytes()) {
             return Err(Refusal::Tell(
                 ErrorCode::BadToken,
                 "wrong access token".into(),

@@ -1,6 +1,5 @@
 //! The gadget hub: devices speaking gadget protocol v1 over WebSocket.
 //!
-//! - [`listener`] accepts TCP (and TLS) connections and upgrades them;
 //! - [`handshake`] runs hello / challenge / auth and admits a device;
 //! - [`socket`] shuttles frames between the WebSocket and the device's session;
 //! - [`session`] is the per-device actor that owns everything stateful: the current
@@ -11,22 +10,25 @@
 //! shown again when it returns, and a replacement connection takes over seamlessly.
 
 mod handshake;
-pub(crate) mod listener;
 mod prompts;
 mod session;
 mod socket;
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::DashMap;
 use herald_gadget_proto::limits;
 use herald_port::{Agent, Authorizer, DeliveryError};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::WebSocketStream;
 
 use crate::config::GadgetConfig;
+use crate::listener;
 use crate::store::Store;
 
 pub(crate) use session::Command;
@@ -133,6 +135,32 @@ impl GadgetHub {
     fn session_ended(&self, device_id: &str, mailbox: &mpsc::Sender<Event>) {
         self.sessions
             .remove_if(device_id, |_, tx| tx.same_channel(mailbox));
+    }
+}
+
+impl listener::Handler for GadgetHub {
+    async fn handle<S>(self: Arc<Self>, ws: WebSocketStream<S>, peer: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        handshake::run(ws, peer, self).await;
+    }
+}
+
+/// The gadget endpoint. Buffers are sized for gadget traffic on purpose: the library
+/// defaults (128 KiB read buffer, unbounded write buffer) would cost more per idle
+/// device than the rest of its session together.
+pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
+    listener::Endpoint {
+        path: path.to_owned(),
+        subprotocol: Some(herald_gadget_proto::SUBPROTOCOL),
+        ws: WebSocketConfig::default()
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(0)
+            .max_write_buffer_size(2 * limits::MAX_INBOUND_FRAME)
+            .max_message_size(Some(limits::MAX_INBOUND_FRAME))
+            .max_frame_size(Some(limits::MAX_INBOUND_FRAME)),
+        refuse_url_token: false,
     }
 }
 

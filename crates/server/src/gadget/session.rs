@@ -22,10 +22,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
 use super::prompts::{PromptQueue, Question, Show};
-use super::socket::Outgoing;
 use super::{GadgetHub, SESSION_MAILBOX};
 use crate::clock::now_ms;
 use crate::ids;
+use crate::socket::Outgoing;
 use crate::store::blocking;
 
 /// Inbound events waiting for the agent before new ones are refused.
@@ -324,7 +324,7 @@ impl Session {
     async fn send(&self, msg: &ServerMessage) {
         if let Some(conn) = &self.conn {
             // A full outbox makes the session wait: backpressure, not a growing buffer.
-            let _ = conn.outbox.send(Outgoing::message(msg)).await;
+            let _ = conn.outbox.send(Outgoing::Text(msg.encode())).await;
         }
     }
 

@@ -1,10 +1,10 @@
-//! The two tasks of an admitted connection: the reader feeds decoded frames to the
-//! device's session, the writer drains the session's bounded outbox to the socket.
-//! Neither holds state of its own; when either ends, the connection is over.
+//! The gadget side of an admitted connection: the reader feeds decoded frames to the
+//! device's session (the writer is shared, see [`crate::socket`]), and refusals during
+//! the handshake.
 
 use std::time::Duration;
 
-use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::stream::SplitStream;
 use futures_util::{SinkExt, StreamExt};
 use herald_gadget_proto::{DeviceMessage, ErrorCode, ServerMessage};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -17,24 +17,8 @@ use tracing::debug;
 
 use super::session::Event;
 
-/// Frames waiting for a slow device before the session has to wait too.
-pub(crate) const OUTBOX: usize = 32;
 /// How long a closed connection may take to say goodbye.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-/// What a session asks the writer to do.
-#[derive(Debug)]
-pub(crate) enum Outgoing {
-    Text(String),
-    /// Close with this code and reason; nothing is written after it.
-    Close(CloseCode, String),
-}
-
-impl Outgoing {
-    pub(crate) fn message(msg: &ServerMessage) -> Self {
-        Outgoing::Text(msg.encode())
-    }
-}
 
 /// Send a protocol error and close with 1008, as the handshake rules require.
 pub(crate) async fn reject<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
@@ -56,31 +40,6 @@ where
         while let Some(Ok(_)) = ws.next().await {}
     })
     .await;
-}
-
-pub(crate) async fn write<S>(
-    mut sink: SplitSink<WebSocketStream<S>, Message>,
-    mut outbox: mpsc::Receiver<Outgoing>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    while let Some(out) = outbox.recv().await {
-        let result = match out {
-            Outgoing::Text(text) => sink.send(Message::Text(text.into())).await,
-            Outgoing::Close(code, reason) => {
-                let frame = CloseFrame {
-                    code,
-                    reason: reason.into(),
-                };
-                let _ = sink.send(Message::Close(Some(frame))).await;
-                break;
-            }
-        };
-        if let Err(err) = result {
-            debug!(%err, "gadget write failed");
-            break;
-        }
-    }
 }
 
 /// Read until the connection ends (or, once the writer has gone, a short grace period
