@@ -11,7 +11,11 @@
 //! | `/action NAME JSON`| calls the device action; `Result: <json>` or `Action failed: …`|
 //! | `/slow`            | streams for 30 s, so `cancel` can be seen to stop it          |
 //! | `/new`             | `Started a new conversation.`                                 |
+//! | `/choose A, B, C`  | a clarify card (phones); the reply names the choice           |
+//! | `/long`            | a reply longer than a phone's message limit, so it is chunked |
+//! | `/media`           | a picture file                                                |
 //! | voice              | `I heard N.N seconds of audio.`                               |
+//! | a file             | `Got your <kind>: <caption>.`                                 |
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,7 +40,13 @@ const SLOW_STEP: Duration = Duration::from_millis(500);
 enum Asked {
     YesNo,
     Approval { command: String },
+    Choice { choices: Vec<String> },
 }
+
+/// The picture `/media` sends.
+const DEMO_PICTURE: &[u8] = include_bytes!("../assets/demo.png");
+/// Sentences in the `/long` reply: well past any phone's message limit.
+const LONG_SENTENCES: usize = 120;
 
 #[derive(Default)]
 struct ChatState {
@@ -169,6 +179,37 @@ impl DemoAgent {
                 })
                 .await;
             }
+            "choose" if !rest.is_empty() => {
+                let choices: Vec<String> = rest
+                    .split(',')
+                    .map(|c| c.trim().to_owned())
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                let prompt = Prompt::Clarify {
+                    question: "Which one?".into(),
+                    choices: choices.clone(),
+                };
+                self.ask(chat, prompt, Asked::Choice { choices }).await;
+            }
+            "long" => {
+                let text: String = (1..=LONG_SENTENCES)
+                    .map(|n| format!("This is sentence number {n} of a long reply. "))
+                    .collect();
+                self.start_turn(chat.clone(), async move {
+                    reply(&*out, &chat, text.trim_end()).await
+                })
+                .await;
+            }
+            "media" => {
+                self.start_turn(chat.clone(), async move {
+                    let path = demo_picture().map_err(|e| {
+                        DeliveryError::Failed(format!("cannot write the picture: {e}"))
+                    })?;
+                    out.send_image(&chat, path, Some("A demo picture".into()))
+                        .await
+                })
+                .await;
+            }
             "slow" => {
                 self.start_turn(chat.clone(), async move { slow(&*out, &chat).await })
                     .await;
@@ -222,6 +263,14 @@ impl DemoAgent {
                 Choice::Deny | Choice::Cancel => format!("Denied: {command}"),
                 choice => format!("Approved ({}): {command}", choice.as_wire()),
             },
+            Asked::Choice { choices } => match answer.choice {
+                Choice::Option(i) => match choices.get(i) {
+                    Some(choice) => format!("You chose {choice}."),
+                    None => "You chose nothing I offered.".to_owned(),
+                },
+                Choice::Other(text) => format!("You wrote: {text}"),
+                _ => "You did not choose.".to_owned(),
+            },
         };
         let out = self.out.clone();
         self.start_turn(
@@ -273,6 +322,15 @@ impl Agent for DemoAgent {
             InboundBody::PromptAnswer(answer) => self.on_answer(chat, answer).await,
         }
     }
+}
+
+/// The demo picture as a file, written once per process.
+fn demo_picture() -> std::io::Result<std::path::PathBuf> {
+    let path = std::env::temp_dir().join(format!("herald-demo-{}.png", std::process::id()));
+    if !path.exists() {
+        std::fs::write(&path, DEMO_PICTURE)?;
+    }
+    Ok(path)
 }
 
 async fn reply(out: &dyn Outbound, chat: &Chat, text: &str) -> Result<(), DeliveryError> {

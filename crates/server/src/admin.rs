@@ -14,14 +14,19 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
+use herald_gadget_proto::{is_valid_device_id, OtaRefusal};
 use herald_port::{Outbound, Platform};
 use serde::{Deserialize, Serialize};
 
 use crate::access::Access;
 use crate::files;
-use crate::gadget::{Command, GadgetHub};
+use crate::gadget::{Command, GadgetHub, PushError};
 use crate::ids;
-use crate::store::{blocking, DeviceRecord, PairingRecord, Store, StoreError};
+use crate::mobile::MobileHub;
+use crate::store::{
+    blocking, DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord, Store, StoreError,
+};
 
 const TOKEN_FILE: &str = "admin.token";
 const ENDPOINT_FILE: &str = "admin.json";
@@ -84,6 +89,7 @@ pub(crate) struct AdminState {
     pub store: Arc<dyn Store>,
     pub access: Arc<Access>,
     pub gadget: Arc<GadgetHub>,
+    pub mobile: Arc<MobileHub>,
     pub outbound: Arc<dyn Outbound>,
     pub info: Arc<Info>,
 }
@@ -93,6 +99,9 @@ pub(crate) struct AdminState {
 pub struct Info {
     pub version: String,
     pub gadget_url: String,
+    pub mobile_url: String,
+    /// The file holding the generated app token, when `MOBILE_TOKEN` is not set.
+    pub mobile_token: Option<PathBuf>,
     pub data_dir: PathBuf,
     pub store: PathBuf,
 }
@@ -148,9 +157,12 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/v1/info", get(info))
         .route("/v1/devices", get(devices))
         .route("/v1/devices/{id}", delete(forget))
+        .route("/v1/phones", get(phones))
         .route("/v1/pairing", get(pairings))
         .route("/v1/pairing/approve", post(approve))
         .route("/v1/pairing/revoke", post(revoke))
+        .route("/v1/ota", get(ota_list).post(ota_push))
+        .route("/v1/ota/{id}", get(ota_status))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
 }
@@ -202,6 +214,27 @@ async fn devices(State(state): State<AdminState>) -> Result<Json<Vec<DeviceView>
             .map(|record| DeviceView {
                 online: state.gadget.is_online(&record.id),
                 record: record.into(),
+            })
+            .collect(),
+    ))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PhoneView {
+    #[serde(flatten)]
+    pub record: PhoneRecord,
+    pub online: bool,
+}
+
+async fn phones(State(state): State<AdminState>) -> Result<Json<Vec<PhoneView>>, ApiError> {
+    let store = state.store.clone();
+    let records = blocking(move || store.phones()).await?;
+    Ok(Json(
+        records
+            .into_iter()
+            .map(|record| PhoneView {
+                online: state.mobile.is_online(&record.id),
+                record,
             })
             .collect(),
     ))
@@ -278,4 +311,98 @@ async fn revoke(
         .set_authorized(platform, &request.user_id, still)
         .await;
     Ok(Json(serde_json::json!({ "revoked": request.user_id })))
+}
+
+/// `POST /v1/ota`: send a firmware image to a connected gadget. The image is a path on
+/// this machine (the CLI runs here too); the server checks it and copies it into its own
+/// staging directory before anything is sent.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct OtaRequest {
+    pub device_id: String,
+    pub image: PathBuf,
+}
+
+/// A firmware update as the API shows it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct OtaView {
+    #[serde(flatten)]
+    pub update: OtaUpdate,
+    pub online: bool,
+    /// Attempts an update gets in all.
+    pub max_attempts: u32,
+}
+
+impl From<PushError> for ApiError {
+    fn from(err: PushError) -> Self {
+        let status = match &err {
+            PushError::Offline(_)
+            | PushError::Refused {
+                refusal: OtaRefusal::Busy,
+                ..
+            } => StatusCode::CONFLICT,
+            PushError::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            PushError::Unreadable { .. } => StatusCode::BAD_REQUEST,
+            PushError::Staging { .. } | PushError::Store(_) => {
+                tracing::error!(%err, "firmware update failed to start");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        ApiError(status, err.to_string())
+    }
+}
+
+async fn ota_push(
+    State(state): State<AdminState>,
+    Json(request): Json<OtaRequest>,
+) -> Result<Json<OtaView>, ApiError> {
+    if !is_valid_device_id(&request.device_id) {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("{:?} is not a gadget id (hg-...)", request.device_id),
+        ));
+    }
+    if !request.image.is_absolute() {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "give the image as an absolute path".into(),
+        ));
+    }
+    let update = state
+        .gadget
+        .push_ota(&request.device_id, request.image, &state.info.data_dir)
+        .await?;
+    Ok(Json(ota_view(&state, update)))
+}
+
+async fn ota_list(State(state): State<AdminState>) -> Result<Json<Vec<OtaView>>, ApiError> {
+    let store = state.store.clone();
+    let updates = blocking(move || store.ota_updates()).await?;
+    Ok(Json(
+        updates.into_iter().map(|u| ota_view(&state, u)).collect(),
+    ))
+}
+
+async fn ota_status(
+    State(state): State<AdminState>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<OtaView>, ApiError> {
+    let store = state.store.clone();
+    let device = id.clone();
+    let update = blocking(move || store.ota_update(&device))
+        .await?
+        .ok_or_else(|| {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                format!("no firmware update for {id}"),
+            )
+        })?;
+    Ok(Json(ota_view(&state, update)))
+}
+
+fn ota_view(state: &AdminState, update: OtaUpdate) -> OtaView {
+    OtaView {
+        online: state.gadget.is_online(&update.device_id),
+        update,
+        max_attempts: OTA_MAX_ATTEMPTS,
+    }
 }

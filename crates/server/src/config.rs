@@ -7,6 +7,7 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use herald_gadget_proto::limits;
 use serde::Deserialize;
 
 pub const DEFAULT_GADGET_PORT: u16 = 8765;
@@ -74,6 +75,11 @@ pub struct GadgetConfig {
     /// Device ids authorized without pairing.
     pub allowed_users: Vec<String>,
     pub allow_all_users: bool,
+    /// Firmware updates: seconds to wait for `ota.ready`, for each `ota.ack`, and for
+    /// `ota.done` before abandoning an attempt (the spec's 30, 30 and 60).
+    pub ota_ready_timeout_s: u64,
+    pub ota_ack_timeout_s: u64,
+    pub ota_done_timeout_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -136,6 +142,9 @@ impl Default for GadgetConfig {
             access_token: None,
             allowed_users: Vec::new(),
             allow_all_users: false,
+            ota_ready_timeout_s: limits::OTA_READY_TIMEOUT_SECS,
+            ota_ack_timeout_s: limits::OTA_ACK_TIMEOUT_SECS,
+            ota_done_timeout_s: limits::OTA_DONE_TIMEOUT_SECS,
         }
     }
 }
@@ -229,6 +238,17 @@ impl Config {
             return Err(invalid(
                 "gadget.max_utterance_s",
                 "must be between 1 and 600 seconds",
+            ));
+        }
+        let ota_timeouts = [
+            self.gadget.ota_ready_timeout_s,
+            self.gadget.ota_ack_timeout_s,
+            self.gadget.ota_done_timeout_s,
+        ];
+        if ota_timeouts.iter().any(|t| !(1..=3600).contains(t)) {
+            return Err(invalid(
+                "gadget.ota_*_timeout_s",
+                "must be between 1 and 3600 seconds",
             ));
         }
         if !self.gadget.path.starts_with('/') {

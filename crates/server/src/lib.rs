@@ -17,6 +17,8 @@ mod files;
 mod gadget;
 mod ids;
 mod listener;
+mod mailboxes;
+mod mobile;
 pub mod net;
 mod router;
 mod socket;
@@ -35,6 +37,7 @@ use tracing::info;
 use crate::access::{Access, Policy, Standalone};
 use crate::config::Config;
 use crate::gadget::GadgetHub;
+use crate::mobile::MobileHub;
 use crate::store::{SqliteStore, Store, StoreError};
 
 pub use crate::tls::TlsError;
@@ -50,6 +53,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error(transparent)]
+    Mobile(#[from] mobile::MobileSetupError),
     #[error("cannot listen for {what} on {addr}: {source}")]
     Bind {
         what: &'static str,
@@ -66,9 +71,11 @@ pub enum StartError {
 /// A running server.
 pub struct Server {
     gadget_addr: SocketAddr,
+    mobile_addr: SocketAddr,
     admin_addr: SocketAddr,
     gadget_url: String,
     gadget: Arc<GadgetHub>,
+    mobile: Arc<MobileHub>,
     tasks: Vec<JoinHandle<()>>,
     data_dir: PathBuf,
 }
@@ -97,33 +104,59 @@ impl Server {
             allowed_users: config.gadget.allowed_users.iter().cloned().collect(),
             allow_all: config.gadget.allow_all_users,
         };
-        let access = Arc::new(Access::new(store.clone(), gadget_policy, Policy::default()));
+        let mobile_policy = Policy {
+            allowed_users: config.mobile.allowed_users.iter().cloned().collect(),
+            allow_all: config.mobile.allow_all_users,
+        };
+        let access = Arc::new(Access::new(store.clone(), gadget_policy, mobile_policy));
         let gadget = Arc::new(GadgetHub::new(config.gadget.clone(), store.clone()));
-        let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(gadget.clone()));
+        let app_token = match &config.mobile.token {
+            Some(token) => token.expose().to_owned(),
+            None => mobile::load_or_create_token(data_dir).map_err(data_err)?,
+        };
+        let mobile = Arc::new(MobileHub::new(
+            config.mobile.clone(),
+            &app_token,
+            store.clone(),
+            data_dir.join("media"),
+        )?);
+        let outbound: Arc<dyn Outbound> =
+            Arc::new(router::Router::new(gadget.clone(), mobile.clone()));
         let backend = agent(outbound.clone());
         let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
             Some(authorizer) => authorizer,
             None => Arc::new(Standalone(access.clone())),
         };
-        gadget.set_backend(backend.agent, authorizer);
+        gadget.set_backend(backend.agent.clone(), authorizer.clone());
+        mobile.set_backend(backend.agent, authorizer);
 
         let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
         let gadget_addr = local_addr("gadgets", &gadget_listener)?;
+        let mobile_listener = bind("phones", config.mobile.host, config.mobile.port).await?;
+        let mobile_addr = local_addr("phones", &mobile_listener)?;
         let admin_listener = bind("the admin API", config.admin.host, config.admin.port).await?;
         let admin_addr = local_addr("the admin API", &admin_listener)?;
 
         let scheme = if tls.is_some() { "wss" } else { "ws" };
         let gadget_url = net::url(scheme, gadget_addr, &config.gadget.path);
+        let mobile_url = net::url(scheme, mobile_addr, &config.mobile.path);
         let token = admin::load_or_create_token(data_dir).map_err(data_err)?;
         let admin_state = admin::AdminState {
             token: token.into(),
             store: store.clone(),
             access,
             gadget: gadget.clone(),
+            mobile: mobile.clone(),
             outbound,
             info: Arc::new(admin::Info {
                 version: env!("CARGO_PKG_VERSION").into(),
                 gadget_url: gadget_url.clone(),
+                mobile_url: mobile_url.clone(),
+                mobile_token: config
+                    .mobile
+                    .token
+                    .is_none()
+                    .then(|| data_dir.join(mobile::TOKEN_FILE)),
                 data_dir: data_dir.to_owned(),
                 store: store_path,
             }),
@@ -136,6 +169,12 @@ impl Server {
             gadget::endpoint(&config.gadget.path),
             gadget.clone(),
         )));
+        tasks.push(tokio::spawn(listener::run(
+            mobile_listener,
+            tls.clone(),
+            mobile::endpoint(&config.mobile.path),
+            mobile.clone(),
+        )));
         let admin_app = admin::router(admin_state);
         tasks.push(tokio::spawn(async move {
             if let Err(err) = axum::serve(admin_listener, admin_app).await {
@@ -145,12 +184,15 @@ impl Server {
         admin::publish(data_dir, &format!("http://{admin_addr}")).map_err(data_err)?;
 
         info!(url = %gadget_url, "listening for gadgets");
+        info!(url = %mobile_url, "listening for phones");
         info!(addr = %admin_addr, "admin API on");
         Ok(Server {
             gadget_addr,
+            mobile_addr,
             admin_addr,
             gadget_url,
             gadget,
+            mobile,
             tasks,
             data_dir: data_dir.to_owned(),
         })
@@ -158,6 +200,10 @@ impl Server {
 
     pub fn gadget_addr(&self) -> SocketAddr {
         self.gadget_addr
+    }
+
+    pub fn mobile_addr(&self) -> SocketAddr {
+        self.mobile_addr
     }
 
     pub fn admin_addr(&self) -> SocketAddr {
@@ -173,6 +219,10 @@ impl Server {
         self.gadget.online_count()
     }
 
+    pub fn online_phones(&self) -> usize {
+        self.mobile.online_count()
+    }
+
     /// Stop accepting, then close every device connection with "going away".
     pub async fn shutdown(self) {
         for task in &self.tasks {
@@ -180,6 +230,7 @@ impl Server {
         }
         admin::unpublish(&self.data_dir);
         self.gadget.close_all().await;
+        self.mobile.close_all().await;
     }
 }
 

@@ -1,39 +1,52 @@
-//! The transports' side of the conversation port: routes each call to the platform
-//! that serves the chat.
+//! The transports' side of the conversation port: routes each call to the hub of the
+//! chat's platform, which hands it to the device's session.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use herald_mobile_proto::MediaKindDown;
 use herald_port::{
     ActionError, ActionSpec, Card, Chat, DeliveryError, Outbound, Outcome, Platform, Prompt,
     SendOptions,
 };
 use serde_json::Value;
 
-use crate::gadget::{Command, GadgetHub};
+use crate::gadget::{self, GadgetHub};
+use crate::mobile::{self, MobileHub};
 
 pub(crate) struct Router {
     gadget: Arc<GadgetHub>,
+    mobile: Arc<MobileHub>,
 }
 
 impl Router {
-    pub(crate) fn new(gadget: Arc<GadgetHub>) -> Self {
-        Router { gadget }
+    pub(crate) fn new(gadget: Arc<GadgetHub>, mobile: Arc<MobileHub>) -> Self {
+        Router { gadget, mobile }
     }
 
-    fn gadget(&self, chat: &Chat) -> Result<&GadgetHub, DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => Ok(&self.gadget),
-            Platform::Mobile => Err(DeliveryError::UnknownChat(chat.clone())),
-        }
+    async fn send_media(
+        &self,
+        chat: &Chat,
+        kind: MediaKindDown,
+        path: PathBuf,
+        caption: Option<String>,
+    ) -> Result<(), DeliveryError> {
+        self.mobile
+            .call(&chat.id, |reply| mobile::Command::SendMedia {
+                kind,
+                path,
+                caption,
+                reply,
+            })
+            .await?
     }
+}
 
-    fn unsupported(chat: &Chat, reason: &str) -> DeliveryError {
-        DeliveryError::Unsupported {
-            chat: chat.clone(),
-            reason: reason.into(),
-        }
+fn unsupported(chat: &Chat, reason: &str) -> DeliveryError {
+    DeliveryError::Unsupported {
+        chat: chat.clone(),
+        reason: reason.into(),
     }
 }
 
@@ -46,13 +59,26 @@ impl Outbound for Router {
         options: SendOptions,
     ) -> Result<String, DeliveryError> {
         let text = text.to_owned();
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::SendText {
-                text,
-                options,
-                reply,
-            })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::SendText {
+                        text,
+                        options,
+                        reply,
+                    })
+                    .await?
+            }
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::SendText {
+                        text,
+                        options,
+                        reply,
+                    })
+                    .await?
+            }
+        }
     }
 
     async fn edit_text(
@@ -63,32 +89,68 @@ impl Outbound for Router {
         finalize: bool,
     ) -> Result<(), DeliveryError> {
         let (message_id, text) = (message_id.to_owned(), text.to_owned());
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::EditText {
-                message_id,
-                text,
-                finalize,
-                reply,
-            })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::EditText {
+                        message_id,
+                        text,
+                        finalize,
+                        reply,
+                    })
+                    .await?
+            }
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::EditText {
+                        message_id,
+                        text,
+                        finalize,
+                        reply,
+                    })
+                    .await?
+            }
+        }
     }
 
-    async fn typing(&self, chat: &Chat, _on: bool) -> Result<(), DeliveryError> {
-        // Gadgets show "thinking" from turn.start; they have no typing indicator.
-        self.gadget(chat).map(|_| ())
+    async fn typing(&self, chat: &Chat, on: bool) -> Result<(), DeliveryError> {
+        match chat.platform {
+            // Gadgets show "thinking" from turn.start; they have no typing indicator.
+            Platform::Gadget => Ok(()),
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::Typing { on, reply })
+                    .await?
+            }
+        }
     }
 
     async fn status(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
         let text = text.to_owned();
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::Status { text, reply })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Status { text, reply })
+                    .await?
+            }
+            // Phones show typing and the avatar instead of a working phrase.
+            Platform::Mobile => Ok(()),
+        }
     }
 
     async fn turn_started(&self, chat: &Chat) -> Result<String, DeliveryError> {
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::TurnStarted { reply })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::TurnStarted { reply })
+                    .await?
+            }
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::TurnStarted { reply })
+                    .await?
+            }
+        }
     }
 
     async fn turn_ended(
@@ -98,13 +160,23 @@ impl Outbound for Router {
         outcome: Outcome,
     ) -> Result<(), DeliveryError> {
         let turn = turn_id.to_owned();
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::TurnEnded {
-                turn,
-                outcome,
-                reply,
-            })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::TurnEnded {
+                        turn,
+                        outcome,
+                        reply,
+                    })
+                    .await?
+            }
+            // A phone's typing and avatar end the same way whatever the outcome.
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::TurnEnded { turn, reply })
+                    .await?
+            }
+        }
     }
 
     async fn ask(
@@ -113,61 +185,119 @@ impl Outbound for Router {
         prompt: Prompt,
         ttl_s: Option<u32>,
     ) -> Result<String, DeliveryError> {
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::Ask {
-                prompt,
-                ttl_s,
-                reply,
-            })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Ask {
+                        prompt,
+                        ttl_s,
+                        reply,
+                    })
+                    .await?
+            }
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::Ask {
+                        prompt,
+                        ttl_s,
+                        reply,
+                    })
+                    .await?
+            }
+        }
     }
 
     async fn withdraw(&self, chat: &Chat, prompt_id: &str) -> Result<(), DeliveryError> {
         let prompt_id = prompt_id.to_owned();
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::Withdraw { prompt_id, reply })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Withdraw {
+                        prompt_id,
+                        reply,
+                    })
+                    .await?
+            }
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::Withdraw {
+                        prompt_id,
+                        reply,
+                    })
+                    .await?
+            }
+        }
     }
 
-    async fn send_voice(&self, chat: &Chat, _path: PathBuf) -> Result<(), DeliveryError> {
-        self.gadget(chat)?;
-        Err(Self::unsupported(
-            chat,
-            "speech output is not available yet",
-        ))
+    async fn send_voice(&self, chat: &Chat, path: PathBuf) -> Result<(), DeliveryError> {
+        match chat.platform {
+            Platform::Gadget => Err(unsupported(chat, "speech output is not available yet")),
+            Platform::Mobile => {
+                self.send_media(chat, MediaKindDown::Voice, path, None)
+                    .await
+            }
+        }
     }
 
     async fn send_image(
         &self,
         chat: &Chat,
-        _path: PathBuf,
-        _caption: Option<String>,
+        path: PathBuf,
+        caption: Option<String>,
     ) -> Result<(), DeliveryError> {
-        self.gadget(chat)?;
-        Err(Self::unsupported(chat, "images are not available yet"))
+        match chat.platform {
+            Platform::Gadget => Err(unsupported(chat, "images are not available yet")),
+            Platform::Mobile => {
+                self.send_media(chat, MediaKindDown::Image, path, caption)
+                    .await
+            }
+        }
     }
 
     async fn send_document(
         &self,
         chat: &Chat,
-        _path: PathBuf,
-        _caption: Option<String>,
+        path: PathBuf,
+        caption: Option<String>,
     ) -> Result<(), DeliveryError> {
-        self.gadget(chat)?;
-        Err(Self::unsupported(chat, "gadgets cannot show documents"))
+        match chat.platform {
+            Platform::Gadget => Err(unsupported(chat, "gadgets cannot show documents")),
+            Platform::Mobile => {
+                self.send_media(chat, MediaKindDown::Document, path, caption)
+                    .await
+            }
+        }
     }
 
     async fn display(&self, chat: &Chat, card: Card) -> Result<(), DeliveryError> {
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::Display { card, reply })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Display { card, reply })
+                    .await?
+            }
+            Platform::Mobile => {
+                let text = format!("{}\n{}", card.title, card.body);
+                self.send_text(chat, text.trim(), SendOptions::default())
+                    .await
+                    .map(drop)
+            }
+        }
     }
 
     async fn notice(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        let text = text.to_owned();
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::Notice { text, reply })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                let text = text.to_owned();
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Notice { text, reply })
+                    .await?
+            }
+            Platform::Mobile => self
+                .send_text(chat, text, SendOptions::default())
+                .await
+                .map(drop),
+        }
     }
 
     async fn invoke_action(
@@ -176,27 +306,41 @@ impl Outbound for Router {
         name: &str,
         args: Value,
     ) -> Result<Value, ActionError> {
-        let name = name.to_owned();
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::InvokeAction {
-                name,
-                args,
-                reply,
-            })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                let name = name.to_owned();
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::InvokeAction {
+                        name,
+                        args,
+                        reply,
+                    })
+                    .await?
+            }
+            Platform::Mobile => Err(ActionError::UnknownAction(name.to_owned())),
+        }
     }
 
     async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError> {
-        self.gadget(chat)?
-            .call(&chat.id, |reply| Command::Actions { reply })
-            .await?
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Actions { reply })
+                    .await?
+            }
+            Platform::Mobile => Ok(Vec::new()),
+        }
     }
 
     async fn set_authorized(&self, platform: Platform, user_id: &str, authorized: bool) {
-        if platform == Platform::Gadget {
-            self.gadget
-                .tell(user_id, Command::SetPaired(authorized))
-                .await;
+        match platform {
+            Platform::Gadget => {
+                self.gadget
+                    .tell(user_id, gadget::Command::SetPaired(authorized))
+                    .await;
+            }
+            // Phones are authorized message by message; nothing to push.
+            Platform::Mobile => {}
         }
     }
 }

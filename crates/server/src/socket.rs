@@ -1,8 +1,10 @@
 //! The writer half every transport shares: it drains a session's bounded outbox to
 //! the socket, so a slow client makes its session wait instead of growing a buffer.
 
+use std::time::Duration;
+
 use futures_util::stream::SplitSink;
-use futures_util::SinkExt;
+use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -13,11 +15,36 @@ use tracing::debug;
 
 /// Frames waiting for a slow client before the session has to wait too.
 pub(crate) const OUTBOX: usize = 32;
+/// How long a closed connection may take to say goodbye.
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Send `error` (an encoded error frame), then close with 1008 and `reason`: "no
+/// access", which clients must not retry in a loop.
+pub(crate) async fn refuse<S>(ws: &mut WebSocketStream<S>, error: String, reason: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let close = CloseFrame {
+        code: CloseCode::Policy,
+        reason: reason.into(),
+    };
+    let _ = ws.send(Message::Text(error.into())).await;
+    let _ = ws.close(Some(close)).await;
+    // Let the client's close reply arrive so it sees a clean close, but not forever.
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        while let Some(Ok(_)) = ws.next().await {}
+    })
+    .await;
+}
 
 /// What a session asks the writer to do.
 #[derive(Debug)]
 pub(crate) enum Outgoing {
     Text(String),
+    /// A binary media frame, header included.
+    Binary(Vec<u8>),
+    /// A WebSocket ping, for clients whose protocol has no heartbeat of its own.
+    Ping,
     /// Close with this code and reason; nothing is written after it.
     Close(CloseCode, String),
 }
@@ -31,6 +58,8 @@ pub(crate) async fn write<S>(
     while let Some(out) = outbox.recv().await {
         let result = match out {
             Outgoing::Text(text) => sink.send(Message::Text(text.into())).await,
+            Outgoing::Binary(frame) => sink.send(Message::Binary(frame.into())).await,
+            Outgoing::Ping => sink.send(Message::Ping(Default::default())).await,
             Outgoing::Close(code, reason) => {
                 let frame = CloseFrame {
                     code,

@@ -4,12 +4,14 @@
 //! - [`socket`] shuttles frames between the WebSocket and the device's session;
 //! - [`session`] is the per-device actor that owns everything stateful: the current
 //!   connection, heartbeat, turns, the question queue and pending actions;
-//! - [`prompts`] is the question queue itself, kept free of I/O.
+//! - [`prompts`] is the question queue itself, kept free of I/O;
+//! - [`ota`] checks, stages and streams firmware updates for the session.
 //!
 //! A session outlives its connections, so a question asked while a device is away is
 //! shown again when it returns, and a replacement connection takes over seamlessly.
 
 mod handshake;
+mod ota;
 mod prompts;
 mod session;
 mod socket;
@@ -29,13 +31,12 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::config::GadgetConfig;
 use crate::listener;
+use crate::mailboxes::Mailboxes;
 use crate::store::Store;
 
+pub(crate) use ota::PushError;
 pub(crate) use session::Command;
 use session::{Event, Session};
-
-/// Events queued for one session before its reader waits (backpressure).
-const SESSION_MAILBOX: usize = 64;
 
 /// What every gadget session shares.
 pub(crate) struct GadgetHub {
@@ -43,7 +44,7 @@ pub(crate) struct GadgetHub {
     pub(crate) store: Arc<dyn Store>,
     /// Set once at start-up, when the backend exists.
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
-    sessions: DashMap<String, mpsc::Sender<Event>>,
+    sessions: Mailboxes<Event>,
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
     enrolling: EnrollGate,
@@ -56,7 +57,7 @@ impl GadgetHub {
             config,
             store,
             backend: OnceLock::new(),
-            sessions: DashMap::new(),
+            sessions: Mailboxes::default(),
             online: DashMap::new(),
             enrolling: EnrollGate::default(),
             next_conn: AtomicU64::new(1),
@@ -91,10 +92,9 @@ impl GadgetHub {
 
     /// The session of a device, started on first use.
     fn session(self: &Arc<Self>, device_id: &str) -> mpsc::Sender<Event> {
-        self.sessions
-            .entry(device_id.to_owned())
-            .or_insert_with(|| Session::spawn(device_id.to_owned(), self.clone()))
-            .clone()
+        self.sessions.get_or_spawn(device_id, || {
+            Session::spawn(device_id.to_owned(), self.clone())
+        })
     }
 
     /// Send a command to a device's session and wait for its answer.
@@ -103,38 +103,26 @@ impl GadgetHub {
         device_id: &str,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
     ) -> Result<T, DeliveryError> {
-        let offline = || DeliveryError::Offline(herald_port::Chat::gadget(device_id));
-        let tx = self
-            .sessions
-            .get(device_id)
-            .map(|s| s.clone())
-            .ok_or_else(offline)?;
-        let (reply, answer) = oneshot::channel();
-        tx.send(Event::Command(make(reply)))
+        let chat = herald_port::Chat::gadget(device_id);
+        self.sessions
+            .call(&chat, |reply| Event::Command(make(reply)))
             .await
-            .map_err(|_| offline())?;
-        answer.await.map_err(|_| offline())
     }
 
     /// Tell a device's session, if it has one, without waiting.
     pub(crate) async fn tell(&self, device_id: &str, command: Command) {
-        let tx = self.sessions.get(device_id).map(|s| s.clone());
-        if let Some(tx) = tx {
-            let _ = tx.send(Event::Command(command)).await;
-        }
+        self.sessions.send(device_id, Event::Command(command)).await;
     }
 
     /// Close every connection, as the server stops.
     pub(crate) async fn close_all(&self) {
-        let sessions: Vec<_> = self.sessions.iter().map(|s| s.value().clone()).collect();
-        for tx in sessions {
+        for tx in self.sessions.all() {
             let _ = tx.send(Event::Command(Command::Shutdown)).await;
         }
     }
 
     fn session_ended(&self, device_id: &str, mailbox: &mpsc::Sender<Event>) {
-        self.sessions
-            .remove_if(device_id, |_, tx| tx.same_channel(mailbox));
+        self.sessions.remove(device_id, mailbox);
     }
 }
 

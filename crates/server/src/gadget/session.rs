@@ -2,7 +2,8 @@
 //!
 //! Events arrive on one bounded mailbox: frames from the current connection's reader,
 //! commands from the agent (through the conversation port) and from the admin API.
-//! Timers (heartbeat, silence, question ttl, action timeouts) are deadlines computed
+//! Timers (heartbeat, silence, question ttl, action timeouts, firmware update waits) are
+//! deadlines computed
 //! from that state, so the loop sleeps until the earliest one and nothing else ticks.
 
 use std::collections::HashMap;
@@ -21,10 +22,12 @@ use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
+use super::ota::{self, Link, Updates};
 use super::prompts::{PromptQueue, Question, Show};
-use super::{GadgetHub, SESSION_MAILBOX};
+use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::ids;
+use crate::mailboxes::MAILBOX;
 use crate::socket::Outgoing;
 use crate::store::blocking;
 
@@ -83,6 +86,8 @@ pub(crate) enum Command {
     Actions {
         reply: Reply<Vec<ActionSpec>>,
     },
+    /// A firmware update request from the admin API.
+    Ota(ota::Request),
     /// Authorization changed (pairing approved or revoked).
     SetPaired(bool),
     /// The device was removed from the store: drop the connection and end.
@@ -153,12 +158,14 @@ pub(crate) struct Session {
     streaming: Option<String>,
     to_agent: Option<mpsc::Sender<Inbound>>,
     heartbeat: Duration,
+    ota: Updates,
 }
 
 impl Session {
     pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> mpsc::Sender<Event> {
-        let (tx, rx) = mpsc::channel(SESSION_MAILBOX);
+        let (tx, rx) = mpsc::channel(MAILBOX);
         let heartbeat = Duration::from_secs(u64::from(hub.config.heartbeat_s));
+        let ota = Updates::new(device_id.clone(), hub.clone());
         let session = Session {
             device_id,
             hub,
@@ -171,6 +178,7 @@ impl Session {
             streaming: None,
             to_agent: None,
             heartbeat,
+            ota,
         };
         tokio::spawn(session.run(rx));
         tx
@@ -183,6 +191,10 @@ impl Session {
                 event = mailbox.recv() => event,
                 _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
                     self.on_timer(Instant::now()).await;
+                    continue;
+                }
+                Some(room) = ota::room(self.frame_outbox()) => {
+                    self.ota.send_frame(room).await;
                     continue;
                 }
             };
@@ -207,6 +219,15 @@ impl Session {
         Chat::gadget(self.device_id.clone())
     }
 
+    /// Where the next firmware frame goes, once the window is open: it waits for room
+    /// in the outbox alongside the mailbox, so conversation traffic is never held up.
+    fn frame_outbox(&self) -> Option<mpsc::Sender<Outgoing>> {
+        self.conn
+            .as_ref()
+            .filter(|_| self.ota.wants_frame())
+            .map(|c| c.outbox.clone())
+    }
+
     fn next_deadline(&self) -> Option<Instant> {
         let conn = self.conn.as_ref().map(|c| {
             c.next_ping
@@ -216,6 +237,7 @@ impl Session {
             conn,
             self.prompts.next_deadline(),
             self.actions.values().map(|a| a.deadline).min(),
+            self.ota.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -296,12 +318,16 @@ impl Session {
         } else {
             self.send_pairing().await;
         }
+        if let Some(link) = link(self.conn.as_ref()) {
+            self.ota.attached(link).await;
+        }
     }
 
     /// The connection ended on its own (closed, failed or timed out).
     async fn detach(&mut self) {
         if self.conn.take().is_some() {
             self.hub.online.remove(&self.device_id);
+            self.ota.detached().await;
             self.fail_actions(ActionError::Disconnected);
             self.streaming = None;
             let (store, id) = (self.hub.store.clone(), self.device_id.clone());
@@ -382,6 +408,9 @@ impl Session {
                 let _ = action.reply.send(Err(ActionError::Timeout));
             }
         }
+        if let Some(link) = link(self.conn.as_ref()) {
+            self.ota.on_timer(now, link).await;
+        }
     }
 
     fn fail_actions(&mut self, error: ActionError) {
@@ -452,6 +481,14 @@ impl Session {
                     message: "already authenticated".into(),
                 });
                 self.send(&error).await;
+            }
+            DeviceMessage::OtaReady(_)
+            | DeviceMessage::OtaAck(_)
+            | DeviceMessage::OtaDone(_)
+            | DeviceMessage::OtaError(_) => {
+                if let Some(link) = link(self.conn.as_ref()) {
+                    self.ota.on_message(&msg, link).await;
+                }
             }
             other => debug!(device = %self.device_id, ?other, "message not handled"),
         }
@@ -660,6 +697,9 @@ impl Session {
                 let _ = reply.send(result);
             }
             Command::SetPaired(paired) => self.set_paired(paired).await,
+            Command::Ota(request) => {
+                self.ota.on_request(request, link(self.conn.as_ref())).await;
+            }
             // Handled by the run loop.
             Command::Forget | Command::Shutdown => {}
         }
@@ -845,6 +885,13 @@ fn action_spec(action: &proto::ActionSpec) -> ActionSpec {
             .clone()
             .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
     }
+}
+
+fn link(conn: Option<&Conn>) -> Option<Link<'_>> {
+    conn.map(|c| Link {
+        hello: &c.hello,
+        outbox: &c.outbox,
+    })
 }
 
 fn far_future() -> Instant {

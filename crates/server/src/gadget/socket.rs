@@ -2,23 +2,17 @@
 //! device's session (the writer is shared, see [`crate::socket`]), and refusals during
 //! the handshake.
 
-use std::time::Duration;
-
 use futures_util::stream::SplitStream;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use herald_gadget_proto::{DeviceMessage, ErrorCode, ServerMessage};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
 use super::session::Event;
-
-/// How long a closed connection may take to say goodbye.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
+use crate::socket::{self, CLOSE_GRACE};
 
 /// Send a protocol error and close with 1008, as the handshake rules require.
 pub(crate) async fn reject<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
@@ -29,17 +23,7 @@ where
         code,
         message: message.to_owned(),
     });
-    let close = CloseFrame {
-        code: CloseCode::Policy,
-        reason: code.as_str().into(),
-    };
-    let _ = ws.send(Message::Text(error.encode().into())).await;
-    let _ = ws.close(Some(close)).await;
-    // Let the device's close reply arrive so it sees a clean close, but not forever.
-    let _ = tokio::time::timeout(CLOSE_GRACE, async {
-        while let Some(Ok(_)) = ws.next().await {}
-    })
-    .await;
+    socket::refuse(ws, error.encode(), code.as_str()).await;
 }
 
 /// Read until the connection ends (or, once the writer has gone, a short grace period

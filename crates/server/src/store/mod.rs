@@ -1,4 +1,5 @@
-//! State that must survive a restart: enrolled devices and pairing.
+//! State that must survive a restart: enrolled devices, pairing and staged firmware
+//! updates.
 //!
 //! The server talks to a [`Store`] trait so that a shared store can replace the
 //! default SQLite file when one gateway is not enough. Every method is one transaction:
@@ -7,6 +8,8 @@
 mod sqlite;
 
 pub use sqlite::SqliteStore;
+
+use std::path::PathBuf;
 
 use herald_port::Platform;
 use serde::{Deserialize, Serialize};
@@ -112,6 +115,82 @@ pub enum Enrollment {
     Conflict,
 }
 
+/// Where a firmware update stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OtaStatus {
+    /// An attempt is running, or was when the server stopped.
+    Sending,
+    /// An attempt failed by disconnect; the next starts when the device reconnects.
+    Retrying,
+    Failed,
+    Done,
+}
+
+impl OtaStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OtaStatus::Sending => "sending",
+            OtaStatus::Retrying => "retrying",
+            OtaStatus::Failed => "failed",
+            OtaStatus::Done => "done",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<OtaStatus> {
+        [
+            OtaStatus::Sending,
+            OtaStatus::Retrying,
+            OtaStatus::Failed,
+            OtaStatus::Done,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == s)
+    }
+
+    /// Sending or retrying: a new update for the device must wait.
+    pub fn is_active(self) -> bool {
+        matches!(self, OtaStatus::Sending | OtaStatus::Retrying)
+    }
+}
+
+/// A checked firmware image, copied into the data directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtaImage {
+    /// The staged copy the server streams from.
+    pub file: PathBuf,
+    /// Lowercase hex SHA-256 of the whole image.
+    pub sha256: String,
+    pub size: u64,
+    /// The version in the image's application descriptor.
+    pub version: String,
+}
+
+/// The latest firmware update of a device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtaUpdate {
+    pub id: i64,
+    pub device_id: String,
+    #[serde(flatten)]
+    pub image: OtaImage,
+    #[serde(flatten)]
+    pub progress: OtaProgress,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// What changes while an update runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtaProgress {
+    pub status: OtaStatus,
+    /// Attempts started so far.
+    pub attempts: u32,
+    /// Bytes the device confirmed (`ota.ack`) in the current or last attempt.
+    pub bytes_sent: u64,
+    /// Why the last attempt failed, if one did.
+    pub error: Option<String>,
+}
+
 pub trait Store: Send + Sync + 'static {
     fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError>;
     fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError>;
@@ -172,4 +251,24 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> Result<PhoneClaim, StoreError>;
     fn phones(&self) -> Result<Vec<PhoneRecord>, StoreError>;
+
+    /// Record a new update for a device (status `sending`, no attempt yet), replacing a
+    /// finished one. Returns `None`, changing nothing, while another update of the
+    /// device is sending or retrying.
+    fn stage_ota(
+        &self,
+        device_id: &str,
+        image: &OtaImage,
+        now: Millis,
+    ) -> Result<Option<OtaUpdate>, StoreError>;
+    fn ota_update(&self, device_id: &str) -> Result<Option<OtaUpdate>, StoreError>;
+    fn ota_updates(&self) -> Result<Vec<OtaUpdate>, StoreError>;
+    /// Record how update `id` stands; an update replaced or forgotten meanwhile is left
+    /// alone.
+    fn save_ota_progress(
+        &self,
+        id: i64,
+        progress: &OtaProgress,
+        now: Millis,
+    ) -> Result<(), StoreError>;
 }

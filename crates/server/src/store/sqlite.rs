@@ -12,8 +12,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
 use super::{
-    DeviceProfile, DeviceRecord, Enrollment, Millis, PairingRecord, PhoneClaim, PhoneInfo,
-    PhoneRecord, Store, StoreError,
+    DeviceProfile, DeviceRecord, Enrollment, Millis, OtaImage, OtaProgress, OtaStatus, OtaUpdate,
+    PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, Store, StoreError,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
@@ -47,6 +47,21 @@ const MIGRATIONS: &[&str] = &[
         platform    TEXT,
         first_seen  INTEGER NOT NULL,
         last_seen   INTEGER NOT NULL
+    );",
+    // 3: the latest firmware update of each gadget, gone with the gadget.
+    "CREATE TABLE ota_updates (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        device_id   TEXT NOT NULL UNIQUE REFERENCES devices (id) ON DELETE CASCADE,
+        file        TEXT NOT NULL,
+        sha256      TEXT NOT NULL,
+        size        INTEGER NOT NULL,
+        version     TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        attempts    INTEGER NOT NULL,
+        bytes_sent  INTEGER NOT NULL,
+        error       TEXT,
+        created_at  INTEGER NOT NULL,
+        updated_at  INTEGER NOT NULL
     );",
 ];
 
@@ -189,6 +204,49 @@ fn pairing_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Option<PairingR
         code: row.get(3)?,
         created_at: row.get(4)?,
         approved_at: row.get(5)?,
+    }))
+}
+
+const OTA_COLUMNS: &str = "id, device_id, file, sha256, size, version, status, attempts, \
+                           bytes_sent, error, created_at, updated_at";
+
+/// SQLite integers are signed; sizes beyond `i64::MAX` cannot occur in practice.
+fn to_sql_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn ota_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<OtaUpdate, StoreError>> {
+    let device_id: String = row.get(1)?;
+    let file: String = row.get(2)?;
+    let size: i64 = row.get(4)?;
+    let status: String = row.get(6)?;
+    let attempts: i64 = row.get(7)?;
+    let bytes_sent: i64 = row.get(8)?;
+    let (Some(status), Ok(size), Ok(attempts), Ok(bytes_sent)) = (
+        OtaStatus::parse(&status),
+        u64::try_from(size),
+        u32::try_from(attempts),
+        u64::try_from(bytes_sent),
+    ) else {
+        return Ok(Err(StoreError::Corrupt(device_id)));
+    };
+    Ok(Ok(OtaUpdate {
+        id: row.get(0)?,
+        device_id,
+        image: OtaImage {
+            file: file.into(),
+            sha256: row.get(3)?,
+            size,
+            version: row.get(5)?,
+        },
+        progress: OtaProgress {
+            status,
+            attempts,
+            bytes_sent,
+            error: row.get(9)?,
+        },
+        created_at: row.get(10)?,
+        updated_at: row.get(11)?,
     }))
 }
 
@@ -508,6 +566,107 @@ impl Store for SqliteStore {
             Ok(rows.collect::<Result<_, _>>()?)
         })
     }
+
+    fn stage_ota(
+        &self,
+        device_id: &str,
+        image: &OtaImage,
+        now: Millis,
+    ) -> Result<Option<OtaUpdate>, StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            let status: Option<String> = tx
+                .query_row(
+                    "SELECT status FROM ota_updates WHERE device_id = ?1",
+                    [device_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if status
+                .as_deref()
+                .and_then(OtaStatus::parse)
+                .is_some_and(OtaStatus::is_active)
+            {
+                return Ok(None);
+            }
+            let progress = OtaProgress {
+                status: OtaStatus::Sending,
+                attempts: 0,
+                bytes_sent: 0,
+                error: None,
+            };
+            tx.execute("DELETE FROM ota_updates WHERE device_id = ?1", [device_id])?;
+            tx.execute(
+                "INSERT INTO ota_updates (device_id, file, sha256, size, version, status,
+                    attempts, bytes_sent, error, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 0, NULL, ?7, ?7)",
+                params![
+                    device_id,
+                    image.file.to_string_lossy(),
+                    image.sha256,
+                    to_sql_int(image.size),
+                    image.version,
+                    progress.status.as_str(),
+                    now
+                ],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(Some(OtaUpdate {
+                id,
+                device_id: device_id.to_owned(),
+                image: image.clone(),
+                progress,
+                created_at: now,
+                updated_at: now,
+            }))
+        })
+    }
+
+    fn ota_update(&self, device_id: &str) -> Result<Option<OtaUpdate>, StoreError> {
+        self.with(|conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {OTA_COLUMNS} FROM ota_updates WHERE device_id = ?1"
+            ))?
+            .query_row([device_id], ota_from_row)
+            .optional()?
+            .transpose()
+        })
+    }
+
+    fn ota_updates(&self) -> Result<Vec<OtaUpdate>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {OTA_COLUMNS} FROM ota_updates ORDER BY device_id"
+            ))?;
+            let rows = stmt.query_map([], ota_from_row)?;
+            rows.map(|row| row?).collect()
+        })
+    }
+
+    fn save_ota_progress(
+        &self,
+        id: i64,
+        progress: &OtaProgress,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.prepare_cached(
+                "UPDATE ota_updates
+                 SET status = ?2, attempts = ?3, bytes_sent = ?4, error = ?5, updated_at = ?6
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                progress.status.as_str(),
+                progress.attempts,
+                to_sql_int(progress.bytes_sent),
+                progress.error,
+                now
+            ])?;
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]
@@ -639,6 +798,72 @@ mod tests {
         let phones = store.phones().unwrap();
         assert_eq!(phones.len(), 1);
         assert_eq!((phones[0].first_seen, phones[0].last_seen), (1, 2));
+    }
+
+    fn staged_image() -> OtaImage {
+        OtaImage {
+            file: "/data/ota/hg-1-abc.bin".into(),
+            sha256: "ab".repeat(32),
+            size: 300_000,
+            version: "0.2.0".into(),
+        }
+    }
+
+    #[test]
+    fn one_active_ota_update_per_device_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("herald.db");
+        let store = SqliteStore::open(&path).unwrap();
+        store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+        let staged = store
+            .stage_ota("hg-1", &staged_image(), 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!(staged.progress.status, OtaStatus::Sending);
+        assert_eq!(staged.progress.attempts, 0);
+        // Busy while sending, and while retrying.
+        assert!(store
+            .stage_ota("hg-1", &staged_image(), 11)
+            .unwrap()
+            .is_none());
+        let retrying = OtaProgress {
+            status: OtaStatus::Retrying,
+            attempts: 1,
+            bytes_sent: 16_384,
+            error: Some("disconnected".into()),
+        };
+        store.save_ota_progress(staged.id, &retrying, 12).unwrap();
+        assert!(store
+            .stage_ota("hg-1", &staged_image(), 13)
+            .unwrap()
+            .is_none());
+        drop(store);
+
+        let store = SqliteStore::open(&path).unwrap();
+        let found = store.ota_update("hg-1").unwrap().unwrap();
+        assert_eq!(found.progress, retrying);
+        assert_eq!(found.image, staged_image());
+        assert_eq!((found.created_at, found.updated_at), (10, 12));
+
+        // A finished update is replaced by the next, and progress saved for the old id
+        // no longer lands anywhere.
+        let failed = OtaProgress {
+            status: OtaStatus::Failed,
+            ..retrying
+        };
+        store.save_ota_progress(staged.id, &failed, 14).unwrap();
+        let next = store
+            .stage_ota("hg-1", &staged_image(), 15)
+            .unwrap()
+            .unwrap();
+        assert_ne!(next.id, staged.id);
+        store.save_ota_progress(staged.id, &failed, 16).unwrap();
+        assert_eq!(store.ota_updates().unwrap(), [next]);
+
+        // Forgetting the device drops its update.
+        store.forget("hg-1").unwrap();
+        assert!(store.ota_update("hg-1").unwrap().is_none());
+        assert!(store.stage_ota("hg-9", &staged_image(), 17).is_err());
     }
 
     #[test]

@@ -1,0 +1,70 @@
+//! The registry of per-device session actors of one transport: device id → mailbox.
+//!
+//! Each transport's hub owns one. Lookups are sharded (no global lock on the hot path),
+//! and a session removes its own entry when it ends, unless a newer session has
+//! already taken the id.
+
+use dashmap::DashMap;
+use herald_port::{Chat, DeliveryError};
+use tokio::sync::{mpsc, oneshot};
+
+/// Events queued for one session before its senders wait (backpressure).
+pub(crate) const MAILBOX: usize = 64;
+
+pub(crate) struct Mailboxes<E> {
+    map: DashMap<String, mpsc::Sender<E>>,
+}
+
+impl<E> Default for Mailboxes<E> {
+    fn default() -> Self {
+        Mailboxes {
+            map: DashMap::new(),
+        }
+    }
+}
+
+impl<E> Mailboxes<E> {
+    pub(crate) fn get(&self, id: &str) -> Option<mpsc::Sender<E>> {
+        self.map.get(id).map(|tx| tx.clone())
+    }
+
+    /// The mailbox of `id`, spawning its session with `spawn` on first use.
+    pub(crate) fn get_or_spawn(
+        &self,
+        id: &str,
+        spawn: impl FnOnce() -> mpsc::Sender<E>,
+    ) -> mpsc::Sender<E> {
+        self.map.entry(id.to_owned()).or_insert_with(spawn).clone()
+    }
+
+    /// Called by a session as it ends.
+    pub(crate) fn remove(&self, id: &str, mailbox: &mpsc::Sender<E>) {
+        self.map.remove_if(id, |_, tx| tx.same_channel(mailbox));
+    }
+
+    pub(crate) fn all(&self) -> Vec<mpsc::Sender<E>> {
+        self.map.iter().map(|e| e.value().clone()).collect()
+    }
+
+    /// Deliver `event` to a running session; false when there is none.
+    pub(crate) async fn send(&self, id: &str, event: E) -> bool {
+        match self.get(id) {
+            Some(tx) => tx.send(event).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Ask a session something and wait for its answer; a device with no session is
+    /// offline.
+    pub(crate) async fn call<T>(
+        &self,
+        chat: &Chat,
+        make: impl FnOnce(oneshot::Sender<T>) -> E,
+    ) -> Result<T, DeliveryError> {
+        let offline = || DeliveryError::Offline(chat.clone());
+        let tx = self.get(&chat.id).ok_or_else(offline)?;
+        let (reply, answer) = oneshot::channel();
+        tx.send(make(reply)).await.map_err(|_| offline())?;
+        answer.await.map_err(|_| offline())
+    }
+}

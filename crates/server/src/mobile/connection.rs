@@ -1,0 +1,191 @@
+//! A phone's connection after `ready`: reads frames, answers the ones that need no
+//! session (`ping`, `deliver`, malformed frames), forwards the rest, and keeps the
+//! connection alive with WebSocket pings.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use herald_mobile_proto::{self as proto, ClientFrame, DecodeError, ErrorCode, ServerFrame};
+use herald_port::DeliveryError;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::time::{interval_at, Instant};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::WebSocketStream;
+use tracing::debug;
+
+use super::session::{Attach, Command, Event};
+use super::MobileHub;
+use crate::socket::{write, Outgoing, CLOSE_GRACE, OUTBOX};
+
+/// A WebSocket ping this often; a phone silent for three of them is gone.
+const KEEPALIVE: Duration = Duration::from_secs(30);
+const DEAD_AFTER: Duration = Duration::from_secs(90);
+
+/// What the connection may do, decided by its token at `hello`.
+pub(super) enum Role {
+    /// An app: a user's phone with a session.
+    Phone { user_id: String },
+    /// A `MOBILE_DELIVER_TOKENS` holder: it may only `deliver` (and `ping`).
+    Deliverer,
+}
+
+pub(super) async fn run<S>(
+    ws: WebSocketStream<S>,
+    peer: SocketAddr,
+    hub: Arc<MobileHub>,
+    hello: proto::Hello,
+    role: Role,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = hub.conn_id();
+    let (sink, mut stream) = ws.split();
+    let (outbox, outbox_rx) = mpsc::channel::<Outgoing>(OUTBOX);
+    let mut writer = tokio::spawn(write(sink, outbox_rx));
+    let session = match &role {
+        Role::Phone { user_id } => {
+            let session = hub.session(&hello.device.id);
+            let attach = Attach {
+                conn,
+                outbox: outbox.clone(),
+                user_id: user_id.clone(),
+                user_name: hello.device.name.clone(),
+            };
+            if session.send(Event::Attach(Box::new(attach))).await.is_err() {
+                writer.abort();
+                return;
+            }
+            Some(session)
+        }
+        Role::Deliverer => None,
+    };
+    // Loopback is trusted to deliver: that is where cron runs.
+    let may_deliver = matches!(role, Role::Deliverer) || peer.ip().is_loopback();
+    let reply = |frame: ServerFrame| {
+        let outbox = outbox.clone();
+        async move {
+            let _ = outbox.send(Outgoing::Text(frame.encode())).await;
+        }
+    };
+
+    let mut keepalive = interval_at(Instant::now() + KEEPALIVE, KEEPALIVE);
+    let mut last_inbound = Instant::now();
+    loop {
+        let next = tokio::select! {
+            next = stream.next() => next,
+            _ = keepalive.tick() => {
+                if last_inbound.elapsed() >= DEAD_AFTER {
+                    debug!(%peer, "phone silent for too long");
+                    let _ = outbox.send(Outgoing::Close(CloseCode::Away, "keepalive timeout".into())).await;
+                    break;
+                }
+                let _ = outbox.send(Outgoing::Ping).await;
+                continue;
+            }
+            _ = &mut writer => break,
+        };
+        last_inbound = Instant::now();
+        let text = match next {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Binary(_))) => {
+                reply(ServerFrame::error(
+                    ErrorCode::BadFrame,
+                    "binary frames are not used",
+                ))
+                .await;
+                continue;
+            }
+            Some(Ok(Message::Close(_))) => {
+                let _ = tokio::time::timeout(CLOSE_GRACE, stream.next()).await;
+                break;
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(tungstenite::Error::Capacity(_))) => {
+                refuse_too_big(&outbox).await;
+                break;
+            }
+            Some(Err(err)) => {
+                debug!(%peer, %err, "phone read failed");
+                break;
+            }
+            None => break,
+        };
+        match ClientFrame::decode(&text) {
+            Ok(ClientFrame::Ping) => reply(ServerFrame::Pong).await,
+            Ok(ClientFrame::Hello(_)) => {
+                reply(ServerFrame::error(
+                    ErrorCode::BadFrame,
+                    "hello was already accepted",
+                ))
+                .await;
+            }
+            Ok(ClientFrame::Deliver(deliver)) if may_deliver => {
+                let to = deliver.to.clone();
+                let result = hub
+                    .call(&to, |reply| Command::Deliver {
+                        deliver: Box::new(deliver),
+                        reply,
+                    })
+                    .await
+                    .and_then(|r| r);
+                match result {
+                    Ok(()) => {}
+                    Err(DeliveryError::Offline(_)) => {
+                        let message = format!("{to} is not connected");
+                        reply(ServerFrame::error(ErrorCode::DeviceOffline, message)).await;
+                    }
+                    Err(err) => {
+                        reply(ServerFrame::error(ErrorCode::Internal, err.to_string())).await
+                    }
+                }
+            }
+            Ok(ClientFrame::Deliver(_)) => {
+                let message = "deliver needs loopback or a deliver token";
+                reply(ServerFrame::error(ErrorCode::Forbidden, message)).await;
+            }
+            Ok(frame) => match &session {
+                Some(session) => {
+                    let event = Event::Frame {
+                        conn,
+                        frame: Box::new(frame),
+                    };
+                    if session.send(event).await.is_err() {
+                        break;
+                    }
+                }
+                None => {
+                    let message = "this token may only deliver";
+                    reply(ServerFrame::error(ErrorCode::Forbidden, message)).await;
+                }
+            },
+            Err(DecodeError::TooBig { .. }) => {
+                refuse_too_big(&outbox).await;
+                break;
+            }
+            Err(DecodeError::UnknownFrame(t)) => {
+                let message = format!("frame {t:?} is not supported");
+                reply(ServerFrame::error(ErrorCode::UnsupportedFrame, message)).await;
+            }
+            Err(err) => reply(ServerFrame::error(err.code(), err.to_string())).await,
+        }
+    }
+    if let Some(session) = session {
+        let _ = session.send(Event::Closed { conn }).await;
+    }
+    drop(outbox);
+    // Let queued frames (a final error, the close) reach the phone.
+    let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
+}
+
+/// `too_big`, then close 1009: the protocol's answer to a frame over 16 MiB.
+async fn refuse_too_big(outbox: &mpsc::Sender<Outgoing>) {
+    let error = ServerFrame::error(ErrorCode::TooBig, "frames are limited to 16 MiB");
+    let _ = outbox.send(Outgoing::Text(error.encode())).await;
+    let _ = outbox
+        .send(Outgoing::Close(CloseCode::Size, "too_big".into()))
+        .await;
+}

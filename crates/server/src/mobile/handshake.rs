@@ -1,0 +1,131 @@
+//! `hello` → `ready`: who is connecting, and may they?
+//!
+//! The access decision, in the order the protocol fixes: a wrong or missing token, then
+//! a device outside `MOBILE_ALLOWED_DEVICES`, then a device id another user owns. Each
+//! refusal is an `error` frame and close 1008, which tells apps not to retry. Whether
+//! the user may talk to the agent is decided later, on every message.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use herald_mobile_proto::{self as proto, ClientFrame, ErrorCode, ServerFrame};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+use tracing::{debug, info};
+
+use super::connection::{self, Role};
+use super::MobileHub;
+use crate::clock::now_ms;
+use crate::socket;
+use crate::store::{blocking, PhoneClaim, PhoneInfo};
+
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(super) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<MobileHub>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let hello = match receive_hello(&mut ws).await {
+        Ok(hello) => hello,
+        Err(Some((code, message))) => return refuse(&mut ws, code, &message).await,
+        Err(None) => return,
+    };
+    let role = match admit(&hub, &hello).await {
+        Ok(role) => role,
+        Err((code, message)) => {
+            debug!(%peer, device = %hello.device.id, code = code.as_str(), "phone refused");
+            return refuse(&mut ws, code, &message).await;
+        }
+    };
+    let ready = ServerFrame::Ready {
+        session: proto::session_key(&hello.device.id),
+        avatar_url: hub.config.avatar_url.clone(),
+        capabilities: hub.capabilities(),
+    };
+    if ws.send(Message::Text(ready.encode().into())).await.is_err() {
+        return;
+    }
+    info!(%peer, device = %hello.device.id, "phone connected");
+    connection::run(ws, peer, hub, hello, role).await;
+}
+
+async fn receive_hello<S>(
+    ws: &mut WebSocketStream<S>,
+) -> Result<proto::Hello, Option<(ErrorCode, String)>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let first = async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(text))) => return Ok(text),
+                Some(Ok(Message::Binary(_))) => {
+                    return Err(Some((
+                        ErrorCode::NotReady,
+                        "the first frame must be hello".into(),
+                    )))
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
+                _ => return Err(None),
+            }
+        }
+    };
+    let text = tokio::time::timeout(HELLO_TIMEOUT, first)
+        .await
+        .map_err(|_| Some((ErrorCode::NotReady, "no hello in time".to_owned())))??;
+    match ClientFrame::decode(&text) {
+        Ok(ClientFrame::Hello(hello)) => Ok(hello),
+        Ok(_) | Err(proto::DecodeError::UnknownFrame(_)) => Err(Some((
+            ErrorCode::NotReady,
+            "the first frame must be hello".into(),
+        ))),
+        Err(err) => Err(Some((err.code(), err.to_string()))),
+    }
+}
+
+async fn admit(hub: &MobileHub, hello: &proto::Hello) -> Result<Role, (ErrorCode, String)> {
+    let token = hello.token.as_deref().unwrap_or("");
+    let device = &hello.device.id;
+    let allowed = &hub.config.allowed_devices;
+    if hub.deliver_tokens.authenticate(token).is_some() {
+        return Ok(Role::Deliverer);
+    }
+    let Some(user_id) = hub.tokens.authenticate(token).map(str::to_owned) else {
+        return Err((ErrorCode::AuthFailed, "wrong or missing token".into()));
+    };
+    if !allowed.is_empty() && !allowed.iter().any(|d| d == device) {
+        return Err((ErrorCode::AuthFailed, "this device is not allowed".into()));
+    }
+    let info = PhoneInfo {
+        name: hello.device.name.clone(),
+        platform: hello.device.platform.clone(),
+    };
+    let (store, id, user) = (hub.store.clone(), device.clone(), user_id.clone());
+    let claim = blocking(move || store.claim_phone(&id, &user, &info, now_ms()))
+        .await
+        .map_err(|err| {
+            tracing::error!(%err, "store failed during a phone's hello");
+            (
+                ErrorCode::Internal,
+                "the server could not check this device".to_owned(),
+            )
+        })?;
+    match claim {
+        PhoneClaim::Mine => Ok(Role::Phone { user_id }),
+        PhoneClaim::OwnedBy(_) => Err((
+            ErrorCode::Forbidden,
+            "this device id belongs to another user".into(),
+        )),
+    }
+}
+
+async fn refuse<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let error = ServerFrame::error(code, message).encode();
+    socket::refuse(ws, error, code.as_str()).await;
+}

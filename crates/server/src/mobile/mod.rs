@@ -1,0 +1,197 @@
+//! The mobile adapter: phone apps speaking the mobile protocol over WebSocket.
+//!
+//! - [`handshake`] checks `hello` (token, device filter, ownership) and answers `ready`;
+//! - [`connection`] reads frames, answers what needs no state (`ping`, `deliver`) and
+//!   forwards the rest to the device's session;
+//! - [`session`] is the per-device actor: duplicate suppression, uploads, cards, the
+//!   outbox that keeps a turn's frames while the phone is away, replies shaped into
+//!   chunks and streaming edits;
+//! - [`uploads`] and [`outbox`] hold the bounded buffers, free of I/O.
+//!
+//! Like gadgets, a session outlives its connections: a phone that drops mid-turn gets
+//! the rest of the turn when it comes back, and an id it already sent stays known.
+
+mod connection;
+mod handshake;
+mod outbox;
+mod session;
+mod uploads;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use dashmap::DashMap;
+use herald_mobile_proto::{limits, Capabilities, TokenSet};
+use herald_port::{Agent, Authorizer, Chat, DeliveryError};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::WebSocketStream;
+
+use crate::config::MobileConfig;
+use crate::listener;
+use crate::mailboxes::Mailboxes;
+use crate::store::Store;
+
+pub(crate) use session::Command;
+
+/// Where a generated app token is kept when `MOBILE_TOKEN` is not set.
+pub const TOKEN_FILE: &str = "mobile.token";
+
+/// The app token kept in the data directory, created (64 hex characters) on first use,
+/// so a newcomer's phone can connect without configuring anything.
+pub(crate) fn load_or_create_token(data_dir: &std::path::Path) -> std::io::Result<String> {
+    let path = data_dir.join(TOKEN_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
+        _ => {
+            let token = crate::ids::random_hex(64);
+            crate::files::write_private(&path, token.as_bytes())?;
+            Ok(token)
+        }
+    }
+}
+use session::{Event, Session};
+
+pub(crate) struct MobileHub {
+    pub(crate) config: MobileConfig,
+    pub(crate) store: Arc<dyn Store>,
+    /// App tokens: each stands for a user.
+    tokens: TokenSet,
+    /// Tokens that may only `deliver`.
+    deliver_tokens: TokenSet,
+    /// Where uploads and voice messages are written for the agent.
+    media_dir: PathBuf,
+    backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
+    sessions: Mailboxes<Event>,
+    /// Which device each open card was shown to, so another device's answer is refused.
+    cards: DashMap<String, String>,
+    /// Devices with a live connection, with that connection's id.
+    online: DashMap<String, u64>,
+    next_conn: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MobileSetupError {
+    #[error("MOBILE_TOKEN / MOBILE_EXTRA_TOKENS: {0}")]
+    Tokens(#[from] herald_mobile_proto::TokenError),
+}
+
+impl MobileHub {
+    pub(crate) fn new(
+        config: MobileConfig,
+        app_token: &str,
+        store: Arc<dyn Store>,
+        media_dir: PathBuf,
+    ) -> Result<Self, MobileSetupError> {
+        let extra = config.extra_tokens.as_ref().map(|s| s.expose());
+        let tokens = TokenSet::parse(Some(app_token), extra)?;
+        let deliver = config
+            .deliver_tokens
+            .iter()
+            .map(|t| t.expose())
+            .collect::<Vec<_>>()
+            .join(",");
+        let deliver_tokens = TokenSet::parse(None, Some(&deliver))?;
+        Ok(MobileHub {
+            config,
+            store,
+            tokens,
+            deliver_tokens,
+            media_dir,
+            backend: OnceLock::new(),
+            sessions: Mailboxes::default(),
+            cards: DashMap::new(),
+            online: DashMap::new(),
+            next_conn: std::sync::atomic::AtomicU64::new(1),
+        })
+    }
+
+    pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {
+        let _ = self.backend.set((agent, authorizer));
+    }
+
+    fn agent(&self) -> Option<&Arc<dyn Agent>> {
+        self.backend.get().map(|(agent, _)| agent)
+    }
+
+    fn authorizer(&self) -> Option<&Arc<dyn Authorizer>> {
+        self.backend.get().map(|(_, authorizer)| authorizer)
+    }
+
+    pub(crate) fn is_online(&self, device_id: &str) -> bool {
+        self.online.contains_key(device_id)
+    }
+
+    pub(crate) fn online_count(&self) -> usize {
+        self.online.len()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_message_chars: self.config.max_message_chars,
+            ..Capabilities::default()
+        }
+    }
+
+    fn conn_id(&self) -> u64 {
+        self.next_conn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn session(self: &Arc<Self>, device_id: &str) -> mpsc::Sender<Event> {
+        self.sessions.get_or_spawn(device_id, || {
+            Session::spawn(device_id.to_owned(), self.clone())
+        })
+    }
+
+    fn session_ended(&self, device_id: &str, mailbox: &mpsc::Sender<Event>) {
+        self.sessions.remove(device_id, mailbox);
+    }
+
+    pub(crate) async fn call<T>(
+        &self,
+        device_id: &str,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, DeliveryError> {
+        let chat = Chat::mobile(device_id);
+        self.sessions
+            .call(&chat, |reply| Event::Command(make(reply)))
+            .await
+    }
+
+    pub(crate) async fn close_all(&self) {
+        for tx in self.sessions.all() {
+            let _ = tx.send(Event::Command(Command::Shutdown)).await;
+        }
+    }
+}
+
+impl listener::Handler for MobileHub {
+    async fn handle<S>(self: Arc<Self>, ws: WebSocketStream<S>, peer: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        handshake::run(ws, peer, self).await;
+    }
+}
+
+/// Frames a little over the limit are still read whole, so the phone gets a clean
+/// `too_big` and close instead of a reset in the middle of its upload.
+const READ_LIMIT: usize = limits::MAX_FRAME_BYTES + 1024 * 1024;
+
+/// The mobile endpoint: frames up to 16 MiB (media), small buffers while idle.
+pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
+    listener::Endpoint {
+        path: path.to_owned(),
+        subprotocol: None,
+        ws: WebSocketConfig::default()
+            .read_buffer_size(8 * 1024)
+            .write_buffer_size(0)
+            .max_write_buffer_size(limits::MAX_FRAME_BYTES * 2)
+            .max_message_size(Some(READ_LIMIT))
+            .max_frame_size(Some(READ_LIMIT)),
+        refuse_url_token: true,
+    }
+}

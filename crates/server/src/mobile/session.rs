@@ -1,0 +1,933 @@
+//! One actor per phone (per `device.id`): the only owner of its conversation state.
+//!
+//! Frames from the phone's connection and calls from the agent arrive on one bounded
+//! mailbox. Timers (card expiry, the avatar's return to idle) are deadlines computed
+//! from the state, so the loop sleeps until the earliest one.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_mobile_proto::{
+    self as proto, limits, AvatarState, Chunk, ClientFrame, Deliver, ErrorCode, MediaDown,
+    MediaKindDown, PromptCard, PromptKind, ServerFrame,
+};
+use herald_port::{
+    Chat, Choice, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, Platform, Prompt,
+    PromptAnswer, SendOptions, Source,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{sleep_until, Instant};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::warn;
+
+use super::outbox::{Outbox, SeenIds};
+use super::uploads::{Accepted, Upload, UploadError, Uploads};
+use super::MobileHub;
+use crate::files;
+use crate::ids;
+use crate::mailboxes::MAILBOX;
+use crate::socket::Outgoing;
+
+/// Inbound events waiting for the agent before new ones are refused.
+const AGENT_QUEUE: usize = 32;
+/// The avatar rests this long after a turn before it goes idle.
+const IDLE_PAUSE: Duration = Duration::from_millis(1500);
+/// Largest file the agent may send to a phone (sent in chunks).
+const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, DeliveryError>>;
+
+/// What the agent side asks of a phone.
+pub(crate) enum Command {
+    SendText {
+        text: String,
+        options: SendOptions,
+        reply: Reply<String>,
+    },
+    EditText {
+        message_id: String,
+        text: String,
+        finalize: bool,
+        reply: Reply<()>,
+    },
+    Typing {
+        on: bool,
+        reply: Reply<()>,
+    },
+    TurnStarted {
+        reply: Reply<String>,
+    },
+    TurnEnded {
+        turn: String,
+        reply: Reply<()>,
+    },
+    Ask {
+        prompt: Prompt,
+        ttl_s: Option<u32>,
+        reply: Reply<String>,
+    },
+    Withdraw {
+        prompt_id: String,
+        reply: Reply<()>,
+    },
+    SendMedia {
+        kind: MediaKindDown,
+        path: PathBuf,
+        caption: Option<String>,
+        reply: Reply<()>,
+    },
+    /// A push from a `deliver` frame: only to a phone that is connected now.
+    Deliver {
+        deliver: Box<Deliver>,
+        reply: Reply<()>,
+    },
+    Shutdown,
+}
+
+/// A connection that passed `hello`, handed to the session.
+pub(crate) struct Attach {
+    pub conn: u64,
+    pub outbox: mpsc::Sender<Outgoing>,
+    pub user_id: String,
+    pub user_name: Option<String>,
+}
+
+pub(crate) enum Event {
+    Attach(Box<Attach>),
+    Frame { conn: u64, frame: Box<ClientFrame> },
+    Closed { conn: u64 },
+    Command(Command),
+}
+
+struct Conn {
+    id: u64,
+    outbox: mpsc::Sender<Outgoing>,
+}
+
+/// A card waiting for its answer.
+struct OpenCard {
+    card: PromptCard,
+    expires: Instant,
+}
+
+pub(crate) struct Session {
+    device_id: String,
+    hub: Arc<MobileHub>,
+    mailbox: mpsc::Sender<Event>,
+    conn: Option<Conn>,
+    /// The user who owns this phone (from its token); kept across connections.
+    user_id: String,
+    user_name: Option<String>,
+    seen: SeenIds,
+    uploads: Uploads,
+    cards: HashMap<String, OpenCard>,
+    /// Frames of a running turn kept while the phone is away.
+    away: Outbox,
+    turn: Option<String>,
+    /// The turn has shown a reply, so the avatar is speaking.
+    speaking: bool,
+    idle_at: Option<Instant>,
+    to_agent: Option<mpsc::Sender<Inbound>>,
+}
+
+impl Session {
+    pub(super) fn spawn(device_id: String, hub: Arc<MobileHub>) -> mpsc::Sender<Event> {
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        let max_bytes = proto::limits::MAX_MEDIA_BYTES;
+        let session = Session {
+            device_id,
+            hub,
+            mailbox: tx.clone(),
+            conn: None,
+            user_id: String::new(),
+            user_name: None,
+            seen: SeenIds::default(),
+            uploads: Uploads::new(max_bytes),
+            cards: HashMap::new(),
+            away: Outbox::default(),
+            turn: None,
+            speaking: false,
+            idle_at: None,
+            to_agent: None,
+        };
+        tokio::spawn(session.run(rx));
+        tx
+    }
+
+    async fn run(mut self, mut mailbox: mpsc::Receiver<Event>) {
+        loop {
+            let deadline = self.next_deadline();
+            let event = tokio::select! {
+                event = mailbox.recv() => event,
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    self.on_timer(Instant::now()).await;
+                    continue;
+                }
+            };
+            match event {
+                None => break,
+                Some(Event::Command(Command::Shutdown)) => {
+                    self.close(CloseCode::Away, "server stopping").await;
+                    break;
+                }
+                Some(event) => self.handle(event).await,
+            }
+        }
+        for id in self.cards.keys() {
+            self.hub.cards.remove(id);
+        }
+        self.hub.session_ended(&self.device_id, &self.mailbox);
+    }
+
+    fn chat(&self) -> Chat {
+        Chat::mobile(self.device_id.clone())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let cards = self.cards.values().map(|c| c.expires).min();
+        [cards, self.idle_at].into_iter().flatten().min()
+    }
+
+    async fn handle(&mut self, event: Event) {
+        match event {
+            Event::Attach(attach) => self.attach(*attach).await,
+            Event::Frame { conn, frame } if self.is_current(conn) => self.on_frame(*frame).await,
+            Event::Closed { conn } if self.is_current(conn) => {
+                self.conn = None;
+                self.hub.online.remove(&self.device_id);
+                // Unfinished uploads are not resumed across connections.
+                self.uploads.clear();
+            }
+            Event::Command(command) => self.on_command(command).await,
+            _ => {}
+        }
+    }
+
+    fn is_current(&self, conn: u64) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.id == conn)
+    }
+
+    async fn attach(&mut self, attach: Attach) {
+        self.close(CloseCode::Normal, "replaced by a new connection")
+            .await;
+        self.conn = Some(Conn {
+            id: attach.conn,
+            outbox: attach.outbox,
+        });
+        self.user_id = attach.user_id;
+        self.user_name = attach.user_name;
+        self.hub.online.insert(self.device_id.clone(), attach.conn);
+        // Whatever the phone missed of a turn, in order.
+        let missed = self.away.drain(Instant::now());
+        if let Some(conn) = &self.conn {
+            for frame in missed {
+                let _ = conn.outbox.send(Outgoing::Text(frame)).await;
+            }
+        }
+    }
+
+    async fn close(&mut self, code: CloseCode, reason: &str) {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.outbox.send(Outgoing::Close(code, reason.into())).await;
+            self.hub.online.remove(&self.device_id);
+            self.uploads.clear();
+        }
+    }
+
+    /// Send a frame now, or keep it for later while a turn runs and the phone is away.
+    async fn emit(&mut self, frame: &ServerFrame) -> Result<(), DeliveryError> {
+        match &self.conn {
+            Some(conn) => {
+                let _ = conn.outbox.send(Outgoing::Text(frame.encode())).await;
+                Ok(())
+            }
+            None if self.turn.is_some() => {
+                self.away.push(frame.encode(), Instant::now());
+                Ok(())
+            }
+            None => Err(DeliveryError::Offline(self.chat())),
+        }
+    }
+
+    async fn error(&mut self, code: ErrorCode, message: impl Into<String>) {
+        let _ = self.emit(&ServerFrame::error(code, message)).await;
+    }
+
+    async fn on_timer(&mut self, now: Instant) {
+        let expired: Vec<String> = self
+            .cards
+            .iter()
+            .filter(|(_, c)| c.expires <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.cards.remove(&id);
+            self.hub.cards.remove(&id);
+            let done = ServerFrame::PromptDone {
+                prompt_id: id,
+                option_id: None,
+                expired: true,
+            };
+            let _ = self.emit(&done).await;
+        }
+        if self.idle_at.is_some_and(|at| at <= now) {
+            self.idle_at = None;
+            let _ = self
+                .emit(&ServerFrame::Avatar {
+                    state: AvatarState::Idle,
+                })
+                .await;
+        }
+    }
+
+    // ---- phone → agent ----
+
+    async fn on_frame(&mut self, frame: ClientFrame) {
+        match frame {
+            ClientFrame::Text(text) => {
+                if !self.seen.insert(&text.id, Instant::now()) {
+                    return;
+                }
+                let body = InboundBody::Text {
+                    text: text.text,
+                    reply_to: text.reply_to,
+                };
+                self.forward(text.id, body).await;
+            }
+            ClientFrame::Audio(audio) => {
+                if self.seen.contains(&audio.id) {
+                    return;
+                }
+                match self.save_voice(&audio).await {
+                    Ok(body) => {
+                        self.seen.insert(&audio.id, Instant::now());
+                        self.forward(audio.id, body).await;
+                    }
+                    Err((code, message)) => self.error(code, message).await,
+                }
+            }
+            ClientFrame::Media(media) => {
+                if self.seen.contains(&media.id) {
+                    return;
+                }
+                match self.uploads.accept(media) {
+                    Ok(Accepted::Complete(upload)) => {
+                        self.seen.insert(&upload.id, Instant::now());
+                        match self.save_upload(&upload).await {
+                            Ok(body) => self.forward(upload.id, body).await,
+                            Err(message) => self.error(ErrorCode::Internal, message).await,
+                        }
+                    }
+                    Ok(Accepted::Partial | Accepted::Duplicate) => {}
+                    Err(UploadError::TooBig(message)) => {
+                        self.error(ErrorCode::TooBig, message).await;
+                    }
+                    Err(UploadError::BadFrame(message)) => {
+                        self.error(ErrorCode::BadFrame, message).await;
+                    }
+                }
+            }
+            ClientFrame::Prompt(answer) => self.on_answer(answer).await,
+            // Handled by the connection before it reaches a session.
+            ClientFrame::Hello(_) | ClientFrame::Deliver(_) | ClientFrame::Ping => {}
+        }
+    }
+
+    async fn save_voice(&self, audio: &proto::Audio) -> Result<InboundBody, (ErrorCode, String)> {
+        if !audio.format.eq_ignore_ascii_case("wav") {
+            return Err((
+                ErrorCode::BadFrame,
+                format!("audio format {:?} is not supported; send wav", audio.format),
+            ));
+        }
+        if proto::base64_decoded_len(&audio.data) > limits::MAX_MEDIA_BYTES {
+            return Err((
+                ErrorCode::TooBig,
+                "voice messages are limited to 8 MiB".into(),
+            ));
+        }
+        let bytes = audio
+            .bytes()
+            .map_err(|e| (ErrorCode::BadFrame, e.to_string()))?;
+        let duration = herald_media::wav::inspect(&bytes)
+            .map(|info| info.duration)
+            .map_err(|e| (ErrorCode::BadFrame, e.to_string()))?;
+        let path = self.media_path("wav");
+        write_file(path.clone(), bytes)
+            .await
+            .map_err(|e| (ErrorCode::Internal, e))?;
+        Ok(InboundBody::Voice {
+            path,
+            duration_ms: u32::try_from(duration.as_millis()).unwrap_or(u32::MAX),
+            transcript: audio.text.clone(),
+        })
+    }
+
+    async fn save_upload(&self, upload: &Upload) -> Result<InboundBody, String> {
+        let extension = upload
+            .filename
+            .as_deref()
+            .and_then(|f| f.rsplit_once('.'))
+            .map(|(_, ext)| ext)
+            .filter(|ext| ext.len() <= 8 && ext.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .unwrap_or("bin");
+        let path = self.media_path(extension);
+        write_file(path.clone(), upload.bytes.clone()).await?;
+        let kind = match upload.kind {
+            proto::MediaKind::Image => MediaKind::Image,
+            proto::MediaKind::Video => MediaKind::Video,
+            proto::MediaKind::Document => MediaKind::Document,
+            proto::MediaKind::Audio => MediaKind::Audio,
+        };
+        Ok(InboundBody::Media {
+            path,
+            kind,
+            mime: upload.mime.clone(),
+            caption: upload.caption.clone(),
+        })
+    }
+
+    /// A file name of our own making: client ids and names never become paths.
+    fn media_path(&self, extension: &str) -> PathBuf {
+        self.hub
+            .media_dir
+            .join(format!("{}.{extension}", ids::random_hex(16)))
+    }
+
+    async fn on_answer(&mut self, answer: proto::PromptAnswer) {
+        let expired = |prompt_id: String| ServerFrame::PromptDone {
+            prompt_id,
+            option_id: None,
+            expired: true,
+        };
+        let Some(open) = self.cards.get(&answer.prompt_id) else {
+            let owner = self.hub.cards.get(&answer.prompt_id).map(|o| o.clone());
+            match owner {
+                Some(owner) if owner != self.device_id => {
+                    self.error(
+                        ErrorCode::Forbidden,
+                        "that card was shown to another device",
+                    )
+                    .await;
+                }
+                _ => {
+                    let _ = self.emit(&expired(answer.prompt_id)).await;
+                }
+            }
+            return;
+        };
+        let resolution = open.card.resolve(&answer);
+        let option_id = resolution.option_id.to_owned();
+        let choice = choice_of(open.card.kind, &option_id, resolution.response);
+        self.cards.remove(&answer.prompt_id);
+        self.hub.cards.remove(&answer.prompt_id);
+        let done = ServerFrame::PromptDone {
+            prompt_id: answer.prompt_id.clone(),
+            option_id: Some(option_id),
+            expired: false,
+        };
+        let _ = self.emit(&done).await;
+        let body = InboundBody::PromptAnswer(PromptAnswer {
+            prompt_id: answer.prompt_id,
+            choice,
+        });
+        // An answer is never a chat message, but it still needs an authorized user.
+        self.forward(ids::random_hex(12), body).await;
+    }
+
+    /// Hand an event to the agent in order, unless the user may not reach it.
+    async fn forward(&mut self, message_id: String, body: InboundBody) {
+        let (Some(agent), Some(authorizer)) = (self.hub.agent(), self.hub.authorizer()) else {
+            return;
+        };
+        let (agent, authorizer) = (agent.clone(), authorizer.clone());
+        match authorizer
+            .is_authorized(Platform::Mobile, &self.user_id)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => return self.send_pairing().await,
+            Err(err) => {
+                warn!(%err, "authorization failed");
+                return self
+                    .error(ErrorCode::Internal, "authorization is unavailable")
+                    .await;
+            }
+        }
+        let queue = self.to_agent.get_or_insert_with(|| {
+            let (tx, mut rx) = mpsc::channel::<Inbound>(AGENT_QUEUE);
+            tokio::spawn(async move {
+                while let Some(inbound) = rx.recv().await {
+                    agent.handle(inbound).await;
+                }
+            });
+            tx
+        });
+        let inbound = Inbound {
+            source: Source {
+                chat: Chat::mobile(self.device_id.clone()),
+                user_id: self.user_id.clone(),
+                user_name: self.user_name.clone(),
+            },
+            message_id,
+            body,
+        };
+        if queue.try_send(inbound).is_err() {
+            self.error(
+                ErrorCode::RateLimited,
+                "too many messages at once; try again shortly",
+            )
+            .await;
+        }
+    }
+
+    async fn send_pairing(&mut self) {
+        let Some(authorizer) = self.hub.authorizer().cloned() else {
+            return;
+        };
+        let code = authorizer
+            .pairing_code(Platform::Mobile, &self.user_id, self.user_name.as_deref())
+            .await;
+        let text = match code {
+            Ok(PairingCode { code, command }) => format!(
+                "This app is not paired with the agent yet. Pairing code: {code}\nAsk the owner to run: {command}"
+            ),
+            Err(err) => {
+                warn!(%err, "could not create a pairing code");
+                "This app is not paired with the agent yet, and no pairing code could be made."
+                    .to_owned()
+            }
+        };
+        let message = ServerFrame::Message(proto::Message {
+            id: ids::random_hex(12),
+            text,
+            chunk: None,
+            final_: true,
+            edit: false,
+            reply_to: None,
+        });
+        let _ = self.emit(&message).await;
+    }
+
+    // ---- agent → phone ----
+
+    async fn on_command(&mut self, command: Command) {
+        match command {
+            Command::SendText {
+                text,
+                options,
+                reply,
+            } => {
+                let result = self.send_text(&text, options).await;
+                let _ = reply.send(result);
+            }
+            Command::EditText {
+                message_id,
+                text,
+                finalize,
+                reply,
+            } => {
+                let frame = ServerFrame::Message(proto::Message {
+                    id: message_id,
+                    text: self.cap(&text),
+                    chunk: Some(Chunk { index: 0, total: 1 }),
+                    final_: finalize,
+                    edit: true,
+                    reply_to: None,
+                });
+                let _ = reply.send(self.emit(&frame).await);
+            }
+            Command::Typing { on, reply } => {
+                let _ = reply.send(self.emit(&ServerFrame::Typing { stop: !on }).await);
+            }
+            Command::TurnStarted { reply } => {
+                let turn = ids::random_hex(12);
+                self.turn = Some(turn.clone());
+                self.speaking = false;
+                self.idle_at = None;
+                let result = async {
+                    self.emit(&ServerFrame::Typing { stop: false }).await?;
+                    self.emit(&ServerFrame::Avatar {
+                        state: AvatarState::Thinking,
+                    })
+                    .await
+                }
+                .await;
+                let _ = reply.send(result.map(|()| turn));
+            }
+            Command::TurnEnded { turn, reply } => {
+                let result = if self.turn.as_deref() == Some(turn.as_str()) {
+                    let result = self.emit(&ServerFrame::Typing { stop: true }).await;
+                    self.turn = None;
+                    self.idle_at = Some(Instant::now() + IDLE_PAUSE);
+                    result
+                } else {
+                    Ok(())
+                };
+                let _ = reply.send(result);
+            }
+            Command::Ask {
+                prompt,
+                ttl_s,
+                reply,
+            } => {
+                let result = self.ask(prompt, ttl_s).await;
+                let _ = reply.send(result);
+            }
+            Command::Withdraw { prompt_id, reply } => {
+                let result = match self.cards.remove(&prompt_id) {
+                    Some(_) => {
+                        self.hub.cards.remove(&prompt_id);
+                        let done = ServerFrame::PromptDone {
+                            prompt_id,
+                            option_id: None,
+                            expired: true,
+                        };
+                        self.emit(&done).await
+                    }
+                    None => Err(DeliveryError::UnknownMessage(prompt_id)),
+                };
+                let _ = reply.send(result);
+            }
+            Command::SendMedia {
+                kind,
+                path,
+                caption,
+                reply,
+            } => {
+                let result = self.send_file(kind, path, caption).await;
+                let _ = reply.send(result);
+            }
+            Command::Deliver { deliver, reply } => {
+                let result = self.deliver(*deliver).await;
+                let _ = reply.send(result);
+            }
+            Command::Shutdown => {}
+        }
+    }
+
+    /// Text within the phone's limit, cut at a character boundary.
+    fn cap(&self, text: &str) -> String {
+        let max = self.hub.config.max_message_chars as usize;
+        text.chars().take(max).collect()
+    }
+
+    async fn send_text(
+        &mut self,
+        text: &str,
+        options: SendOptions,
+    ) -> Result<String, DeliveryError> {
+        let id = ids::random_hex(12);
+        if self.turn.is_some() && !self.speaking {
+            self.speaking = true;
+            self.emit(&ServerFrame::Avatar {
+                state: AvatarState::Speaking,
+            })
+            .await?;
+        }
+        if options.streaming {
+            let frame = ServerFrame::Message(proto::Message {
+                id: id.clone(),
+                text: self.cap(text),
+                chunk: Some(Chunk { index: 0, total: 1 }),
+                final_: false,
+                edit: true,
+                reply_to: options.reply_to,
+            });
+            self.emit(&frame).await?;
+            return Ok(id);
+        }
+        let chunks = split_chunks(text, self.hub.config.max_message_chars as usize);
+        let total = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
+        for (index, chunk) in (0u32..).zip(chunks) {
+            let frame = ServerFrame::Message(proto::Message {
+                id: id.clone(),
+                text: chunk,
+                chunk: Some(Chunk { index, total }),
+                final_: index + 1 == total,
+                edit: false,
+                reply_to: options.reply_to.clone(),
+            });
+            self.emit(&frame).await?;
+        }
+        Ok(id)
+    }
+
+    async fn ask(&mut self, prompt: Prompt, ttl_s: Option<u32>) -> Result<String, DeliveryError> {
+        let timeout = ttl_s.unwrap_or(limits::PROMPT_TIMEOUT_SECS);
+        let id = ids::random_hex(16);
+        let (kind, text, choices, command, description) = match prompt {
+            Prompt::ExecApproval {
+                command,
+                description,
+            } => (
+                PromptKind::ExecApproval,
+                format!("Allow this command?\n{command}"),
+                Vec::new(),
+                Some(command),
+                Some(description),
+            ),
+            Prompt::Confirm { title, text } => (
+                PromptKind::Confirm,
+                if title.is_empty() {
+                    text
+                } else {
+                    format!("{title}\n{text}")
+                },
+                Vec::new(),
+                None,
+                None,
+            ),
+            Prompt::Clarify { question, choices } => {
+                (PromptKind::Clarify, question, choices, None, None)
+            }
+        };
+        let card = PromptCard {
+            id: id.clone(),
+            options: kind.options(&choices),
+            kind,
+            text,
+            session: proto::session_key(&self.device_id),
+            timeout_seconds: timeout,
+            command,
+            description,
+        };
+        self.emit(&ServerFrame::Prompt(card.clone())).await?;
+        self.hub.cards.insert(id.clone(), self.device_id.clone());
+        self.cards.insert(
+            id.clone(),
+            OpenCard {
+                card,
+                expires: Instant::now() + Duration::from_secs(u64::from(timeout)),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn send_file(
+        &mut self,
+        kind: MediaKindDown,
+        path: PathBuf,
+        caption: Option<String>,
+    ) -> Result<(), DeliveryError> {
+        let failed = |e: String| DeliveryError::Failed(e);
+        let size = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| failed(format!("{}: {e}", path.display())))?
+            .len();
+        if size > MAX_MEDIA_DOWN {
+            return Err(failed(format!(
+                "{} is {size} bytes; phones take at most {MAX_MEDIA_DOWN}",
+                path.display()
+            )));
+        }
+        let bytes = tokio::fs::read(&path)
+            .await
+            .map_err(|e| failed(format!("{}: {e}", path.display())))?;
+        let filename = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let mime = mime_for(filename.as_deref());
+        for frame in media_frames(kind, mime, filename, caption, &bytes) {
+            self.emit(&frame).await?;
+        }
+        Ok(())
+    }
+
+    async fn deliver(&mut self, deliver: Deliver) -> Result<(), DeliveryError> {
+        if self.conn.is_none() {
+            return Err(DeliveryError::Offline(self.chat()));
+        }
+        if let Some(text) = deliver.text.filter(|t| !t.is_empty()) {
+            self.send_text(&text, SendOptions::default()).await?;
+        }
+        for media in deliver.media {
+            let bytes = media
+                .bytes()
+                .map_err(|e| DeliveryError::Failed(e.to_string()))?;
+            let mime = media
+                .mime
+                .unwrap_or_else(|| mime_for(media.filename.as_deref()));
+            for frame in media_frames(media.kind, mime, media.filename, media.caption, &bytes) {
+                self.emit(&frame).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The port's choice for an answer that [`PromptCard::resolve`] validated.
+fn choice_of(kind: PromptKind, option_id: &str, response: Option<&str>) -> Choice {
+    match (kind, option_id) {
+        (_, "once") => Choice::Once,
+        (_, "session") => Choice::Session,
+        (_, "always") => Choice::Always,
+        (_, "deny") => Choice::Deny,
+        (PromptKind::Clarify, proto::CLARIFY_OTHER) => {
+            Choice::Other(response.unwrap_or_default().to_owned())
+        }
+        (PromptKind::Clarify, id) => id
+            .strip_prefix('c')
+            .and_then(|n| n.parse().ok())
+            .map_or(Choice::Cancel, Choice::Option),
+        _ => Choice::Cancel,
+    }
+}
+
+/// Split `text` into pieces of at most `max` characters, preferring to break after a
+/// newline or a space in the last quarter of a piece.
+pub(crate) fn split_chunks(text: &str, max: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= max {
+        return vec![text.to_owned()];
+    }
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < chars.len() {
+        let mut end = (start + max).min(chars.len());
+        if end < chars.len() {
+            let floor = start + max * 3 / 4;
+            if let Some(cut) = (floor..end)
+                .rev()
+                .find(|&i| chars[i] == '\n' || chars[i] == ' ')
+            {
+                end = cut + 1;
+            }
+        }
+        chunks.push(chars[start..end].iter().collect());
+        start = end;
+    }
+    chunks
+}
+
+/// A file as `media` frames of at most [`limits::MEDIA_CHUNK_BYTES`] each.
+fn media_frames(
+    kind: MediaKindDown,
+    mime: String,
+    filename: Option<String>,
+    caption: Option<String>,
+    bytes: &[u8],
+) -> Vec<ServerFrame> {
+    let id = ids::random_hex(12);
+    let pieces: Vec<&[u8]> = if bytes.is_empty() {
+        vec![bytes]
+    } else {
+        bytes.chunks(limits::MEDIA_CHUNK_BYTES).collect()
+    };
+    let parts = u32::try_from(pieces.len()).unwrap_or(u32::MAX);
+    (0u32..)
+        .zip(pieces)
+        .map(|(part, piece)| {
+            ServerFrame::Media(MediaDown {
+                id: id.clone(),
+                kind,
+                mime: mime.clone(),
+                filename: filename.clone(),
+                caption: if part == 0 { caption.clone() } else { None },
+                part,
+                parts,
+                final_: part + 1 == parts,
+                size: bytes.len() as u64,
+                data: Some(proto::encode_base64(piece)),
+                url: None,
+            })
+        })
+        .collect()
+}
+
+/// The MIME type for a file name, by its extension.
+fn mime_for(filename: Option<&str>) -> String {
+    let extension = filename
+        .and_then(|f| f.rsplit_once('.'))
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match extension.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mpeg",
+        "ogg" | "oga" | "opus" => "audio/ogg",
+        "flac" => "audio/flac",
+        "mp4" => "video/mp4",
+        "pdf" => "application/pdf",
+        "txt" => "text/plain",
+        "json" => "application/json",
+        _ => "application/octet-stream",
+    }
+    .to_owned()
+}
+
+async fn write_file(path: PathBuf, bytes: Vec<u8>) -> Result<(), String> {
+    tokio::task::spawn_blocking(move || {
+        if let Some(dir) = path.parent() {
+            files::create_private_dir(dir).map_err(|e| e.to_string())?;
+        }
+        files::write_private(&path, &bytes).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_respect_the_limit_and_prefer_spaces() {
+        assert_eq!(split_chunks("short", 10), ["short"]);
+        let text = "aaaa bbbb cccc dddd";
+        let chunks = split_chunks(text, 10);
+        assert!(chunks.iter().all(|c| c.chars().count() <= 10));
+        assert_eq!(chunks.concat(), text);
+        assert_eq!(chunks[0], "aaaa bbbb ");
+        let unbroken = "x".repeat(25);
+        assert_eq!(split_chunks(&unbroken, 10).len(), 3);
+        let wide = "é".repeat(21);
+        let chunks = split_chunks(&wide, 10);
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks.concat(), wide);
+    }
+
+    #[test]
+    fn answers_map_onto_the_ports_choices() {
+        assert_eq!(
+            choice_of(PromptKind::ExecApproval, "session", None),
+            Choice::Session
+        );
+        assert_eq!(
+            choice_of(PromptKind::Confirm, "cancel", None),
+            Choice::Cancel
+        );
+        assert_eq!(
+            choice_of(PromptKind::Clarify, "c2", Some("B")),
+            Choice::Option(2)
+        );
+        assert_eq!(
+            choice_of(PromptKind::Clarify, "other", Some("mine")),
+            Choice::Other("mine".into())
+        );
+    }
+
+    #[test]
+    fn files_become_chunked_media_frames() {
+        let bytes = vec![7u8; limits::MEDIA_CHUNK_BYTES + 5];
+        let frames = media_frames(
+            MediaKindDown::Image,
+            "image/png".into(),
+            None,
+            Some("c".into()),
+            &bytes,
+        );
+        assert_eq!(frames.len(), 2);
+        let ServerFrame::Media(last) = &frames[1] else {
+            panic!()
+        };
+        assert!(last.final_);
+        assert_eq!(last.size, bytes.len() as u64);
+        assert_eq!(last.caption, None);
+        assert_eq!(mime_for(Some("a.JPG")), "image/jpeg");
+        assert_eq!(mime_for(None), "application/octet-stream");
+    }
+}

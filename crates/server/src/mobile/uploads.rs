@@ -1,0 +1,257 @@
+//! Reassembly of uploaded media, within the protocol's limits.
+//!
+//! A phone sends a file in one `media` frame or in chunks that share an `id`. Chunks may
+//! arrive in any order and may be resent after a reconnect; a series is handed on only
+//! when every part is there. Everything held is bounded: at most
+//! [`limits::MAX_OPEN_UPLOADS`] series and `max_bytes` in all per device.
+
+use std::collections::{BTreeMap, HashMap};
+
+use herald_mobile_proto::{limits, MediaKind, MediaUp};
+
+/// A complete file.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Upload {
+    pub id: String,
+    pub kind: MediaKind,
+    pub mime: Option<String>,
+    pub filename: Option<String>,
+    pub caption: Option<String>,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, PartialEq)]
+pub(crate) enum Accepted {
+    /// More parts are needed.
+    Partial,
+    /// This part was already here (a resend); nothing changed.
+    Duplicate,
+    Complete(Upload),
+}
+
+/// Why a chunk was refused; the series it belonged to is dropped.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub(crate) enum UploadError {
+    #[error("{0}")]
+    TooBig(String),
+    #[error("{0}")]
+    BadFrame(String),
+}
+
+struct Series {
+    kind: MediaKind,
+    mime: Option<String>,
+    filename: Option<String>,
+    caption: Option<String>,
+    parts: u32,
+    chunks: BTreeMap<u32, Vec<u8>>,
+    bytes: usize,
+}
+
+pub(crate) struct Uploads {
+    open: HashMap<String, Series>,
+    buffered: usize,
+    max_bytes: usize,
+}
+
+impl Uploads {
+    pub(crate) fn new(max_bytes: usize) -> Self {
+        Uploads {
+            open: HashMap::new(),
+            buffered: 0,
+            max_bytes,
+        }
+    }
+
+    pub(crate) fn accept(&mut self, frame: MediaUp) -> Result<Accepted, UploadError> {
+        let data = frame
+            .bytes()
+            .map_err(|e| UploadError::BadFrame(format!("media {}: {e}", frame.id)))?;
+        if frame.parts <= 1 {
+            if data.len() > self.max_bytes {
+                return Err(too_big(data.len(), self.max_bytes));
+            }
+            return Ok(Accepted::Complete(Upload {
+                id: frame.id,
+                kind: frame.kind,
+                mime: frame.mime,
+                filename: frame.filename,
+                caption: frame.caption,
+                bytes: data,
+            }));
+        }
+        let result = self.add_chunk(&frame, data);
+        if result.is_err() {
+            self.drop_series(&frame.id);
+        }
+        result
+    }
+
+    fn add_chunk(&mut self, frame: &MediaUp, data: Vec<u8>) -> Result<Accepted, UploadError> {
+        if !self.open.contains_key(&frame.id) && self.open.len() >= limits::MAX_OPEN_UPLOADS {
+            return Err(UploadError::TooBig(format!(
+                "more than {} unfinished uploads",
+                limits::MAX_OPEN_UPLOADS
+            )));
+        }
+        if frame.part + 1 < frame.parts && data.len() < limits::MIN_CHUNK_BYTES {
+            return Err(UploadError::BadFrame(format!(
+                "chunks other than the last must hold at least {} bytes",
+                limits::MIN_CHUNK_BYTES
+            )));
+        }
+        let series = self.open.entry(frame.id.clone()).or_insert_with(|| Series {
+            kind: frame.kind,
+            mime: frame.mime.clone(),
+            filename: frame.filename.clone(),
+            caption: frame.caption.clone(),
+            parts: frame.parts,
+            chunks: BTreeMap::new(),
+            bytes: 0,
+        });
+        if series.parts != frame.parts || series.kind != frame.kind {
+            return Err(UploadError::BadFrame(format!(
+                "media {}: parts or kind changed between chunks",
+                frame.id
+            )));
+        }
+        if series.chunks.contains_key(&frame.part) {
+            return Ok(Accepted::Duplicate);
+        }
+        if series.bytes + data.len() > self.max_bytes {
+            return Err(too_big(series.bytes + data.len(), self.max_bytes));
+        }
+        if self.buffered + data.len() > self.max_bytes {
+            return Err(UploadError::TooBig(format!(
+                "more than {} bytes of unfinished uploads",
+                self.max_bytes
+            )));
+        }
+        series.bytes += data.len();
+        self.buffered += data.len();
+        series.chunks.insert(frame.part, data);
+        if series.chunks.len() < series.parts as usize {
+            return Ok(Accepted::Partial);
+        }
+        let Some(series) = self.open.remove(&frame.id) else {
+            return Ok(Accepted::Partial);
+        };
+        self.buffered -= series.bytes;
+        let mut bytes = Vec::with_capacity(series.bytes);
+        for chunk in series.chunks.into_values() {
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Accepted::Complete(Upload {
+            id: frame.id.clone(),
+            kind: series.kind,
+            mime: series.mime,
+            filename: series.filename,
+            caption: series.caption,
+            bytes,
+        }))
+    }
+
+    fn drop_series(&mut self, id: &str) {
+        if let Some(series) = self.open.remove(id) {
+            self.buffered -= series.bytes;
+        }
+    }
+
+    /// Forget every unfinished series (the phone disconnected).
+    pub(crate) fn clear(&mut self) {
+        self.open.clear();
+        self.buffered = 0;
+    }
+}
+
+fn too_big(len: usize, max: usize) -> UploadError {
+    UploadError::TooBig(format!("the file is {len} bytes; the limit is {max}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_mobile_proto::encode_base64;
+
+    fn chunk(id: &str, part: u32, parts: u32, len: usize) -> MediaUp {
+        MediaUp {
+            id: id.into(),
+            kind: MediaKind::Document,
+            mime: Some("application/pdf".into()),
+            filename: Some("a.pdf".into()),
+            caption: None,
+            data: encode_base64(&vec![part as u8; len]),
+            part,
+            parts,
+        }
+    }
+
+    #[test]
+    fn reassembles_in_any_order_and_ignores_resends() {
+        let mut up = Uploads::new(1 << 20);
+        assert_eq!(up.accept(chunk("m", 2, 3, 10)).unwrap(), Accepted::Partial);
+        assert_eq!(
+            up.accept(chunk("m", 0, 3, 4096)).unwrap(),
+            Accepted::Partial
+        );
+        assert_eq!(
+            up.accept(chunk("m", 0, 3, 4096)).unwrap(),
+            Accepted::Duplicate
+        );
+        let Accepted::Complete(file) = up.accept(chunk("m", 1, 3, 4096)).unwrap() else {
+            panic!("not complete")
+        };
+        assert_eq!(file.bytes.len(), 4096 * 2 + 10);
+        assert_eq!(file.bytes[0], 0);
+        assert_eq!(file.bytes[4096], 1);
+        assert_eq!(file.bytes[8192], 2);
+        assert_eq!(up.buffered, 0);
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let mut up = Uploads::new(20_000);
+        assert!(matches!(
+            up.accept(chunk("one", 0, 1, 20_001)),
+            Err(UploadError::TooBig(_))
+        ));
+        assert!(matches!(
+            up.accept(chunk("small", 0, 2, 100)),
+            Err(UploadError::BadFrame(_))
+        ));
+        for i in 0..8 {
+            up.accept(chunk(&format!("s{i}"), 0, 2, 1)).ok();
+        }
+        // Small last chunks are fine; eight series are open now.
+        for i in 0..8 {
+            assert_eq!(
+                up.accept(chunk(&format!("s{i}"), 1, 2, 1)).unwrap(),
+                Accepted::Partial
+            );
+        }
+        assert!(matches!(
+            up.accept(chunk("ninth", 1, 2, 1)),
+            Err(UploadError::TooBig(_))
+        ));
+        up.clear();
+        assert_eq!(
+            up.accept(chunk("a", 0, 3, 8000)).unwrap(),
+            Accepted::Partial
+        );
+        assert_eq!(
+            up.accept(chunk("b", 0, 3, 8000)).unwrap(),
+            Accepted::Partial
+        );
+        // Over the per-device buffer: the offending series is dropped, the other stays.
+        assert!(matches!(
+            up.accept(chunk("c", 0, 3, 8000)),
+            Err(UploadError::TooBig(_))
+        ));
+        assert_eq!(up.buffered, 16_000);
+        assert!(matches!(
+            up.accept(chunk("a", 1, 4, 8000)),
+            Err(UploadError::BadFrame(_))
+        ));
+        assert_eq!(up.buffered, 8_000);
+    }
+}

@@ -1,0 +1,683 @@
+//! The mobile adapter over a real socket: access, every error code, replies, cards,
+//! media limits at and past their boundaries, voice, delivery, duplicates and the
+//! outbox across a drop.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{capture, test_config, Harness, Phone, APP_TOKEN, WAIT};
+use futures_util::SinkExt;
+use herald_mobile_proto::{
+    encode_base64, limits, AvatarState, ErrorCode, MediaKindDown, PromptKind, ServerFrame,
+};
+use herald_port::{Chat, InboundBody, Prompt, SendOptions};
+use herald_server::config::Secret;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
+
+async fn open_mobile() -> Harness {
+    Harness::start_with(|c| c.mobile.allow_all_users = true).await
+}
+
+async fn expect_error(phone: &mut Phone, code: ErrorCode) -> String {
+    phone
+        .until(|f| match f {
+            ServerFrame::Error { code: c, message } if c == code => Some(message),
+            ServerFrame::Error { code: c, message } => {
+                panic!("expected {code:?}, got {c:?}: {message}")
+            }
+            _ => None,
+        })
+        .await
+}
+
+async fn expect_refusal(phone: &mut Phone, code: ErrorCode) {
+    expect_error(phone, code).await;
+    let close = phone.closed(WAIT).await.expect("a close frame");
+    assert_eq!(close.code, CloseCode::Policy);
+}
+
+#[tokio::test]
+async fn ready_names_the_session_and_capabilities() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.avatar_url = Some("https://example.invalid/avatar.html".into());
+    })
+    .await;
+    let (_phone, ready) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let ServerFrame::Ready {
+        session,
+        avatar_url,
+        capabilities,
+    } = ready
+    else {
+        unreachable!()
+    };
+    assert_eq!(session, "mobile:tel-1");
+    assert_eq!(
+        avatar_url.as_deref(),
+        Some("https://example.invalid/avatar.html")
+    );
+    assert_eq!(capabilities.max_media_bytes, 8 * 1024 * 1024);
+    assert_eq!(capabilities.max_frame_bytes, 16 * 1024 * 1024);
+    assert_eq!(capabilities.media_chunk_bytes, 3 * 1024 * 1024);
+    assert!(capabilities.streaming && capabilities.voice);
+    assert_eq!(capabilities.prompts.len(), 3);
+}
+
+#[tokio::test]
+async fn hello_must_come_first_with_a_good_token() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allowed_devices = vec!["tel-ok".into(), "tel-other".into()];
+        c.mobile.extra_tokens = Some(Secret("bob:bobs-token".into()));
+    })
+    .await;
+    let mut phone = Phone::open(&h.mobile_url).await;
+    phone.text("m1", "hi").await;
+    expect_refusal(&mut phone, ErrorCode::NotReady).await;
+
+    let mut phone = Phone::open(&h.mobile_url).await;
+    phone.send(json!({"t": "something"})).await;
+    expect_refusal(&mut phone, ErrorCode::NotReady).await;
+
+    for token in ["wrong", ""] {
+        let mut phone = Phone::open(&h.mobile_url).await;
+        phone.hello(token, "tel-ok").await;
+        expect_refusal(&mut phone, ErrorCode::AuthFailed).await;
+    }
+    let mut phone = Phone::open(&h.mobile_url).await;
+    phone
+        .send(json!({"t": "hello", "device": {"id": "tel-ok"}}))
+        .await;
+    expect_refusal(&mut phone, ErrorCode::AuthFailed).await;
+
+    // Outside MOBILE_ALLOWED_DEVICES.
+    let mut phone = Phone::open(&h.mobile_url).await;
+    phone.hello(APP_TOKEN, "tel-stranger").await;
+    expect_refusal(&mut phone, ErrorCode::AuthFailed).await;
+
+    // The first user owns a device id; another user's token gets forbidden.
+    Phone::connect(&h.mobile_url, APP_TOKEN, "tel-ok").await;
+    let mut phone = Phone::open(&h.mobile_url).await;
+    phone.hello("bobs-token", "tel-ok").await;
+    expect_refusal(&mut phone, ErrorCode::Forbidden).await;
+    Phone::connect(&h.mobile_url, "bobs-token", "tel-other").await;
+
+    // A token in the URL is refused outright.
+    let url = format!("{}?token={APP_TOKEN}", h.mobile_url);
+    match tokio_tungstenite::connect_async(url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 400)
+        }
+        other => panic!("expected 400, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unknown_and_malformed_frames_keep_the_connection() {
+    let h = open_mobile().await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.send(json!({"t": "hologram", "x": 1})).await;
+    expect_error(&mut phone, ErrorCode::UnsupportedFrame).await;
+    phone.ws.send(Message::Text("{nope".into())).await.unwrap();
+    expect_error(&mut phone, ErrorCode::BadFrame).await;
+    phone.send(json!({"t": "text", "text": "no id"})).await;
+    expect_error(&mut phone, ErrorCode::BadFrame).await;
+    phone.send(json!({"t": "ping"})).await;
+    assert_eq!(phone.recv().await, ServerFrame::Pong);
+}
+
+#[tokio::test]
+async fn a_turn_streams_with_typing_and_avatar() {
+    let h = open_mobile().await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.text("m1", "hello phone").await;
+    assert_eq!(phone.recv().await, ServerFrame::Typing { stop: false });
+    assert_eq!(
+        phone.recv().await,
+        ServerFrame::Avatar {
+            state: AvatarState::Thinking
+        }
+    );
+    assert_eq!(
+        phone.recv().await,
+        ServerFrame::Avatar {
+            state: AvatarState::Speaking
+        }
+    );
+    let mut id = None;
+    let mut edits = 0;
+    let last = loop {
+        let ServerFrame::Message(m) = phone.recv().await else {
+            panic!("expected message frames")
+        };
+        assert!(m.edit);
+        assert_eq!(*id.get_or_insert(m.id.clone()), m.id, "one message id");
+        edits += 1;
+        if m.final_ {
+            break m;
+        }
+    };
+    assert!(edits >= 3);
+    assert_eq!(last.text, "You said: hello phone");
+    assert_eq!(phone.recv().await, ServerFrame::Typing { stop: true });
+    assert_eq!(
+        phone.recv().await,
+        ServerFrame::Avatar {
+            state: AvatarState::Idle
+        }
+    );
+}
+
+#[tokio::test]
+async fn duplicates_never_reach_the_agent_twice_even_across_a_reconnect() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.text("m1", "once").await;
+    phone.text("m1", "once").await;
+    drop(phone);
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.text("m1", "once").await;
+    phone.text("m2", "twice").await;
+    let first = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let second = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.message_id, "m1");
+    assert_eq!(second.message_id, "m2");
+    assert_eq!(first.source.chat, Chat::mobile("tel-1"));
+    assert_eq!(
+        first.source.user_id,
+        herald_mobile_proto::user_id_for_token(APP_TOKEN)
+    );
+    phone.silent_for(Duration::from_millis(200)).await;
+    assert!(inbox.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn long_replies_are_chunked() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.max_message_chars = 500;
+    })
+    .await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.text("m1", "/long").await;
+    let mut chunks = Vec::new();
+    loop {
+        if let ServerFrame::Message(m) = phone.recv().await {
+            assert!(!m.edit);
+            assert!(m.text.chars().count() <= 500);
+            let chunk = m.chunk.unwrap();
+            assert_eq!(chunk.index as usize, chunks.len());
+            chunks.push(m.text);
+            if m.final_ {
+                assert_eq!(chunk.index + 1, chunk.total);
+                break;
+            }
+        }
+    }
+    assert!(chunks.len() > 5);
+    let whole = chunks.concat();
+    assert!(whole.starts_with("This is sentence number 1 of"));
+    assert!(whole.ends_with("number 120 of a long reply."));
+}
+
+async fn card(phone: &mut Phone) -> herald_mobile_proto::PromptCard {
+    phone
+        .until(|f| match f {
+            ServerFrame::Prompt(card) => Some(card),
+            _ => None,
+        })
+        .await
+}
+
+async fn done(phone: &mut Phone) -> (String, Option<String>, bool) {
+    phone
+        .until(|f| match f {
+            ServerFrame::PromptDone {
+                prompt_id,
+                option_id,
+                expired,
+            } => Some((prompt_id, option_id, expired)),
+            _ => None,
+        })
+        .await
+}
+
+#[tokio::test]
+async fn cards_resolve_with_the_choice_that_counted() {
+    let h = open_mobile().await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+
+    phone.text("m1", "/approve rm -rf /tmp/x").await;
+    let approval = card(&mut phone).await;
+    assert_eq!(approval.kind, PromptKind::ExecApproval);
+    assert_eq!(approval.command.as_deref(), Some("rm -rf /tmp/x"));
+    assert!(approval.description.is_some());
+    assert_eq!(approval.session, "mobile:tel-1");
+    assert_eq!(approval.timeout_seconds, 300);
+    let ids: Vec<&str> = approval.options.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, ["once", "session", "always", "deny"]);
+    phone
+        .send(json!({"t": "prompt", "prompt_id": approval.id, "option_id": "session"}))
+        .await;
+    assert_eq!(
+        done(&mut phone).await,
+        (approval.id.clone(), Some("session".into()), false)
+    );
+    assert_eq!(phone.reply().await, "Approved (session): rm -rf /tmp/x");
+
+    // A made-up option becomes the safe choice.
+    phone.text("m2", "/approve reboot").await;
+    let approval = card(&mut phone).await;
+    phone
+        .send(json!({"t": "prompt", "prompt_id": approval.id, "option_id": "yes-please"}))
+        .await;
+    assert_eq!(done(&mut phone).await.1.as_deref(), Some("deny"));
+    assert_eq!(phone.reply().await, "Denied: reboot");
+
+    phone.text("m3", "/ask Lights off?").await;
+    let confirm = card(&mut phone).await;
+    assert_eq!(confirm.kind, PromptKind::Confirm);
+    phone
+        .send(json!({"t": "prompt", "prompt_id": confirm.id, "option_id": "once"}))
+        .await;
+    assert_eq!(done(&mut phone).await.1.as_deref(), Some("once"));
+    assert_eq!(phone.reply().await, "You answered yes.");
+
+    phone.text("m4", "/choose CSV, JSON").await;
+    let clarify = card(&mut phone).await;
+    assert_eq!(clarify.kind, PromptKind::Clarify);
+    let ids: Vec<&str> = clarify.options.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, ["c0", "c1", "other"]);
+    phone
+        .send(json!({"t": "prompt", "prompt_id": clarify.id, "option_id": "c1"}))
+        .await;
+    assert_eq!(done(&mut phone).await.1.as_deref(), Some("c1"));
+    assert_eq!(phone.reply().await, "You chose JSON.");
+
+    phone.text("m5", "/choose CSV, JSON").await;
+    let clarify = card(&mut phone).await;
+    phone
+        .send(json!({"t": "prompt", "prompt_id": clarify.id, "option_id": "other", "text": "YAML"}))
+        .await;
+    assert_eq!(done(&mut phone).await.1.as_deref(), Some("other"));
+    assert_eq!(phone.reply().await, "You wrote: YAML");
+
+    // Answering again, or an unknown card: expired, connection intact.
+    phone
+        .send(json!({"t": "prompt", "prompt_id": clarify.id, "option_id": "c0"}))
+        .await;
+    assert_eq!(done(&mut phone).await, (clarify.id.clone(), None, true));
+    phone
+        .send(json!({"t": "prompt", "prompt_id": "nope", "option_id": "c0"}))
+        .await;
+    assert!(done(&mut phone).await.2);
+}
+
+#[tokio::test]
+async fn only_the_device_shown_a_card_may_answer_it() {
+    let h = open_mobile().await;
+    let (mut owner, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let (mut other, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
+    owner.text("m1", "/ask Really?").await;
+    let card = card(&mut owner).await;
+    other
+        .send(json!({"t": "prompt", "prompt_id": card.id, "option_id": "once"}))
+        .await;
+    expect_error(&mut other, ErrorCode::Forbidden).await;
+    // The card is still open for its owner, and the answer never became a message.
+    owner
+        .send(json!({"t": "prompt", "prompt_id": card.id, "option_id": "cancel"}))
+        .await;
+    assert_eq!(done(&mut owner).await.1.as_deref(), Some("cancel"));
+    assert_eq!(owner.reply().await, "You answered no.");
+}
+
+#[tokio::test]
+async fn cards_expire_on_their_own() {
+    let (factory, port, _inbox) = capture();
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let port = port.await.unwrap();
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let prompt = Prompt::Confirm {
+        title: "Quick".into(),
+        text: "Answer fast".into(),
+    };
+    let id = port
+        .ask(&Chat::mobile("tel-1"), prompt, Some(1))
+        .await
+        .unwrap();
+    let card = card(&mut phone).await;
+    assert_eq!((card.id.as_str(), card.timeout_seconds), (id.as_str(), 1));
+    assert_eq!(done(&mut phone).await, (id.clone(), None, true));
+    phone
+        .send(json!({"t": "prompt", "prompt_id": id, "option_id": "once"}))
+        .await;
+    assert!(done(&mut phone).await.2);
+}
+
+#[tokio::test]
+async fn unpaired_users_get_a_code_and_approval_lets_them_in() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.mobile.extra_tokens = Some(Secret("carol:carols-token".into()));
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.text("m1", "hello?").await;
+    let text = phone.reply().await;
+    assert!(text.contains("herald pairing approve mobile "), "{text}");
+    let code = text.rsplit(' ').next().unwrap().trim().to_owned();
+    assert_eq!(code.len(), 8);
+    assert!(inbox.try_recv().is_err());
+
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(json!({"platform": "mobile", "code": code})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    phone.text("m2", "now?").await;
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(inbound.message_id, "m2");
+
+    // Approval by user id, while connected.
+    let (mut carol, _) = Phone::connect(&h.mobile_url, "carols-token", "tel-c").await;
+    carol.text("c1", "me too").await;
+    assert!(carol.reply().await.contains("Pairing code"));
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(json!({"platform": "mobile", "user_id": "carol"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    carol.text("c2", "and now").await;
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(inbound.source.user_id, "carol");
+}
+
+fn media(id: &str, part: u32, parts: u32, bytes: &[u8]) -> serde_json::Value {
+    json!({"t": "media", "id": id, "kind": "document", "mime": "application/pdf",
+           "filename": "report.pdf", "caption": "see", "data": encode_base64(bytes),
+           "part": part, "parts": parts})
+}
+
+#[tokio::test]
+async fn media_uploads_are_reassembled_within_limits() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+
+    // Chunks at the 4 KiB minimum, out of order, with a resend: one file.
+    let chunk = vec![1u8; limits::MIN_CHUNK_BYTES];
+    phone.send(media("f1", 1, 3, &chunk)).await;
+    phone.send(media("f1", 0, 3, &chunk)).await;
+    phone.send(media("f1", 0, 3, &chunk)).await;
+    phone.send(media("f1", 2, 3, b"end")).await;
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let InboundBody::Media {
+        path,
+        caption,
+        mime,
+        ..
+    } = inbound.body
+    else {
+        panic!("{:?}", inbound.body)
+    };
+    assert_eq!(
+        std::fs::read(&path).unwrap().len(),
+        2 * limits::MIN_CHUNK_BYTES + 3
+    );
+    assert_eq!(caption.as_deref(), Some("see"));
+    assert_eq!(mime.as_deref(), Some("application/pdf"));
+    assert!(path.starts_with(h.dir.path()));
+
+    // One byte under the minimum, not last: bad_frame.
+    phone.send(media("f2", 0, 2, &chunk[1..])).await;
+    expect_error(&mut phone, ErrorCode::BadFrame).await;
+    // parts past 2048: bad_frame.
+    phone
+        .send(media("f3", 0, limits::MAX_PARTS + 1, &chunk))
+        .await;
+    expect_error(&mut phone, ErrorCode::BadFrame).await;
+    // Eight unfinished uploads are allowed, a ninth is too_big.
+    for i in 0..limits::MAX_OPEN_UPLOADS {
+        phone.send(media(&format!("open{i}"), 0, 2, &chunk)).await;
+    }
+    phone.send(json!({"t": "ping"})).await;
+    assert_eq!(phone.recv().await, ServerFrame::Pong);
+    phone.send(media("ninth", 0, 2, &chunk)).await;
+    expect_error(&mut phone, ErrorCode::TooBig).await;
+
+    // A single file of exactly max_media_bytes is accepted, one byte more is too_big.
+    let max = vec![7u8; limits::MAX_MEDIA_BYTES];
+    phone.send(media("big", 0, 1, &max)).await;
+    let inbound = tokio::time::timeout(Duration::from_secs(20), inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(inbound.message_id, "big");
+    let over = vec![7u8; limits::MAX_MEDIA_BYTES + 1];
+    phone.send(media("bigger", 0, 1, &over)).await;
+    expect_error(&mut phone, ErrorCode::TooBig).await;
+
+    // An unfinished series is never delivered, and its buffer goes with the connection.
+    drop(phone);
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.send(media("open0", 1, 2, b"tail")).await;
+    phone.send(json!({"t": "ping"})).await;
+    assert_eq!(phone.recv().await, ServerFrame::Pong);
+    assert!(inbox.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn frames_over_16_mib_close_with_1009() {
+    let h = open_mobile().await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let huge = format!(
+        r#"{{"t":"text","id":"x","text":"{}"}}"#,
+        "a".repeat(16 * 1024 * 1024)
+    );
+    phone.ws.send(Message::Text(huge.into())).await.unwrap();
+    expect_error(&mut phone, ErrorCode::TooBig).await;
+    let close = phone.closed(WAIT).await.expect("close frame");
+    assert_eq!(close.code, CloseCode::Size);
+}
+
+fn wav(seconds: f32) -> Vec<u8> {
+    let samples = (16_000.0 * seconds) as usize;
+    let data = samples * 2;
+    let mut out = Vec::new();
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data as u32).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&16_000u32.to_le_bytes());
+    out.extend_from_slice(&32_000u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&(data as u32).to_le_bytes());
+    out.resize(44 + data, 0);
+    out
+}
+
+#[tokio::test]
+async fn voice_reaches_the_agent_as_a_wav_file() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let audio = wav(1.5);
+    phone
+        .send(json!({"t": "audio", "id": "v1", "format": "wav", "data": encode_base64(&audio), "text": "hello"}))
+        .await;
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let InboundBody::Voice {
+        path,
+        duration_ms,
+        transcript,
+    } = inbound.body
+    else {
+        panic!("{:?}", inbound.body)
+    };
+    assert_eq!(duration_ms, 1500);
+    assert_eq!(transcript.as_deref(), Some("hello"));
+    assert_eq!(std::fs::read(path).unwrap(), audio);
+
+    phone
+        .send(json!({"t": "audio", "id": "v2", "format": "mp3", "data": encode_base64(b"xx")}))
+        .await;
+    expect_error(&mut phone, ErrorCode::BadFrame).await;
+    phone
+        .send(
+            json!({"t": "audio", "id": "v3", "format": "wav", "data": encode_base64(b"not a wav")}),
+        )
+        .await;
+    expect_error(&mut phone, ErrorCode::BadFrame).await;
+}
+
+#[tokio::test]
+async fn the_demo_agent_hears_voice_and_sends_pictures() {
+    let h = open_mobile().await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone
+        .send(json!({"t": "audio", "id": "v1", "format": "wav", "data": encode_base64(&wav(2.0))}))
+        .await;
+    assert_eq!(phone.reply().await, "I heard 2.0 seconds of audio.");
+    phone.text("m1", "/media").await;
+    let picture = phone
+        .until(|f| match f {
+            ServerFrame::Media(m) => Some(m),
+            _ => None,
+        })
+        .await;
+    assert_eq!(picture.kind, MediaKindDown::Image);
+    assert_eq!(picture.mime, "image/png");
+    assert!(picture.final_);
+    let bytes = herald_mobile_proto::decode_base64(picture.data.as_deref().unwrap()).unwrap();
+    assert_eq!(bytes.len() as u64, picture.size);
+    assert!(bytes.starts_with(b"\x89PNG"));
+}
+
+#[tokio::test]
+async fn deliver_reaches_connected_phones_only() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.deliver_tokens = vec![Secret("cron-secret".into())];
+    })
+    .await;
+    let (mut target, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let (mut cron, _) = Phone::connect(&h.mobile_url, "cron-secret", "cron").await;
+    cron.send(json!({"t": "deliver", "to": "tel-1", "text": "Reminder: water the plants"}))
+        .await;
+    assert_eq!(target.reply().await, "Reminder: water the plants");
+    cron.send(json!({"t": "deliver", "to": "tel-404", "text": "anyone?"}))
+        .await;
+    expect_error(&mut cron, ErrorCode::DeviceOffline).await;
+    // A deliver token is not an app token.
+    cron.text("m1", "chatting").await;
+    expect_error(&mut cron, ErrorCode::Forbidden).await;
+
+    // From loopback an app connection may deliver too (that is where cron runs).
+    let (mut app, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
+    app.send(json!({"t": "deliver", "to": "tel-1", "text": "from loopback",
+                    "media": [{"kind": "document", "filename": "a.txt", "data": encode_base64(b"hi")}]}))
+        .await;
+    assert_eq!(target.reply().await, "from loopback");
+    let file = target
+        .until(|f| match f {
+            ServerFrame::Media(m) => Some(m),
+            _ => None,
+        })
+        .await;
+    assert_eq!(file.mime, "text/plain");
+    assert_eq!(file.size, 2);
+}
+
+#[tokio::test]
+async fn a_phone_that_drops_mid_turn_gets_the_rest_in_order() {
+    let (factory, port, mut inbox) = capture();
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let port = port.await.unwrap();
+    let chat = Chat::mobile("tel-1");
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.text("m1", "start").await;
+    tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let turn = port.turn_started(&chat).await.unwrap();
+    phone
+        .until(|f| matches!(f, ServerFrame::Avatar { .. }).then_some(()))
+        .await;
+    drop(phone);
+    // Wait until the server has noticed the drop.
+    for _ in 0..100 {
+        if h.server.online_phones() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(h.server.online_phones(), 0);
+    for n in 1..=3 {
+        port.send_text(&chat, &format!("part {n}"), SendOptions::default())
+            .await
+            .unwrap();
+    }
+    port.turn_ended(&chat, &turn, herald_port::Outcome::Success)
+        .await
+        .unwrap();
+    // After the turn, an offline phone is just offline.
+    assert!(port
+        .send_text(&chat, "late", SendOptions::default())
+        .await
+        .is_err());
+
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let mut texts = Vec::new();
+    while texts.len() < 3 {
+        match phone.recv().await {
+            ServerFrame::Message(m) => texts.push(m.text),
+            ServerFrame::Avatar { .. } | ServerFrame::Typing { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(texts, ["part 1", "part 2", "part 3"]);
+    assert_eq!(phone.recv().await, ServerFrame::Typing { stop: true });
+}
