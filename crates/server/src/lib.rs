@@ -40,6 +40,7 @@ use crate::gadget::GadgetHub;
 use crate::mobile::MobileHub;
 use crate::store::{SqliteStore, Store, StoreError};
 
+pub use crate::mobile::TOKEN_FILE as MOBILE_TOKEN_FILE;
 pub use crate::tls::TlsError;
 
 /// The store's file name inside the data directory.
