@@ -6,5 +6,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod demo;
+pub mod echo;
 
 pub use demo::DemoAgent;
+pub use echo::EchoAgent;

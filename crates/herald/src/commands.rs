@@ -4,15 +4,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use herald_agents::DemoAgent;
+use herald_agents::{DemoAgent, EchoAgent};
 use herald_port::{Backend, Platform};
-use herald_server::admin::{ApproveRequest, DeviceView, Info, RevokeRequest};
+use herald_server::admin::{ApproveRequest, DeviceView, Info, PhoneView, RevokeRequest};
 use herald_server::config::Config;
 use herald_server::store::PairingRecord;
 use herald_server::Server;
 
 use crate::admin_client::AdminClient;
-use crate::{Global, PairingCommand, ServeArgs};
+use crate::{BackendKind, ChatArgs, Global, PairingCommand, ServeArgs};
 
 /// Defaults, then the config file, then the environment.
 fn load_config(global: &Global) -> anyhow::Result<Config> {
@@ -37,6 +37,10 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
     let mut config = load_config(global)?;
     if let Some(host) = args.host {
         config.gadget.host = host;
+        config.mobile.host = host;
+    }
+    if let Some(port) = args.mobile_port {
+        config.mobile.port = port;
     }
     if let Some(port) = args.gadget_port {
         config.gadget.port = port;
@@ -50,7 +54,9 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
     }
     let data_dir = data_dir(global, &config)?;
 
+    // Logs go to stderr: stdout belongs to whatever drives herald (the Hermes bridge).
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
@@ -58,7 +64,10 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
 
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let agent = Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out))));
+        let agent: herald_port::AgentFactory = match args.backend {
+            BackendKind::Demo => Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out)))),
+            BackendKind::Echo => Box::new(|out| Backend::agent(Arc::new(EchoAgent::new(out)))),
+        };
         let server = Server::start(config, &data_dir, agent).await?;
         tracing::info!(data_dir = %data_dir.display(), "herald is running; Ctrl-C stops it");
         shutdown_signal().await;
@@ -88,7 +97,11 @@ pub fn info(global: &Global) -> anyhow::Result<()> {
     let data_dir = data_dir(global, &config)?;
     match AdminClient::connect(&data_dir).and_then(|c| c.get::<Info>("/v1/info")) {
         Ok(info) => {
-            println!("Devices connect to:  {}", info.gadget_url);
+            println!("Gadgets connect to:  {}", info.gadget_url);
+            println!("Phones connect to:   {}", info.mobile_url);
+            if let Some(token) = &info.mobile_token {
+                println!("Phone app token:     in {}", token.display());
+            }
             println!("Data directory:      {}", info.data_dir.display());
             println!("Store:               {}", info.store.display());
             println!("Status:              running (herald {})", info.version);
@@ -97,7 +110,10 @@ pub fn info(global: &Global) -> anyhow::Result<()> {
             let scheme = if config.tls().is_some() { "wss" } else { "ws" };
             let addr = std::net::SocketAddr::new(config.gadget.host, config.gadget.port);
             let url = herald_server::net::url(scheme, addr, &config.gadget.path);
-            println!("Devices connect to:  {url}");
+            println!("Gadgets connect to:  {url}");
+            let addr = std::net::SocketAddr::new(config.mobile.host, config.mobile.port);
+            let mobile = herald_server::net::url(scheme, addr, &config.mobile.path);
+            println!("Phones connect to:   {mobile}");
             println!("Data directory:      {}", data_dir.display());
             println!(
                 "Store:               {}",
@@ -144,6 +160,64 @@ pub fn devices(global: &Global, json: bool) -> anyhow::Result<()> {
         &rows,
     );
     Ok(())
+}
+
+pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
+    let client = admin(global)?;
+    let phones: Vec<PhoneView> = client.get("/v1/phones")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&phones)?);
+        return Ok(());
+    }
+    if phones.is_empty() {
+        println!("No phones yet. Try `herald chat`.");
+        return Ok(());
+    }
+    let now = now_ms();
+    let rows: Vec<[String; 5]> = phones
+        .iter()
+        .map(|p| {
+            let r = &p.record;
+            [
+                r.id.clone(),
+                r.user_id.clone(),
+                r.info.name.clone().unwrap_or_default(),
+                if p.online { "online" } else { "offline" }.to_owned(),
+                if p.online {
+                    "now".to_owned()
+                } else {
+                    ago(now - r.last_seen)
+                },
+            ]
+        })
+        .collect();
+    print_table(&["ID", "USER", "NAME", "STATUS", "LAST SEEN"], &rows);
+    Ok(())
+}
+
+pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
+    let token = match args.token {
+        Some(token) => token,
+        None => {
+            let config = load_config(global)?;
+            let dir = data_dir(global, &config)?;
+            let path = dir.join(herald_server::MOBILE_TOKEN_FILE);
+            std::fs::read_to_string(&path)
+                .with_context(|| {
+                    format!(
+                        "no --token or MOBILE_TOKEN, and no generated token at {}",
+                        path.display()
+                    )
+                })?
+                .trim()
+                .to_owned()
+        }
+    };
+    crate::chat::run(crate::chat::ChatArgs {
+        url: args.url,
+        token,
+        device_id: args.device_id,
+    })
 }
 
 pub fn forget(global: &Global, device_id: &str) -> anyhow::Result<()> {
@@ -211,7 +285,7 @@ pub fn pairing(global: &Global, command: PairingCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn admin(global: &Global) -> anyhow::Result<AdminClient> {
+pub(crate) fn admin(global: &Global) -> anyhow::Result<AdminClient> {
     let config = load_config(global)?;
     AdminClient::connect(&data_dir(global, &config)?)
 }
@@ -224,14 +298,14 @@ fn parse_platform(name: &str) -> anyhow::Result<Platform> {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// "5s ago", "3m ago", "2h ago", "4d ago".
-fn ago(ms: i64) -> String {
+pub(crate) fn ago(ms: i64) -> String {
     let s = (ms / 1000).max(0);
     match s {
         0..=59 => format!("{s}s ago"),
@@ -241,7 +315,7 @@ fn ago(ms: i64) -> String {
     }
 }
 
-fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
+pub(crate) fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
     let mut widths = headers.map(str::len);
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

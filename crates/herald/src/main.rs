@@ -1,7 +1,9 @@
 //! The `herald` command line: one binary over every Herald crate.
 
 mod admin_client;
+mod chat;
 mod commands;
+mod ota;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -49,16 +51,55 @@ enum Command {
     /// Approve, revoke and list pairings
     #[command(subcommand)]
     Pairing(PairingCommand),
+    /// Update a gadget's firmware over its connection
+    #[command(subcommand)]
+    Ota(ota::OtaCommand),
+    /// Talk to the agent from the terminal, as a phone app would
+    Chat(ChatArgs),
+    /// List phones that have connected
+    Phones {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ChatArgs {
+    /// The mobile endpoint
+    #[arg(long, default_value = "ws://127.0.0.1:8787/ws")]
+    url: String,
+    /// The app token [default: MOBILE_TOKEN, else the token `herald serve` generated]
+    #[arg(long, env = "MOBILE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// This client's device id (keep it stable: it names the session)
+    #[arg(long, default_value = "herald-chat")]
+    device_id: String,
+}
+
+/// Who answers the devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendKind {
+    /// The built-in demo agent: every feature, no keys, no network
+    Demo,
+    /// Replies with what it got, at once: for load tests
+    Echo,
 }
 
 #[derive(Debug, Args)]
 struct ServeArgs {
+    /// The agent backend
+    #[arg(long, value_enum, default_value_t = BackendKind::Demo)]
+    backend: BackendKind,
     /// Address to listen on for devices
     #[arg(long)]
     host: Option<IpAddr>,
     /// Port for gadgets
     #[arg(long)]
     gadget_port: Option<u16>,
+    /// Port for phones (MOBILE_PORT)
+    #[arg(long)]
+    mobile_port: Option<u16>,
     /// Port for the local admin API (0 picks a free one)
     #[arg(long)]
     admin_port: Option<u16>,
@@ -105,5 +146,8 @@ fn main() -> anyhow::Result<()> {
         Command::Devices { json } => commands::devices(&cli.global, json),
         Command::Forget { device_id } => commands::forget(&cli.global, &device_id),
         Command::Pairing(command) => commands::pairing(&cli.global, command),
+        Command::Ota(command) => ota::run(&cli.global, command),
+        Command::Chat(args) => commands::chat(&cli.global, args),
+        Command::Phones { json } => commands::phones(&cli.global, json),
     }
 }
