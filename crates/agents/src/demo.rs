@@ -13,8 +13,8 @@
 //! | `/new`             | `Started a new conversation.`                                 |
 //! | `/choose A, B, C`  | a clarify card (phones); the reply names the choice           |
 //! | `/long`            | a reply longer than a phone's message limit, so it is chunked |
-//! | `/media`           | a picture file                                                |
-//! | voice              | `I heard N.N seconds of audio.`                               |
+//! | `/media`, `/image` | a picture (1200×900, fitted to a gadget's screen)             |
+//! | voice              | `I heard N.N seconds of audio.`, then the recording played back |
 //! | a file             | `Got your <kind>: <caption>.`                                 |
 
 use std::collections::HashMap;
@@ -43,8 +43,8 @@ enum Asked {
     Choice { choices: Vec<String> },
 }
 
-/// The picture `/media` sends.
-const DEMO_PICTURE: &[u8] = include_bytes!("../assets/demo.png");
+/// The picture `/media` and `/image` send: 1200×900, larger than any gadget screen.
+const DEMO_PICTURE: &[u8] = include_bytes!("../assets/test-pattern.png");
 /// Sentences in the `/long` reply: well past any phone's message limit.
 const LONG_SENTENCES: usize = 120;
 
@@ -145,6 +145,7 @@ impl DemoAgent {
                 let prompt = Prompt::ExecApproval {
                     command: rest.to_owned(),
                     description: "The demo agent wants to run this command.".into(),
+                    allow_permanent: true,
                 };
                 let asked = Asked::Approval {
                     command: rest.to_owned(),
@@ -200,7 +201,7 @@ impl DemoAgent {
                 })
                 .await;
             }
-            "media" => {
+            "media" | "image" => {
                 self.start_turn(chat.clone(), async move {
                     let path = demo_picture().map_err(|e| {
                         DeliveryError::Failed(format!("cannot write the picture: {e}"))
@@ -287,16 +288,23 @@ impl Agent for DemoAgent {
         let chat = inbound.source.chat;
         match inbound.body {
             InboundBody::Text { text, .. } => self.on_text(chat, &text).await,
-            InboundBody::Voice { duration_ms, .. } => {
+            InboundBody::Voice {
+                path, duration_ms, ..
+            } => {
                 let text = format!(
                     "I heard {:.1} seconds of audio.",
                     f64::from(duration_ms) / 1000.0
                 );
                 let out = self.out.clone();
-                self.start_turn(
-                    chat.clone(),
-                    async move { reply(&*out, &chat, &text).await },
-                )
+                self.start_turn(chat.clone(), async move {
+                    reply(&*out, &chat, &text).await?;
+                    // Play the recording back, so the round trip can be heard; a device
+                    // without a speaker simply does not hear it.
+                    if let Err(err) = out.send_voice(&chat, path).await {
+                        debug!(%err, "no playback");
+                    }
+                    Ok(())
+                })
                 .await;
             }
             InboundBody::Media { kind, caption, .. } => {

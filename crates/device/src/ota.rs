@@ -26,7 +26,7 @@ use herald_gadget_proto::limits::{
     MAX_BOARD, MAX_FIRMWARE, NONCE_LEN, OTA_ACK_INTERVAL, OTA_FRAME, OTA_IDLE_TIMEOUT_SECS,
     OTA_MIN_IMAGE,
 };
-use herald_gadget_proto::ota_image::{inspect_image, BOARD_TAG};
+use herald_gadget_proto::ota_image::{inspect_image, is_board_char, BOARD_TAG};
 use herald_gadget_proto::{
     DeviceMessage, OtaAck, OtaBegin, OtaDone, OtaError, OtaErrorCode, OtaOffer, OtaReady,
 };
@@ -404,11 +404,6 @@ impl BoardScan {
         self.found
             .or(self.collecting.filter(|board| !board.is_empty()))
     }
-}
-
-/// Characters of a board name, as the server reads the tag.
-fn is_board_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
 }
 
 #[cfg(test)]

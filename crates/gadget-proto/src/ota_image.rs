@@ -110,7 +110,10 @@ fn find_board(bytes: &[u8]) -> Option<String> {
     None
 }
 
-fn is_board_char(b: u8) -> bool {
+/// Whether `b` may be part of a board name: the name after `HGBOARD=` runs to the first
+/// byte that is not one of these. Devices scanning an image as it streams use the same
+/// rule, so both ends read the same board from the same bytes.
+pub fn is_board_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
 }
 

@@ -7,6 +7,19 @@ use herald_server::admin::Endpoint;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+/// The server answered, and said no: what `herald send` reports as "not delivered",
+/// as opposed to a server it could not reach.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 pub struct AdminClient {
     endpoint: Endpoint,
     agent: ureq::Agent,
@@ -94,7 +107,7 @@ fn decode<T: DeserializeOwned>(
             .ok()
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
             .unwrap_or(body);
-        return Err(anyhow!("{message}"));
+        return Err(Refused(message).into());
     }
     serde_json::from_str(&body).context("unexpected answer from the admin API")
 }

@@ -68,7 +68,10 @@ async fn chat(args: ChatArgs) -> anyhow::Result<()> {
         files: HashMap::new(),
         sent: 0,
     };
-    println!("Connecting to {} ... (type a message; /send FILE; /quit)", args.url);
+    println!(
+        "Connecting to {} ... (type a message; /send FILE; /quit)",
+        args.url
+    );
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut input_open = true;
     loop {
@@ -101,7 +104,13 @@ impl Screen {
             return Ok(false);
         }
         if let Some(prompt_id) = self.other_for.take() {
-            answer(client, prompt_id, Some(CLARIFY_OTHER.into()), Some(line.into())).await?;
+            answer(
+                client,
+                prompt_id,
+                Some(CLARIFY_OTHER.into()),
+                Some(line.into()),
+            )
+            .await?;
             return Ok(true);
         }
         if let (Some(card), Ok(n)) = (&self.card, line.parse::<usize>()) {
@@ -219,7 +228,10 @@ impl Screen {
             return Ok(());
         };
         let bytes = decode_base64(data).context("a file from the agent is not base64")?;
-        self.files.entry(media.id.clone()).or_default().extend(bytes);
+        self.files
+            .entry(media.id.clone())
+            .or_default()
+            .extend(bytes);
         if !media.final_ {
             return Ok(());
         }

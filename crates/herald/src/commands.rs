@@ -4,18 +4,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use herald_agents::{DemoAgent, EchoAgent};
-use herald_port::{Backend, Platform};
-use herald_server::admin::{ApproveRequest, DeviceView, Info, PhoneView, RevokeRequest};
+use herald_agents::bridge::Ready;
+use herald_agents::{Bridge, DemoAgent, EchoAgent};
+use herald_port::{Backend, Chat, Platform};
+use herald_server::admin::{
+    ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceView, Info,
+    PhoneView, RevokeRequest,
+};
 use herald_server::config::Config;
 use herald_server::store::PairingRecord;
 use herald_server::Server;
 
-use crate::admin_client::AdminClient;
-use crate::{BackendKind, ChatArgs, Global, PairingCommand, ServeArgs};
+use crate::admin_client::{AdminClient, Refused};
+use crate::{BackendKind, ChatArgs, Global, PairingCommand, SendArgs, ServeArgs};
 
 /// Defaults, then the config file, then the environment.
-fn load_config(global: &Global) -> anyhow::Result<Config> {
+pub(crate) fn load_config(global: &Global) -> anyhow::Result<Config> {
     let mut config = match &global.config {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
@@ -24,7 +28,7 @@ fn load_config(global: &Global) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
+pub(crate) fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
     if let Some(dir) = global.data_dir.clone().or_else(|| config.data_dir.clone()) {
         return Ok(dir);
     }
@@ -63,18 +67,50 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
         .init();
 
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
+        let mut bridge = None;
         let agent: herald_port::AgentFactory = match args.backend {
             BackendKind::Demo => Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out)))),
             BackendKind::Echo => Box::new(|out| Backend::agent(Arc::new(EchoAgent::new(out)))),
+            BackendKind::Bridge => {
+                let (factory, built) = Bridge::factory();
+                bridge = Some(built);
+                factory
+            }
         };
         let server = Server::start(config, &data_dir, agent).await?;
-        tracing::info!(data_dir = %data_dir.display(), "herald is running; Ctrl-C stops it");
-        shutdown_signal().await;
+        match bridge {
+            Some(built) => {
+                let bridge = built.await.context("the bridge backend was not built")?;
+                let ready = Ready {
+                    protocol: herald_agents::bridge::PROTOCOL,
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    gadget_url: server.gadget_url().into(),
+                    mobile_url: server.mobile_url().into(),
+                    admin_url: format!("http://{}", server.admin_addr()),
+                };
+                tracing::info!(data_dir = %data_dir.display(), "herald is running for Hermes");
+                tokio::select! {
+                    ended = bridge.run(tokio::io::stdin(), tokio::io::stdout(), ready) => {
+                        if let Err(err) = ended {
+                            tracing::error!(%err, "the line to Hermes broke");
+                        }
+                    }
+                    () = shutdown_signal() => {}
+                }
+            }
+            None => {
+                tracing::info!(data_dir = %data_dir.display(), "herald is running; Ctrl-C stops it");
+                shutdown_signal().await;
+            }
+        }
         tracing::info!("stopping");
         server.shutdown().await;
         anyhow::Ok(())
-    })
+    });
+    // Reading stdin occupies a blocking thread that may never return: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }
 
 async fn shutdown_signal() {
@@ -283,6 +319,80 @@ pub fn pairing(global: &Global, command: PairingCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Exit statuses of `herald send`.
+const NOT_DELIVERED: i32 = 1;
+const NOT_RUNNING_OR_USAGE: i32 = 2;
+/// The longest text `herald send` reads from stdin.
+const MAX_SEND_TEXT: u64 = 1 << 20;
+
+/// `herald send`: returns the exit status, having said what happened.
+pub fn send(global: &Global, args: SendArgs) -> i32 {
+    let json = args.json;
+    let outcome = deliver(global, args);
+    match (json, &outcome) {
+        (true, Ok(done)) => println!("{}", serde_json::json!({ "message_id": done.message_id })),
+        (true, Err((_, err))) => println!("{}", serde_json::json!({ "error": format!("{err:#}") })),
+        (false, Ok(_)) => println!("Delivered."),
+        (false, Err((_, err))) => eprintln!("herald send: {err:#}"),
+    }
+    outcome.map_or_else(|(status, _)| status, |_| 0)
+}
+
+fn deliver(global: &Global, args: SendArgs) -> Result<Delivered, (i32, anyhow::Error)> {
+    let usage = |err: anyhow::Error| (NOT_RUNNING_OR_USAGE, err);
+    let platform = parse_platform(&args.platform).map_err(usage)?;
+    let text = match (args.text, args.text_stdin) {
+        (Some(text), _) => Some(text),
+        (None, true) => {
+            use std::io::Read;
+            let mut text = String::new();
+            std::io::stdin()
+                .take(MAX_SEND_TEXT + 1)
+                .read_to_string(&mut text)
+                .context("reading the text from stdin")
+                .map_err(usage)?;
+            if text.len() as u64 > MAX_SEND_TEXT {
+                return Err(usage(anyhow::anyhow!(
+                    "the text is over {MAX_SEND_TEXT} bytes"
+                )));
+            }
+            Some(text)
+        }
+        (None, false) => None,
+    };
+    let files = [
+        (args.media, None),
+        (args.voice, Some(DeliverKind::Voice)),
+        (args.document, Some(DeliverKind::Document)),
+    ];
+    let mut media = Vec::new();
+    for (paths, kind) in files {
+        for path in paths {
+            let path = std::path::absolute(&path)
+                .with_context(|| format!("{}", path.display()))
+                .map_err(usage)?;
+            media.push(DeliverMedia { path, kind });
+        }
+    }
+    let request = DeliverRequest {
+        chat: Chat {
+            platform,
+            id: args.chat,
+        },
+        text,
+        media,
+    };
+    let client = admin(global).map_err(usage)?;
+    client.post("/v1/deliver", &request).map_err(|err| {
+        let status = if err.is::<Refused>() {
+            NOT_DELIVERED
+        } else {
+            NOT_RUNNING_OR_USAGE
+        };
+        (status, err)
+    })
 }
 
 pub(crate) fn admin(global: &Global) -> anyhow::Result<AdminClient> {

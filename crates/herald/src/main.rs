@@ -1,9 +1,11 @@
 //! The `herald` command line: one binary over every Herald crate.
 
 mod admin_client;
+mod bench;
 mod chat;
 mod commands;
 mod ota;
+mod sim;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -62,6 +64,46 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Deliver a message to a device through the running server (for `hermes send` and
+    /// cron). Exit status: 0 delivered, 1 not delivered, 2 not running or bad usage
+    Send(SendArgs),
+    /// Load a server with simulated gadgets or phones and print what it carries
+    Bench(bench::BenchArgs),
+    /// Run a simulated gadget against a server, in the terminal or from a script
+    Sim(sim::SimArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("text_source").args(["text", "text_stdin"])))]
+#[command(group(
+    clap::ArgGroup::new("content")
+        .args(["text", "text_stdin", "media", "voice", "document"])
+        .required(true)
+        .multiple(true)
+))]
+struct SendArgs {
+    /// gadget or mobile
+    platform: String,
+    /// The chat: a gadget id (hg-…) or a phone's device id
+    chat: String,
+    /// The message text
+    #[arg(long)]
+    text: Option<String>,
+    /// Read the message text from stdin
+    #[arg(long)]
+    text_stdin: bool,
+    /// A file, sent as a picture, voice or document by its extension (repeatable)
+    #[arg(long, value_name = "PATH")]
+    media: Vec<PathBuf>,
+    /// An audio file to play or send as a voice message (repeatable)
+    #[arg(long, value_name = "PATH")]
+    voice: Vec<PathBuf>,
+    /// A file to send as a document (repeatable)
+    #[arg(long, value_name = "PATH")]
+    document: Vec<PathBuf>,
+    /// Print the outcome as JSON
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -84,6 +126,9 @@ enum BackendKind {
     Demo,
     /// Replies with what it got, at once: for load tests
     Echo,
+    /// Hermes, through the plugin that started this process: JSON lines on stdin and
+    /// stdout, logs on stderr; herald stops when stdin ends
+    Bridge,
 }
 
 #[derive(Debug, Args)]
@@ -149,5 +194,8 @@ fn main() -> anyhow::Result<()> {
         Command::Ota(command) => ota::run(&cli.global, command),
         Command::Chat(args) => commands::chat(&cli.global, args),
         Command::Phones { json } => commands::phones(&cli.global, json),
+        Command::Send(args) => std::process::exit(commands::send(&cli.global, args)),
+        Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Sim(args) => sim::run(&cli.global, args),
     }
 }

@@ -1,90 +1,27 @@
 //! The `herald` binary as a user runs it: `serve` in one process, the other commands
 //! in others, talking through the admin API; a gadget and `herald chat` as clients.
 
+mod common;
+
 use std::io::Write;
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use herald_gadget_proto::{auth, Auth, Caps, DeviceMessage, Hello, ServerMessage};
+use herald_gadget_proto::{
+    auth, ota_image, Auth, Caps, DeviceMessage, Hello, OtaCaps, OtaError, OtaErrorCode,
+    ServerMessage,
+};
 use tokio_tungstenite::tungstenite::Message;
 
-const BIN: &str = env!("CARGO_BIN_EXE_herald");
-
-/// `herald serve` on loopback with free ports; killed on drop.
-struct Serve {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Serve {
-    fn start() -> Serve {
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(BIN)
-            .args(["serve", "--host", "127.0.0.1", "--gadget-port", "0"])
-            .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
-            .arg(dir.path())
-            .env("RUST_LOG", "warn")
-            .env_remove("MOBILE_TOKEN")
-            .env_remove("HERALD_CONFIG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while !dir.path().join("admin.json").exists() {
-            assert!(started.elapsed() < Duration::from_secs(20), "serve did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Serve { child, dir }
-    }
-
-    fn herald(&self, args: &[&str]) -> Output {
-        herald_in(self.dir.path(), args)
-    }
-
-    /// The URL `herald info` prints after `label`.
-    fn url(&self, label: &str) -> String {
-        let info = stdout(&self.herald(&["info"]));
-        info.lines()
-            .find_map(|l| l.strip_prefix(label))
-            .map(|u| u.trim().to_owned())
-            .unwrap_or_else(|| panic!("no {label} in {info}"))
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn herald_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .env_remove("MOBILE_TOKEN")
-        .env_remove("HERALD_CONFIG")
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use common::{herald_in, stdout, Serve, BIN};
 
 #[test]
 fn help_lists_the_subcommands() {
     let help = stdout(&Command::new(BIN).arg("--help").output().unwrap());
-    for command in ["serve", "info", "devices", "forget", "pairing", "chat", "phones", "ota"] {
+    for command in [
+        "serve", "info", "devices", "forget", "pairing", "chat", "phones", "ota", "sim",
+    ] {
         assert!(help.contains(command), "{command} missing from\n{help}");
     }
 }
@@ -106,7 +43,14 @@ fn chat_pairs_and_talks_to_the_demo_agent() {
     let serve = Serve::start();
     let url = serve.url("Phones connect to:");
     let mut chat = Command::new(BIN)
-        .args(["chat", "--url", &url, "--device-id", "cli-test", "--data-dir"])
+        .args([
+            "chat",
+            "--url",
+            &url,
+            "--device-id",
+            "cli-test",
+            "--data-dir",
+        ])
         .arg(serve.dir.path())
         .env_remove("MOBILE_TOKEN")
         .stdin(Stdio::piped())
@@ -160,25 +104,7 @@ async fn gadget_pairing_through_the_cli() {
     let mut key = [0u8; 32];
     key[0] = 42;
     let id = auth::device_id(&key);
-    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await.unwrap();
-    let hello = DeviceMessage::Hello(Hello {
-        proto: 1,
-        device_id: id.clone(),
-        name: Some("CLI gadget".into()),
-        board: Some("esp32s3-cli".into()),
-        firmware: Some("1.2.3".into()),
-        token: None,
-        caps: Caps::default(),
-        actions: Vec::new(),
-        sensors: Default::default(),
-    });
-    ws.send(Message::Text(hello.encode().into())).await.unwrap();
-    let _challenge = next(&mut ws).await;
-    let auth = DeviceMessage::Auth(Auth {
-        key: Some(auth::b64(&key)),
-        mac: None,
-    });
-    ws.send(Message::Text(auth.encode().into())).await.unwrap();
+    let mut ws = enroll_gadget(&url, &key, Caps::default()).await;
     assert!(matches!(next(&mut ws).await, ServerMessage::Welcome(w) if !w.paired));
     let ServerMessage::Pairing(pairing) = next(&mut ws).await else {
         panic!("no pairing code")
@@ -193,32 +119,140 @@ async fn gadget_pairing_through_the_cli() {
         })
     };
     let list = cli(vec!["pairing".into(), "list".into()]).await.unwrap();
-    assert!(list.contains(&format!("pending {}", pairing.code)), "{list}");
-    cli(vec!["pairing".into(), "approve".into(), "gadget".into(), pairing.code.clone()])
-        .await
-        .unwrap();
+    assert!(
+        list.contains(&format!("pending {}", pairing.code)),
+        "{list}"
+    );
+    cli(vec![
+        "pairing".into(),
+        "approve".into(),
+        "gadget".into(),
+        pairing.code.clone(),
+    ])
+    .await
+    .unwrap();
     assert!(matches!(next(&mut ws).await, ServerMessage::Paired(_)));
 
     let devices = cli(vec!["devices".into()]).await.unwrap();
-    assert!(devices.contains(&id) && devices.contains("online"), "{devices}");
-    assert!(devices.contains("esp32s3-cli") && devices.contains("1.2.3"), "{devices}");
+    assert!(
+        devices.contains(&id) && devices.contains("online"),
+        "{devices}"
+    );
+    assert!(
+        devices.contains("esp32s3-cli") && devices.contains("1.2.3"),
+        "{devices}"
+    );
     let json = cli(vec!["devices".into(), "--json".into()]).await.unwrap();
     let json: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json[0]["online"], true);
 
-    cli(vec!["pairing".into(), "revoke".into(), "gadget".into(), id.clone()])
-        .await
-        .unwrap();
+    cli(vec![
+        "pairing".into(),
+        "revoke".into(),
+        "gadget".into(),
+        id.clone(),
+    ])
+    .await
+    .unwrap();
     assert!(matches!(next(&mut ws).await, ServerMessage::Unpaired(_)));
     cli(vec!["forget".into(), id.clone()]).await.unwrap();
     let devices = cli(vec!["devices".into()]).await.unwrap();
     assert!(!devices.contains(&id), "{devices}");
 }
 
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A gadget with `key` making first contact (it sends its key); `welcome` comes next.
+async fn enroll_gadget(url: &str, key: &[u8; 32], caps: Caps) -> Ws {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let hello = DeviceMessage::Hello(Hello {
+        proto: 1,
+        device_id: auth::device_id(key),
+        name: Some("CLI gadget".into()),
+        board: Some("esp32s3-cli".into()),
+        firmware: Some("1.2.3".into()),
+        token: None,
+        caps,
+        actions: Vec::new(),
+        sensors: Default::default(),
+    });
+    ws.send(Message::Text(hello.encode().into())).await.unwrap();
+    let _challenge = next(&mut ws).await;
+    let auth = DeviceMessage::Auth(Auth {
+        key: Some(auth::b64(key)),
+        mac: None,
+    });
+    ws.send(Message::Text(auth.encode().into())).await.unwrap();
+    ws
+}
+
+/// The smallest application image the server accepts, built for `board`.
+fn app_image(board: &str) -> Vec<u8> {
+    let mut bytes = vec![0u8; 512];
+    bytes[0] = ota_image::IMAGE_MAGIC;
+    bytes[32..36].copy_from_slice(&ota_image::APP_DESC_MAGIC.to_le_bytes());
+    bytes[48..53].copy_from_slice(b"9.9.9");
+    bytes.extend_from_slice(format!("HGBOARD={board}").as_bytes());
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ota_push_checks_the_image_and_wait_fails_with_the_device() {
+    let serve = Serve::start();
+    let url = serve.url("Gadgets connect to:");
+    let key = [43u8; 32];
+    let id = auth::device_id(&key);
+    let caps = Caps {
+        ota: Some(OtaCaps { max_size: 1 << 20 }),
+        ..Caps::default()
+    };
+    let mut ws = enroll_gadget(&url, &key, caps).await;
+    assert!(matches!(next(&mut ws).await, ServerMessage::Welcome(_)));
+
+    let dir = serve.dir.path().to_owned();
+    let wrong = dir.join("wrong.bin");
+    std::fs::write(&wrong, app_image("esp32s3-other")).unwrap();
+    let refused = serve.herald(&["ota", "push", &id, wrong.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("refused (wrong_board)"), "{stderr}");
+
+    let good = dir.join("good.bin");
+    std::fs::write(&good, app_image("esp32s3-cli")).unwrap();
+    let args = ["ota", "push", &id, good.to_str().unwrap(), "--wait"].map(str::to_owned);
+    let waiting =
+        tokio::task::spawn_blocking(move || herald_in(&dir, &args.each_ref().map(String::as_str)));
+    let offer = loop {
+        if let ServerMessage::OtaOffer(offer) = next(&mut ws).await {
+            break offer;
+        }
+    };
+    assert_eq!(offer.version, "9.9.9");
+    let error = DeviceMessage::OtaError(OtaError {
+        code: OtaErrorCode::Flash,
+        message: Some("write failed".into()),
+    });
+    ws.send(Message::Text(error.encode().into())).await.unwrap();
+    let waited = waiting.await.unwrap();
+    assert!(!waited.status.success(), "--wait exits non-zero on failure");
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert!(stderr.contains("Sending firmware 9.9.9"), "{stderr}");
+    assert!(
+        stderr.contains("the device reported flash: write failed"),
+        "{stderr}"
+    );
+
+    let status = stdout(&serve.herald(&["ota", "status"]));
+    assert!(
+        status.contains(&id) && status.contains("failed") && status.contains("1/3"),
+        "{status}"
+    );
+}
+
 async fn next<S>(ws: &mut S) -> ServerMessage
 where
-    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
-        + Unpin,
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
 {
     loop {
         let message = tokio::time::timeout(Duration::from_secs(10), ws.next())

@@ -12,8 +12,8 @@
 //!
 //! Everything streams: a source decodes one packet only when the resampler needs more input,
 //! so the first frame is ready after a few packets, not after the whole file, and memory stays
-//! a few packets' worth whatever the file's length. After construction the steady state
-//! allocates nothing: every buffer is reused from frame to frame.
+//! a few packets' worth whatever the file's length. Apart from the packets symphonia reads,
+//! nothing is allocated per frame: every buffer is reused from frame to frame.
 //!
 //! Decoding is CPU work: an async caller runs [`FrameStream::next_frame`] on a blocking
 //! thread, or at least keeps it between its pacing sleeps (see [`crate::pacing`]).
@@ -38,8 +38,8 @@ pub enum AudioError {
     /// A sample rate outside [`MIN_RATE`]..=[`MAX_RATE`].
     #[error("sample rate {0} Hz is out of range")]
     Rate(u32),
-    /// A frame duration too short to hold one sample at the target rate.
-    #[error("a {0} ms frame holds no sample")]
+    /// A frame duration that holds no sample at the target rate, or more than a second.
+    #[error("{0} ms is not a usable frame duration")]
     FrameDuration(u32),
     /// The resampler refused its buffers (a bug here, not bad input).
     #[error("resampling failed: {0}")]

@@ -83,7 +83,8 @@ fn wav_header(rate: u32, data_len: usize) -> Result<[u8; WAV_HEADER_LEN], WavErr
         .ok_or(WavError::TooLong(data_len))?;
     let mut h = [0u8; WAV_HEADER_LEN];
     h[0..4].copy_from_slice(b"RIFF");
-    h[4..8].copy_from_slice(&(data + WAV_HEADER_LEN as u32 - 8).to_le_bytes());
+    // The RIFF size counts everything after its own field.
+    h[4..8].copy_from_slice(&(data + (WAV_HEADER_LEN as u32 - 8)).to_le_bytes());
     h[8..12].copy_from_slice(b"WAVE");
     h[12..16].copy_from_slice(b"fmt ");
     h[16..20].copy_from_slice(&16u32.to_le_bytes()); // fmt chunk size
@@ -289,7 +290,9 @@ mod tests {
             wav_header(16_000, u32::MAX as usize),
             Err(WavError::TooLong(_))
         ));
-        assert!(wav_header(16_000, u32::MAX as usize - 36).is_ok());
+        let largest = wav_header(16_000, u32::MAX as usize - 36).unwrap();
+        assert_eq!(largest[4..8], u32::MAX.to_le_bytes(), "RIFF size");
+        assert_eq!(largest[40..44], (u32::MAX - 36).to_le_bytes(), "data size");
     }
 
     #[test]

@@ -154,7 +154,10 @@ enum Ended {
     Stopped,
     Denied(String),
     /// Anything else: try again. `ready` tells whether the session got that far.
-    Lost { reason: String, ready: bool },
+    Lost {
+        reason: String,
+        ready: bool,
+    },
 }
 
 async fn run(
@@ -317,11 +320,21 @@ mod tests {
     #[test]
     fn files_are_chunked_at_the_protocol_size() {
         let bytes = vec![1u8; limits::MEDIA_CHUNK_BYTES * 2 + 1];
-        let frames = media_frames("f", MediaKind::Document, None, None, Some("c".into()), &bytes);
+        let frames = media_frames(
+            "f",
+            MediaKind::Document,
+            None,
+            None,
+            Some("c".into()),
+            &bytes,
+        );
         assert_eq!(frames.len(), 3);
         let ClientFrame::Media(last) = &frames[2] else {
             panic!()
         };
-        assert_eq!((last.part, last.parts, last.caption.as_deref()), (2, 3, None));
+        assert_eq!(
+            (last.part, last.parts, last.caption.as_deref()),
+            (2, 3, None)
+        );
     }
 }

@@ -112,6 +112,8 @@ async fn a_refusal_stops_the_client() {
         Event::Denied { reason } => assert!(reason.contains("auth_failed"), "{reason}"),
         other => panic!("expected Denied, got {other:?}"),
     }
-    let end = tokio::time::timeout(WAIT, client.next_event()).await.unwrap();
+    let end = tokio::time::timeout(WAIT, client.next_event())
+        .await
+        .unwrap();
     assert_eq!(end, None, "no retry after close 1008");
 }

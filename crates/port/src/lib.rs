@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The kinds of client Herald serves; each is a platform in Hermes's sense.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
     Gadget,
@@ -138,6 +138,8 @@ pub enum Prompt {
     ExecApproval {
         command: String,
         description: String,
+        /// Whether "always allow" may be offered; Hermes withholds it for some commands.
+        allow_permanent: bool,
     },
     /// A yes/no confirmation, such as a slash command's.
     Confirm { title: String, text: String },
@@ -257,6 +259,14 @@ pub struct ActionSpec {
     pub params: Value,
 }
 
+/// A device as an agent's tools see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSummary {
+    pub chat: Chat,
+    pub name: Option<String>,
+    pub online: bool,
+}
+
 /// The agent's side of the port: everything a backend can do to a conversation.
 ///
 /// Transports implement it; every call names its [`Chat`], so one value serves all
@@ -329,6 +339,10 @@ pub trait Outbound: Send + Sync {
 
     async fn display(&self, chat: &Chat, card: Card) -> Result<(), DeliveryError>;
 
+    /// What speech-to-text heard in the user's last voice message, for a device that
+    /// shows it apart from the reply.
+    async fn transcript(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError>;
+
     /// A short transient line, not part of the conversation.
     async fn notice(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError>;
 
@@ -342,6 +356,9 @@ pub trait Outbound: Send + Sync {
 
     /// The actions a connected device offers.
     async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError>;
+
+    /// Every device the transports know, online or not.
+    async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError>;
 
     /// Authorization of `user_id` changed (a pairing was approved or revoked): connected
     /// devices learn it at once, without reconnecting.

@@ -16,13 +16,14 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
 use herald_gadget_proto::{is_valid_device_id, OtaRefusal};
-use herald_port::{Outbound, Platform};
+use herald_port::{Chat, DeliveryError, Outbound, Platform, SendOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::access::Access;
 use crate::files;
-use crate::gadget::{Command, GadgetHub, PushError};
+use crate::gadget::{forget_staged, Command, GadgetHub, PushError};
 use crate::ids;
+use crate::metrics::{Gauges, Metrics};
 use crate::mobile::MobileHub;
 use crate::store::{
     blocking, DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord, Store, StoreError,
@@ -87,10 +88,12 @@ pub(crate) fn unpublish(data_dir: &Path) {
 pub(crate) struct AdminState {
     pub token: Arc<str>,
     pub store: Arc<dyn Store>,
-    pub access: Arc<Access>,
+    /// `None` when the agent backend decides who may talk (Hermes): pairing is its own.
+    pub access: Option<Arc<Access>>,
     pub gadget: Arc<GadgetHub>,
     pub mobile: Arc<MobileHub>,
     pub outbound: Arc<dyn Outbound>,
+    pub metrics: Arc<Metrics>,
     pub info: Arc<Info>,
 }
 
@@ -155,12 +158,14 @@ pub struct RevokeRequest {
 pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .route("/v1/info", get(info))
+        .route("/metrics", get(metrics))
         .route("/v1/devices", get(devices))
         .route("/v1/devices/{id}", delete(forget))
         .route("/v1/phones", get(phones))
         .route("/v1/pairing", get(pairings))
         .route("/v1/pairing/approve", post(approve))
         .route("/v1/pairing/revoke", post(revoke))
+        .route("/v1/deliver", post(deliver))
         .route("/v1/ota", get(ota_list).post(ota_push))
         .route("/v1/ota/{id}", get(ota_status))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
@@ -199,6 +204,33 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
     }
+}
+
+/// Prometheus text format; scrape with the admin token as a bearer token.
+async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> {
+    let store = state.store.clone();
+    let updates = blocking(move || store.ota_updates()).await?;
+    let mut by_status = std::collections::BTreeMap::<String, u64>::new();
+    for update in &updates {
+        *by_status
+            .entry(update.progress.status.as_str().to_owned())
+            .or_default() += 1;
+    }
+    let gauges = Gauges {
+        gadgets_online: state.gadget.online_count(),
+        phones_online: state.mobile.online_count(),
+        ota: by_status.into_iter().collect(),
+        ota_bytes_sent: updates.iter().map(|u| u.progress.bytes_sent).sum(),
+    };
+    let body = state.metrics.render(&gauges);
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
 }
 
 async fn info(State(state): State<AdminState>) -> Json<Info> {
@@ -248,14 +280,26 @@ async fn forget(
     let target = id.clone();
     let forgotten = blocking(move || store.forget(&target)).await?;
     state.gadget.tell(&id, Command::Forget).await;
+    forget_staged(&state.info.data_dir, &id).await;
     if !forgotten {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no device {id}")));
     }
     Ok(Json(serde_json::json!({ "forgotten": id })))
 }
 
+/// Herald's own pairing store, unless the backend decides access.
+fn own_access(state: &AdminState) -> Result<Arc<Access>, ApiError> {
+    state.access.clone().ok_or_else(|| {
+        ApiError(
+            StatusCode::CONFLICT,
+            "the agent decides who may talk here: pair through it (e.g. `hermes pairing approve`)"
+                .into(),
+        )
+    })
+}
+
 async fn pairings(State(state): State<AdminState>) -> Result<Json<Vec<PairingRecord>>, ApiError> {
-    let access = state.access.clone();
+    let access = own_access(&state)?;
     Ok(Json(blocking(move || access.pairings()).await?))
 }
 
@@ -263,7 +307,7 @@ async fn approve(
     State(state): State<AdminState>,
     Json(request): Json<ApproveRequest>,
 ) -> Result<Json<PairingRecord>, ApiError> {
-    let access = state.access.clone();
+    let access = own_access(&state)?;
     let platform = request.platform;
     let record = match (request.code, request.user_id) {
         (Some(code), None) => blocking(move || access.approve_code(platform, &code))
@@ -293,7 +337,7 @@ async fn revoke(
     State(state): State<AdminState>,
     Json(request): Json<RevokeRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let access = state.access.clone();
+    let access = own_access(&state)?;
     let (platform, user) = (request.platform, request.user_id.clone());
     let revoked = blocking(move || access.revoke(platform, &user)).await?;
     if !revoked {
@@ -303,7 +347,7 @@ async fn revoke(
         ));
     }
     // Revoking a pairing does not override an allowlist.
-    let access = state.access.clone();
+    let access = own_access(&state)?;
     let user = request.user_id.clone();
     let still = blocking(move || access.is_authorized(platform, &user)).await?;
     state
@@ -311,6 +355,95 @@ async fn revoke(
         .set_authorized(platform, &request.user_id, still)
         .await;
     Ok(Json(serde_json::json!({ "revoked": request.user_id })))
+}
+
+/// `POST /v1/deliver`: a message from outside any conversation (`herald send`, which
+/// `hermes send` and cron use), through the same port the agent uses.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeliverRequest {
+    pub chat: Chat,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<DeliverMedia>,
+}
+
+/// A file to deliver: an absolute path on this machine, read before the answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeliverMedia {
+    pub path: PathBuf,
+    /// Guessed from the file name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<DeliverKind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliverKind {
+    Voice,
+    Image,
+    Document,
+}
+
+impl DeliverKind {
+    fn of(path: &Path) -> DeliverKind {
+        let extension = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        match extension.as_str() {
+            "png" | "jpg" | "jpeg" | "gif" | "webp" => DeliverKind::Image,
+            "wav" | "mp3" | "ogg" | "oga" | "opus" | "flac" | "m4a" => DeliverKind::Voice,
+            _ => DeliverKind::Document,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Delivered {
+    /// The id of the text message, when there was text.
+    pub message_id: Option<String>,
+}
+
+impl From<DeliveryError> for ApiError {
+    fn from(err: DeliveryError) -> Self {
+        let status = match &err {
+            DeliveryError::Offline(_) => StatusCode::CONFLICT,
+            DeliveryError::UnknownChat(_) | DeliveryError::UnknownMessage(_) => {
+                StatusCode::NOT_FOUND
+            }
+            DeliveryError::Unsupported { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            DeliveryError::Failed(_) => StatusCode::BAD_GATEWAY,
+        };
+        ApiError(status, err.to_string())
+    }
+}
+
+async fn deliver(
+    State(state): State<AdminState>,
+    Json(request): Json<DeliverRequest>,
+) -> Result<Json<Delivered>, ApiError> {
+    let bad = |message: &str| ApiError(StatusCode::BAD_REQUEST, message.into());
+    let text = request.text.filter(|t| !t.trim().is_empty());
+    if text.is_none() && request.media.is_empty() {
+        return Err(bad("nothing to deliver: give text or media"));
+    }
+    if request.media.iter().any(|m| !m.path.is_absolute()) {
+        return Err(bad("give media as absolute paths"));
+    }
+    let (out, chat) = (&state.outbound, &request.chat);
+    let message_id = match text {
+        Some(text) => Some(out.send_text(chat, &text, SendOptions::default()).await?),
+        None => None,
+    };
+    for media in request.media {
+        match media.kind.unwrap_or_else(|| DeliverKind::of(&media.path)) {
+            DeliverKind::Voice => out.send_voice(chat, media.path).await?,
+            DeliverKind::Image => out.send_image(chat, media.path, None).await?,
+            DeliverKind::Document => out.send_document(chat, media.path, None).await?,
+        }
+    }
+    Ok(Json(Delivered { message_id }))
 }
 
 /// `POST /v1/ota`: send a firmware image to a connected gadget. The image is a path on

@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// Write `contents` to `path` with mode 0600: into a temporary file beside it, synced,
 /// then renamed over the old one.
-pub(crate) fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -33,7 +33,7 @@ pub(crate) fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()>
 
 /// Create `dir` (and parents) readable by its owner only. An existing directory is
 /// left as it is: it may be shared on purpose (never tighten `/tmp`).
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }

@@ -13,11 +13,12 @@ mod access;
 pub mod admin;
 mod clock;
 pub mod config;
-mod files;
+pub mod files;
 mod gadget;
 mod ids;
 mod listener;
 mod mailboxes;
+mod metrics;
 mod mobile;
 pub mod net;
 mod router;
@@ -37,6 +38,7 @@ use tracing::info;
 use crate::access::{Access, Policy, Standalone};
 use crate::config::Config;
 use crate::gadget::GadgetHub;
+use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
 use crate::store::{SqliteStore, Store, StoreError};
 
@@ -75,6 +77,7 @@ pub struct Server {
     mobile_addr: SocketAddr,
     admin_addr: SocketAddr,
     gadget_url: String,
+    mobile_url: String,
     gadget: Arc<GadgetHub>,
     mobile: Arc<MobileHub>,
     tasks: Vec<JoinHandle<()>>,
@@ -110,7 +113,15 @@ impl Server {
             allow_all: config.mobile.allow_all_users,
         };
         let access = Arc::new(Access::new(store.clone(), gadget_policy, mobile_policy));
-        let gadget = Arc::new(GadgetHub::new(config.gadget.clone(), store.clone()));
+        let metrics = Arc::new(Metrics::default());
+        // Voice and files from devices, for the agent to read.
+        let inbox = data_dir.join("inbox");
+        let gadget = Arc::new(GadgetHub::new(
+            config.gadget.clone(),
+            store.clone(),
+            inbox.clone(),
+            metrics.clone(),
+        ));
         let app_token = match &config.mobile.token {
             Some(token) => token.expose().to_owned(),
             None => mobile::load_or_create_token(data_dir).map_err(data_err)?,
@@ -119,11 +130,14 @@ impl Server {
             config.mobile.clone(),
             &app_token,
             store.clone(),
-            data_dir.join("media"),
+            inbox,
+            metrics.clone(),
         )?);
         let outbound: Arc<dyn Outbound> =
             Arc::new(router::Router::new(gadget.clone(), mobile.clone()));
         let backend = agent(outbound.clone());
+        // A backend that authorizes (Hermes) owns pairing; Herald's store is not consulted.
+        let own_access = backend.authorizer.is_none().then(|| access.clone());
         let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
             Some(authorizer) => authorizer,
             None => Arc::new(Standalone(access.clone())),
@@ -145,10 +159,11 @@ impl Server {
         let admin_state = admin::AdminState {
             token: token.into(),
             store: store.clone(),
-            access,
+            access: own_access,
             gadget: gadget.clone(),
             mobile: mobile.clone(),
             outbound,
+            metrics,
             info: Arc::new(admin::Info {
                 version: env!("CARGO_PKG_VERSION").into(),
                 gadget_url: gadget_url.clone(),
@@ -192,6 +207,7 @@ impl Server {
             mobile_addr,
             admin_addr,
             gadget_url,
+            mobile_url,
             gadget,
             mobile,
             tasks,
@@ -214,6 +230,11 @@ impl Server {
     /// The URL devices should use (with the LAN address when bound to all interfaces).
     pub fn gadget_url(&self) -> &str {
         &self.gadget_url
+    }
+
+    /// The URL phones should use.
+    pub fn mobile_url(&self) -> &str {
+        &self.mobile_url
     }
 
     pub fn online_gadgets(&self) -> usize {

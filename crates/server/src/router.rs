@@ -7,13 +7,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use herald_mobile_proto::MediaKindDown;
 use herald_port::{
-    ActionError, ActionSpec, Card, Chat, DeliveryError, Outbound, Outcome, Platform, Prompt,
-    SendOptions,
+    ActionError, ActionSpec, Card, Chat, DeliveryError, DeviceSummary, Outbound, Outcome, Platform,
+    Prompt, SendOptions,
 };
 use serde_json::Value;
 
 use crate::gadget::{self, GadgetHub};
 use crate::mobile::{self, MobileHub};
+use crate::store::{blocking, StoreError};
 
 pub(crate) struct Router {
     gadget: Arc<GadgetHub>,
@@ -231,7 +232,11 @@ impl Outbound for Router {
 
     async fn send_voice(&self, chat: &Chat, path: PathBuf) -> Result<(), DeliveryError> {
         match chat.platform {
-            Platform::Gadget => Err(unsupported(chat, "speech output is not available yet")),
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Speak { path, reply })
+                    .await?
+            }
             Platform::Mobile => {
                 self.send_media(chat, MediaKindDown::Voice, path, None)
                     .await
@@ -246,7 +251,15 @@ impl Outbound for Router {
         caption: Option<String>,
     ) -> Result<(), DeliveryError> {
         match chat.platform {
-            Platform::Gadget => Err(unsupported(chat, "images are not available yet")),
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::ShowImage {
+                        path,
+                        caption,
+                        reply,
+                    })
+                    .await?
+            }
             Platform::Mobile => {
                 self.send_media(chat, MediaKindDown::Image, path, caption)
                     .await
@@ -282,6 +295,22 @@ impl Outbound for Router {
                     .await
                     .map(drop)
             }
+        }
+    }
+
+    async fn transcript(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
+        match chat.platform {
+            Platform::Gadget => {
+                let text = text.to_owned();
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Transcript {
+                        text,
+                        reply,
+                    })
+                    .await?
+            }
+            // A phone shows its own voice message; the transcript adds nothing there.
+            Platform::Mobile => Ok(()),
         }
     }
 
@@ -330,6 +359,24 @@ impl Outbound for Router {
             }
             Platform::Mobile => Ok(Vec::new()),
         }
+    }
+
+    async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {
+        let (gadgets, phones) = (self.gadget.store.clone(), self.mobile.store.clone());
+        let failed = |err: StoreError| DeliveryError::Failed(err.to_string());
+        let gadgets = blocking(move || gadgets.devices()).await.map_err(failed)?;
+        let phones = blocking(move || phones.phones()).await.map_err(failed)?;
+        let gadgets = gadgets.into_iter().map(|d| DeviceSummary {
+            online: self.gadget.is_online(&d.id),
+            chat: Chat::gadget(d.id),
+            name: d.name,
+        });
+        let phones = phones.into_iter().map(|p| DeviceSummary {
+            online: self.mobile.is_online(&p.id),
+            chat: Chat::mobile(p.id),
+            name: p.info.name,
+        });
+        Ok(gadgets.chain(phones).collect())
     }
 
     async fn set_authorized(&self, platform: Platform, user_id: &str, authorized: bool) {

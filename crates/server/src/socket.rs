@@ -1,10 +1,12 @@
 //! The writer half every transport shares: it drains a session's bounded outbox to
 //! the socket, so a slow client makes its session wait instead of growing a buffer.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
+use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -12,6 +14,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
+
+use crate::metrics::Metrics;
 
 /// Frames waiting for a slow client before the session has to wait too.
 pub(crate) const OUTBOX: usize = 32;
@@ -52,13 +56,21 @@ pub(crate) enum Outgoing {
 pub(crate) async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
     mut outbox: mpsc::Receiver<Outgoing>,
+    metrics: Arc<Metrics>,
+    platform: Platform,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     while let Some(out) = outbox.recv().await {
         let result = match out {
-            Outgoing::Text(text) => sink.send(Message::Text(text.into())).await,
-            Outgoing::Binary(frame) => sink.send(Message::Binary(frame.into())).await,
+            Outgoing::Text(text) => {
+                metrics.traffic(platform).outbound(text.len());
+                sink.send(Message::Text(text.into())).await
+            }
+            Outgoing::Binary(frame) => {
+                metrics.traffic(platform).outbound(frame.len());
+                sink.send(Message::Binary(frame.into())).await
+            }
             Outgoing::Ping => sink.send(Message::Ping(Default::default())).await,
             Outgoing::Close(code, reason) => {
                 let frame = CloseFrame {

@@ -561,3 +561,34 @@ async fn oversized_frames_close_the_connection() {
         assert_ne!(frame.code, CloseCode::Normal);
     }
 }
+
+#[tokio::test]
+async fn metrics_count_what_happened() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.text("count me").await;
+    conn.reply().await;
+    conn.send_raw("{broken").await;
+    conn.until(|m| matches!(m, ServerMessage::Error(_)).then_some(()))
+        .await;
+    let (status, text) = common::admin_text(h.dir.path(), "GET", "/metrics", None).await;
+    assert_eq!(status, 200);
+    for line in [
+        "herald_connections{platform=\"gadget\"} 1",
+        "herald_handshakes_total{platform=\"gadget\",outcome=\"ok\"} 1",
+        "herald_turns_total{platform=\"gadget\"} 1",
+        "herald_errors_total{platform=\"gadget\",code=\"protocol\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+    }
+    let frames_in = text
+        .lines()
+        .find_map(|l| l.strip_prefix("herald_frames_total{platform=\"gadget\",direction=\"in\"} "))
+        .unwrap();
+    assert!(
+        frames_in.parse::<u64>().unwrap() >= 4,
+        "hello, auth, text, broken"
+    );
+    let (status, _) = common::admin_text(h.dir.path(), "GET", "/metrics", None).await;
+    assert_eq!(status, 200);
+}

@@ -578,6 +578,15 @@ async fn the_demo_agent_hears_voice_and_sends_pictures() {
         .send(json!({"t": "audio", "id": "v1", "format": "wav", "data": encode_base64(&wav(2.0))}))
         .await;
     assert_eq!(phone.reply().await, "I heard 2.0 seconds of audio.");
+    // The recording comes back as a voice message.
+    let voice = phone
+        .until(|f| match f {
+            ServerFrame::Media(m) => Some(m),
+            _ => None,
+        })
+        .await;
+    assert_eq!(voice.kind, MediaKindDown::Voice);
+    assert_eq!(voice.mime, "audio/wav");
     phone.text("m1", "/media").await;
     let picture = phone
         .until(|f| match f {

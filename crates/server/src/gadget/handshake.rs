@@ -22,6 +22,7 @@ use super::socket;
 use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::ids;
+use crate::metrics::Traffic;
 use crate::socket::{write, Outgoing, OUTBOX};
 use crate::store::{blocking, DeviceProfile, Enrollment, StoreError};
 
@@ -65,19 +66,26 @@ where
     let admitted = match admit(&mut ws, peer, &hub).await {
         Ok(admitted) => admitted,
         Err(Refusal::Tell(code, message)) => {
+            hub.metrics.handshake(Platform::Gadget, code.as_str());
             debug!(%peer, code = code.as_str(), %message, "gadget refused");
             socket::reject(&mut ws, code, &message).await;
             return;
         }
         Err(Refusal::Gone) => return,
     };
+    hub.metrics.handshake(Platform::Gadget, "ok");
     let device_id = admitted.hello.device_id.clone();
     info!(%peer, device = %device_id, paired = admitted.paired, "gadget connected");
 
     let conn = hub.conn_id();
     let (sink, stream) = ws.split();
     let (outbox_tx, outbox_rx) = mpsc::channel::<Outgoing>(OUTBOX);
-    let writer = tokio::spawn(write(sink, outbox_rx));
+    let writer = tokio::spawn(write(
+        sink,
+        outbox_rx,
+        hub.metrics.clone(),
+        Platform::Gadget,
+    ));
     let session = hub.session(&device_id);
     let attach = Attach {
         conn,
@@ -90,7 +98,7 @@ where
         writer.abort();
         return;
     }
-    socket::read(stream, conn, session, writer).await;
+    socket::read(stream, conn, session, writer, &hub.metrics.gadget).await;
     debug!(%peer, device = %device_id, "gadget disconnected");
 }
 
@@ -102,7 +110,7 @@ async fn admit<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let hello = match receive(ws, "hello").await? {
+    let hello = match receive(ws, "hello", &hub.metrics.gadget).await? {
         DeviceMessage::Hello(hello) => hello,
         _ => return Err(Refusal::protocol("the first message must be hello")),
     };
@@ -137,11 +145,13 @@ where
         nonce: nonce.clone(),
         enrolled: known.is_some(),
     });
-    ws.send(Message::Text(challenge.encode().into()))
+    let challenge = challenge.encode();
+    hub.metrics.gadget.outbound(challenge.len());
+    ws.send(Message::Text(challenge.into()))
         .await
         .map_err(|_| Refusal::Gone)?;
 
-    let proof = match receive(ws, "auth").await? {
+    let proof = match receive(ws, "auth", &hub.metrics.gadget).await? {
         DeviceMessage::Auth(proof) => proof,
         _ => return Err(Refusal::protocol("expected auth")),
     };
@@ -212,7 +222,11 @@ pub(crate) fn profile_of(hello: &Hello) -> DeviceProfile {
 }
 
 /// The next text message of the handshake, within the step timeout.
-async fn receive<S>(ws: &mut WebSocketStream<S>, what: &str) -> Result<DeviceMessage, Refusal>
+async fn receive<S>(
+    ws: &mut WebSocketStream<S>,
+    what: &str,
+    traffic: &Traffic,
+) -> Result<DeviceMessage, Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -220,6 +234,7 @@ where
         loop {
             match ws.next().await {
                 Some(Ok(Message::Text(text))) => {
+                    traffic.inbound(text.len());
                     return DeviceMessage::decode(&text)
                         .map_err(|err| Refusal::protocol(err.to_string()));
                 }

@@ -10,7 +10,9 @@
 //! A session outlives its connections, so a question asked while a device is away is
 //! shown again when it returns, and a replacement connection takes over seamlessly.
 
+mod audio;
 mod handshake;
+mod image;
 mod ota;
 mod prompts;
 mod session;
@@ -18,6 +20,7 @@ mod socket;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -32,9 +35,10 @@ use tokio_tungstenite::WebSocketStream;
 use crate::config::GadgetConfig;
 use crate::listener;
 use crate::mailboxes::Mailboxes;
+use crate::metrics::Metrics;
 use crate::store::Store;
 
-pub(crate) use ota::PushError;
+pub(crate) use ota::{forget_staged, PushError};
 pub(crate) use session::Command;
 use session::{Event, Session};
 
@@ -49,11 +53,20 @@ pub(crate) struct GadgetHub {
     online: DashMap<String, u64>,
     enrolling: EnrollGate,
     next_conn: AtomicU64,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Where utterances are written for the agent.
+    pub(crate) inbox: PathBuf,
 }
 
 impl GadgetHub {
-    pub(crate) fn new(config: GadgetConfig, store: Arc<dyn Store>) -> Self {
+    pub(crate) fn new(
+        config: GadgetConfig,
+        store: Arc<dyn Store>,
+        inbox: PathBuf,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         GadgetHub {
+            inbox,
             config,
             store,
             backend: OnceLock::new(),
@@ -61,6 +74,7 @@ impl GadgetHub {
             online: DashMap::new(),
             enrolling: EnrollGate::default(),
             next_conn: AtomicU64::new(1),
+            metrics,
         }
     }
 

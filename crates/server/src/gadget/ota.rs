@@ -196,6 +196,22 @@ async fn discard_staged(store: &Arc<dyn Store>, device_id: &str, file: &Path) {
     }
 }
 
+/// Remove the staged images of a forgotten device; its update record went with it.
+pub(crate) async fn forget_staged(data_dir: &Path, device_id: &str) {
+    if !proto::is_valid_device_id(device_id) {
+        return;
+    }
+    let prefix = format!("{device_id}-");
+    let Ok(mut dir) = tokio::fs::read_dir(data_dir.join(STAGING_DIR)).await else {
+        return;
+    };
+    while let Ok(Some(entry)) = dir.next_entry().await {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            remove_staged(&entry.path()).await;
+        }
+    }
+}
+
 async fn remove_staged(file: &Path) {
     match tokio::fs::remove_file(file).await {
         Ok(()) => {}

@@ -7,6 +7,7 @@
 //! from that state, so the loop sleeps until the earliest one and nothing else ticks.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,10 +23,13 @@ use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
+use super::audio::{Playback, Utterance};
+use super::image;
 use super::ota::{self, Link, Updates};
 use super::prompts::{PromptQueue, Question, Show};
 use super::GadgetHub;
 use crate::clock::now_ms;
+use crate::files;
 use crate::ids;
 use crate::mailboxes::MAILBOX;
 use crate::socket::Outgoing;
@@ -74,8 +78,21 @@ pub(crate) enum Command {
         card: Card,
         reply: Reply<()>,
     },
+    Transcript {
+        text: String,
+        reply: Reply<()>,
+    },
     Notice {
         text: String,
+        reply: Reply<()>,
+    },
+    Speak {
+        path: PathBuf,
+        reply: Reply<()>,
+    },
+    ShowImage {
+        path: PathBuf,
+        caption: Option<String>,
         reply: Reply<()>,
     },
     InvokeAction {
@@ -159,6 +176,12 @@ pub(crate) struct Session {
     to_agent: Option<mpsc::Sender<Inbound>>,
     heartbeat: Duration,
     ota: Updates,
+    /// The utterance being received, if any.
+    utterance: Option<Utterance>,
+    /// The speech being sent, if any.
+    playback: Option<Playback>,
+    /// Stream ids for audio and pictures to the device.
+    next_stream: u8,
 }
 
 impl Session {
@@ -179,6 +202,9 @@ impl Session {
             to_agent: None,
             heartbeat,
             ota,
+            utterance: None,
+            playback: None,
+            next_stream: 1,
         };
         tokio::spawn(session.run(rx));
         tx
@@ -254,6 +280,7 @@ impl Session {
             Event::BadFrame { conn, reason } if self.is_current(conn) => {
                 self.touch();
                 debug!(device = %self.device_id, %reason, "bad frame");
+                self.hub.metrics.error(Platform::Gadget, "protocol");
                 let error = ServerMessage::Error(proto::Error {
                     code: proto::ErrorCode::Protocol,
                     message: reason,
@@ -262,7 +289,7 @@ impl Session {
             }
             Event::Binary { conn, data } if self.is_current(conn) => {
                 self.touch();
-                debug!(device = %self.device_id, len = data.len(), "binary frame ignored");
+                self.on_binary(&data);
             }
             Event::Alive { conn } if self.is_current(conn) => self.touch(),
             Event::Closed { conn } if self.is_current(conn) => self.detach().await,
@@ -325,6 +352,9 @@ impl Session {
 
     /// The connection ended on its own (closed, failed or timed out).
     async fn detach(&mut self) {
+        // Their outbox is gone with the connection.
+        self.playback = None;
+        self.utterance = None;
         if self.conn.take().is_some() {
             self.hub.online.remove(&self.device_id);
             self.ota.detached().await;
@@ -444,10 +474,27 @@ impl Session {
                 .await;
             }
             DeviceMessage::Cancel(_) => {
+                self.stop_speech().await;
                 self.command(ConvCommand::Stop).await;
             }
             DeviceMessage::SessionNew(_) => {
+                self.stop_speech().await;
                 self.command(ConvCommand::New).await;
+            }
+            DeviceMessage::AudioStart(start) => {
+                // Speaking over the agent stops it (barge-in).
+                self.stop_speech().await;
+                match Utterance::start(&start, self.hub.config.max_utterance_s) {
+                    Ok(utterance) => self.utterance = Some(utterance),
+                    Err(why) => {
+                        self.utterance = None;
+                        self.notice(&why).await;
+                    }
+                }
+            }
+            DeviceMessage::AudioEnd(end) => self.end_utterance(end.stream).await,
+            DeviceMessage::AudioCancel(cancel) => {
+                self.utterance.take_if(|u| u.stream == cancel.stream);
             }
             DeviceMessage::PromptReply(reply) => self.on_prompt_reply(reply).await,
             DeviceMessage::ActionResult(result) => self.on_action_result(result),
@@ -616,6 +663,7 @@ impl Session {
                 let _ = reply.send(result.await);
             }
             Command::TurnStarted { reply } => {
+                self.hub.metrics.turn(Platform::Gadget);
                 let turn = ids::random_hex(12);
                 self.turn = Some(turn.clone());
                 self.streaming = None;
@@ -679,6 +727,12 @@ impl Session {
                 });
                 let _ = reply.send(self.deliver(display).await);
             }
+            Command::Transcript { text, reply } => {
+                let transcript = ServerMessage::Transcript(proto::Transcript {
+                    text: self.shape(&text),
+                });
+                let _ = reply.send(self.deliver(transcript).await);
+            }
             Command::Notice { text, reply } => {
                 let result = self.online();
                 if result.is_ok() {
@@ -686,6 +740,14 @@ impl Session {
                 }
                 let _ = reply.send(result);
             }
+            Command::Speak { path, reply } => {
+                let _ = reply.send(self.speak(path).await);
+            }
+            Command::ShowImage {
+                path,
+                caption,
+                reply,
+            } => self.show_image(path, caption, reply).await,
             Command::InvokeAction { name, args, reply } => self.invoke(name, args, reply).await,
             Command::Actions { reply } => {
                 let result = self.online().map(|()| {
@@ -806,6 +868,7 @@ impl Session {
             Prompt::ExecApproval {
                 command,
                 description,
+                ..
             } => (
                 "Allow this command?".to_owned(),
                 format!("{command}\n{description}"),
@@ -855,6 +918,152 @@ impl Session {
             .insert(id.clone(), PendingAction { reply, deadline });
         self.send(&ServerMessage::Action(proto::Action { id, name, args }))
             .await;
+    }
+
+    fn stream_id(&mut self) -> u8 {
+        let id = self.next_stream;
+        self.next_stream = self.next_stream.wrapping_add(1).max(1);
+        id
+    }
+
+    /// A channel-1 frame of the utterance being received; anything else is dropped.
+    fn on_binary(&mut self, data: &[u8]) {
+        match proto::decode_frame(data) {
+            Ok((header, payload)) if header.channel == proto::Channel::Audio => {
+                match &mut self.utterance {
+                    Some(u) if u.stream == header.stream => u.push(header, payload),
+                    _ => {
+                        debug!(device = %self.device_id, stream = header.stream, "audio for no open utterance")
+                    }
+                }
+            }
+            Ok((header, _)) => {
+                debug!(device = %self.device_id, channel = ?header.channel, "binary frame ignored");
+            }
+            Err(err) => debug!(device = %self.device_id, %err, "bad binary frame"),
+        }
+    }
+
+    /// The utterance is complete: too short gets a notice, the rest becomes a WAV file
+    /// written from the buffer it was received into, handed to the agent as voice.
+    async fn end_utterance(&mut self, stream: u8) {
+        let Some(utterance) = self.utterance.take_if(|u| u.stream == stream) else {
+            return;
+        };
+        let duration = utterance.duration();
+        if duration.as_millis() < u128::from(limits::MIN_UTTERANCE_MS) {
+            self.notice("Too short: hold the button while you speak.")
+                .await;
+            return;
+        }
+        if utterance.gaps > 0 || utterance.dropped > 0 {
+            debug!(device = %self.device_id, gaps = utterance.gaps, dropped = utterance.dropped, "utterance was incomplete");
+        }
+        let id = utterance.id.clone().unwrap_or_else(|| ids::random_hex(12));
+        let rate = utterance.rate;
+        let path = self.hub.inbox.join(format!("{}.wav", ids::random_hex(16)));
+        let pcm = utterance.into_pcm();
+        let target = path.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            files::create_private_dir(target.parent().unwrap_or(&target))?;
+            herald_media::wav::write_wav(&target, rate, &pcm).map_err(std::io::Error::other)
+        })
+        .await;
+        match written {
+            Ok(Ok(duration)) => {
+                let body = InboundBody::Voice {
+                    path,
+                    duration_ms: u32::try_from(duration.as_millis()).unwrap_or(u32::MAX),
+                    transcript: None,
+                };
+                self.forward(id, body).await;
+            }
+            Ok(Err(err)) => {
+                warn!(%err, "could not save an utterance");
+                self.notice("Your message could not be saved.").await;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Speak on the device: a new stream replaces the one playing.
+    async fn speak(&mut self, path: PathBuf) -> Result<(), DeliveryError> {
+        let conn = self
+            .conn
+            .as_ref()
+            .ok_or_else(|| DeliveryError::Offline(self.chat()))?;
+        let Some(speaker) = &conn.hello.caps.speaker else {
+            return Err(DeliveryError::Unsupported {
+                chat: self.chat(),
+                reason: "the device has no speaker".into(),
+            });
+        };
+        let (rate, outbox) = (speaker.rate, conn.outbox.clone());
+        self.stop_speech().await;
+        let stream = self.stream_id();
+        self.playback = Some(Playback::start(
+            path,
+            stream,
+            rate,
+            self.turn.clone(),
+            outbox,
+            self.hub.metrics.clone(),
+        ));
+        Ok(())
+    }
+
+    /// Stop the speech stream at once, telling the device if it was still going.
+    async fn stop_speech(&mut self) {
+        if let Some(playback) = self.playback.take() {
+            let stream = playback.stream;
+            let finished = playback.is_finished();
+            drop(playback);
+            if !finished {
+                self.send(&ServerMessage::AudioAbort(proto::AudioAbort { stream }))
+                    .await;
+            }
+        }
+    }
+
+    /// Fit a picture into the device's image box and send it; the work runs on its own
+    /// task so the session keeps serving the device meanwhile.
+    async fn show_image(&mut self, path: PathBuf, caption: Option<String>, reply: Reply<()>) {
+        let Some(conn) = &self.conn else {
+            let _ = reply.send(Err(DeliveryError::Offline(self.chat())));
+            return;
+        };
+        let outbox = conn.outbox.clone();
+        let image_box = conn
+            .hello
+            .caps
+            .display
+            .as_ref()
+            .and_then(|d| d.image.as_ref())
+            .map(|b| (b.width, b.height));
+        let Some(image_box) = image_box else {
+            self.notice("This device cannot show pictures.").await;
+            let _ = reply.send(Ok(()));
+            return;
+        };
+        let stream = self.stream_id();
+        let caption = caption.map(|c| self.shape(&c));
+        let chat = self.chat();
+        tokio::spawn(async move {
+            let result = match image::send(&path, image_box, stream, &outbox).await {
+                Ok(_) => {
+                    if let Some(text) = caption.filter(|c| !c.is_empty()) {
+                        let notice = ServerMessage::Notice(proto::Notice { text, ttl_s: None });
+                        let _ = outbox.send(Outgoing::Text(notice.encode())).await;
+                    }
+                    Ok(())
+                }
+                Err(err) => Err(DeliveryError::Unsupported {
+                    chat,
+                    reason: err.to_string(),
+                }),
+            };
+            let _ = reply.send(result);
+        });
     }
 
     async fn set_paired(&mut self, paired: bool) {

@@ -12,6 +12,7 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
 use super::session::Event;
+use crate::metrics::Traffic;
 use crate::socket::{self, CLOSE_GRACE};
 
 /// Send a protocol error and close with 1008, as the handshake rules require.
@@ -33,6 +34,7 @@ pub(crate) async fn read<S>(
     conn: u64,
     session: mpsc::Sender<Event>,
     writer: tokio::task::JoinHandle<()>,
+    traffic: &Traffic,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -50,6 +52,11 @@ pub(crate) async fn read<S>(
                 _ = &mut writer => { writer_done = true; continue; }
             }
         };
+        match &next {
+            Some(Ok(Message::Text(text))) => traffic.inbound(text.len()),
+            Some(Ok(Message::Binary(data))) => traffic.inbound(data.len()),
+            _ => {}
+        }
         let event = match next {
             Some(Ok(Message::Text(text))) => match DeviceMessage::decode(&text) {
                 Ok(msg) => Event::Frame {

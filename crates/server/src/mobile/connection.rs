@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use herald_mobile_proto::{self as proto, ClientFrame, DecodeError, ErrorCode, ServerFrame};
-use herald_port::DeliveryError;
+use herald_port::{DeliveryError, Platform};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::{interval_at, Instant};
@@ -45,7 +45,8 @@ pub(super) async fn run<S>(
     let conn = hub.conn_id();
     let (sink, mut stream) = ws.split();
     let (outbox, outbox_rx) = mpsc::channel::<Outgoing>(OUTBOX);
-    let mut writer = tokio::spawn(write(sink, outbox_rx));
+    let metrics = hub.metrics.clone();
+    let mut writer = tokio::spawn(write(sink, outbox_rx, metrics.clone(), Platform::Mobile));
     let session = match &role {
         Role::Phone { user_id } => {
             let session = hub.session(&hello.device.id);
@@ -67,6 +68,9 @@ pub(super) async fn run<S>(
     let may_deliver = matches!(role, Role::Deliverer) || peer.ip().is_loopback();
     let reply = |frame: ServerFrame| {
         let outbox = outbox.clone();
+        if let ServerFrame::Error { code, .. } = &frame {
+            metrics.error(Platform::Mobile, code.as_str());
+        }
         async move {
             let _ = outbox.send(Outgoing::Text(frame.encode())).await;
         }
@@ -89,6 +93,11 @@ pub(super) async fn run<S>(
             _ = &mut writer => break,
         };
         last_inbound = Instant::now();
+        match &next {
+            Some(Ok(Message::Text(text))) => metrics.mobile.inbound(text.len()),
+            Some(Ok(Message::Binary(data))) => metrics.mobile.inbound(data.len()),
+            _ => {}
+        }
         let text = match next {
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use herald_mobile_proto::{self as proto, ClientFrame, ErrorCode, ServerFrame};
+use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -19,6 +20,7 @@ use tracing::{debug, info};
 use super::connection::{self, Role};
 use super::MobileHub;
 use crate::clock::now_ms;
+use crate::metrics::Traffic;
 use crate::socket;
 use crate::store::{blocking, PhoneClaim, PhoneInfo};
 
@@ -28,14 +30,18 @@ pub(super) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Ar
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let hello = match receive_hello(&mut ws).await {
+    let hello = match receive_hello(&mut ws, &hub.metrics.mobile).await {
         Ok(hello) => hello,
-        Err(Some((code, message))) => return refuse(&mut ws, code, &message).await,
+        Err(Some((code, message))) => {
+            hub.metrics.handshake(Platform::Mobile, code.as_str());
+            return refuse(&mut ws, code, &message).await;
+        }
         Err(None) => return,
     };
     let role = match admit(&hub, &hello).await {
         Ok(role) => role,
         Err((code, message)) => {
+            hub.metrics.handshake(Platform::Mobile, code.as_str());
             debug!(%peer, device = %hello.device.id, code = code.as_str(), "phone refused");
             return refuse(&mut ws, code, &message).await;
         }
@@ -45,15 +51,19 @@ where
         avatar_url: hub.config.avatar_url.clone(),
         capabilities: hub.capabilities(),
     };
-    if ws.send(Message::Text(ready.encode().into())).await.is_err() {
+    let ready = ready.encode();
+    hub.metrics.mobile.outbound(ready.len());
+    if ws.send(Message::Text(ready.into())).await.is_err() {
         return;
     }
+    hub.metrics.handshake(Platform::Mobile, "ok");
     info!(%peer, device = %hello.device.id, "phone connected");
     connection::run(ws, peer, hub, hello, role).await;
 }
 
 async fn receive_hello<S>(
     ws: &mut WebSocketStream<S>,
+    traffic: &Traffic,
 ) -> Result<proto::Hello, Option<(ErrorCode, String)>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -61,7 +71,10 @@ where
     let first = async {
         loop {
             match ws.next().await {
-                Some(Ok(Message::Text(text))) => return Ok(text),
+                Some(Ok(Message::Text(text))) => {
+                    traffic.inbound(text.len());
+                    return Ok(text);
+                }
                 Some(Ok(Message::Binary(_))) => {
                     return Err(Some((
                         ErrorCode::NotReady,

@@ -32,6 +32,7 @@ use tokio_tungstenite::WebSocketStream;
 use crate::config::MobileConfig;
 use crate::listener;
 use crate::mailboxes::Mailboxes;
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 pub(crate) use session::Command;
@@ -70,6 +71,7 @@ pub(crate) struct MobileHub {
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
     next_conn: std::sync::atomic::AtomicU64,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +86,7 @@ impl MobileHub {
         app_token: &str,
         store: Arc<dyn Store>,
         media_dir: PathBuf,
+        metrics: Arc<Metrics>,
     ) -> Result<Self, MobileSetupError> {
         let extra = config.extra_tokens.as_ref().map(|s| s.expose());
         let tokens = TokenSet::parse(Some(app_token), extra)?;
@@ -105,6 +108,7 @@ impl MobileHub {
             cards: DashMap::new(),
             online: DashMap::new(),
             next_conn: std::sync::atomic::AtomicU64::new(1),
+            metrics,
         })
     }
 

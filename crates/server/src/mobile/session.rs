@@ -252,6 +252,7 @@ impl Session {
     }
 
     async fn error(&mut self, code: ErrorCode, message: impl Into<String>) {
+        self.hub.metrics.error(Platform::Mobile, code.as_str());
         let _ = self.emit(&ServerFrame::error(code, message)).await;
     }
 
@@ -543,6 +544,7 @@ impl Session {
                 let _ = reply.send(self.emit(&ServerFrame::Typing { stop: !on }).await);
             }
             Command::TurnStarted { reply } => {
+                self.hub.metrics.turn(Platform::Mobile);
                 let turn = ids::random_hex(12);
                 self.turn = Some(turn.clone());
                 self.speaking = false;
@@ -658,10 +660,19 @@ impl Session {
     async fn ask(&mut self, prompt: Prompt, ttl_s: Option<u32>) -> Result<String, DeliveryError> {
         let timeout = ttl_s.unwrap_or(limits::PROMPT_TIMEOUT_SECS);
         let id = ids::random_hex(16);
+        // Without permanent approval the card has no "always" button, so none is accepted.
+        let permanent = !matches!(
+            prompt,
+            Prompt::ExecApproval {
+                allow_permanent: false,
+                ..
+            }
+        );
         let (kind, text, choices, command, description) = match prompt {
             Prompt::ExecApproval {
                 command,
                 description,
+                ..
             } => (
                 PromptKind::ExecApproval,
                 format!("Allow this command?\n{command}"),
@@ -686,7 +697,11 @@ impl Session {
         };
         let card = PromptCard {
             id: id.clone(),
-            options: kind.options(&choices),
+            options: kind
+                .options(&choices)
+                .into_iter()
+                .filter(|option| permanent || option.id != "always")
+                .collect(),
             kind,
             text,
             session: proto::session_key(&self.device_id),

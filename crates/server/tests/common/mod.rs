@@ -118,6 +118,17 @@ pub fn capture() -> (
 }
 
 pub async fn admin_call(dir: &Path, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let (status, text) = admin_text(dir, method, path, body).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// An admin API call, answered as text.
+pub async fn admin_text(
+    dir: &Path,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, String) {
     let endpoint = Endpoint::discover(dir).unwrap();
     let method = method.to_owned();
     let url = format!("{}{path}", endpoint.url);
@@ -139,7 +150,7 @@ pub async fn admin_call(dir: &Path, method: &str, path: &str, body: Option<Value
         .unwrap();
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        (status, text)
     })
     .await
     .unwrap()
@@ -225,6 +236,12 @@ impl Gadget {
     }
 }
 
+/// What a gadget receives: a text message or a binary frame.
+pub enum Incoming {
+    Msg(ServerMessage),
+    Frame(Vec<u8>),
+}
+
 pub struct Conn<S = MaybeTlsStream<TcpStream>> {
     pub ws: WebSocketStream<S>,
 }
@@ -243,8 +260,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             .await;
     }
 
-    /// The next server message other than `ping` (answered like a device would).
+    /// The next server message other than `ping` (answered like a device would);
+    /// binary frames are skipped.
     pub async fn recv(&mut self) -> ServerMessage {
+        loop {
+            if let Incoming::Msg(msg) = self.next().await {
+                return msg;
+            }
+        }
+    }
+
+    /// The next server message other than `ping`, or binary frame.
+    pub async fn next(&mut self) -> Incoming {
         loop {
             let next = tokio::time::timeout(WAIT, self.ws.next())
                 .await
@@ -257,8 +284,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                         self.send_raw(&pong.to_string()).await;
                         continue;
                     }
-                    return msg;
+                    return Incoming::Msg(msg);
                 }
+                Some(Ok(Message::Binary(data))) => return Incoming::Frame(data.to_vec()),
                 Some(Ok(Message::Close(frame))) => panic!("closed: {frame:?}"),
                 Some(Ok(_)) => continue,
                 other => panic!("connection ended: {other:?}"),

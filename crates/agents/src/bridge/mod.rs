@@ -1,0 +1,455 @@
+//! The Hermes bridge: the agent backend of `herald serve --backend bridge`, which the
+//! Herald plugin for Hermes starts as its child process.
+//!
+//! Hermes's side is Python and holds no protocol logic; this backend turns the
+//! conversation port into JSON lines on herald's stdin and stdout and back:
+//!
+//! - as the [`Agent`], every [`Inbound`] becomes an `inbound` event line;
+//! - as the [`Authorizer`], `is_authorized` and `pairing_code` become request lines that
+//!   Hermes answers from its own allowlists and pairing store;
+//! - request lines from Hermes (`send_text`, `ask`, `invoke_action`, …) are carried out
+//!   on the [`Outbound`] the server built the backend with, and answered by id.
+//!
+//! The pipes are the channel because nothing else on the machine can reach them. The
+//! first line herald writes is the `ready` event; when stdin ends (Hermes stopped, or
+//! died) [`Bridge::run`] returns and herald shuts down. `plugin/DESIGN.md` in the
+//! repository describes the line format; [`wire`] holds it as types.
+//!
+//! Hermes stores only a hash of each pairing code, so the plaintext code is kept here,
+//! in memory, until it expires: a device that reconnects shows the same code instead of
+//! asking Hermes again (which would refuse: one code per user per ten minutes). After a
+//! restart of herald a device asks anew.
+
+mod lines;
+mod wire;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use herald_port::{
+    AccessError, Agent, AgentFactory, Authorizer, Backend, Inbound, Outbound, PairingCode,
+    Platform, SendOptions,
+};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use wire::{
+    Authorized, ErrorKind, Event, IssuedCode, Line, OutLine, Question, Request, RequestId,
+    WireDevice, WireError, WireInbound,
+};
+pub use wire::{Ready, PROTOCOL};
+
+/// The longest line either side sends; longer ones are dropped.
+pub const MAX_LINE: usize = 1 << 20;
+/// How long herald waits for Hermes to answer a question.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Lines waiting for stdout before their senders wait.
+const OUTGOING: usize = 256;
+/// Requests from Hermes carried out at once; more wait in the pipe.
+const CONCURRENT_REQUESTS: usize = 64;
+/// A pairing code is kept no longer than this, whatever Hermes says.
+const MAX_CODE_TTL: Duration = Duration::from_secs(24 * 3600);
+
+type Answer = Result<Value, WireError>;
+
+/// The bridge backend; see the module docs.
+pub struct Bridge {
+    out: Arc<dyn Outbound>,
+    lines: mpsc::Sender<String>,
+    /// Taken by [`Bridge::run`], which writes the lines.
+    outgoing: Mutex<Option<mpsc::Receiver<String>>>,
+    /// Questions to Hermes waiting for their answer, by request id.
+    pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    next_id: AtomicU64,
+    /// Pairing codes Hermes issued, until they expire; held across the request, so two
+    /// messages of one new user ask Hermes once.
+    codes: tokio::sync::Mutex<HashMap<(Platform, String), IssuedPairing>>,
+}
+
+struct IssuedPairing {
+    code: PairingCode,
+    expires: Instant,
+}
+
+impl Bridge {
+    pub fn new(out: Arc<dyn Outbound>) -> Arc<Bridge> {
+        let (lines, outgoing) = mpsc::channel(OUTGOING);
+        Arc::new(Bridge {
+            out,
+            lines,
+            outgoing: Mutex::new(Some(outgoing)),
+            pending: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            codes: tokio::sync::Mutex::default(),
+        })
+    }
+
+    /// A factory for the server, and the bridge it builds (to [`Bridge::run`] once the
+    /// server is up).
+    pub fn factory() -> (AgentFactory, oneshot::Receiver<Arc<Bridge>>) {
+        let (built, bridge) = oneshot::channel();
+        let factory: AgentFactory = Box::new(move |out| {
+            let bridge = Bridge::new(out);
+            let _ = built.send(bridge.clone());
+            Backend {
+                agent: bridge.clone(),
+                authorizer: Some(bridge),
+            }
+        });
+        (factory, bridge)
+    }
+
+    /// Write `ready`, then carry lines both ways until `input` ends (or `output` fails).
+    /// Lines produced before this starts wait, so `ready` is always the first.
+    pub async fn run<R, W>(
+        self: &Arc<Self>,
+        input: R,
+        output: W,
+        ready: Ready,
+    ) -> std::io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let outgoing = self
+            .outgoing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| std::io::Error::other("the bridge is already running"))?;
+        let result = tokio::select! {
+            read = self.read(input) => read,
+            written = write(outgoing, output, ready) => written,
+        };
+        // Nobody is left to answer: questions fail now rather than at their timeout.
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        result
+    }
+
+    async fn read<R: AsyncRead + Unpin>(self: &Arc<Self>, input: R) -> std::io::Result<()> {
+        let mut input = BufReader::new(input);
+        let permits = Arc::new(Semaphore::new(CONCURRENT_REQUESTS));
+        loop {
+            match lines::read_line(&mut input, MAX_LINE).await? {
+                lines::Read::End => return Ok(()),
+                lines::Read::TooLong => warn!("dropped a line from Hermes over {MAX_LINE} bytes"),
+                lines::Read::Line(line) => self.on_line(&line, &permits).await,
+            }
+        }
+    }
+
+    async fn on_line(self: &Arc<Self>, line: &[u8], permits: &Arc<Semaphore>) {
+        match serde_json::from_slice::<Line>(line) {
+            Ok(Line::Response {
+                id,
+                ok,
+                result,
+                error,
+            }) => {
+                let waiting = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                let answer = match (ok, error) {
+                    (true, _) => Ok(result),
+                    (false, Some(error)) => Err(error),
+                    (false, None) => Err(WireError::new(ErrorKind::Failed, "no reason given")),
+                };
+                match waiting {
+                    Some(waiting) => {
+                        let _ = waiting.send(answer);
+                    }
+                    None => debug!(id, "an answer nobody waits for (any more)"),
+                }
+            }
+            Ok(Line::Request { id, op, args }) => {
+                // The semaphore is never closed; a failure would only mean no limit.
+                let permit = permits.clone().acquire_owned().await.ok();
+                let bridge = self.clone();
+                tokio::spawn(async move {
+                    let answer = match Request::decode(op, args) {
+                        Ok(request) => bridge.execute(request).await,
+                        Err(err) => Err(err),
+                    };
+                    bridge.send(OutLine::answer(id, answer)).await;
+                    drop(permit);
+                });
+            }
+            Ok(Line::Event { op }) => debug!(%op, "ignored an event from Hermes"),
+            Err(err) => match serde_json::from_slice::<RequestId>(line) {
+                Ok(RequestId { kind, id: Some(id) }) if kind == "request" => {
+                    let error = WireError::new(ErrorKind::BadRequest, err.to_string());
+                    self.send(OutLine::answer(id, Err(error))).await;
+                }
+                _ => warn!(%err, "dropped a line from Hermes that is not the protocol"),
+            },
+        }
+    }
+
+    /// Carry out one request from Hermes on the devices.
+    async fn execute(&self, request: Request) -> Answer {
+        let out = &*self.out;
+        let done = json!({});
+        Ok(match request {
+            Request::SendText {
+                chat,
+                text,
+                reply_to,
+                streaming,
+                interim,
+            } => {
+                let options = SendOptions {
+                    reply_to,
+                    streaming,
+                    interim,
+                };
+                json!({ "message_id": out.send_text(&chat, &text, options).await? })
+            }
+            Request::EditText {
+                chat,
+                message_id,
+                text,
+                finalize,
+            } => {
+                out.edit_text(&chat, &message_id, &text, finalize).await?;
+                done
+            }
+            Request::Typing { chat, on } => {
+                out.typing(&chat, on).await?;
+                done
+            }
+            Request::Status { chat, text } => {
+                out.status(&chat, &text).await?;
+                done
+            }
+            Request::TurnStarted { chat } => {
+                json!({ "turn_id": out.turn_started(&chat).await? })
+            }
+            Request::TurnEnded {
+                chat,
+                turn_id,
+                outcome,
+            } => {
+                out.turn_ended(&chat, &turn_id, outcome).await?;
+                done
+            }
+            Request::Ask {
+                chat,
+                prompt,
+                ttl_s,
+            } => json!({ "prompt_id": out.ask(&chat, prompt.into(), ttl_s).await? }),
+            Request::Withdraw { chat, prompt_id } => {
+                out.withdraw(&chat, &prompt_id).await?;
+                done
+            }
+            Request::SendVoice { chat, path } => {
+                out.send_voice(&chat, path).await?;
+                done
+            }
+            Request::SendImage {
+                chat,
+                path,
+                caption,
+            } => {
+                out.send_image(&chat, path, caption).await?;
+                done
+            }
+            Request::SendDocument {
+                chat,
+                path,
+                caption,
+            } => {
+                out.send_document(&chat, path, caption).await?;
+                done
+            }
+            Request::Display { chat, card } => {
+                out.display(&chat, card.into()).await?;
+                done
+            }
+            Request::Notice { chat, text } => {
+                out.notice(&chat, &text).await?;
+                done
+            }
+            Request::Transcript { chat, text } => {
+                out.transcript(&chat, &text).await?;
+                done
+            }
+            Request::InvokeAction { chat, name, args } => {
+                json!({ "result": out.invoke_action(&chat, &name, args).await? })
+            }
+            Request::Actions { chat } => json!({ "actions": out.actions(&chat).await? }),
+            Request::SetAuthorized {
+                platform,
+                user_id,
+                authorized,
+            } => {
+                // The code was used (or is moot); an unpaired device must get a fresh one.
+                self.codes.lock().await.remove(&(platform, user_id.clone()));
+                out.set_authorized(platform, &user_id, authorized).await;
+                done
+            }
+            Request::Devices { platform } => {
+                let mut devices = Vec::new();
+                for device in out.devices().await? {
+                    if platform.is_some_and(|p| p != device.chat.platform) {
+                        continue;
+                    }
+                    let actions = if device.online && device.chat.platform == Platform::Gadget {
+                        out.actions(&device.chat).await.unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    };
+                    devices.push(WireDevice::new(device, actions));
+                }
+                json!({ "devices": devices })
+            }
+        })
+    }
+
+    /// Queue a line for stdout; one too long for the peer is replaced or dropped.
+    async fn send(&self, line: OutLine<'_>) {
+        let mut text = line.encode();
+        if text.len() > MAX_LINE {
+            match line {
+                OutLine::Response { id, .. } => {
+                    let error = WireError::new(ErrorKind::Failed, "the answer is too large");
+                    text = OutLine::answer(id, Err(error)).encode();
+                }
+                _ => {
+                    warn!(bytes = text.len(), "dropped a line too long for Hermes");
+                    return;
+                }
+            }
+        }
+        if self.lines.send(text).await.is_err() {
+            debug!("the bridge has stopped; line dropped");
+        }
+    }
+
+    /// Ask Hermes something and wait for its answer.
+    async fn ask<T: DeserializeOwned>(&self, question: Question<'_>) -> Result<T, WireError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, answer);
+        let _forget = Forget { bridge: self, id };
+        self.send(OutLine::Request { id, question }).await;
+        let result = match tokio::time::timeout(ANSWER_TIMEOUT, answered).await {
+            Err(_) => {
+                let waited = ANSWER_TIMEOUT.as_secs();
+                return Err(WireError::new(
+                    ErrorKind::Timeout,
+                    format!("Hermes did not answer in {waited} s"),
+                ));
+            }
+            Ok(Err(_)) => return Err(WireError::new(ErrorKind::Unavailable, "Hermes went away")),
+            Ok(Ok(answer)) => answer?,
+        };
+        serde_json::from_value(result).map_err(|err| {
+            WireError::new(ErrorKind::BadRequest, format!("unexpected answer: {err}"))
+        })
+    }
+}
+
+/// Removes a question from the pending ones however its wait ends.
+struct Forget<'a> {
+    bridge: &'a Bridge,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.bridge
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
+async fn write<W: AsyncWrite + Unpin>(
+    mut outgoing: mpsc::Receiver<String>,
+    mut output: W,
+    ready: Ready,
+) -> std::io::Result<()> {
+    let ready = OutLine::Event {
+        event: Event::Ready(ready),
+    };
+    let mut line = ready.encode();
+    loop {
+        line.push('\n');
+        output.write_all(line.as_bytes()).await?;
+        output.flush().await?;
+        match outgoing.recv().await {
+            Some(next) => line = next,
+            // The bridge itself holds a sender, so this is only reached once it is gone.
+            None => return Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Agent for Bridge {
+    async fn handle(&self, inbound: Inbound) {
+        let event = Event::Inbound(WireInbound::from(&inbound));
+        self.send(OutLine::Event { event }).await;
+    }
+}
+
+#[async_trait]
+impl Authorizer for Bridge {
+    async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError> {
+        let answer: Authorized = self
+            .ask(Question::IsAuthorized { platform, user_id })
+            .await?;
+        Ok(answer.authorized)
+    }
+
+    async fn pairing_code(
+        &self,
+        platform: Platform,
+        user_id: &str,
+        user_name: Option<&str>,
+    ) -> Result<PairingCode, AccessError> {
+        let mut codes = self.codes.lock().await;
+        let now = Instant::now();
+        codes.retain(|_, issued| issued.expires > now);
+        let key = (platform, user_id.to_owned());
+        if let Some(issued) = codes.get(&key) {
+            return Ok(issued.code.clone());
+        }
+        let issued: IssuedCode = self
+            .ask(Question::PairingCode {
+                platform,
+                user_id,
+                user_name,
+            })
+            .await?;
+        let code = PairingCode {
+            code: issued.code,
+            command: issued.command,
+        };
+        let ttl = Duration::from_secs(issued.ttl_s).min(MAX_CODE_TTL);
+        codes.insert(
+            key,
+            IssuedPairing {
+                code: code.clone(),
+                expires: now + ttl,
+            },
+        );
+        Ok(code)
+    }
+}

@@ -1,0 +1,661 @@
+//! The bridge's line protocol as types: every line is decoded into one of these before
+//! any logic sees it, and every line written is built from them.
+//!
+//! A line is one JSON object: `{"type":"request","id":N,"op":…,"args":{…}}`,
+//! `{"type":"response","id":N,"ok":…,"result"|"error":…}` or
+//! `{"type":"event","op":…,"args":{…}}`. Decoding is two steps, so that a request whose
+//! `op` or `args` are wrong can still be answered (`bad_request`) by its id.
+
+use std::path::PathBuf;
+
+use herald_port::{
+    AccessError, ActionError, ActionSpec, Card, Chat, Choice, Command, DeliveryError,
+    DeviceSummary, Inbound, InboundBody, MediaKind, Outcome, Platform, Prompt,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of this line protocol, announced in `ready`.
+pub const PROTOCOL: u32 = 1;
+
+/// A line as first decoded: its kind and id, with the payload still untyped.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Line {
+    Request {
+        id: u64,
+        op: String,
+        #[serde(default)]
+        args: Value,
+    },
+    Response {
+        id: u64,
+        ok: bool,
+        #[serde(default)]
+        result: Value,
+        #[serde(default)]
+        error: Option<WireError>,
+    },
+    Event {
+        op: String,
+    },
+}
+
+/// Just enough of a line to answer a request that did not decode.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RequestId {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: Option<u64>,
+}
+
+/// An error as both sides report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WireError {
+    pub kind: ErrorKind,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The port's error variants in snake case, plus the bridge's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ErrorKind {
+    Offline,
+    UnknownChat,
+    Unsupported,
+    UnknownMessage,
+    Failed,
+    UnknownAction,
+    Timeout,
+    Disconnected,
+    Device,
+    BadRequest,
+    Unavailable,
+    Denied,
+    /// A kind from a newer peer.
+    #[serde(other)]
+    Other,
+}
+
+impl WireError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        WireError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<DeliveryError> for WireError {
+    fn from(err: DeliveryError) -> Self {
+        let kind = match &err {
+            DeliveryError::Offline(_) => ErrorKind::Offline,
+            DeliveryError::UnknownChat(_) => ErrorKind::UnknownChat,
+            DeliveryError::Unsupported { .. } => ErrorKind::Unsupported,
+            DeliveryError::UnknownMessage(_) => ErrorKind::UnknownMessage,
+            DeliveryError::Failed(_) => ErrorKind::Failed,
+        };
+        WireError::new(kind, err.to_string())
+    }
+}
+
+impl From<ActionError> for WireError {
+    fn from(err: ActionError) -> Self {
+        let kind = match &err {
+            ActionError::UnknownAction(_) => ErrorKind::UnknownAction,
+            ActionError::Timeout => ErrorKind::Timeout,
+            ActionError::Disconnected => ErrorKind::Disconnected,
+            ActionError::Device(_) => ErrorKind::Device,
+            ActionError::Delivery(delivery) => return delivery.clone().into(),
+        };
+        WireError::new(kind, err.to_string())
+    }
+}
+
+impl From<WireError> for AccessError {
+    fn from(err: WireError) -> Self {
+        AccessError(err.message)
+    }
+}
+
+/// What Hermes asks of the devices: the `Outbound` trait, one op per method, plus
+/// `devices`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub(crate) enum Request {
+    SendText {
+        chat: Chat,
+        text: String,
+        #[serde(default)]
+        reply_to: Option<String>,
+        #[serde(default)]
+        streaming: bool,
+        #[serde(default)]
+        interim: bool,
+    },
+    EditText {
+        chat: Chat,
+        message_id: String,
+        text: String,
+        #[serde(default)]
+        finalize: bool,
+    },
+    Typing {
+        chat: Chat,
+        on: bool,
+    },
+    Status {
+        chat: Chat,
+        #[serde(default)]
+        text: String,
+    },
+    TurnStarted {
+        chat: Chat,
+    },
+    TurnEnded {
+        chat: Chat,
+        turn_id: String,
+        outcome: Outcome,
+    },
+    Ask {
+        chat: Chat,
+        prompt: WirePrompt,
+        #[serde(default)]
+        ttl_s: Option<u32>,
+    },
+    Withdraw {
+        chat: Chat,
+        prompt_id: String,
+    },
+    SendVoice {
+        chat: Chat,
+        path: PathBuf,
+    },
+    SendImage {
+        chat: Chat,
+        path: PathBuf,
+        #[serde(default)]
+        caption: Option<String>,
+    },
+    SendDocument {
+        chat: Chat,
+        path: PathBuf,
+        #[serde(default)]
+        caption: Option<String>,
+    },
+    Display {
+        chat: Chat,
+        card: WireCard,
+    },
+    Notice {
+        chat: Chat,
+        text: String,
+    },
+    Transcript {
+        chat: Chat,
+        text: String,
+    },
+    InvokeAction {
+        chat: Chat,
+        name: String,
+        /// Device actions take any JSON; the device checks it.
+        #[serde(default)]
+        args: Value,
+    },
+    Actions {
+        chat: Chat,
+    },
+    SetAuthorized {
+        platform: Platform,
+        user_id: String,
+        authorized: bool,
+    },
+    Devices {
+        #[serde(default)]
+        platform: Option<Platform>,
+    },
+}
+
+impl Request {
+    /// The typed request for `op` and `args`, or why it is not one.
+    pub fn decode(op: String, args: Value) -> Result<Request, WireError> {
+        let tagged = serde_json::json!({ "op": op, "args": args });
+        serde_json::from_value(tagged)
+            .map_err(|err| WireError::new(ErrorKind::BadRequest, format!("{op}: {err}")))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum WirePrompt {
+    ExecApproval {
+        command: String,
+        #[serde(default)]
+        description: String,
+        #[serde(default = "permanent_by_default")]
+        allow_permanent: bool,
+    },
+    Confirm {
+        #[serde(default)]
+        title: String,
+        text: String,
+    },
+    Clarify {
+        question: String,
+        #[serde(default)]
+        choices: Vec<String>,
+    },
+}
+
+fn permanent_by_default() -> bool {
+    true
+}
+
+impl From<WirePrompt> for Prompt {
+    fn from(prompt: WirePrompt) -> Prompt {
+        match prompt {
+            WirePrompt::ExecApproval {
+                command,
+                description,
+                allow_permanent,
+            } => Prompt::ExecApproval {
+                command,
+                description,
+                allow_permanent,
+            },
+            WirePrompt::Confirm { title, text } => Prompt::Confirm { title, text },
+            WirePrompt::Clarify { question, choices } => Prompt::Clarify { question, choices },
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireCard {
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub ttl_s: Option<u32>,
+}
+
+impl From<WireCard> for Card {
+    fn from(card: WireCard) -> Card {
+        Card {
+            title: card.title,
+            body: card.body,
+            ttl_s: card.ttl_s,
+        }
+    }
+}
+
+/// What herald asks Hermes.
+#[derive(Debug, Serialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub(crate) enum Question<'a> {
+    IsAuthorized {
+        platform: Platform,
+        user_id: &'a str,
+    },
+    PairingCode {
+        platform: Platform,
+        user_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        user_name: Option<&'a str>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Authorized {
+    pub authorized: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct IssuedCode {
+    pub code: String,
+    pub command: String,
+    pub ttl_s: u64,
+}
+
+/// Lines herald writes.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum OutLine<'a> {
+    Request {
+        id: u64,
+        #[serde(flatten)]
+        question: Question<'a>,
+    },
+    Response {
+        id: u64,
+        ok: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<WireError>,
+    },
+    Event {
+        #[serde(flatten)]
+        event: Event<'a>,
+    },
+}
+
+impl OutLine<'_> {
+    pub fn answer(id: u64, outcome: Result<Value, WireError>) -> OutLine<'static> {
+        match outcome {
+            Ok(result) => OutLine::Response {
+                id,
+                ok: true,
+                result: Some(result),
+                error: None,
+            },
+            Err(error) => OutLine::Response {
+                id,
+                ok: false,
+                result: None,
+                error: Some(error),
+            },
+        }
+    }
+
+    /// The line as written, without its newline.
+    pub fn encode(&self) -> String {
+        // Plain data with string keys: serialization cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub(crate) enum Event<'a> {
+    Ready(Ready),
+    Inbound(WireInbound<'a>),
+}
+
+/// The first line herald writes: who it is and where devices connect.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ready {
+    pub protocol: u32,
+    pub version: String,
+    pub gadget_url: String,
+    pub mobile_url: String,
+    pub admin_url: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireInbound<'a> {
+    source: WireSource<'a>,
+    message_id: &'a str,
+    body: WireBody<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireSource<'a> {
+    chat: &'a Chat,
+    user_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_name: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum WireBody<'a> {
+    Text {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reply_to: Option<&'a str>,
+    },
+    Voice {
+        path: &'a std::path::Path,
+        duration_ms: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        transcript: Option<&'a str>,
+    },
+    Media {
+        path: &'a std::path::Path,
+        media_kind: MediaKind,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mime: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        caption: Option<&'a str>,
+    },
+    Command {
+        command: &'static str,
+    },
+    /// `choice` in Hermes's words; `index` with `option`, `text` with `other`.
+    PromptAnswer {
+        prompt_id: &'a str,
+        choice: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        index: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<&'a str>,
+    },
+}
+
+impl<'a> From<&'a Inbound> for WireInbound<'a> {
+    fn from(inbound: &'a Inbound) -> Self {
+        let body = match &inbound.body {
+            InboundBody::Text { text, reply_to } => WireBody::Text {
+                text,
+                reply_to: reply_to.as_deref(),
+            },
+            InboundBody::Voice {
+                path,
+                duration_ms,
+                transcript,
+            } => WireBody::Voice {
+                path,
+                duration_ms: *duration_ms,
+                transcript: transcript.as_deref(),
+            },
+            InboundBody::Media {
+                path,
+                kind,
+                mime,
+                caption,
+            } => WireBody::Media {
+                path,
+                media_kind: *kind,
+                mime: mime.as_deref(),
+                caption: caption.as_deref(),
+            },
+            InboundBody::Command(command) => WireBody::Command {
+                command: match command {
+                    Command::Stop => "stop",
+                    Command::New => "new",
+                },
+            },
+            InboundBody::PromptAnswer(answer) => {
+                let (choice, index, text) = match &answer.choice {
+                    Choice::Once => ("once", None, None),
+                    Choice::Session => ("session", None, None),
+                    Choice::Always => ("always", None, None),
+                    Choice::Deny => ("deny", None, None),
+                    Choice::Cancel => ("cancel", None, None),
+                    Choice::Option(index) => ("option", Some(*index), None),
+                    Choice::Other(text) => ("other", None, Some(text.as_str())),
+                };
+                WireBody::PromptAnswer {
+                    prompt_id: &answer.prompt_id,
+                    choice,
+                    index,
+                    text,
+                }
+            }
+        };
+        WireInbound {
+            source: WireSource {
+                chat: &inbound.source.chat,
+                user_id: &inbound.source.user_id,
+                user_name: inbound.source.user_name.as_deref(),
+            },
+            message_id: &inbound.message_id,
+            body,
+        }
+    }
+}
+
+/// One entry of the `devices` answer.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireDevice {
+    pub platform: Platform,
+    pub id: String,
+    pub name: Option<String>,
+    pub online: bool,
+    pub actions: Vec<ActionSpec>,
+}
+
+impl WireDevice {
+    pub fn new(device: DeviceSummary, actions: Vec<ActionSpec>) -> Self {
+        WireDevice {
+            platform: device.chat.platform,
+            id: device.chat.id,
+            name: device.name,
+            online: device.online,
+            actions,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_port::{PromptAnswer, Source};
+    use serde_json::json;
+
+    fn inbound(body: InboundBody) -> Value {
+        let inbound = Inbound {
+            source: Source {
+                chat: Chat::gadget("hg-0123456789abcdef"),
+                user_id: "hg-0123456789abcdef".into(),
+                user_name: None,
+            },
+            message_id: "m1".into(),
+            body,
+        };
+        let line = OutLine::Event {
+            event: Event::Inbound(WireInbound::from(&inbound)),
+        };
+        serde_json::from_str(&line.encode()).unwrap()
+    }
+
+    #[test]
+    fn inbound_events_carry_the_source_and_body() {
+        let line = inbound(InboundBody::Text {
+            text: "hi".into(),
+            reply_to: None,
+        });
+        assert_eq!(
+            line,
+            json!({"type": "event", "op": "inbound", "args": {
+                "source": {"chat": {"platform": "gadget", "id": "hg-0123456789abcdef"},
+                           "user_id": "hg-0123456789abcdef"},
+                "message_id": "m1",
+                "body": {"kind": "text", "text": "hi"}}})
+        );
+    }
+
+    #[test]
+    fn answers_use_hermess_words() {
+        let answer = |choice| {
+            inbound(InboundBody::PromptAnswer(PromptAnswer {
+                prompt_id: "p1".into(),
+                choice,
+            }))["args"]["body"]
+                .clone()
+        };
+        assert_eq!(
+            answer(Choice::Session),
+            json!({"kind": "prompt_answer", "prompt_id": "p1", "choice": "session"})
+        );
+        assert_eq!(
+            answer(Choice::Option(2)),
+            json!({"kind": "prompt_answer", "prompt_id": "p1", "choice": "option", "index": 2})
+        );
+        assert_eq!(
+            answer(Choice::Other("blue".into())),
+            json!({"kind": "prompt_answer", "prompt_id": "p1", "choice": "other", "text": "blue"})
+        );
+    }
+
+    #[test]
+    fn voice_is_a_wav_path() {
+        let body = inbound(InboundBody::Voice {
+            path: "/tmp/v.wav".into(),
+            duration_ms: 1500,
+            transcript: None,
+        })["args"]["body"]
+            .clone();
+        assert_eq!(
+            body,
+            json!({"kind": "voice", "path": "/tmp/v.wav", "duration_ms": 1500})
+        );
+    }
+
+    #[test]
+    fn requests_decode_or_say_why_not() {
+        let request = Request::decode(
+            "ask".into(),
+            json!({"chat": {"platform": "mobile", "id": "tel-1"},
+                   "prompt": {"kind": "exec_approval", "command": "rm -rf /tmp/x",
+                              "description": "recursive delete", "allow_permanent": false}}),
+        )
+        .unwrap();
+        let Request::Ask {
+            chat,
+            prompt,
+            ttl_s,
+        } = request
+        else {
+            panic!("not an ask: {request:?}")
+        };
+        assert_eq!(chat, Chat::mobile("tel-1"));
+        assert_eq!(ttl_s, None);
+        assert_eq!(
+            Prompt::from(prompt),
+            Prompt::ExecApproval {
+                command: "rm -rf /tmp/x".into(),
+                description: "recursive delete".into(),
+                allow_permanent: false,
+            }
+        );
+
+        let unknown = Request::decode("fly".into(), json!({})).unwrap_err();
+        assert_eq!(unknown.kind, ErrorKind::BadRequest);
+        let missing = Request::decode("send_text".into(), json!({"text": "x"})).unwrap_err();
+        assert_eq!(missing.kind, ErrorKind::BadRequest);
+        assert!(missing.message.contains("chat"), "{}", missing.message);
+    }
+
+    #[test]
+    fn errors_keep_the_ports_variant() {
+        let offline: WireError = DeliveryError::Offline(Chat::gadget("hg-1")).into();
+        assert_eq!(offline.kind, ErrorKind::Offline);
+        let timeout: WireError = ActionError::Timeout.into();
+        assert_eq!(timeout.kind, ErrorKind::Timeout);
+        let wrapped: WireError =
+            ActionError::Delivery(DeliveryError::UnknownChat(Chat::mobile("x"))).into();
+        assert_eq!(wrapped.kind, ErrorKind::UnknownChat);
+        let newer: WireError =
+            serde_json::from_value(json!({"kind": "brand_new", "message": "?"})).unwrap();
+        assert_eq!(newer.kind, ErrorKind::Other);
+    }
+
+    #[test]
+    fn herald_asks_hermes_with_numbered_requests() {
+        let line = OutLine::Request {
+            id: 7,
+            question: Question::PairingCode {
+                platform: Platform::Mobile,
+                user_id: "u1",
+                user_name: Some("Ann"),
+            },
+        };
+        assert_eq!(
+            serde_json::from_str::<Value>(&line.encode()).unwrap(),
+            json!({"type": "request", "id": 7, "op": "pairing_code",
+                   "args": {"platform": "mobile", "user_id": "u1", "user_name": "Ann"}})
+        );
+    }
+}

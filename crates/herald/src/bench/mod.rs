@@ -1,0 +1,492 @@
+//! `herald bench`: how many gadgets and phones one machine carries.
+//!
+//! The bench starts `herald serve --backend echo` on loopback with a temporary data
+//! directory (or finds a running server with `--data-dir`/`--url`), starts a bare
+//! WebSocket server of its own ([`baseline`]), and runs the scenario against each in
+//! turn with the same client code, in worker processes ([`worker`]) so the clients are
+//! not limited by one process's descriptors. It prints Herald's figures beside the
+//! baseline's and their ratio: a shared machine is noisy, and the ratio is what stays
+//! comparable between runs.
+//!
+//! Scenarios: [`connect`] (handshakes and memory at rest), [`talk`] (typed turns from
+//! gadgets), [`mobile`] (phones' messages and uploads). `speak` (paced speech to
+//! gadgets) waits for the server to stream speech to gadgets.
+//!
+//! Everything is bounded: a run has a fixed number of clients, each phase a deadline,
+//! and the only addresses used are on 127.0.0.0/8.
+
+mod baseline;
+mod connect;
+mod mobile;
+mod stats;
+mod talk;
+mod worker;
+
+use std::net::Ipv4Addr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use herald_server::admin::{Endpoint, Info};
+use serde::{Deserialize, Serialize};
+
+use self::baseline::Baseline;
+use self::stats::Table;
+use self::worker::{loopback_addr, Job, SPARE_FDS};
+use crate::admin_client::AdminClient;
+use crate::Global;
+
+/// How long a set-up phase (connecting every client) may take.
+const SETUP_LIMIT: Duration = Duration::from_secs(600);
+/// Loopback source addresses per worker: spreads the ephemeral ports, and keeps each
+/// address under the server's per-address enrollment limit.
+const SOURCES_PER_WORKER: u8 = 8;
+/// Worker processes at most; each gets its own 127.0.N.0/24 source block.
+const MAX_WORKERS: usize = 16;
+/// Heartbeat of the server the bench starts: the protocol's shortest, so a short rest
+/// still exchanges heartbeats.
+const HEARTBEAT_S: u32 = 5;
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Gadgets enroll, come back and stay connected: handshakes/s, latency, memory
+    Connect,
+    /// Gadgets send typed turns to the echo agent: turns/s, added latency
+    Talk,
+    /// Gadgets receive paced speech: frame lateness (needs speech output to gadgets)
+    Speak,
+    /// Phones exchange messages and chunked media: messages/s, MiB/s, latency
+    Mobile,
+    /// A client process of a running bench
+    #[value(hide = true)]
+    Worker,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[arg(value_enum)]
+    scenario: Scenario,
+    /// Simulated clients [default: connect 1000, talk 200, mobile 50]
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Seconds of load (talk, mobile) or of rest with every gadget connected (connect)
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Client processes [default: enough for the descriptor limit, at least 2]
+    #[arg(long)]
+    processes: Option<usize>,
+    /// connect: returning-device handshakes in flight at once
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// talk: typed turns per second offered by all gadgets together
+    #[arg(long, default_value_t = 1000.0)]
+    rate: f64,
+    /// mobile: every Nth message is a file upload (0: none)
+    #[arg(long, default_value_t = 10)]
+    media_every: u32,
+    /// mobile: size of each uploaded file in KiB (sent in the protocol's 3 MiB chunks)
+    #[arg(long, default_value_t = 4096)]
+    media_kib: usize,
+    /// Load a running server at this ws:// URL (its gadget or mobile endpoint) instead
+    /// of starting one; with --data-dir the bench also reads its memory
+    #[arg(long)]
+    url: Option<String>,
+    /// mobile: the app token of a running server [default: its generated token]
+    #[arg(long, env = "MOBILE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// The scenario a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum Load {
+    Connect,
+    Talk,
+    Mobile,
+}
+
+/// Where a run sends its load.
+struct Target {
+    url: String,
+    bare: bool,
+    token: Option<String>,
+    /// The server's process, for its memory and CPU time.
+    pid: Option<u32>,
+}
+
+impl Target {
+    fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid?)).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// User plus system CPU time of the server so far.
+    fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid?)).ok()?;
+        // Fields after the command name (which may hold spaces) start at field 3.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+        // utime and stime are fields 14 and 15; Linux reports them in 1/100 s.
+        Some((ticks(11)? + ticks(12)?) / 100.0)
+    }
+}
+
+/// The shape of one run, shared by both targets.
+struct Run {
+    load: Load,
+    clients: usize,
+    processes: usize,
+    duration: Duration,
+    concurrency: usize,
+    rate: f64,
+    media_every: u32,
+    media_bytes: usize,
+}
+
+/// `index`'s share when `total` is split over `parts` as evenly as possible.
+fn share(total: usize, parts: usize, index: usize) -> usize {
+    total / parts + usize::from(index < total % parts)
+}
+
+impl Run {
+    fn new(args: &BenchArgs, load: Load, fd_limit: u64) -> anyhow::Result<Run> {
+        let clients = args.clients.unwrap_or(match load {
+            Load::Connect => 1000,
+            Load::Talk => 200,
+            Load::Mobile => 50,
+        });
+        if clients == 0 {
+            bail!("--clients must be at least 1");
+        }
+        if !(args.duration > 0.0 && args.duration <= 3600.0) {
+            bail!("--duration must be between 0 and 3600 seconds");
+        }
+        if !(args.rate > 0.0 && args.rate <= 1_000_000.0) {
+            bail!("--rate must be positive");
+        }
+        let per_process = fd_limit.saturating_sub(SPARE_FDS).max(1) as usize;
+        // The baseline server lives in this process and holds every client at once.
+        if clients > per_process {
+            bail!(
+                "{clients} clients need more descriptors than this process may hold \
+                 ({fd_limit}); the limit applies to the server too"
+            );
+        }
+        let processes = args
+            .processes
+            .unwrap_or_else(|| clients.div_ceil(per_process).max(2))
+            .min(clients);
+        if processes == 0 || processes > MAX_WORKERS {
+            bail!("--processes must be between 1 and {MAX_WORKERS}");
+        }
+        if clients.div_ceil(processes) > per_process {
+            bail!("{clients} clients over {processes} processes exceed {fd_limit} descriptors each; use more --processes");
+        }
+        Ok(Run {
+            load,
+            clients,
+            processes,
+            duration: Duration::from_secs_f64(args.duration),
+            concurrency: args.concurrency.max(1),
+            rate: args.rate,
+            media_every: args.media_every,
+            media_bytes: args.media_kib.saturating_mul(1024),
+        })
+    }
+
+    /// One job per worker process.
+    fn jobs(&self, target: &Target) -> Vec<Job> {
+        let enrolling = herald_gadget_proto::limits::MAX_PENDING_ENROLLMENTS;
+        (0..self.processes)
+            .map(|w| {
+                let clients = share(self.clients, self.processes, w);
+                // Worker w binds to 127.0.(w+1).1..=8; MAX_WORKERS keeps w+1 in a u8.
+                let block = u8::try_from(w + 1).unwrap_or(u8::MAX);
+                Job {
+                    load: self.load,
+                    url: target.url.clone(),
+                    bare: target.bare,
+                    token: target.token.clone(),
+                    clients,
+                    sources: (1..=SOURCES_PER_WORKER)
+                        .map(|host| Ipv4Addr::new(127, 0, block, host))
+                        .collect(),
+                    concurrency: share(self.concurrency, self.processes, w).max(1),
+                    // The server lets 16 devices enroll at once; more would be refused.
+                    enroll_concurrency: share(enrolling, self.processes, w).max(1),
+                    rate: self.rate * clients as f64 / self.clients as f64,
+                    duration_s: self.duration.as_secs_f64(),
+                    media_every: self.media_every,
+                    media_bytes: self.media_bytes,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A `herald serve --backend echo` the bench started; stopped when dropped.
+struct Spawned {
+    child: Child,
+    /// The app token it was given.
+    token: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn random_hex(bytes: usize) -> anyhow::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Start Herald on loopback with free ports, the echo agent, every device allowed.
+fn start_server() -> anyhow::Result<(Spawned, Info)> {
+    let dir = tempfile::Builder::new().prefix("herald-bench-").tempdir()?;
+    let config = dir.path().join("bench.toml");
+    std::fs::write(&config, format!("[gadget]\nheartbeat_s = {HEARTBEAT_S}\n"))?;
+    let log_path = dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path)?;
+    let token = random_hex(32)?;
+    let child = Command::new(std::env::current_exe()?)
+        .args(["serve", "--backend", "echo", "--host", "127.0.0.1"])
+        .args([
+            "--gadget-port",
+            "0",
+            "--mobile-port",
+            "0",
+            "--admin-port",
+            "0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .env("GADGET_ALLOW_ALL_USERS", "1")
+        .env("MOBILE_ALLOW_ALL_USERS", "1")
+        .env("MOBILE_TOKEN", &token)
+        .env_remove("GADGET_ACCESS_TOKEN")
+        .env_remove("MOBILE_ALLOWED_DEVICES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("cannot start herald serve")?;
+    let mut spawned = Spawned {
+        child,
+        token,
+        _dir: dir,
+    };
+    let dir = spawned._dir.path().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(info) = AdminClient::connect(&dir).and_then(|c| c.get::<Info>("/v1/info")) {
+            return Ok((spawned, info));
+        }
+        if spawned.child.try_wait()?.is_some() || Instant::now() > deadline {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("herald serve did not start:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A server's URL as seen from loopback: one listening on every interface is reached
+/// on 127.0.0.1, the only address the bench loads.
+fn on_loopback(url: &str) -> anyhow::Result<String> {
+    if loopback_addr(url).is_ok() {
+        return Ok(url.to_owned());
+    }
+    let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse()?;
+    if uri.scheme_str() != Some("ws") {
+        bail!("{url}: the bench speaks plain ws:// only");
+    }
+    let port = uri.port_u16().context("no port in the server's URL")?;
+    Ok(format!("ws://127.0.0.1:{port}{}", uri.path()))
+}
+
+/// Herald's endpoint for `load`: a server the bench starts, or the one named.
+fn herald_target(
+    global: &Global,
+    args: &BenchArgs,
+    load: Load,
+) -> anyhow::Result<(Target, Option<Spawned>)> {
+    let (info, pid, spawned) = match &global.data_dir {
+        None if args.url.is_some() => (None, None, None),
+        None => {
+            let (spawned, info) = start_server()?;
+            let pid = spawned.child.id();
+            (Some(info), Some(pid), Some(spawned))
+        }
+        Some(dir) => {
+            let info = AdminClient::connect(dir)?.get::<Info>("/v1/info")?;
+            (
+                Some(info),
+                Endpoint::discover(dir).ok().map(|e| e.pid),
+                None,
+            )
+        }
+    };
+    let url = match (&args.url, &info) {
+        (Some(url), _) => url.clone(),
+        (None, Some(info)) if load == Load::Mobile => on_loopback(&info.mobile_url)?,
+        (None, Some(info)) => on_loopback(&info.gadget_url)?,
+        (None, None) => bail!("give --url or --data-dir"),
+    };
+    loopback_addr(&url)?;
+    let token = match (&spawned, &args.token) {
+        (Some(spawned), _) => Some(spawned.token.clone()),
+        (None, Some(token)) => Some(token.clone()),
+        (None, None) => info
+            .as_ref()
+            .and_then(|i| i.mobile_token.as_deref())
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .map(|t| t.trim().to_owned()),
+    };
+    if load == Load::Mobile && token.is_none() {
+        bail!("the mobile scenario needs the app token: --token or MOBILE_TOKEN");
+    }
+    Ok((
+        Target {
+            url,
+            bare: false,
+            token,
+            pid,
+        },
+        spawned,
+    ))
+}
+
+/// The machine the figures come from, for the record.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or_else(
+            || "? GiB".into(),
+            |kib| format!("{:.0} GiB", kib / 1024.0 / 1024.0),
+        );
+    format!("{cores} cores, {cpu}, {memory}")
+}
+
+pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
+    let load = match args.scenario {
+        Scenario::Worker => return worker::run(),
+        Scenario::Connect => Load::Connect,
+        Scenario::Talk => Load::Talk,
+        Scenario::Mobile => Load::Mobile,
+        Scenario::Speak => bail!(
+            "speak: not available yet. Herald does not stream speech to gadgets \
+             (the gadget side of Outbound::send_voice and server-side pacing are still \
+             being built), so there is no paced stream to measure."
+        ),
+    };
+    let fd_limit = worker::raise_fd_limit();
+    let run = Run::new(&args, load, fd_limit)?;
+    let (herald, _server) = herald_target(global, &args, load)?;
+    let baseline = Baseline::start()?;
+    let bare = baseline.target();
+
+    eprintln!(
+        "herald bench {}: {} clients in {} processes, {:.0} s; Herald at {}, bare baseline at {}",
+        format!("{:?}", args.scenario).to_lowercase(),
+        run.clients,
+        run.processes,
+        run.duration.as_secs_f64(),
+        herald.url,
+        bare.url,
+    );
+    let mut table = Table::default();
+    // The baseline first: Herald's run then starts on a machine the baseline has left.
+    match load {
+        Load::Connect => {
+            let b = connect::measure(&run, &bare)?;
+            let h = connect::measure(&run, &herald)?;
+            connect::tabulate(&run, &h, &b, &mut table);
+        }
+        Load::Talk => {
+            let b = talk::measure(&run, &bare)?;
+            let h = talk::measure(&run, &herald)?;
+            talk::tabulate(&run, &h, &b, &mut table);
+        }
+        Load::Mobile => {
+            let b = mobile::measure(&run, &bare)?;
+            let h = mobile::measure(&run, &herald)?;
+            mobile::tabulate(&run, &h, &b, &mut table);
+        }
+    }
+    println!("machine: {}", machine());
+    println!(
+        "herald bench {}: {} clients, {} processes, {:.0} s",
+        format!("{:?}", args.scenario).to_lowercase(),
+        run.clients,
+        run.processes,
+        run.duration.as_secs_f64()
+    );
+    table.print();
+    if table.missed() > 0 {
+        println!("{} goal(s) missed", table.missed());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up() {
+        for (total, parts) in [(10, 3), (16, 16), (5, 8), (1000, 7)] {
+            let sum: usize = (0..parts).map(|i| share(total, parts, i)).sum();
+            assert_eq!(sum, total);
+        }
+    }
+
+    #[test]
+    fn urls_are_moved_to_loopback() {
+        assert_eq!(
+            on_loopback("ws://127.0.0.1:8765/gadget").unwrap(),
+            "ws://127.0.0.1:8765/gadget"
+        );
+        assert_eq!(
+            on_loopback("ws://192.168.1.5:8787/ws").unwrap(),
+            "ws://127.0.0.1:8787/ws"
+        );
+        assert!(on_loopback("wss://192.168.1.5:8787/ws").is_err());
+    }
+
+    #[test]
+    fn proc_figures_of_this_process() {
+        let me = Target {
+            url: String::new(),
+            bare: true,
+            token: None,
+            pid: Some(std::process::id()),
+        };
+        assert!(me.rss_kib().unwrap() > 0);
+        assert!(me.cpu_seconds().unwrap() >= 0.0);
+    }
+}

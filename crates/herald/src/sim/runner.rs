@@ -1,0 +1,744 @@
+//! The simulated board: the device core driven by tokio, with a real WebSocket, a clock,
+//! a microphone and a speaker.
+//!
+//! One task owns the [`Device`] and everything it touches, and waits on four things at
+//! once: the core's next deadline, the connection, a request from a frontend (the script or
+//! the terminal) and the microphone's next 40 ms frame. After each it carries out the
+//! core's actions in order, publishes a [`Snapshot`] on a watch channel when something
+//! shown changed, and only then answers the requests it took, so a frontend that got its
+//! answer already sees what the request did. Frontends never touch the core: the core sees
+//! one event at a time, in one order, as on the board.
+//!
+//! A restart (after an update is installed, or a rollback) builds a new `Device` from the
+//! state directory, as a power cycle would: the same key, the firmware the host boots.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use herald_device::{Action, Button, Device, DeviceConfig, Event, Instant, Mode, Phase, Screen};
+use herald_gadget_proto::limits::{AUDIO_FRAME_MS, MAX_INBOUND_FRAME};
+use herald_gadget_proto::{ActionSpec, SUBPROTOCOL};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{Interval, MissedTickBehavior};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::client::Request as WsRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::audio::{Mic, Speaker};
+use super::host::SimHost;
+use super::render::Shown;
+
+/// The application action the simulator registers, as the spec's example board does.
+pub const LED_ACTION: &str = "led.set";
+/// Longest LED colour name accepted.
+const MAX_COLOR: usize = 32;
+/// Screens remembered for `wait`.
+const ENTERED_KEPT: usize = 64;
+/// A send the server does not take within this long means the connection is gone.
+const SEND_WAIT: Duration = Duration::from_secs(10);
+/// How long a closing handshake may take before the socket is dropped.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// Close code the board uses when it goes away on its own (restart, power off).
+const GOING_AWAY: u16 = 1001;
+
+/// What a frontend asks of the board.
+#[derive(Debug)]
+pub enum Command {
+    Press(Button),
+    Release(Button),
+    /// Type a message to the agent.
+    Text(String),
+    /// Hold TALK while the microphone hears this clip to its end, then let go.
+    Say(Vec<i16>),
+    /// Power off: close the connection and save the speaker's audio.
+    Quit,
+}
+
+type Answer = Result<(), String>;
+
+struct Request {
+    command: Command,
+    done: oneshot::Sender<Answer>,
+}
+
+/// A frontend's end: send commands, read snapshots.
+#[derive(Clone)]
+pub struct Handle {
+    requests: mpsc::Sender<Request>,
+    snapshot: watch::Receiver<Snapshot>,
+    config: DeviceConfig,
+}
+
+impl Handle {
+    /// Runs `command`; returns once its effect is in the snapshot (for [`Command::Say`],
+    /// once TALK is released).
+    pub async fn run(&self, command: Command) -> Answer {
+        let stopped = || "the simulator stopped".to_owned();
+        let (done, answer) = oneshot::channel();
+        self.requests
+            .send(Request { command, done })
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    pub fn snapshot(&self) -> watch::Receiver<Snapshot> {
+        self.snapshot.clone()
+    }
+
+    /// The board profile (the firmware version is the one it booted first).
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
+    }
+}
+
+/// What the frontends see of the board.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub shown: Shown,
+    /// The latest screens entered, oldest first, numbered from 1: `wait` looks here so a
+    /// screen shown only briefly is not missed.
+    pub entered: VecDeque<(u64, Screen)>,
+    pub device_id: String,
+    pub firmware: String,
+    pub phase: Phase,
+    pub paired: bool,
+    pub volume: u8,
+    pub brightness: u8,
+    pub led: Option<String>,
+    pub recording: bool,
+    /// The latest thing that happened beside the screen (an LED, an update, an error).
+    pub note: Option<String>,
+}
+
+impl Snapshot {
+    /// The number of the screen shown, in [`Snapshot::entered`].
+    pub fn latest(&self) -> u64 {
+        self.entered.back().map_or(0, |(n, _)| *n)
+    }
+}
+
+/// How to run the board.
+pub struct Settings {
+    pub url: String,
+    pub config: DeviceConfig,
+    pub state_dir: PathBuf,
+    /// What the microphone hears when TALK is pressed (silence when `None`).
+    pub mic: Option<Vec<i16>>,
+    pub speaker: PathBuf,
+    /// Print every change of the screen, and every note, to standard output.
+    pub echo: bool,
+}
+
+/// Boots the board and starts its task; the task ends after [`Command::Quit`] or when
+/// every [`Handle`] is gone.
+pub fn start(
+    settings: Settings,
+) -> anyhow::Result<(Handle, tokio::task::JoinHandle<anyhow::Result<()>>)> {
+    let device = boot(&settings, Instant::from_millis(0))?;
+    let shown = Shown::new(&device.view(), None);
+    let snapshot = Snapshot {
+        entered: VecDeque::from([(1, shown.screen)]),
+        shown,
+        device_id: device.identity().device_id().to_string(),
+        firmware: device.config().firmware.clone(),
+        phase: device.phase(),
+        paired: device.is_paired(),
+        volume: device.volume(),
+        brightness: device.brightness(),
+        led: None,
+        recording: false,
+        note: None,
+    };
+    let (publish, snapshot) = watch::channel(snapshot);
+    let (requests, inbox) = mpsc::channel(16);
+    let handle = Handle {
+        requests,
+        snapshot,
+        config: settings.config.clone(),
+    };
+    let mut runner = Runner {
+        speaker: Speaker::new(settings.speaker.clone()),
+        settings,
+        device,
+        link: Link::Down,
+        origin: tokio::time::Instant::now(),
+        inbox,
+        publish,
+        printed: String::new(),
+        redraw: true,
+        answers: Vec::new(),
+        listening: None,
+        say: None,
+        led: None,
+        note: None,
+    };
+    let config = runner.device.config();
+    runner.note(format!(
+        "device {} ({}, firmware {}) for {}",
+        runner.device.identity().device_id(),
+        config.board,
+        config.firmware,
+        runner.settings.url
+    ));
+    Ok((handle, tokio::spawn(runner.run())))
+}
+
+/// The request to open: the URL, offering the gadget subprotocol.
+pub fn client_request(url: &str) -> Result<WsRequest, tokio_tungstenite::tungstenite::Error> {
+    let mut request = url.into_client_request()?;
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_static(SUBPROTOCOL),
+    );
+    Ok(request)
+}
+
+/// Powers the board on from its state directory.
+fn boot(settings: &Settings, now: Instant) -> anyhow::Result<Device<SimHost>> {
+    let mut host = SimHost::open(&settings.state_dir, &settings.config.firmware)?;
+    let (boot, firmware) = host.boot()?;
+    let config = DeviceConfig {
+        firmware,
+        ..settings.config.clone()
+    };
+    let mut device = Device::new(config, boot, host, now);
+    device.register_action(ActionSpec {
+        name: LED_ACTION.to_owned(),
+        description: Some("Set the colour of the LED.".to_owned()),
+        params: Some(json!({
+            "type": "object",
+            "properties": {"color": {"type": "string"}},
+            "required": ["color"],
+        })),
+    })?;
+    Ok(device)
+}
+
+fn has_button(config: &DeviceConfig, button: Button) -> Result<(), String> {
+    if config.has(button) {
+        Ok(())
+    } else {
+        Err(format!("this board has no {} button", button.name()))
+    }
+}
+
+/// The microphone on, and its 40 ms clock.
+struct Listening {
+    mic: Mic,
+    ticker: Interval,
+}
+
+/// A [`Command::Say`] under way.
+struct Saying {
+    clip: Option<Vec<i16>>,
+    done: oneshot::Sender<Answer>,
+}
+
+struct Runner {
+    settings: Settings,
+    device: Device<SimHost>,
+    link: Link,
+    origin: tokio::time::Instant,
+    inbox: mpsc::Receiver<Request>,
+    publish: watch::Sender<Snapshot>,
+    /// The summary last printed, in echo mode.
+    printed: String,
+    /// Something shown changed since the last snapshot.
+    redraw: bool,
+    /// Requests done, answered once the snapshot shows what they did.
+    answers: Vec<(oneshot::Sender<Answer>, Answer)>,
+    listening: Option<Listening>,
+    say: Option<Saying>,
+    speaker: Speaker,
+    led: Option<String>,
+    note: Option<String>,
+}
+
+enum Wake {
+    Deadline,
+    Link(LinkEvent),
+    Mic,
+    Request(Option<Request>),
+}
+
+impl Runner {
+    async fn run(mut self) -> anyhow::Result<()> {
+        let mut quit = None;
+        let result = loop {
+            if let Err(e) = self.perform().await {
+                break Err(e);
+            }
+            self.publish();
+            for (done, answer) in self.answers.drain(..) {
+                let _ = done.send(answer);
+            }
+            let wake = self.wait().await;
+            let now = self.now();
+            match wake {
+                Wake::Deadline => self.device.handle_timeout(now),
+                Wake::Link(event) => self.on_link(event, now),
+                Wake::Mic => self.on_mic(now),
+                Wake::Request(None) => break Ok(()),
+                Wake::Request(Some(Request {
+                    command: Command::Quit,
+                    done,
+                })) => {
+                    quit = Some(done);
+                    break Ok(());
+                }
+                Wake::Request(Some(request)) => self.on_request(request, now),
+            }
+        };
+        self.link.close(GOING_AWAY, "power off").await;
+        self.save_speaker();
+        if let Some(done) = quit {
+            let _ = done.send(Ok(()));
+        }
+        result
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_millis(u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Waits for the next thing to happen.
+    async fn wait(&mut self) -> Wake {
+        let deadline = self
+            .device
+            .next_deadline()
+            .map(|d| self.origin + Duration::from_millis(d.as_millis()));
+        let Runner {
+            link,
+            listening,
+            inbox,
+            ..
+        } = self;
+        let timer = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mic = async {
+            match listening {
+                Some(l) => {
+                    l.ticker.tick().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = timer => Wake::Deadline,
+            event = link.next() => Wake::Link(event),
+            () = mic => Wake::Mic,
+            request = inbox.recv() => Wake::Request(request),
+        }
+    }
+
+    /// Carries out the core's actions, in order, until it has none left.
+    async fn perform(&mut self) -> anyhow::Result<()> {
+        loop {
+            while let Some(action) = self.device.poll_action() {
+                self.act(action).await?;
+            }
+            // A Say whose recording did not start, or stopped early, lets TALK go.
+            if self.listening.is_some() {
+                break;
+            }
+            let Some(say) = self.say.take() else { break };
+            let now = self.now();
+            self.device.handle(Event::ButtonUp(Button::Talk), now);
+            let screen = self.device.screen().name();
+            let error = format!("the device stopped listening before the clip ended ({screen})");
+            self.answers.push((say.done, Err(error)));
+        }
+        if self.device.mode() != Mode::Responding {
+            self.save_speaker();
+        }
+        Ok(())
+    }
+
+    async fn act(&mut self, action: Action) -> anyhow::Result<()> {
+        match action {
+            Action::Connect => self.link.connect(&self.settings.url),
+            Action::Close { code, reason } => self.link.close(code, reason).await,
+            Action::Send(message) => self.transmit(Message::text(message.encode())).await,
+            Action::SendBinary(bytes) => self.transmit(Message::binary(bytes)).await,
+            Action::Redraw => self.redraw = true,
+            Action::StartMic => self.start_mic(),
+            Action::StopMic => {
+                self.listening = None;
+                self.redraw = true;
+            }
+            Action::Play { rate, samples } => self.speaker.play(rate, &samples),
+            Action::StopPlayback => self.note("speaker stopped"),
+            Action::SetVolume(percent) => self.note(format!("volume {percent}%")),
+            Action::SetBrightness(percent) => self.note(format!("brightness {percent}%")),
+            Action::StoreKey(key) => {
+                if let Err(e) = self.device.host().store_key(&key) {
+                    self.note(format!("{e:#}"));
+                }
+            }
+            Action::Invoke { id, name, args } => self.invoke(&id, &name, &args),
+            Action::ConfirmFirmware => {
+                self.device.host_mut().confirm()?;
+                let version = self.device.config().firmware.clone();
+                self.note(format!("firmware {version} confirmed"));
+            }
+            Action::Rollback => {
+                let version = self.device.host_mut().rollback()?;
+                self.note(format!("firmware failed its probation; back to {version}"));
+                self.restart().await?;
+            }
+            Action::Restart => self.restart().await?,
+        }
+        Ok(())
+    }
+
+    async fn transmit(&mut self, message: Message) {
+        if self.link.send(message).await == Sent::Broken {
+            self.note("the connection broke while sending");
+            let now = self.now();
+            self.device.handle(
+                Event::Closed {
+                    code: None,
+                    reason: "",
+                },
+                now,
+            );
+        }
+    }
+
+    /// A power cycle: the connection drops and the board boots what the host boots.
+    async fn restart(&mut self) -> anyhow::Result<()> {
+        self.link.close(GOING_AWAY, "restart").await;
+        self.listening = None;
+        if let Some(say) = self.say.take() {
+            self.answers
+                .push((say.done, Err("the device restarted".to_owned())));
+        }
+        self.save_speaker();
+        self.device = boot(&self.settings, self.now())?;
+        let config = self.device.config();
+        let probation = if self.device.host().on_probation() {
+            " on probation"
+        } else {
+            ""
+        };
+        self.note(format!(
+            "restarted into firmware {}{probation}",
+            config.firmware
+        ));
+        self.redraw = true;
+        Ok(())
+    }
+
+    fn start_mic(&mut self) {
+        let Some(rate) = self.device.config().mic_rate else {
+            return;
+        };
+        let clip = match self.say.as_mut() {
+            Some(say) => say.clip.take(),
+            None => self.settings.mic.clone(),
+        };
+        let period = Duration::from_millis(u64::from(AUDIO_FRAME_MS));
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        // Catch up after a stall, so the recording keeps the clip's length in real time.
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        self.listening = Some(Listening {
+            mic: Mic::new(clip.unwrap_or_default(), rate),
+            ticker,
+        });
+        self.redraw = true;
+    }
+
+    /// The next 40 ms of sound; a Say lets TALK go when its clip has been heard.
+    fn on_mic(&mut self, now: Instant) {
+        let Some(listening) = self.listening.as_mut() else {
+            return;
+        };
+        let frame = listening.mic.next_frame();
+        let finished = listening.mic.finished();
+        self.device.handle(Event::MicSamples(&frame), now);
+        if finished && self.listening.is_some() {
+            if let Some(say) = self.say.take() {
+                self.device.handle(Event::ButtonUp(Button::Talk), now);
+                self.answers.push((say.done, Ok(())));
+            }
+        }
+    }
+
+    /// Runs a command; it is answered after the next snapshot, a Say when it ends.
+    fn on_request(&mut self, Request { command, done }: Request, now: Instant) {
+        let config = self.device.config();
+        let answer = match command {
+            Command::Press(button) => has_button(config, button).map(|()| {
+                self.device.handle(Event::ButtonDown(button), now);
+            }),
+            Command::Release(button) => has_button(config, button).map(|()| {
+                self.device.handle(Event::ButtonUp(button), now);
+            }),
+            Command::Text(text) => self.device.send_text(&text, now).map_err(|e| e.to_string()),
+            Command::Say(_) if config.mic_rate.is_none() => {
+                Err("this board has no microphone".to_owned())
+            }
+            Command::Say(_) if self.say.is_some() || self.listening.is_some() => {
+                Err("TALK is already held".to_owned())
+            }
+            Command::Say(clip) => {
+                self.say = Some(Saying {
+                    clip: Some(clip),
+                    done,
+                });
+                self.device.handle(Event::ButtonDown(Button::Talk), now);
+                return;
+            }
+            Command::Quit => Ok(()),
+        };
+        self.answers.push((done, answer));
+    }
+
+    fn on_link(&mut self, event: LinkEvent, now: Instant) {
+        match event {
+            LinkEvent::Connected => self.device.handle(Event::Connected, now),
+            LinkEvent::Text(text) => self.device.handle(Event::Text(text.as_str()), now),
+            LinkEvent::Binary(bytes) => self.device.handle(Event::Binary(&bytes), now),
+            LinkEvent::Closed {
+                code,
+                reason,
+                error,
+            } => {
+                match (&error, code) {
+                    (Some(error), _) => self.note(format!("connection: {error}")),
+                    (None, Some(code)) => self.note(format!("server closed: {code} {reason}")),
+                    (None, None) => self.note("connection lost"),
+                }
+                self.device.handle(
+                    Event::Closed {
+                        code,
+                        reason: &reason,
+                    },
+                    now,
+                );
+            }
+        }
+    }
+
+    /// The application action: `led.set {color}`.
+    fn invoke(&mut self, id: &str, name: &str, args: &Value) {
+        let result = match args.get("color").and_then(Value::as_str) {
+            _ if name != LED_ACTION => Err(format!("unknown action {name}")),
+            Some(color) if !color.is_empty() && color.chars().count() <= MAX_COLOR => {
+                self.led = Some(color.to_owned());
+                self.note(format!("LED {color}"));
+                Ok(json!({ "led": color }))
+            }
+            Some(_) => Err(format!("color must be 1 to {MAX_COLOR} characters")),
+            None => Err("color is required".to_owned()),
+        };
+        // Fails only for an action already timed out, which the core answered itself.
+        let _ = self.device.complete_action(id, result);
+    }
+
+    fn save_speaker(&mut self) {
+        match self.speaker.save() {
+            Ok(Some(played)) => {
+                let path = self.speaker.path().display().to_string();
+                self.note(format!(
+                    "played {:.2} s of audio (in {path})",
+                    played.as_secs_f64()
+                ));
+            }
+            Ok(None) => {}
+            Err(e) => self.note(format!("{e:#}")),
+        }
+    }
+
+    fn note(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        if self.settings.echo {
+            println!("{} * {text}", self.stamp());
+        }
+        self.note = Some(text);
+        self.redraw = true;
+    }
+
+    fn stamp(&self) -> String {
+        format!("[{:8.3}]", self.origin.elapsed().as_secs_f64())
+    }
+
+    /// Publishes what the board shows, and prints it in echo mode when it changed.
+    fn publish(&mut self) {
+        if !std::mem::take(&mut self.redraw) {
+            return;
+        }
+        let shown = Shown::new(&self.device.view(), Some(&self.publish.borrow().shown));
+        if self.settings.echo {
+            let summary = shown.summary();
+            if summary != self.printed {
+                println!("{} {summary}", self.stamp());
+                self.printed = summary;
+            }
+        }
+        let device = &self.device;
+        let (led, note, recording) = (&self.led, &self.note, self.listening.is_some());
+        self.publish.send_modify(|s| {
+            if s.entered.back().map(|(_, screen)| *screen) != Some(shown.screen) {
+                let n = s.latest() + 1;
+                s.entered.push_back((n, shown.screen));
+                if s.entered.len() > ENTERED_KEPT {
+                    s.entered.pop_front();
+                }
+            }
+            s.shown = shown;
+            s.device_id = device.identity().device_id().to_string();
+            s.firmware.clone_from(&device.config().firmware);
+            s.phase = device.phase();
+            s.paired = device.is_paired();
+            s.volume = device.volume();
+            s.brightness = device.brightness();
+            s.led.clone_from(led);
+            s.recording = recording;
+            s.note.clone_from(note);
+        });
+    }
+}
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Attempt = Pin<Box<dyn Future<Output = Result<Socket, String>> + Send>>;
+
+/// The connection to the server.
+enum Link {
+    Down,
+    Connecting(Attempt),
+    Up(Box<Socket>),
+}
+
+enum LinkEvent {
+    Connected,
+    Text(Utf8Bytes),
+    Binary(Bytes),
+    Closed {
+        code: Option<u16>,
+        reason: String,
+        /// Why the connection failed, when no close frame said it.
+        error: Option<String>,
+    },
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Sent {
+    Yes,
+    /// Not connected: nothing to send on.
+    Dropped,
+    Broken,
+}
+
+impl Link {
+    fn connect(&mut self, url: &str) {
+        let url = url.to_owned();
+        // Frames from the server are small (4 KB of media, a reply); a cap keeps a broken
+        // server from making the board buffer without bound.
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_INBOUND_FRAME))
+            .max_frame_size(Some(MAX_INBOUND_FRAME));
+        *self = Link::Connecting(Box::pin(async move {
+            let request = client_request(&url).map_err(|e| e.to_string())?;
+            // Nagle off: the board sends small frames that should leave at once.
+            let (socket, _) =
+                tokio_tungstenite::connect_async_with_config(request, Some(config), true)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            Ok(socket)
+        }));
+    }
+
+    /// The next thing from the server. Cancel-safe: a connection attempt goes on.
+    async fn next(&mut self) -> LinkEvent {
+        loop {
+            match self {
+                Link::Down => std::future::pending::<()>().await,
+                Link::Connecting(attempt) => {
+                    let result = attempt.as_mut().await;
+                    return match result {
+                        Ok(socket) => {
+                            *self = Link::Up(Box::new(socket));
+                            LinkEvent::Connected
+                        }
+                        Err(error) => {
+                            *self = Link::Down;
+                            LinkEvent::Closed {
+                                code: None,
+                                reason: String::new(),
+                                error: Some(error),
+                            }
+                        }
+                    };
+                }
+                Link::Up(socket) => {
+                    let event = match socket.next().await {
+                        Some(Ok(Message::Text(text))) => return LinkEvent::Text(text),
+                        Some(Ok(Message::Binary(bytes))) => return LinkEvent::Binary(bytes),
+                        // Pings are answered by the socket itself.
+                        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
+                            continue
+                        }
+                        Some(Ok(Message::Close(frame))) => LinkEvent::Closed {
+                            code: frame.as_ref().map(|f| u16::from(f.code)),
+                            reason: frame.map(|f| f.reason.to_string()).unwrap_or_default(),
+                            error: None,
+                        },
+                        Some(Err(e)) => LinkEvent::Closed {
+                            code: None,
+                            reason: String::new(),
+                            error: Some(e.to_string()),
+                        },
+                        None => LinkEvent::Closed {
+                            code: None,
+                            reason: String::new(),
+                            error: None,
+                        },
+                    };
+                    *self = Link::Down;
+                    return event;
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, message: Message) -> Sent {
+        let Link::Up(socket) = self else {
+            return Sent::Dropped;
+        };
+        match tokio::time::timeout(SEND_WAIT, socket.send(message)).await {
+            Ok(Ok(())) => Sent::Yes,
+            _ => {
+                *self = Link::Down;
+                Sent::Broken
+            }
+        }
+    }
+
+    /// Closes politely if connected; gives up on an attempt.
+    async fn close(&mut self, code: u16, reason: &str) {
+        if let Link::Up(socket) = self {
+            let frame = CloseFrame {
+                code: CloseCode::from(code),
+                reason: reason.into(),
+            };
+            let _ = tokio::time::timeout(CLOSE_WAIT, socket.close(Some(frame))).await;
+        }
+        *self = Link::Down;
+    }
+}

@@ -1,0 +1,123 @@
+//! `herald bench` through the real binary at tiny sizes: it starts its own server and
+//! baseline, runs the scenario against both and prints its table. These tests check
+//! that the table has its rows and that load got through; they assert nothing about
+//! speed.
+
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_herald");
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("bench")
+        .args(args)
+        .env_remove("HERALD_DATA_DIR")
+        .env_remove("HERALD_CONFIG")
+        .env_remove("MOBILE_TOKEN")
+        .output()
+        .unwrap()
+}
+
+/// The table a successful run printed.
+fn table(args: &[&str]) -> String {
+    let output = bench(args);
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "bench {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The HERALD and BARE cells of the row named `metric`.
+fn row<'a>(table: &'a str, metric: &str) -> (&'a str, &'a str) {
+    let cells: Vec<&str> = table
+        .lines()
+        .map(|line| {
+            line.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .find(|cells| cells.first() == Some(&metric))
+        .unwrap_or_else(|| panic!("no row {metric:?} in\n{table}"));
+    (cells[1], cells[2])
+}
+
+/// The number a cell starts with ("123/s", "0.4 ms", "20").
+fn number(cell: &str) -> f64 {
+    let end = cell
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(cell.len());
+    cell[..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("{cell:?} is not a figure"))
+}
+
+fn both_positive(table: &str, metric: &str) {
+    let (herald, bare) = row(table, metric);
+    assert!(number(herald) > 0.0, "{metric}: herald {herald}\n{table}");
+    assert!(number(bare) > 0.0, "{metric}: bare {bare}\n{table}");
+}
+
+#[test]
+fn connect_measures_handshakes_and_memory() {
+    let out = table(&["connect", "--clients", "20", "--duration", "1"]);
+    both_positive(&out, "first contact handshakes");
+    both_positive(&out, "returning handshakes (32 at once)");
+    assert_eq!(row(&out, "connections held at rest"), ("20", "20"));
+    let (memory, _) = row(&out, "server memory per connection");
+    assert!(memory.ends_with("KiB"), "{out}");
+    assert!(out.starts_with("machine: "), "{out}");
+}
+
+#[test]
+fn talk_measures_turns_and_latency() {
+    let out = table(&["talk", "--clients", "10", "--duration", "1", "--rate", "50"]);
+    both_positive(&out, "gadgets connected");
+    both_positive(&out, "turns answered (offered 50/s)");
+    both_positive(&out, "first answer frame p99");
+    both_positive(&out, "reply p99");
+}
+
+#[test]
+fn mobile_measures_messages_and_media() {
+    // Just over one protocol chunk, so every upload is sent in two.
+    let out = table(&[
+        "mobile",
+        "--clients",
+        "4",
+        "--duration",
+        "1",
+        "--media-every",
+        "2",
+        "--media-kib",
+        "3100",
+    ]);
+    both_positive(&out, "phones connected");
+    both_positive(&out, "messages");
+    both_positive(&out, "media uploaded");
+}
+
+#[test]
+fn speak_says_why_it_cannot_run_yet() {
+    let output = bench(&["speak", "--clients", "2", "--duration", "1"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not available yet"), "{stderr}");
+}
+
+#[test]
+fn only_loopback_is_loaded() {
+    let output = bench(&[
+        "talk",
+        "--url",
+        "ws://192.0.2.1:8765/gadget",
+        "--clients",
+        "1",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("127.0.0.0/8"), "{stderr}");
+}

@@ -1,0 +1,117 @@
+//! What the tests of the `herald` binary share: `herald serve` in a child process on
+//! loopback, and the other commands run against its data directory.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_herald");
+
+/// `herald serve` on loopback, the demo agent answering; killed on drop.
+pub struct Serve {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    gadget_port: u16,
+    env: Vec<(String, String)>,
+}
+
+impl Serve {
+    /// Free ports everywhere.
+    pub fn start() -> Serve {
+        Serve::start_with(0, &[])
+    }
+
+    /// Gadgets on `gadget_port` (0 for a free one), with these environment variables.
+    pub fn start_with(gadget_port: u16, env: &[(&str, &str)]) -> Serve {
+        let dir = tempfile::tempdir().unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let child = spawn(dir.path(), gadget_port, &env);
+        Serve {
+            child,
+            dir,
+            gadget_port,
+            env,
+        }
+    }
+
+    /// Kills the server and starts it again on the same data directory and gadget port.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The new server announces itself by writing this again.
+        let _ = std::fs::remove_file(self.dir.path().join("admin.json"));
+        self.child = spawn(self.dir.path(), self.gadget_port, &self.env);
+    }
+
+    pub fn herald(&self, args: &[&str]) -> Output {
+        herald_in(self.dir.path(), args)
+    }
+
+    /// The URL `herald info` prints after `label`.
+    pub fn url(&self, label: &str) -> String {
+        let info = stdout(&self.herald(&["info"]));
+        info.lines()
+            .find_map(|l| l.strip_prefix(label))
+            .map(|u| u.trim().to_owned())
+            .unwrap_or_else(|| panic!("no {label} in {info}"))
+    }
+}
+
+fn spawn(dir: &Path, gadget_port: u16, env: &[(String, String)]) -> Child {
+    let child = Command::new(BIN)
+        .args(["serve", "--host", "127.0.0.1", "--gadget-port"])
+        .arg(gadget_port.to_string())
+        .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
+        .arg(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("MOBILE_TOKEN")
+        .env_remove("HERALD_CONFIG")
+        .env_remove("GADGET_ACCESS_TOKEN")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !dir.join("admin.json").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn herald_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("MOBILE_TOKEN")
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .unwrap()
+}
+
+/// Standard output of a command that must have succeeded.
+pub fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}

@@ -1,0 +1,316 @@
+//! Voice in, paced speech out and pictures, over a real socket.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{capture, test_config, Conn, Gadget, Harness, Incoming};
+use futures_util::SinkExt;
+use herald_gadget_proto::{
+    decode_frame, encode_frame, AudioCaps, Channel, DisplayCaps, FrameHeader, ImageBox,
+    ServerMessage,
+};
+use herald_port::InboundBody;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+
+fn speaking_gadget(rate: u32) -> Gadget {
+    let mut gadget = Gadget::new();
+    gadget.hello.caps.speaker = Some(AudioCaps {
+        rate,
+        format: "pcm16".into(),
+    });
+    gadget
+}
+
+/// A 440 Hz tone as PCM16 at `rate`.
+fn tone(rate: u32, seconds: f32) -> Vec<u8> {
+    let samples = (rate as f32 * seconds) as usize;
+    (0..samples)
+        .flat_map(|n| {
+            let t = n as f32 / rate as f32;
+            let v = (t * 440.0 * std::f32::consts::TAU).sin() * 8000.0;
+            (v as i16).to_le_bytes()
+        })
+        .collect()
+}
+
+/// Speak `pcm` as the device does: audio.start, 40 ms channel-1 frames, audio.end.
+async fn utter(conn: &mut Conn, stream: u8, rate: u32, pcm: &[u8]) {
+    conn.send_raw(
+        &json!({"type": "audio.start", "id": "a1", "stream": stream, "rate": rate,
+                "format": "pcm16", "mode": "hold"})
+        .to_string(),
+    )
+    .await;
+    let frame_bytes = rate as usize / 25 * 2;
+    for (seq, chunk) in (0u16..).zip(pcm.chunks(frame_bytes)) {
+        let header = FrameHeader {
+            channel: Channel::Audio,
+            stream,
+            seq,
+        };
+        conn.ws
+            .send(Message::Binary(encode_frame(header, chunk).into()))
+            .await
+            .unwrap();
+    }
+    conn.send_raw(&json!({"type": "audio.end", "id": "a1", "stream": stream}).to_string())
+        .await;
+}
+
+#[tokio::test]
+async fn an_utterance_reaches_the_agent_as_the_wav_it_was() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.gadget.allow_all_users = true;
+    config.gadget.max_utterance_s = 2;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+
+    let pcm = tone(16_000, 1.2);
+    utter(&mut conn, 4, 16_000, &pcm).await;
+    let inbound = tokio::time::timeout(common::WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(inbound.message_id, "a1");
+    let InboundBody::Voice {
+        path, duration_ms, ..
+    } = inbound.body
+    else {
+        panic!("{:?}", inbound.body)
+    };
+    assert_eq!(duration_ms, 1200);
+    let wav = std::fs::read(&path).unwrap();
+    let info = herald_media::wav::inspect(&wav).unwrap();
+    assert_eq!((info.rate, info.channels, info.bits), (16_000, 1, 16));
+    assert_eq!(
+        &wav[44..],
+        &pcm[..],
+        "the samples are exactly what was sent"
+    );
+
+    // Past max_utterance_s the audio is dropped.
+    utter(&mut conn, 5, 16_000, &tone(16_000, 3.0)).await;
+    let inbound = tokio::time::timeout(common::WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let InboundBody::Voice { duration_ms, .. } = inbound.body else {
+        panic!()
+    };
+    assert_eq!(duration_ms, 2000);
+}
+
+#[tokio::test]
+async fn short_or_unsupported_audio_gets_a_notice() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.gadget.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+
+    utter(&mut conn, 1, 16_000, &tone(16_000, 0.2)).await;
+    assert!(matches!(conn.recv().await, ServerMessage::Notice(n) if n.text.contains("Too short")));
+    for (rate, format) in [(16_000, "opus"), (3_999, "pcm16"), (48_001, "pcm16")] {
+        conn.send_raw(
+            &json!({"type": "audio.start", "stream": 2, "rate": rate, "format": format})
+                .to_string(),
+        )
+        .await;
+        assert!(matches!(conn.recv().await, ServerMessage::Notice(_)));
+    }
+    // Frames of a stream that was never announced, and a cancelled utterance, go nowhere.
+    let header = FrameHeader {
+        channel: Channel::Audio,
+        stream: 9,
+        seq: 0,
+    };
+    conn.ws
+        .send(Message::Binary(encode_frame(header, &[0; 640]).into()))
+        .await
+        .unwrap();
+    conn.send_raw(
+        &json!({"type": "audio.start", "stream": 3, "rate": 16000, "format": "pcm16"}).to_string(),
+    )
+    .await;
+    conn.send_raw(&json!({"type": "audio.cancel", "stream": 3, "reason": "too short"}).to_string())
+        .await;
+    conn.send_raw(&json!({"type": "audio.end", "stream": 3}).to_string())
+        .await;
+    conn.silent_for(Duration::from_millis(300)).await;
+    assert!(inbox.try_recv().is_err());
+}
+
+/// Collect one speech stream: its audio.start, the frames' payloads with their arrival
+/// times, and how it ended.
+async fn speech(conn: &mut Conn) -> (u32, Vec<(Instant, Vec<u8>)>, ServerMessage) {
+    let (stream, rate) = loop {
+        if let Incoming::Msg(ServerMessage::AudioStart(start)) = conn.next().await {
+            assert_eq!(start.format, "pcm16");
+            break (start.stream, start.rate);
+        }
+    };
+    let mut frames = Vec::new();
+    loop {
+        match conn.next().await {
+            Incoming::Frame(data) => {
+                let (header, payload) = decode_frame(&data).unwrap();
+                assert_eq!(header.channel, Channel::Audio);
+                assert_eq!(header.stream, stream);
+                assert_eq!(usize::from(header.seq), frames.len(), "consecutive");
+                frames.push((Instant::now(), payload.to_vec()));
+            }
+            Incoming::Msg(end @ (ServerMessage::AudioEnd(_) | ServerMessage::AudioAbort(_))) => {
+                return (rate, frames, end)
+            }
+            Incoming::Msg(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_demo_plays_the_recording_back_resampled_and_paced() {
+    let h = Harness::start().await;
+    let (mut conn, _) = speaking_gadget(22_050).connect(&h.url).await;
+    utter(&mut conn, 1, 16_000, &tone(16_000, 1.0)).await;
+    assert_eq!(conn.reply().await, "I heard 1.0 seconds of audio.");
+    let (rate, frames, end) = speech(&mut conn).await;
+    assert_eq!(rate, 22_050);
+    assert!(matches!(end, ServerMessage::AudioEnd(_)));
+    // 40 ms frames at the speaker's rate: 882 samples.
+    for (_, payload) in &frames[..frames.len() - 1] {
+        assert_eq!(payload.len(), 882 * 2);
+    }
+    let samples: usize = frames.iter().map(|(_, p)| p.len() / 2).sum();
+    assert!(
+        (22_050 - 882..=22_050 + 882).contains(&samples),
+        "{samples}"
+    );
+    // Never more than half a second ahead of real time: frame n arrives no earlier
+    // than its playing time minus the lead (and a little scheduling slack).
+    let start = frames[0].0;
+    for (n, (at, _)) in frames.iter().enumerate() {
+        let plays = Duration::from_millis(40 * n as u64);
+        let earliest = plays.saturating_sub(Duration::from_millis(500 + 15));
+        assert!(
+            at.duration_since(start) >= earliest,
+            "frame {n} came too early"
+        );
+    }
+    let first_instant = frames
+        .iter()
+        .filter(|(at, _)| at.duration_since(start) < Duration::from_millis(15))
+        .count();
+    assert!(first_instant <= 13, "a burst of {first_instant}");
+}
+
+#[tokio::test]
+async fn speech_stops_for_barge_in_cancel_and_session_new() {
+    let h = Harness::start().await;
+    let (mut conn, _) = speaking_gadget(16_000).connect(&h.url).await;
+    // A long recording, so playback is still running when we interrupt it.
+    utter(&mut conn, 1, 16_000, &tone(16_000, 4.0)).await;
+    for interrupt in [
+        json!({"type": "cancel"}),
+        json!({"type": "session.new"}),
+        json!({"type": "audio.start", "stream": 7, "rate": 16000, "format": "pcm16"}),
+    ] {
+        let stream = loop {
+            if let Incoming::Msg(ServerMessage::AudioStart(start)) = conn.next().await {
+                break start.stream;
+            }
+        };
+        conn.send_raw(&interrupt.to_string()).await;
+        let aborted = loop {
+            match conn.next().await {
+                Incoming::Msg(ServerMessage::AudioAbort(abort)) => break abort.stream,
+                Incoming::Msg(ServerMessage::AudioEnd(_)) => panic!("played to the end"),
+                _ => {}
+            }
+        };
+        assert_eq!(aborted, stream);
+        // Say it again, to get the next stream going.
+        if interrupt["type"] == "audio.start" {
+            conn.send_raw(&json!({"type": "audio.cancel", "stream": 7}).to_string())
+                .await;
+            break;
+        }
+        utter(&mut conn, 2, 16_000, &tone(16_000, 4.0)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_device_without_a_speaker_never_gets_audio() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    utter(&mut conn, 1, 16_000, &tone(16_000, 0.5)).await;
+    assert_eq!(conn.reply().await, "I heard 0.5 seconds of audio.");
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(800);
+    while let Ok(next) = tokio::time::timeout_at(deadline, conn.next()).await {
+        match next {
+            Incoming::Frame(_) | Incoming::Msg(ServerMessage::AudioStart(_)) => {
+                panic!("audio sent to a device without a speaker")
+            }
+            Incoming::Msg(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn pictures_are_fitted_and_sent_in_chunks() {
+    let h = Harness::start().await;
+    let mut gadget = Gadget::new();
+    gadget.hello.caps.display = Some(DisplayCaps {
+        width: Some(320),
+        height: Some(240),
+        image: Some(ImageBox {
+            width: 320,
+            height: 196,
+            format: "rgb565".into(),
+        }),
+        ..Default::default()
+    });
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    conn.text("/image").await;
+    let start = loop {
+        if let Incoming::Msg(ServerMessage::ImageStart(start)) = conn.next().await {
+            break start;
+        }
+    };
+    // 1200×900 fitted into 320×196 keeps 4:3.
+    assert_eq!((start.width, start.height), (261, 196));
+    assert_eq!(start.format, "rgb565");
+    assert_eq!(start.ttl_s, Some(30));
+    let mut bytes = 0;
+    loop {
+        match conn.next().await {
+            Incoming::Frame(data) => {
+                let (header, payload) = decode_frame(&data).unwrap();
+                assert_eq!(header.channel, Channel::Image);
+                assert_eq!(header.stream, start.stream);
+                assert!(payload.len() <= 4096);
+                bytes += payload.len();
+            }
+            Incoming::Msg(ServerMessage::ImageEnd(end)) => {
+                assert_eq!(end.stream, start.stream);
+                break;
+            }
+            Incoming::Msg(_) => {}
+        }
+    }
+    assert_eq!(bytes, 261 * 196 * 2);
+
+    // Without an image box: a notice instead.
+    let (mut plain, _) = Gadget::new().connect(&h.url).await;
+    plain.text("/image").await;
+    let notice = plain
+        .until(|m| match m {
+            ServerMessage::Notice(n) => Some(n.text),
+            ServerMessage::ImageStart(_) => panic!("an image for a device without a box"),
+            _ => None,
+        })
+        .await;
+    assert!(notice.contains("cannot show pictures"), "{notice}");
+}

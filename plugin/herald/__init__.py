@@ -1,0 +1,105 @@
+"""Herald as Hermes platforms: ``register(ctx)`` wires the plugin into Hermes.
+
+Two platforms (``gadget``, ``mobile``) served by one herald child process, the device
+tools, the ``hermes gadget`` / ``hermes mobile`` commands, and the approval hook that
+withdraws stale cards. See DESIGN.md in the repository's ``plugin/`` directory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from .adapter import HeraldAdapter, settle_approval
+from .cli import run_gadget, run_mobile, setup_gadget, setup_mobile
+from .locations import find_herald
+from .sender import standalone_sender
+from .tools import (
+    ACTION_SCHEMA,
+    DEVICES_SCHEMA,
+    DISPLAY_SCHEMA,
+    available,
+    gadget_action,
+    gadget_devices,
+    gadget_display,
+)
+
+INSTALL_HINT = "run plugin/install.sh from the Herald repository, or set HERALD_BIN"
+
+GADGET_HINT = (
+    "You are talking through a small voice gadget: a screen of a few short lines and a "
+    "speaker. The user mostly speaks, and you get their words through speech-to-text, so "
+    "expect misheard words and read them charitably. Answer briefly in plain spoken "
+    "language: one to three short sentences unless asked for more, no markdown, tables, "
+    "code blocks, links or emoji. Yes/no questions are answered with the device's buttons."
+)
+
+MOBILE_HINT = (
+    "You are chatting in a phone app. The user types or speaks (voice reaches you through "
+    "speech-to-text, so expect misheard words). Keep replies compact for a small screen; "
+    "simple markdown is fine, wide tables are not."
+)
+
+
+def herald_available(_config: Any = None) -> bool:
+    return find_herald() is not None
+
+
+def home_channel(variable: str) -> Callable[[], dict[str, Any] | None]:
+    """``env_enablement_fn``: the home channel that /sethome saved, for ``hermes send``."""
+
+    def seed() -> dict[str, Any] | None:
+        chat_id = os.getenv(variable, "").strip()
+        return {"home_channel": {"chat_id": chat_id, "name": "Home"}} if chat_id else None
+
+    return seed
+
+
+def register(ctx: Any) -> None:
+    for name, label, emoji, hint in (
+        ("gadget", "Gadget", "📟", GADGET_HINT),
+        ("mobile", "Mobile", "📱", MOBILE_HINT),
+    ):
+        prefix = name.upper()
+        ctx.register_platform(
+            name=name,
+            label=label,
+            adapter_factory=lambda config, name=name: HeraldAdapter(config, name),
+            check_fn=herald_available,
+            is_connected=herald_available,
+            install_hint=INSTALL_HINT,
+            allowed_users_env=f"{prefix}_ALLOWED_USERS",
+            allow_all_env=f"{prefix}_ALLOW_ALL_USERS",
+            cron_deliver_env_var=f"{prefix}_HOME_CHANNEL",
+            env_enablement_fn=home_channel(f"{prefix}_HOME_CHANNEL"),
+            standalone_sender_fn=standalone_sender(name),
+            platform_hint=hint,
+            emoji=emoji,
+        )
+    for schema, handler in (
+        (DEVICES_SCHEMA, gadget_devices),
+        (DISPLAY_SCHEMA, gadget_display),
+        (ACTION_SCHEMA, gadget_action),
+    ):
+        ctx.register_tool(
+            name=schema["name"],
+            toolset="herald",
+            schema=schema,
+            handler=handler,
+            check_fn=available,
+            description=schema["description"],
+            emoji="📟",
+        )
+    ctx.register_cli_command(
+        name="gadget",
+        help="Herald gadgets: info, devices, forget, pair, update",
+        setup_fn=setup_gadget,
+        handler_fn=run_gadget,
+    )
+    ctx.register_cli_command(
+        name="mobile",
+        help="Herald phones: info, devices",
+        setup_fn=setup_mobile,
+        handler_fn=run_mobile,
+    )
+    ctx.register_hook("post_approval_response", settle_approval)

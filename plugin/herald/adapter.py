@@ -1,0 +1,547 @@
+"""The Hermes platform adapter for Herald's gadgets and phones: a relay, nothing more.
+
+Each Hermes adapter call becomes one bridge request (DESIGN.md has the table), each
+``inbound`` event from herald becomes a ``MessageEvent`` or a prompt answer handed to
+Hermes's own resolver, and herald's questions about access are answered from Hermes's
+allowlists and pairing store. The same class serves both platforms; the instance knows
+its platform name, the bridge (one herald child) is shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from gateway.config import Platform, PlatformConfig
+from gateway.pairing import CODE_TTL_SECONDS
+from gateway.platforms.base import (
+    BasePlatformAdapter,
+    MessageEvent,
+    MessageType,
+    ProcessingOutcome,
+    SendResult,
+)
+
+from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge
+from .locations import data_dir, herald_argv
+
+logger = logging.getLogger(__name__)
+
+APPROVAL_POLL_S = 1.0
+CONFIRM_TTL_S = 300
+MAX_EARLY_ANSWERS = 32
+# Hermes echoes what speech-to-text heard as an ordinary message of this shape.
+TRANSCRIPT_ECHO = ('🎙️ "', '"')
+EXEC_CHOICES = frozenset({"once", "session", "always", "deny"})
+CONFIRM_CHOICES = frozenset({"once", "always", "cancel"})
+MEDIA_TYPES = {
+    "image": MessageType.PHOTO,
+    "video": MessageType.VIDEO,
+    "audio": MessageType.AUDIO,
+    "document": MessageType.DOCUMENT,
+}
+# SendResult.error_kind for each bridge error kind (Hermes's SEND_ERROR_KINDS).
+SEND_ERROR_KINDS = {
+    "offline": "forbidden",
+    "unknown_chat": "not_found",
+    "unknown_message": "not_found",
+    "unavailable": "transient",
+    "timeout": "transient",
+}
+
+_live_adapters: "weakref.WeakSet[HeraldAdapter]" = weakref.WeakSet()
+
+
+@dataclass
+class PendingPrompt:
+    """A question shown on a device, and how to hand its answer back to Hermes."""
+
+    kind: str
+    chat_id: str
+    session_key: str
+    hermes_id: str = ""
+    choices: list[str] = field(default_factory=list)
+    allow_permanent: bool = True
+
+
+class HeraldAdapter(BasePlatformAdapter):
+    supports_status_text = True
+    # The last streaming edit always comes with finalize=True, so a device knows the
+    # reply is complete even when the text did not change.
+    REQUIRES_EDIT_FINALIZE = True
+
+    def __init__(self, config: PlatformConfig, platform_name: str) -> None:
+        super().__init__(config, Platform(platform_name))
+        self.platform_name = platform_name
+        self.bridge: HeraldBridge = shared_bridge(data_dir(), self._child_spec)
+        self._typing: set[str] = set()
+        self._turns: dict[tuple[str, str], str] = {}
+        self._prompts: dict[str, PendingPrompt] = {}
+        # Answers that overtook the reply to their own question (see _ask_or_raise).
+        self._early_answers: dict[str, Json] = {}
+        self._confirm_new: set[str] = set()
+        self._names: dict[str, str] = {}
+        self._watcher: Optional[asyncio.Task[None]] = None
+        self._spawned: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def connect(self, *, is_reconnect: bool = False) -> bool:
+        if not await self.bridge.attach(self.platform_name, self):
+            self._set_fatal_error("herald_unavailable", "herald did not start", retryable=True)
+            return False
+        _live_adapters.add(self)
+        self._watcher = asyncio.create_task(self._watch_approvals())
+        self._mark_connected()
+        return True
+
+    async def disconnect(self) -> None:
+        _live_adapters.discard(self)
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+        await self.bridge.detach(self.platform_name)
+        self._mark_disconnected()
+
+    def _child_spec(self) -> ChildSpec:
+        argv = herald_argv("serve", "--backend", "bridge")
+        return ChildSpec(argv=argv, env=child_env(), cwd=data_dir().parent)
+
+    # -- outbound: Hermes -> device ---------------------------------------------
+
+    def _chat(self, chat_id: str) -> Json:
+        return {"platform": self.platform_name, "id": str(chat_id)}
+
+    async def _call(self, op: str, **args: Any) -> Json:
+        return await self.bridge.request(op, {k: v for k, v in args.items() if v is not None})
+
+    async def send(
+        self,
+        chat_id: str,
+        content: str,
+        reply_to: Optional[str] = None,
+        metadata: Optional[dict[str, Any]] = None,
+    ) -> SendResult:
+        transcript = echoed_transcript(content)
+        if transcript is not None:
+            # Hermes's echo of what speech-to-text heard: a gadget shows it apart from
+            # the reply; herald decides per platform.
+            try:
+                await self._call("transcript", chat=self._chat(chat_id), text=transcript)
+            except BridgeError as err:
+                return failed(err)
+            return SendResult(success=True)
+        streaming = bool((metadata or {}).get("expect_edits"))
+        try:
+            result = await self._call(
+                "send_text",
+                chat=self._chat(chat_id),
+                text=content,
+                reply_to=reply_to,
+                streaming=streaming,
+                interim=False,
+            )
+        except BridgeError as err:
+            return failed(err)
+        return SendResult(success=True, message_id=str(result.get("message_id", "")))
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, content: str, *, finalize: bool = False
+    ) -> SendResult:
+        try:
+            await self._call(
+                "edit_text", chat=self._chat(chat_id), message_id=message_id, text=content, finalize=finalize
+            )
+        except BridgeError as err:
+            return failed(err)
+        return SendResult(success=True, message_id=message_id)
+
+    async def send_typing(self, chat_id: str, metadata: Any = None) -> None:
+        # Hermes refreshes typing every 2 s; the device needs to hear it once.
+        if chat_id in self._typing:
+            return
+        self._typing.add(chat_id)
+        await self._quietly("typing", chat=self._chat(chat_id), on=True)
+
+    async def stop_typing(self, chat_id: str) -> None:
+        if chat_id not in self._typing:
+            return
+        self._typing.discard(chat_id)
+        await self._quietly("typing", chat=self._chat(chat_id), on=False)
+
+    def set_status_text(self, chat_id: str, text: Optional[str]) -> None:
+        # Called from the agent's worker thread: hop onto the bridge's loop.
+        super().set_status_text(chat_id, text)
+        self.bridge.call_soon("status", {"chat": self._chat(chat_id), "text": text or ""})
+
+    async def on_processing_start(self, event: MessageEvent) -> None:
+        chat_id = event.source.chat_id
+        try:
+            result = await self._call("turn_started", chat=self._chat(chat_id))
+        except BridgeError as err:
+            logger.debug("turn_started for %s failed: %s", chat_id, err)
+            return
+        self._turns[(chat_id, event.message_id or "")] = str(result.get("turn_id", ""))
+
+    async def on_processing_complete(self, event: MessageEvent, outcome: ProcessingOutcome) -> None:
+        chat_id = event.source.chat_id
+        turn_id = self._turns.pop((chat_id, event.message_id or ""), None)
+        if turn_id is not None:
+            await self._quietly("turn_ended", chat=self._chat(chat_id), turn_id=turn_id, outcome=outcome.value)
+        # Approvals and clarifications block the agent; once its turn is over they are moot.
+        for prompt_id, prompt in list(self._prompts.items()):
+            if prompt.chat_id == chat_id and prompt.kind in ("exec_approval", "clarify"):
+                await self._withdraw(prompt_id)
+
+    async def send_exec_approval(
+        self,
+        chat_id: str,
+        command: str,
+        session_key: str,
+        description: str = "dangerous command",
+        metadata: Optional[dict[str, Any]] = None,
+        allow_permanent: bool = True,
+        smart_denied: bool = False,
+    ) -> SendResult:
+        prompt = {
+            "kind": "exec_approval",
+            "command": command,
+            "description": description,
+            "allow_permanent": allow_permanent,
+        }
+        pending = PendingPrompt("exec_approval", chat_id, session_key, allow_permanent=allow_permanent)
+        return await self._ask(chat_id, prompt, None, pending)
+
+    async def send_clarify(
+        self,
+        chat_id: str,
+        question: str,
+        choices: Optional[list[str]],
+        clarify_id: str,
+        session_key: str,
+        metadata: Optional[dict[str, Any]] = None,
+    ) -> SendResult:
+        from tools.clarify_gateway import get_clarify_timeout
+
+        options = [str(c) for c in choices or []]
+        prompt = {"kind": "clarify", "question": question, "choices": options}
+        pending = PendingPrompt("clarify", chat_id, session_key, clarify_id, options)
+        try:
+            return await self._ask_or_raise(chat_id, prompt, int(get_clarify_timeout()), pending)
+        except BridgeError as err:
+            if err.kind != "unsupported":
+                return failed(err)
+        # A gadget has no choice card: ask in words, the reply resolves it.
+        return await super().send_clarify(chat_id, question, choices, clarify_id, session_key, metadata)
+
+    async def send_slash_confirm(
+        self,
+        chat_id: str,
+        title: str,
+        message: str,
+        session_key: str,
+        confirm_id: str,
+        metadata: Optional[dict[str, Any]] = None,
+    ) -> SendResult:
+        if title == "/new" and chat_id in self._confirm_new:
+            # The device's own "new conversation" gesture was the confirmation.
+            self._confirm_new.discard(chat_id)
+            self._spawn(self._resolve_confirm(chat_id, session_key, confirm_id, "once"))
+            return SendResult(success=True)
+        prompt = {"kind": "confirm", "title": title, "text": message}
+        pending = PendingPrompt("confirm", chat_id, session_key, confirm_id)
+        return await self._ask(chat_id, prompt, CONFIRM_TTL_S, pending)
+
+    async def send_voice(
+        self,
+        chat_id: str,
+        audio_path: str,
+        caption: Optional[str] = None,
+        reply_to: Optional[str] = None,
+        metadata: Optional[dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> SendResult:
+        result = await self._send_file("send_voice", chat_id, audio_path)
+        if result.success and caption:
+            return await self.send(chat_id, caption, reply_to=reply_to, metadata=metadata)
+        return result
+
+    async def send_image_file(
+        self,
+        chat_id: str,
+        image_path: str,
+        caption: Optional[str] = None,
+        reply_to: Optional[str] = None,
+        metadata: Optional[dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> SendResult:
+        return await self._send_file("send_image", chat_id, image_path, caption=caption)
+
+    async def send_document(
+        self,
+        chat_id: str,
+        file_path: str,
+        caption: Optional[str] = None,
+        file_name: Optional[str] = None,
+        reply_to: Optional[str] = None,
+        metadata: Optional[dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> SendResult:
+        return await self._send_file("send_document", chat_id, file_path, caption=caption)
+
+    async def get_chat_info(self, chat_id: str) -> dict[str, Any]:
+        return {"name": self._names.get(chat_id, chat_id), "type": "dm", "chat_id": chat_id}
+
+    async def _send_file(self, op: str, chat_id: str, path: str, caption: Optional[str] = None) -> SendResult:
+        try:
+            await self._call(op, chat=self._chat(chat_id), path=str(path), caption=caption)
+        except BridgeError as err:
+            return failed(err)
+        return SendResult(success=True)
+
+    async def _ask(self, chat_id: str, prompt: Json, ttl_s: Optional[int], pending: PendingPrompt) -> SendResult:
+        try:
+            return await self._ask_or_raise(chat_id, prompt, ttl_s, pending)
+        except BridgeError as err:
+            return failed(err)
+
+    async def _ask_or_raise(
+        self, chat_id: str, prompt: Json, ttl_s: Optional[int], pending: PendingPrompt
+    ) -> SendResult:
+        result = await self._call("ask", chat=self._chat(chat_id), prompt=prompt, ttl_s=ttl_s)
+        prompt_id = str(result.get("prompt_id", ""))
+        self._prompts[prompt_id] = pending
+        # A quick answer can be read from herald before this coroutine resumes.
+        early = self._early_answers.pop(prompt_id, None)
+        if early is not None:
+            self._spawn(self._on_answer(early))
+        return SendResult(success=True, message_id=prompt_id)
+
+    async def _withdraw(self, prompt_id: str) -> None:
+        prompt = self._prompts.pop(prompt_id, None)
+        if prompt is not None:
+            await self._quietly("withdraw", chat=self._chat(prompt.chat_id), prompt_id=prompt_id)
+
+    def approval_settled(self, session_key: str) -> None:
+        """Hermes finished an approval some other way (typed /approve, timeout).
+
+        Called from the agent's thread by the ``post_approval_response`` hook. Once the
+        session has no approval left waiting, its cards are stale.
+        """
+        from tools.approval import has_blocking_approval
+
+        loop = self.bridge.loop
+        if loop is None or has_blocking_approval(session_key):
+            return
+        for prompt_id, prompt in list(self._prompts.items()):
+            if prompt.kind == "exec_approval" and prompt.session_key == session_key:
+                loop.call_soon_threadsafe(self._spawn, self._withdraw(prompt_id))
+
+    async def _quietly(self, op: str, **args: Any) -> None:
+        """A request whose failure only matters to the log (typing, turn ends)."""
+        try:
+            await self._call(op, **args)
+        except BridgeError as err:
+            logger.debug("herald %s failed: %s", op, err)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
+    # -- inbound: device -> Hermes -------------------------------------------------
+
+    async def on_inbound(self, args: Json) -> None:
+        source = args.get("source") or {}
+        chat_id = str((source.get("chat") or {}).get("id", ""))
+        user_id = str(source.get("user_id", ""))
+        user_name = source.get("user_name")
+        body = args.get("body") or {}
+        if body.get("kind") == "prompt_answer":
+            self._spawn(self._on_answer(body))
+            return
+        if user_name:
+            self._names[chat_id] = str(user_name)
+        message_id = str(args.get("message_id", ""))
+        event = self._event(chat_id, body)
+        if event is None:
+            logger.warning("herald sent an inbound body of unknown kind %r", body.get("kind"))
+            return
+        event.source = self.build_source(
+            chat_id=chat_id,
+            chat_type="dm",
+            user_id=user_id,
+            user_name=str(user_name) if user_name else None,
+            message_id=message_id,
+        )
+        event.message_id = message_id
+        await self.handle_message(event)
+
+    def _event(self, chat_id: str, body: Json) -> Optional[MessageEvent]:
+        kind = body.get("kind")
+        if kind == "text":
+            reply_to = body.get("reply_to")
+            return MessageEvent(
+                text=str(body.get("text", "")),
+                reply_to_message_id=str(reply_to) if reply_to else None,
+            )
+        if kind == "voice":
+            transcript = body.get("transcript")
+            if transcript:
+                # The client already ran speech-to-text; Hermes need not do it again.
+                return MessageEvent(text=str(transcript))
+            return MessageEvent(
+                text="",
+                message_type=MessageType.VOICE,
+                media_urls=[str(body.get("path", ""))],
+                media_types=["audio/wav"],
+            )
+        if kind == "media":
+            media_kind = str(body.get("media_kind", "document"))
+            return MessageEvent(
+                text=str(body.get("caption") or ""),
+                message_type=MEDIA_TYPES.get(media_kind, MessageType.DOCUMENT),
+                media_urls=[str(body.get("path", ""))],
+                media_types=[str(body.get("mime") or "application/octet-stream")],
+            )
+        if kind == "command":
+            command = body.get("command")
+            if command == "new":
+                self._confirm_new.add(chat_id)
+            if command in ("stop", "new"):
+                return MessageEvent(text=f"/{command}", message_type=MessageType.COMMAND)
+        return None
+
+    async def _on_answer(self, body: Json) -> None:
+        prompt_id = str(body.get("prompt_id", ""))
+        prompt = self._prompts.pop(prompt_id, None)
+        if prompt is None:
+            # Either the question is over, or its answer overtook herald's reply to the
+            # question itself; keep a few for the latter.
+            while len(self._early_answers) >= MAX_EARLY_ANSWERS:
+                self._early_answers.pop(next(iter(self._early_answers)))
+            self._early_answers[prompt_id] = body
+            return
+        choice = str(body.get("choice", ""))
+        if prompt.kind == "exec_approval":
+            from tools.approval import resolve_gateway_approval
+
+            wire = choice if choice in EXEC_CHOICES else "deny"
+            if wire == "always" and not prompt.allow_permanent:
+                wire = "session"
+            resolve_gateway_approval(prompt.session_key, wire)
+            self.resume_typing_for_chat(prompt.chat_id)
+        elif prompt.kind == "clarify":
+            from tools.clarify_gateway import resolve_gateway_clarify
+
+            resolve_gateway_clarify(prompt.hermes_id, clarify_text(prompt, body))
+        elif prompt.kind == "confirm":
+            wire = choice if choice in CONFIRM_CHOICES else "cancel"
+            await self._resolve_confirm(prompt.chat_id, prompt.session_key, prompt.hermes_id, wire)
+
+    async def _resolve_confirm(self, chat_id: str, session_key: str, confirm_id: str, choice: str) -> None:
+        from tools import slash_confirm
+
+        reply = await slash_confirm.resolve(session_key, confirm_id, choice)
+        if reply:
+            await self.send(chat_id, reply)
+
+    # -- herald's questions: who may talk to the agent ------------------------------
+
+    async def answer(self, op: str, args: Json) -> Json:
+        user_id = str(args.get("user_id", ""))
+        if op == "is_authorized":
+            return {"authorized": self.is_authorized(user_id)}
+        if op == "pairing_code":
+            user_name = args.get("user_name")
+            return self.pairing_code(user_id, str(user_name) if user_name else "")
+        raise BridgeError("bad_request", f"unknown request {op!r}")
+
+    def is_authorized(self, user_id: str) -> bool:
+        """Hermes's own decision: allow-all flags, allowlists, its pairing store."""
+        runner = self.gateway_runner
+        if runner is None or not user_id:
+            return False
+        source = self.build_source(chat_id=user_id, chat_type="dm", user_id=user_id)
+        return bool(runner._is_user_authorized(source))
+
+    def pairing_code(self, user_id: str, user_name: str) -> Json:
+        """A code from Hermes's pairing flow, for ``hermes pairing approve``."""
+        runner = self.gateway_runner
+        if runner is None:
+            raise BridgeError("unavailable", "Hermes is not ready")
+        if runner._get_unauthorized_dm_behavior(self.platform) != "pair":
+            raise BridgeError("denied", f"pairing is off for {self.platform_name}")
+        code = runner.pairing_store.generate_code(self.platform_name, user_id, user_name)
+        if not code:
+            raise BridgeError("unavailable", "Too many pairing requests right now; try again later.")
+        return {
+            "code": code,
+            "command": f"hermes pairing approve {self.platform_name} {code}",
+            "ttl_s": CODE_TTL_SECONDS,
+        }
+
+    async def _watch_approvals(self) -> None:
+        """Tell herald when ``hermes pairing approve|revoke`` changed someone's access.
+
+        Those commands run in their own process and only write the pairing store, so
+        polling it is the one way to hear about them.
+        """
+        runner = self.gateway_runner
+        store = getattr(runner, "pairing_store", None)
+        if store is None:
+            return
+        known = approved_users(store, self.platform_name)
+        while True:
+            await asyncio.sleep(APPROVAL_POLL_S)
+            current = approved_users(store, self.platform_name)
+            for user_id in sorted(current ^ known):
+                await self._quietly(
+                    "set_authorized",
+                    platform=self.platform_name,
+                    user_id=user_id,
+                    authorized=self.is_authorized(user_id),
+                )
+            known = current
+
+
+def approved_users(store: Any, platform: str) -> set[str]:
+    return {str(entry.get("user_id", "")) for entry in store.list_approved(platform)}
+
+
+def echoed_transcript(content: str) -> str | None:
+    """The transcript in Hermes's echo of a voice message, or None for other text."""
+    opening, closing = TRANSCRIPT_ECHO
+    if len(content) > len(opening) and content.startswith(opening) and content.endswith(closing):
+        return content[len(opening) : -len(closing)]
+    return None
+
+
+def clarify_text(prompt: PendingPrompt, body: Json) -> str:
+    """The answer Hermes's clarify resolver expects: the chosen option or the user's words."""
+    choice = body.get("choice")
+    if choice == "option":
+        index = body.get("index")
+        if isinstance(index, int) and 0 <= index < len(prompt.choices):
+            return prompt.choices[index]
+    if choice == "other":
+        return str(body.get("text", ""))
+    return ""
+
+
+def failed(err: BridgeError) -> SendResult:
+    return SendResult(
+        success=False,
+        error=err.message or err.kind,
+        retryable=err.kind in ("unavailable", "timeout"),
+        error_kind=SEND_ERROR_KINDS.get(err.kind, "unknown"),
+    )
+
+
+def settle_approval(session_key: str = "", **_: Any) -> None:
+    """The ``post_approval_response`` hook: withdraw cards of settled approvals."""
+    for adapter in list(_live_adapters):
+        adapter.approval_settled(session_key)

@@ -1,0 +1,371 @@
+"""The one ``herald`` child process both platforms share, and the line protocol to it.
+
+``herald serve --backend bridge`` does every bit of protocol work; this module only
+keeps it running and carries JSON lines over its stdin/stdout (see DESIGN.md for the
+format). Pipes of a child process are the channel because nothing else on the machine
+can reach them: there is no port to find, no socket file to guard.
+
+One :class:`HeraldBridge` exists per data directory. The first adapter that connects
+starts the child, the last that disconnects stops it; in between a supervisor restarts
+it with backoff whenever it exits. Lines from herald go three ways: responses resolve
+the futures of our requests, requests (``is_authorized``, ``pairing_code``) and
+``inbound`` events go to the adapter of the platform they name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 1 << 20
+REQUEST_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 30.0
+RESTART_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+# A child that stayed up this long is healthy again: the next crash restarts quickly.
+STABLE_UPTIME_S = 60.0
+STOP_GRACE_S = 10.0
+KILL_GRACE_S = 5.0
+
+Json = dict[str, Any]
+
+
+class BridgeError(Exception):
+    """A request failed; ``kind`` is one of the protocol's error kinds."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class Endpoint(Protocol):
+    """What a platform adapter answers for herald."""
+
+    async def on_inbound(self, args: Json) -> None: ...
+
+    async def answer(self, op: str, args: Json) -> Json: ...
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """How to start herald: the command line and its environment."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+class HeraldBridge:
+    """Supervises one herald child and multiplexes both platforms over its pipes."""
+
+    def __init__(self, spec: Callable[[], ChildSpec]) -> None:
+        self._spec = spec
+        self._endpoints: dict[str, Endpoint] = {}
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Json]] = {}
+        self._process: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stopping = False
+        self._write_lock = asyncio.Lock()
+        self._inbound: asyncio.Queue[Json] = asyncio.Queue()
+        self._inbound_worker: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.info: Json = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._ready.is_set()
+
+    async def attach(self, platform: str, endpoint: Endpoint) -> bool:
+        """Register a platform; start herald if it is the first. True once herald is ready."""
+        self._endpoints[platform] = endpoint
+        if self._supervisor is None or self._supervisor.done():
+            self.loop = asyncio.get_running_loop()
+            self._stopping = False
+            self._supervisor = asyncio.create_task(self._supervise(), name="herald-supervisor")
+            self._inbound_worker = asyncio.create_task(self._deliver_inbound(), name="herald-inbound")
+        try:
+            await asyncio.wait_for(self._ready.wait(), READY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            logger.error("herald did not become ready within %.0f s", READY_TIMEOUT_S)
+            return False
+        return True
+
+    async def detach(self, platform: str) -> None:
+        """Forget a platform; stop herald when none is left."""
+        self._endpoints.pop(platform, None)
+        if not self._endpoints:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Close herald's stdin (its signal to shut down), then escalate if it lingers."""
+        self._stopping = True
+        process = self._process
+        if process is not None and process.returncode is None:
+            if process.stdin is not None:
+                process.stdin.close()
+            if not await _exited(process, STOP_GRACE_S):
+                process.terminate()
+                if not await _exited(process, KILL_GRACE_S):
+                    process.kill()
+                    await process.wait()
+        for task in (self._supervisor, self._inbound_worker, *self._tasks):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._supervisor = None
+        self._inbound_worker = None
+
+    async def request(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
+        """Send a request and wait for its result; raises :class:`BridgeError`."""
+        process = self._process
+        if not self._ready.is_set() or process is None or process.stdin is None:
+            raise BridgeError("unavailable", "herald is not running")
+        request_id = next(self._ids)
+        future: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._write({"type": "request", "id": request_id, "op": op, "args": args})
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise BridgeError("timeout", f"herald did not answer {op} in {timeout:.0f} s") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    def call_soon(self, op: str, args: Json) -> None:
+        """Fire a request from any thread without waiting for it (status lines)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._spawn, self._request_logged(op, args))
+
+    def call_from_thread(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
+        """A blocking request for code on another thread (tool handlers)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            raise BridgeError("unavailable", "herald is not running in this process")
+        future = asyncio.run_coroutine_threadsafe(self.request(op, args, timeout), loop)
+        return future.result(timeout + 5)
+
+    async def _request_logged(self, op: str, args: Json) -> None:
+        try:
+            await self.request(op, args)
+        except BridgeError as err:
+            logger.debug("herald %s failed: %s", op, err)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, message: Json) -> None:
+        process = self._process
+        if process is None or process.stdin is None or process.stdin.is_closing():
+            raise BridgeError("unavailable", "herald is not running")
+        line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        if len(line) > MAX_LINE_BYTES:
+            raise BridgeError("bad_request", f"a message over {MAX_LINE_BYTES} bytes cannot go to herald")
+        async with self._write_lock:
+            try:
+                process.stdin.write(line)
+                await process.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError) as err:
+                raise BridgeError("unavailable", f"herald went away: {err}") from None
+
+    async def _supervise(self) -> None:
+        failures = 0
+        while not self._stopping:
+            spec = self._spec()
+            started = time.monotonic()
+            try:
+                await self._run_child(spec)
+            except OSError as err:
+                logger.error("cannot start herald (%s): %s", spec.argv[0], err)
+            self._ready.clear()
+            self._fail_pending()
+            if self._stopping:
+                return
+            if time.monotonic() - started >= STABLE_UPTIME_S:
+                failures = 0
+            delay = RESTART_BACKOFF_S[min(failures, len(RESTART_BACKOFF_S) - 1)]
+            failures += 1
+            logger.warning("herald exited; restarting in %.0f s", delay)
+            await asyncio.sleep(delay)
+
+    async def _run_child(self, spec: ChildSpec) -> None:
+        process = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=spec.env,
+            cwd=spec.cwd,
+            limit=MAX_LINE_BYTES,
+        )
+        self._process = process
+        logger.info("started herald (pid %s)", process.pid)
+        assert process.stdout is not None and process.stderr is not None
+        log_task = asyncio.create_task(_forward_log(process.stderr))
+        try:
+            await self._read(process.stdout)
+        finally:
+            code = await process.wait()
+            await log_task
+            logger.log(logging.INFO if self._stopping else logging.ERROR, "herald exited with %s", code)
+
+    async def _read(self, stdout: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stdout.readline()
+            except ValueError:
+                logger.error("herald sent a line over %d bytes; dropped", MAX_LINE_BYTES)
+                continue
+            if not line:
+                return
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                logger.error("herald sent a line that is not JSON; dropped")
+                continue
+            if isinstance(message, dict):
+                self._dispatch(message)
+
+    def _dispatch(self, message: Json) -> None:
+        kind = message.get("type")
+        if kind == "response":
+            future = self._pending.get(message.get("id", -1))
+            if future is None or future.done():
+                return
+            if message.get("ok"):
+                result = message.get("result")
+                future.set_result(result if isinstance(result, dict) else {})
+            else:
+                error = message.get("error") or {}
+                future.set_exception(
+                    BridgeError(str(error.get("kind", "failed")), str(error.get("message", "")))
+                )
+        elif kind == "request":
+            self._spawn(self._answer(message))
+        elif kind == "event" and message.get("op") == "ready":
+            self._on_ready(_args(message))
+        elif kind == "event" and message.get("op") == "inbound":
+            self._inbound.put_nowait(_args(message))
+        else:
+            logger.warning("herald sent an unknown line: %s", kind)
+
+    def _on_ready(self, info: Json) -> None:
+        if info.get("protocol") != PROTOCOL_VERSION:
+            logger.error("herald speaks bridge protocol %s, this plugin %s", info.get("protocol"), PROTOCOL_VERSION)
+            return
+        self.info = info
+        self._ready.set()
+        logger.info("herald ready: gadgets at %s, phones at %s", info.get("gadget_url"), info.get("mobile_url"))
+
+    async def _answer(self, message: Json) -> None:
+        request_id = message.get("id")
+        op = str(message.get("op", ""))
+        args = _args(message)
+        endpoint = self._endpoints.get(str(args.get("platform", "")))
+        reply: Json
+        try:
+            if endpoint is None:
+                # herald serves both platforms; Hermes may have enabled only one.
+                if op == "is_authorized":
+                    result: Json = {"authorized": False}
+                else:
+                    raise BridgeError("denied", f"platform {args.get('platform')!r} is not enabled in Hermes")
+            else:
+                result = await endpoint.answer(op, args)
+            reply = {"type": "response", "id": request_id, "ok": True, "result": result}
+        except BridgeError as err:
+            reply = {"type": "response", "id": request_id, "ok": False, "error": {"kind": err.kind, "message": err.message}}
+        except Exception as err:  # an answer must always go back, or herald waits
+            logger.exception("answering herald's %s failed", op)
+            reply = {"type": "response", "id": request_id, "ok": False, "error": {"kind": "unavailable", "message": str(err)}}
+        with contextlib.suppress(BridgeError):
+            await self._write(reply)
+
+    async def _deliver_inbound(self) -> None:
+        # One consumer keeps a device's messages in the order herald sent them.
+        while True:
+            args = await self._inbound.get()
+            chat = args.get("source", {}).get("chat", {})
+            endpoint = self._endpoints.get(str(chat.get("platform", "")))
+            if endpoint is None:
+                logger.warning("inbound for %s, which Hermes does not serve; dropped", chat.get("platform"))
+                continue
+            try:
+                await endpoint.on_inbound(args)
+            except Exception:
+                logger.exception("handling an inbound message from herald failed")
+
+    def _fail_pending(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(BridgeError("unavailable", "herald exited"))
+        self._pending.clear()
+
+
+def _args(message: Json) -> Json:
+    args = message.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:
+    try:
+        await asyncio.wait_for(process.wait(), timeout)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+async def _forward_log(stderr: asyncio.StreamReader) -> None:
+    while True:
+        try:
+            line = await stderr.readline()
+        except ValueError:
+            continue
+        if not line:
+            return
+        logger.info("herald: %s", line.decode(errors="replace").rstrip())
+
+
+_bridges: dict[Path, HeraldBridge] = {}
+
+
+def shared_bridge(data_dir: Path, spec: Callable[[], ChildSpec]) -> HeraldBridge:
+    """The bridge for ``data_dir``, created on first use: one herald per Hermes home."""
+    bridge = _bridges.get(data_dir)
+    if bridge is None:
+        bridge = HeraldBridge(spec)
+        _bridges[data_dir] = bridge
+    return bridge
+
+
+def running_bridge() -> HeraldBridge | None:
+    """The bridge serving this process, if herald is up here (the gateway process)."""
+    for bridge in _bridges.values():
+        if bridge.running:
+            return bridge
+    return None
+
+
+def child_env() -> dict[str, str]:
+    """herald reads its settings (GADGET_*, MOBILE_*) from the environment Hermes loaded."""
+    env = dict(os.environ)
+    env.setdefault("RUST_LOG", "info")
+    return env

@@ -1,0 +1,150 @@
+"""Test clients for the two kinds of device, over real WebSockets.
+
+:class:`GadgetClient` speaks gadget protocol v1 and :class:`PhoneClient` the mobile
+protocol, just enough to play a device in the tests: the handshake, the frames a user
+sends, and a record of everything the server sent, searchable with ``wait_for``. They
+are test equipment; the plugin itself holds no protocol logic.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import time
+from typing import Any, Callable
+
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+Frame = dict[str, Any]
+WAIT_S = 60.0
+
+
+class DeviceClient:
+    """A connection and every frame received on it, in order."""
+
+    def __init__(self, url: str) -> None:
+        self.ws: ClientConnection = connect(url, proxy=None, open_timeout=10, compression=None)
+        self.frames: list[Frame] = []
+        self._seen = 0
+
+    def send(self, frame: Frame) -> None:
+        self.ws.send(json.dumps(frame))
+
+    def receive(self, timeout: float) -> Frame | None:
+        """The next frame, answering keepalives; None if none came in time."""
+        try:
+            data = self.ws.recv(timeout=timeout)
+        except TimeoutError:
+            return None
+        frame = json.loads(data)
+        if not isinstance(frame, dict):
+            raise AssertionError(f"not a JSON object: {data!r}")
+        self.frames.append(frame)
+        self.on_frame(frame)
+        return frame
+
+    def on_frame(self, frame: Frame) -> None:
+        """A hook for frames a device answers by itself."""
+
+    def wait_for(self, match: Callable[[Frame], bool], timeout: float = WAIT_S) -> Frame:
+        """The first frame not yet returned by ``wait_for`` that matches."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for index in range(self._seen, len(self.frames)):
+                if match(self.frames[index]):
+                    self._seen = index + 1
+                    return self.frames[index]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no matching frame in {timeout:.0f} s; got {self.frames[self._seen:]}")
+            self.receive(left)
+
+    def drain(self, quiet: float = 0.5) -> None:
+        """Read until nothing arrives for ``quiet`` seconds."""
+        while self.receive(quiet) is not None:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except ConnectionClosed:
+            pass
+
+
+class GadgetClient(DeviceClient):
+    """A gadget with a fresh key: hello, challenge, auth with the key, welcome."""
+
+    def __init__(self, url: str, key: bytes, name: str, actions: list[Frame] | None = None) -> None:
+        super().__init__(url)
+        self.device_id = gadget_id(key)
+        self.action_results: dict[str, Frame] = {}
+        self.send(
+            {
+                "type": "hello",
+                "proto": 1,
+                "device_id": self.device_id,
+                "name": name,
+                "board": "esp32s3-test",
+                "firmware": "0.1.0",
+                "caps": {"display": {"width": 320, "height": 240}},
+                "actions": actions or [],
+            }
+        )
+        challenge = self.wait_for(lambda f: f.get("type") in ("challenge", "error"), 10)
+        assert challenge["type"] == "challenge", challenge
+        self.send({"type": "auth", "key": base64.b64encode(key).decode()})
+        self.welcome = self.wait_for(lambda f: f.get("type") in ("welcome", "error"), 30)
+        assert self.welcome["type"] == "welcome", self.welcome
+
+    def on_frame(self, frame: Frame) -> None:
+        if frame.get("type") == "ping":
+            self.send({"type": "pong", "ts": frame.get("ts")})
+        elif frame.get("type") == "action" and frame.get("name") in self.action_results:
+            result = self.action_results[str(frame["name"])]
+            self.send({"type": "action.result", "id": frame["id"], **result})
+
+    def say(self, text: str) -> None:
+        self.send({"type": "text", "id": os.urandom(4).hex(), "text": text})
+
+    def reply(self, containing: str) -> Frame:
+        """The final reply (not a streaming preview) that contains ``containing``."""
+        return self.wait_for(lambda f: f.get("type") == "reply" and containing in str(f.get("text")))
+
+
+class PhoneClient(DeviceClient):
+    """A phone app: hello with an app token, then ready."""
+
+    def __init__(self, url: str, token: str, device_id: str) -> None:
+        super().__init__(url)
+        self.device_id = device_id
+        self.send({"t": "hello", "token": token, "device": {"id": device_id, "name": "Test Phone", "platform": "test"}})
+        ready = self.wait_for(lambda f: f.get("t") in ("ready", "error"), 10)
+        assert ready["t"] == "ready", ready
+
+    def say(self, text: str) -> None:
+        self.send({"t": "text", "id": os.urandom(4).hex(), "text": text})
+
+    def message(self, containing: str) -> Frame:
+        """The last frame of a message (chunk or streaming edit) containing ``containing``."""
+        return self.wait_for(
+            lambda f: f.get("t") == "message" and bool(f.get("final")) and containing in str(f.get("text"))
+        )
+
+    def card(self, kind: str) -> Frame:
+        return self.wait_for(lambda f: f.get("t") == "prompt" and f.get("kind") == kind)
+
+    def answer(self, card: Frame, option_id: str) -> None:
+        self.send({"t": "prompt", "prompt_id": card["id"], "option_id": option_id})
+
+
+def gadget_id(key: bytes) -> str:
+    """A gadget's id is derived from its key."""
+    return "hg-" + hashlib.sha256(key).hexdigest()[:16]
+
+
+def phone_user(token: str) -> str:
+    """The user id of a phone app token (without a label)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]

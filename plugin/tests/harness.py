@@ -1,0 +1,231 @@
+"""A real Hermes Agent for the tests: its virtualenv, a throwaway home, its gateway.
+
+Nothing here imports Hermes: the tests drive it the way a user does, through the
+`hermes` command and the files in ``HERMES_HOME``, so the suite runs under any Python
+that has pytest while Hermes lives in its own virtualenv.
+
+- :func:`hermes_venv` installs ``hermes-agent==HERMES_VERSION`` once (or uses the
+  virtualenv named by ``HERMES_VENV``).
+- :class:`HermesHome` is a temporary ``HERMES_HOME`` whose model is the local stub, with
+  plugins copied in and enabled by ``hermes plugins enable`` (the documented path).
+- :class:`Gateway` runs ``hermes gateway run`` as a child process and stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+HERMES_VERSION = "0.19.0"
+PLUGIN_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_VENV = PLUGIN_ROOT / ".hermes-venv"
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+def hermes_venv() -> Path:
+    """A virtualenv with hermes-agent installed: ``$HERMES_VENV`` or a cached one."""
+    configured = os.environ.get("HERMES_VENV")
+    venv = Path(configured) if configured else DEFAULT_VENV
+    hermes = venv / "bin" / "hermes"
+    if hermes.exists() and installed_version(venv) == HERMES_VERSION:
+        return venv
+    if configured:
+        raise HarnessError(f"HERMES_VENV={venv} has no hermes-agent {HERMES_VERSION}")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", f"hermes-agent=={HERMES_VERSION}"],
+        check=True,
+    )
+    return venv
+
+
+def installed_version(venv: Path) -> str | None:
+    found = sorted((venv / "lib").glob("python3*/site-packages/hermes_agent-*.dist-info"))
+    if not found:
+        return None
+    return found[-1].name.removeprefix("hermes_agent-").removesuffix(".dist-info")
+
+
+def base_config(model_url: str) -> dict[str, Any]:
+    """A config.yaml for quiet, predictable tests against the stub model.
+
+    Manual approvals (the default ``smart`` mode first asks the model), no Tirith
+    (it would try to download a scanner), no title generation or nudges (they would
+    send extra requests to the model).
+    """
+    return {
+        "model": {
+            "provider": "custom",
+            "base_url": model_url,
+            "default": "stub-model",
+            "api_key": "stub",
+            "context_length": 128000,
+        },
+        "approvals": {"mode": "manual"},
+        "security": {"tirith_enabled": False},
+        "auxiliary": {"title_generation": {"enabled": False}},
+        "memory": {"nudge_interval": 0},
+        "skills": {"creation_nudge_interval": 0},
+    }
+
+
+class HermesHome:
+    """A temporary ``HERMES_HOME`` and the commands that run in it."""
+
+    def __init__(self, root: Path, venv: Path, model_url: str) -> None:
+        self.path = root
+        self.venv = venv
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.config: dict[str, Any] = base_config(model_url)
+        self.write_config()
+        self.env_file: dict[str, str] = {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            HERMES_HOME=str(self.path),
+            HERMES_DISABLE_LAZY_INSTALLS="1",
+            PATH=f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        )
+        # A developer's own Hermes settings must not leak into the test home.
+        for name in ("HERMES_PROFILE", "HERMES_BUNDLED_PLUGINS", "HERMES_SAFE_MODE"):
+            env.pop(name, None)
+        return env
+
+    def write_config(self) -> None:
+        # JSON is YAML, so no YAML library is needed on this side.
+        (self.path / "config.yaml").write_text(json.dumps(self.config, indent=2))
+
+    def read_config(self) -> dict[str, Any]:
+        """The config as Hermes left it (it rewrites the file when commands change it)."""
+        out = self.run_python(
+            "import json, sys, yaml;"
+            "print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+            str(self.path / "config.yaml"),
+        )
+        loaded = json.loads(out)
+        return loaded if isinstance(loaded, dict) else {}
+
+    def update_config(self, change: Callable[[dict[str, Any]], None]) -> None:
+        self.config = self.read_config()
+        change(self.config)
+        self.write_config()
+
+    def set_env(self, **values: str) -> None:
+        """Entries of ``$HERMES_HOME/.env``, which the gateway loads at start."""
+        self.env_file.update(values)
+        lines = [f"{key}={value}" for key, value in self.env_file.items()]
+        (self.path / ".env").write_text("\n".join(lines) + "\n")
+
+    def install_plugin(self, source: Path, name: str) -> None:
+        """Copy a directory plugin in and enable it the documented way."""
+        target = self.path / "plugins" / name
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        self.hermes("plugins", "enable", name)
+
+    def hermes(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run one ``hermes`` command in this home."""
+        result = subprocess.run(
+            [str(self.venv / "bin" / "hermes"), *args],
+            env=self.env,
+            cwd=self.path,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise HarnessError(
+                f"hermes {' '.join(args)} exited {result.returncode}:\n"
+                f"{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def run_python(self, code: str, *args: str) -> str:
+        """Run code in Hermes's interpreter (to read its own files with its own libraries)."""
+        result = subprocess.run(
+            [str(self.venv / "bin" / "python"), "-c", code, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        return result.stdout
+
+
+class Gateway:
+    """``hermes gateway run`` in a home, with its output kept in a log file."""
+
+    def __init__(self, home: HermesHome, extra_env: Mapping[str, str] | None = None) -> None:
+        self.home = home
+        self.log_path = home.path / "gateway.out"
+        env = home.env
+        env.update(extra_env or {})
+        self._log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [str(home.venv / "bin" / "hermes"), "gateway", "run", "-v"],
+            env=env,
+            cwd=home.path,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.leftovers = False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        """Wait until start-up is over: earlier messages are queued, not answered."""
+        self.wait_for_log("gateway.run: Press Ctrl+C to stop", timeout)
+
+    def wait_for_log(self, needle: str, timeout: float = 60) -> None:
+        """Wait until the gateway's output contains ``needle``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.log():
+                return
+            if self.process.poll() is not None:
+                raise HarnessError(f"gateway exited {self.process.returncode}:\n{self.log()}")
+            time.sleep(0.2)
+        raise HarnessError(f"gateway never logged {needle!r}:\n{self.log()}")
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM to the gateway alone (what a service manager sends), SIGKILL if it hangs.
+
+        Whatever the gateway started and left running is killed afterwards and noted in
+        :attr:`leftovers`, so a test can tell a clean shutdown from a leaky one.
+        """
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        self.leftovers = group_alive(self.process.pid)
+        if self.leftovers:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self._log.close()
+        return self.process.returncode
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
