@@ -126,9 +126,13 @@ fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
 /// What a WAV file someone sent us holds, read from its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WavInfo {
+    /// Samples per second.
     pub rate: u32,
+    /// Interleaved channels.
     pub channels: u16,
+    /// Bits per sample.
     pub bits: u16,
+    /// How long the `data` chunk plays.
     pub duration: Duration,
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use herald_mobile_proto::{
-    encode_base64, limits, ClientFrame, DeviceInfo, Hello, MediaKind, MediaUp, ServerFrame,
+    encode_base64, media_pieces, ClientFrame, DeviceInfo, Hello, MediaKind, MediaUp, ServerFrame,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -116,7 +116,7 @@ impl Drop for Client {
 }
 
 /// The frames that upload `bytes` as one file: a single frame, or chunks of
-/// [`limits::MEDIA_CHUNK_BYTES`] that share `id`.
+/// [`herald_mobile_proto::limits::MEDIA_CHUNK_BYTES`] that share `id`.
 pub fn media_frames(
     id: &str,
     kind: MediaKind,
@@ -125,11 +125,7 @@ pub fn media_frames(
     caption: Option<String>,
     bytes: &[u8],
 ) -> Vec<ClientFrame> {
-    let pieces: Vec<&[u8]> = if bytes.is_empty() {
-        vec![bytes]
-    } else {
-        bytes.chunks(limits::MEDIA_CHUNK_BYTES).collect()
-    };
+    let pieces = media_pieces(bytes);
     let parts = u32::try_from(pieces.len()).unwrap_or(u32::MAX);
     (0u32..)
         .zip(pieces)
@@ -319,7 +315,7 @@ mod tests {
 
     #[test]
     fn files_are_chunked_at_the_protocol_size() {
-        let bytes = vec![1u8; limits::MEDIA_CHUNK_BYTES * 2 + 1];
+        let bytes = vec![1u8; herald_mobile_proto::limits::MEDIA_CHUNK_BYTES * 2 + 1];
         let frames = media_frames(
             "f",
             MediaKind::Document,

@@ -62,6 +62,16 @@ pub fn base64_decoded_len(data: &str) -> usize {
         }
 }
 
+/// A file cut into the pieces its `media` frames carry: at most
+/// [`MEDIA_CHUNK_BYTES`](crate::limits::MEDIA_CHUNK_BYTES) each, and always at least one
+/// (an empty file is one empty piece), so `parts` is never 0.
+pub fn media_pieces(bytes: &[u8]) -> Vec<&[u8]> {
+    if bytes.is_empty() {
+        return vec![bytes];
+    }
+    bytes.chunks(crate::limits::MEDIA_CHUNK_BYTES).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,7 +33,7 @@ pub use client::{
     Audio, ClientFrame, Deliver, DeliverMedia, DeviceInfo, Hello, MediaKind, MediaUp, PromptAnswer,
     Text,
 };
-pub use data::{base64_decoded_len, decode_base64, encode_base64, Base64Error};
+pub use data::{base64_decoded_len, decode_base64, encode_base64, media_pieces, Base64Error};
 pub use error::{DecodeError, ErrorCode};
 pub use identity::{session_key, user_id_for_token, TokenError, TokenSet};
 pub use prompt::{OptionStyle, PromptCard, PromptKind, PromptOption, Resolution, CLARIFY_OTHER};

@@ -824,11 +824,7 @@ fn media_frames(
     bytes: &[u8],
 ) -> Vec<ServerFrame> {
     let id = ids::random_hex(12);
-    let pieces: Vec<&[u8]> = if bytes.is_empty() {
-        vec![bytes]
-    } else {
-        bytes.chunks(limits::MEDIA_CHUNK_BYTES).collect()
-    };
+    let pieces = proto::media_pieces(bytes);
     let parts = u32::try_from(pieces.len()).unwrap_or(u32::MAX);
     (0u32..)
         .zip(pieces)
