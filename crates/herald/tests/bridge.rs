@@ -111,6 +111,10 @@ impl Hermes {
     }
 
     async fn response(&mut self, id: u64) -> Value {
+        let waiting = |line: &Value| line["type"] == "response" && line["id"] == id;
+        if let Some(at) = self.backlog.iter().position(waiting) {
+            return self.backlog.remove(at).unwrap();
+        }
         let mut seen = VecDeque::new();
         loop {
             let line = tokio::time::timeout(WAIT, self.stdout.next_line())
@@ -119,7 +123,7 @@ impl Hermes {
                 .unwrap()
                 .expect("herald's stdout is open");
             let line: Value = serde_json::from_str(&line).unwrap();
-            if line["type"] == "response" && line["id"] == id {
+            if waiting(&line) {
                 self.backlog.extend(seen);
                 return line;
             }
@@ -541,6 +545,32 @@ async fn lines_that_are_not_the_protocol_are_refused_or_dropped() {
     let listed = hermes.call("devices", json!({})).await;
     assert_eq!(listed, json!({"devices": []}));
     assert!(hermes.backlog.is_empty(), "{:?}", hermes.backlog);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_beyond_the_limit_are_refused_not_queued() {
+    let mut hermes = Hermes::start().await;
+    let gadget = gadget_with_led();
+    let mut conn = hermes.connect(&gadget, true).await;
+    let action = json!({"chat": gadget_chat(&gadget), "name": "led.set", "args": {}});
+    // 64 device actions wait for a gadget that never answers; the next is refused.
+    let first = hermes.next_id;
+    for id in first..=first + 64 {
+        let line = json!({"type": "request", "id": id, "op": "invoke_action", "args": action});
+        hermes.write(&line.to_string()).await;
+    }
+    hermes.next_id = first + 65;
+    let refused = hermes.response(first + 64).await;
+    assert_eq!(refused["error"]["kind"], "unavailable", "{refused}");
+    // The gadget has all 64 and goes away: every waiting action fails at once.
+    for _ in 0..64 {
+        assert!(matches!(conn.recv().await, ServerMessage::Action(_)));
+    }
+    drop(conn);
+    for id in first..first + 64 {
+        let failed = hermes.response(id).await;
+        assert_eq!(failed["error"]["kind"], "disconnected", "{failed}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
