@@ -179,6 +179,8 @@ async fn the_demo_plays_the_recording_back_resampled_and_paced() {
     let (rate, frames, end) = speech(&mut conn).await;
     assert_eq!(rate, 22_050);
     assert!(matches!(end, ServerMessage::AudioEnd(_)));
+    // The turn ends once the device has heard it.
+    assert!(matches!(conn.recv().await, ServerMessage::TurnEnd(_)));
     // 40 ms frames at the speaker's rate: 882 samples.
     for (_, payload) in &frames[..frames.len() - 1] {
         assert_eq!(payload.len(), 882 * 2);

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::session::Event;
 use crate::metrics::Metrics;
 use crate::socket::Outgoing;
 
@@ -118,8 +119,12 @@ impl Playback {
         turn: Option<String>,
         outbox: mpsc::Sender<Outgoing>,
         metrics: Arc<Metrics>,
+        session: mpsc::Sender<Event>,
     ) -> Playback {
-        let task = tokio::spawn(stream_out(path, stream, rate, turn, outbox, metrics));
+        let task = tokio::spawn(async move {
+            stream_out(path, stream, rate, turn, outbox, metrics).await;
+            let _ = session.send(Event::SpeechDone { stream }).await;
+        });
         Playback { stream, task }
     }
 

@@ -98,8 +98,12 @@ where
         writer.abort();
         return;
     }
-    socket::read(stream, conn, session, writer, &hub.metrics.gadget).await;
-    debug!(%peer, device = %device_id, "gadget disconnected");
+    // The reader gets a task of its own: the handshake's state, many times a reader's,
+    // is freed now instead of living as long as the connection.
+    tokio::spawn(async move {
+        socket::read(stream, conn, session, writer, &hub.metrics.gadget).await;
+        debug!(%peer, device = %device_id, "gadget disconnected");
+    });
 }
 
 async fn admit<S>(

@@ -140,6 +140,10 @@ pub(crate) enum Event {
     Alive {
         conn: u64,
     },
+    /// A speech stream played to its end (or failed).
+    SpeechDone {
+        stream: u8,
+    },
     Closed {
         conn: u64,
     },
@@ -182,6 +186,8 @@ pub(crate) struct Session {
     playback: Option<Playback>,
     /// Stream ids for audio and pictures to the device.
     next_stream: u8,
+    /// A `turn.end` held back until the turn's speech has played.
+    deferred_end: Option<ServerMessage>,
 }
 
 impl Session {
@@ -205,6 +211,7 @@ impl Session {
             utterance: None,
             playback: None,
             next_stream: 1,
+            deferred_end: None,
         };
         tokio::spawn(session.run(rx));
         tx
@@ -292,6 +299,12 @@ impl Session {
                 self.on_binary(&data);
             }
             Event::Alive { conn } if self.is_current(conn) => self.touch(),
+            Event::SpeechDone { stream }
+                if self.playback.as_ref().is_some_and(|p| p.stream == stream) =>
+            {
+                self.playback = None;
+                self.send_deferred_end().await;
+            }
             Event::Closed { conn } if self.is_current(conn) => self.detach().await,
             Event::Command(command) => self.on_command(command).await,
             // Frames of a connection that was replaced or timed out.
@@ -354,6 +367,7 @@ impl Session {
     async fn detach(&mut self) {
         // Their outbox is gone with the connection.
         self.playback = None;
+        self.deferred_end = None;
         self.utterance = None;
         if self.conn.take().is_some() {
             self.hub.online.remove(&self.device_id);
@@ -687,8 +701,15 @@ impl Session {
                             Outcome::Failure => proto::Outcome::Failure,
                             Outcome::Cancelled => proto::Outcome::Cancelled,
                         };
-                        self.deliver(ServerMessage::TurnEnd(proto::TurnEnd { turn, outcome }))
-                            .await
+                        let end = ServerMessage::TurnEnd(proto::TurnEnd { turn, outcome });
+                        if self.playback.as_ref().is_some_and(|p| !p.is_finished()) {
+                            // The turn is over when the device has heard it: end it after
+                            // the speech, so the screen does not go idle in between.
+                            self.deferred_end = Some(end);
+                            Ok(())
+                        } else {
+                            self.deliver(end).await
+                        }
                     }
                     None => Ok(()),
                 };
@@ -1008,6 +1029,7 @@ impl Session {
             self.turn.clone(),
             outbox,
             self.hub.metrics.clone(),
+            self.mailbox.clone(),
         ));
         Ok(())
     }
@@ -1022,6 +1044,13 @@ impl Session {
                 self.send(&ServerMessage::AudioAbort(proto::AudioAbort { stream }))
                     .await;
             }
+        }
+        self.send_deferred_end().await;
+    }
+
+    async fn send_deferred_end(&mut self) {
+        if let Some(end) = self.deferred_end.take() {
+            self.send(&end).await;
         }
     }
 

@@ -58,7 +58,8 @@ where
     }
     hub.metrics.handshake(Platform::Mobile, "ok");
     info!(%peer, device = %hello.device.id, "phone connected");
-    connection::run(ws, peer, hub, hello, role).await;
+    // A task of its own, so the handshake's state is freed now, not at disconnect.
+    tokio::spawn(connection::run(ws, peer, hub, hello, role));
 }
 
 async fn receive_hello<S>(
