@@ -64,7 +64,6 @@ class PendingPrompt:
     session_key: str
     hermes_id: str = ""
     choices: list[str] = field(default_factory=list)
-    allow_permanent: bool = True
 
 
 class HeraldAdapter(BasePlatformAdapter):
@@ -212,7 +211,8 @@ class HeraldAdapter(BasePlatformAdapter):
             "description": description,
             "allow_permanent": allow_permanent,
         }
-        pending = PendingPrompt("exec_approval", chat_id, session_key, allow_permanent=allow_permanent)
+        # Without permanent approval herald's card offers no "always" and refuses it.
+        pending = PendingPrompt("exec_approval", chat_id, session_key)
         return await self._ask(chat_id, prompt, None, pending)
 
     async def send_clarify(
@@ -429,10 +429,7 @@ class HeraldAdapter(BasePlatformAdapter):
         if prompt.kind == "exec_approval":
             from tools.approval import resolve_gateway_approval
 
-            wire = choice if choice in EXEC_CHOICES else "deny"
-            if wire == "always" and not prompt.allow_permanent:
-                wire = "session"
-            resolve_gateway_approval(prompt.session_key, wire)
+            resolve_gateway_approval(prompt.session_key, choice if choice in EXEC_CHOICES else "deny")
             self.resume_typing_for_chat(prompt.chat_id)
         elif prompt.kind == "clarify":
             from tools.clarify_gateway import resolve_gateway_clarify

@@ -1,29 +1,175 @@
-"""Fixtures that give each test a real Hermes gateway pointed at the stub model."""
+"""One real Hermes gateway with the Herald plugin for the whole suite.
+
+Starting Hermes takes seconds, so every test shares one gateway, one herald child and
+one stub model; each test uses its own devices (and so its own Hermes sessions). The
+gadgets and the phone user the tests talk as are allowlisted up front; pairing tests
+use devices nobody allowed.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
-from harness import HermesHome, hermes_venv
-from stub_model import StubServer
+from devices import GadgetClient, PhoneClient, gadget_id, phone_user
+from harness import Gateway, HermesHome, herald_binary, hermes_venv
+from stub_model import Rule, StubServer
+
+TESTS = Path(__file__).resolve().parent
+GADGET_NAMES = ("kitchen", "hall", "desk", "porch")
+LED_ACTION = {
+    "name": "led.set",
+    "description": "Set the colour of the LED ring",
+    "params": {"type": "object", "properties": {"color": {"type": "string"}}},
+}
+
+
+@dataclass
+class Rig:
+    """The running gateway and what the tests need to reach it."""
+
+    home: HermesHome
+    gateway: Gateway
+    model: StubServer
+    herald: Path
+    gadget_url: str
+    mobile_url: str
+    app_token: str
+    stranger_token: str
+    stt_log: Path
+    victims: Path
+    gadget_keys: dict[str, bytes] = field(default_factory=dict)
+
+    def gadget(self, name: str, actions: list[dict[str, Any]] | None = None) -> GadgetClient:
+        """An allowlisted gadget."""
+        return GadgetClient(self.gadget_url, self.gadget_keys[name], name.title(), actions)
+
+    def stranger_gadget(self) -> GadgetClient:
+        return GadgetClient(self.gadget_url, os.urandom(32), "Stranger")
+
+    def phone(self, device_id: str, token: str | None = None) -> PhoneClient:
+        return PhoneClient(self.mobile_url, token or self.app_token, device_id)
+
+    def user_turns(self) -> list[str]:
+        """Every user message the model has been sent, newest last."""
+        return [
+            str(message.get("content"))
+            for request in self.model.script.requests()
+            for message in request.get("messages", [])
+            if message.get("role") == "user"
+        ]
+
+
+def model_rules(victims: Path) -> list[Rule]:
+    return [
+        Rule(match="weather", reply="It is sunny and warm today."),
+        Rule(
+            match="clean the gadget scratch",
+            reply="Cleaned: {result}",
+            tool="terminal",
+            arguments={"command": f"rm -rf {victims / 'gadget'}"},
+        ),
+        Rule(
+            match="clean the phone scratch",
+            reply="Cleaned: {result}",
+            tool="terminal",
+            arguments={"command": f"rm -rf {victims / 'phone'}"},
+        ),
+        Rule(
+            match="which colour",
+            reply="You chose {result}",
+            tool="clarify",
+            arguments={"question": "Which colour?", "choices": ["red", "green"]},
+        ),
+        Rule(
+            match="light on",
+            reply="The gadget said {result}",
+            tool="gadget_action",
+            arguments={"name": "led.set", "args": {"color": "red"}},
+        ),
+    ]
 
 
 @pytest.fixture(scope="session")
-def venv() -> Path:
-    return hermes_venv()
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    root = tmp_path_factory.mktemp("hermes")
+    model = StubServer()
+    model.start()
+    home = HermesHome(root / "home", hermes_venv(), model.base_url)
+    victims = root / "victims"
+    stt_log = root / "stt.log"
+    model.script.set_rules(model_rules(victims))
+    home.update_config(
+        lambda c: c.update(
+            streaming={"enabled": True, "transport": "edit", "cursor": ""},
+            stt={
+                "provider": "stub",
+                "providers": {
+                    "stub": {
+                        "type": "command",
+                        "command": f"{sys.executable} {TESTS / 'stub_stt.py'} {{input_path}} {stt_log}",
+                    }
+                },
+            },
+            # As the README recommends: no tool-progress chatter on small screens.
+            display={"platforms": {p: {"tool_progress": "off"} for p in ("gadget", "mobile")}},
+        )
+    )
+    keys = {name: os.urandom(32) for name in GADGET_NAMES}
+    app_token, stranger_token = os.urandom(32).hex(), os.urandom(32).hex()
+    home.set_env(
+        GADGET_ALLOWED_USERS=",".join(gadget_id(key) for key in keys.values()),
+        MOBILE_TOKEN=app_token,
+        MOBILE_EXTRA_TOKENS=f"stranger:{stranger_token}",
+        MOBILE_ALLOWED_USERS=phone_user(app_token),
+    )
+    data = home.path / "herald"
+    data.mkdir(parents=True)
+    (data / "herald.toml").write_text(
+        '[gadget]\nhost = "127.0.0.1"\nport = 0\n\n'
+        '[mobile]\nhost = "127.0.0.1"\nport = 0\n\n'
+        "[admin]\nport = 0\n"
+    )
+    binary = herald_binary()
+    home.install_herald(binary)
+    gateway = Gateway(home)
+    try:
+        gateway.wait_ready()
+        gateway.wait_for_log("herald ready")
+        info = admin_get(data, "/v1/info")
+        yield Rig(
+            home=home,
+            gateway=gateway,
+            model=model,
+            herald=binary,
+            gadget_url=str(info["gadget_url"]),
+            mobile_url=str(info["mobile_url"]),
+            app_token=app_token,
+            stranger_token=stranger_token,
+            stt_log=stt_log,
+            victims=victims,
+            gadget_keys=keys,
+        )
+    finally:
+        gateway.stop()
+        model.stop()
 
 
-@pytest.fixture
-def model() -> Iterator[StubServer]:
-    server = StubServer()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def home(tmp_path: Path, venv: Path, model: StubServer) -> HermesHome:
-    return HermesHome(tmp_path / "hermes-home", venv, model.base_url)
+def admin_get(data_dir: Path, path: str) -> dict[str, Any]:
+    """A GET on herald's admin API, found the way the CLI finds it."""
+    endpoint = json.loads((data_dir / "admin.json").read_text())
+    token = (data_dir / "admin.token").read_text().strip()
+    request = urllib.request.Request(endpoint["url"] + path, headers={"Authorization": f"Bearer {token}"})
+    # Loopback: no proxy from the environment.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=10) as response:
+        answer = json.loads(response.read())
+    assert isinstance(answer, dict), answer
+    return answer

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 Frame = dict[str, Any]
 WAIT_S = 60.0
+# Binary frames: channel, stream, sequence number (u16 LE), payload.
+AUDIO_CHANNEL = 1
+_Client = TypeVar("_Client", bound="DeviceClient")
 
 
 class DeviceClient:
@@ -73,9 +77,15 @@ class DeviceClient:
         except ConnectionClosed:
             pass
 
+    def __enter__(self: _Client) -> _Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
 
 class GadgetClient(DeviceClient):
-    """A gadget with a fresh key: hello, challenge, auth with the key, welcome."""
+    """A gadget: hello, challenge, auth (the key on first contact, later a MAC), welcome."""
 
     def __init__(self, url: str, key: bytes, name: str, actions: list[Frame] | None = None) -> None:
         super().__init__(url)
@@ -95,7 +105,10 @@ class GadgetClient(DeviceClient):
         )
         challenge = self.wait_for(lambda f: f.get("type") in ("challenge", "error"), 10)
         assert challenge["type"] == "challenge", challenge
-        self.send({"type": "auth", "key": base64.b64encode(key).decode()})
+        if challenge["enrolled"]:
+            self.send({"type": "auth", "mac": auth_mac(key, self.device_id, str(challenge["nonce"]))})
+        else:
+            self.send({"type": "auth", "key": base64.b64encode(key).decode()})
         self.welcome = self.wait_for(lambda f: f.get("type") in ("welcome", "error"), 30)
         assert self.welcome["type"] == "welcome", self.welcome
 
@@ -109,6 +122,18 @@ class GadgetClient(DeviceClient):
     def say(self, text: str) -> None:
         self.send({"type": "text", "id": os.urandom(4).hex(), "text": text})
 
+    def speak(self, pcm: bytes, rate: int = 16000, stream: int = 4) -> None:
+        """An utterance, as push-to-talk sends it: 40 ms binary frames on channel 1."""
+        utterance = os.urandom(4).hex()
+        start = {"type": "audio.start", "id": utterance, "stream": stream, "rate": rate}
+        self.send({**start, "format": "pcm16", "mode": "hold"})
+        frame_bytes = rate // 25 * 2
+        for seq, offset in enumerate(range(0, len(pcm), frame_bytes)):
+            header = bytes([AUDIO_CHANNEL, stream]) + seq.to_bytes(2, "little")
+            self.ws.send(header + pcm[offset : offset + frame_bytes])
+        duration_ms = len(pcm) * 1000 // (rate * 2)
+        self.send({"type": "audio.end", "id": utterance, "stream": stream, "duration_ms": duration_ms})
+
     def reply(self, containing: str) -> Frame:
         """The final reply (not a streaming preview) that contains ``containing``."""
         return self.wait_for(lambda f: f.get("type") == "reply" and containing in str(f.get("text")))
@@ -120,7 +145,8 @@ class PhoneClient(DeviceClient):
     def __init__(self, url: str, token: str, device_id: str) -> None:
         super().__init__(url)
         self.device_id = device_id
-        self.send({"t": "hello", "token": token, "device": {"id": device_id, "name": "Test Phone", "platform": "test"}})
+        device = {"id": device_id, "name": "Test Phone", "platform": "test"}
+        self.send({"t": "hello", "token": token, "device": device})
         ready = self.wait_for(lambda f: f.get("t") in ("ready", "error"), 10)
         assert ready["t"] == "ready", ready
 
@@ -143,6 +169,12 @@ class PhoneClient(DeviceClient):
 def gadget_id(key: bytes) -> str:
     """A gadget's id is derived from its key."""
     return "hg-" + hashlib.sha256(key).hexdigest()[:16]
+
+
+def auth_mac(key: bytes, device_id: str, nonce: str) -> str:
+    """The handshake MAC of an enrolled gadget, over the nonce exactly as sent."""
+    message = f"hermes-gadget/v1|{device_id}|{nonce}".encode()
+    return base64.b64encode(hmac.digest(key, message, "sha256")).decode()
 
 
 def phone_user(token: str) -> str:

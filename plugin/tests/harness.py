@@ -1,13 +1,14 @@
 """A real Hermes Agent for the tests: its virtualenv, a throwaway home, its gateway.
 
 Nothing here imports Hermes: the tests drive it the way a user does, through the
-`hermes` command and the files in ``HERMES_HOME``, so the suite runs under any Python
-that has pytest while Hermes lives in its own virtualenv.
+`hermes` command and the files in ``HERMES_HOME``. ``run.sh`` installs
+``hermes-agent==HERMES_VERSION`` and pytest into one virtualenv and runs the suite
+with it.
 
-- :func:`hermes_venv` installs ``hermes-agent==HERMES_VERSION`` once (or uses the
-  virtualenv named by ``HERMES_VENV``).
-- :class:`HermesHome` is a temporary ``HERMES_HOME`` whose model is the local stub, with
-  plugins copied in and enabled by ``hermes plugins enable`` (the documented path).
+- :func:`hermes_venv` is that virtualenv (or the one ``HERMES_VENV`` names).
+- :class:`HermesHome` is a temporary ``HERMES_HOME`` whose model is the local stub;
+  the Herald plugin goes in with ``install.sh`` and ``hermes plugins enable`` (the
+  documented path).
 - :class:`Gateway` runs ``hermes gateway run`` as a child process and stops it.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 HERMES_VERSION = "0.19.0"
 PLUGIN_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_VENV = PLUGIN_ROOT / ".hermes-venv"
+REPO_ROOT = PLUGIN_ROOT.parent
 
 
 class HarnessError(RuntimeError):
@@ -33,20 +33,23 @@ class HarnessError(RuntimeError):
 
 
 def hermes_venv() -> Path:
-    """A virtualenv with hermes-agent installed: ``$HERMES_VENV`` or a cached one."""
+    """The virtualenv with hermes-agent: ``$HERMES_VENV``, else the one running pytest."""
     configured = os.environ.get("HERMES_VENV")
-    venv = Path(configured) if configured else DEFAULT_VENV
-    hermes = venv / "bin" / "hermes"
-    if hermes.exists() and installed_version(venv) == HERMES_VERSION:
-        return venv
-    if configured:
-        raise HarnessError(f"HERMES_VENV={venv} has no hermes-agent {HERMES_VERSION}")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", f"hermes-agent=={HERMES_VERSION}"],
-        check=True,
-    )
+    venv = Path(configured) if configured else Path(sys.prefix)
+    if not (venv / "bin" / "hermes").exists() or installed_version(venv) != HERMES_VERSION:
+        raise HarnessError(
+            f"{venv} has no hermes-agent {HERMES_VERSION}: run plugin/tests/run.sh"
+        )
     return venv
+
+
+def herald_binary() -> Path:
+    """``$HERALD_BIN``, else the debug build of this checkout."""
+    configured = os.environ.get("HERALD_BIN")
+    binary = Path(configured) if configured else REPO_ROOT / "target" / "debug" / "herald"
+    if not os.access(binary, os.X_OK):
+        raise HarnessError(f"no herald binary at {binary}: cargo build -p herald, or set HERALD_BIN")
+    return binary
 
 
 def installed_version(venv: Path) -> str | None:
@@ -128,11 +131,16 @@ class HermesHome:
         lines = [f"{key}={value}" for key, value in self.env_file.items()]
         (self.path / ".env").write_text("\n".join(lines) + "\n")
 
-    def install_plugin(self, source: Path, name: str) -> None:
-        """Copy a directory plugin in and enable it the documented way."""
-        target = self.path / "plugins" / name
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        self.hermes("plugins", "enable", name)
+    def install_herald(self, binary: Path) -> None:
+        """The README's install command with a prebuilt binary, then ``plugins enable``."""
+        subprocess.run(
+            [str(PLUGIN_ROOT / "install.sh"), "--hermes-home", str(self.path), "--binary", str(binary)],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        self.hermes("plugins", "enable", "herald")
 
     def hermes(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run one ``hermes`` command in this home."""

@@ -61,6 +61,8 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
     // Logs go to stderr: stdout belongs to whatever drives herald (the Hermes bridge).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour codes only for a person: the Hermes plugin copies these lines into its log.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )

@@ -1,17 +1,18 @@
-//! The transports' side of the conversation port: routes each call to the hub of the
-//! chat's platform, which hands it to the device's session.
+//! The transports' side of the conversation port: each call becomes a [`Call`] for the
+//! session of the chat's device, on the hub of its platform.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use herald_mobile_proto::MediaKindDown;
 use herald_port::{
     ActionError, ActionSpec, Card, Chat, DeliveryError, DeviceSummary, Outbound, Outcome, Platform,
     Prompt, SendOptions,
 };
 use serde_json::Value;
+use tokio::sync::oneshot;
 
+use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
 use crate::mobile::{self, MobileHub};
 use crate::store::{blocking, StoreError};
@@ -26,28 +27,33 @@ impl Router {
         Router { gadget, mobile }
     }
 
-    async fn send_media(
+    /// Send `make(reply)` to the chat's session and wait for its result.
+    async fn call<T>(
         &self,
         chat: &Chat,
-        kind: MediaKindDown,
-        path: PathBuf,
-        caption: Option<String>,
-    ) -> Result<(), DeliveryError> {
-        self.mobile
-            .call(&chat.id, |reply| mobile::Command::SendMedia {
-                kind,
-                path,
-                caption,
-                reply,
-            })
-            .await?
+        make: impl FnOnce(oneshot::Sender<Result<T, DeliveryError>>) -> Call,
+    ) -> Result<T, DeliveryError> {
+        self.deliver(chat, make).await?
     }
-}
 
-fn unsupported(chat: &Chat, reason: &str) -> DeliveryError {
-    DeliveryError::Unsupported {
-        chat: chat.clone(),
-        reason: reason.into(),
+    /// Send `make(reply)` to the chat's session; the answer is whatever the call replies.
+    async fn deliver<T>(
+        &self,
+        chat: &Chat,
+        make: impl FnOnce(oneshot::Sender<T>) -> Call,
+    ) -> Result<T, DeliveryError> {
+        match chat.platform {
+            Platform::Gadget => {
+                self.gadget
+                    .call(&chat.id, |reply| gadget::Command::Port(make(reply)))
+                    .await
+            }
+            Platform::Mobile => {
+                self.mobile
+                    .call(&chat.id, |reply| mobile::Command::Port(make(reply)))
+                    .await
+            }
+        }
     }
 }
 
@@ -60,26 +66,12 @@ impl Outbound for Router {
         options: SendOptions,
     ) -> Result<String, DeliveryError> {
         let text = text.to_owned();
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::SendText {
-                        text,
-                        options,
-                        reply,
-                    })
-                    .await?
-            }
-            Platform::Mobile => {
-                self.mobile
-                    .call(&chat.id, |reply| mobile::Command::SendText {
-                        text,
-                        options,
-                        reply,
-                    })
-                    .await?
-            }
-        }
+        self.call(chat, |reply| Call::SendText {
+            text,
+            options,
+            reply,
+        })
+        .await
     }
 
     async fn edit_text(
@@ -90,68 +82,32 @@ impl Outbound for Router {
         finalize: bool,
     ) -> Result<(), DeliveryError> {
         let (message_id, text) = (message_id.to_owned(), text.to_owned());
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::EditText {
-                        message_id,
-                        text,
-                        finalize,
-                        reply,
-                    })
-                    .await?
-            }
-            Platform::Mobile => {
-                self.mobile
-                    .call(&chat.id, |reply| mobile::Command::EditText {
-                        message_id,
-                        text,
-                        finalize,
-                        reply,
-                    })
-                    .await?
-            }
-        }
+        self.call(chat, |reply| Call::EditText {
+            message_id,
+            text,
+            finalize,
+            reply,
+        })
+        .await
     }
 
     async fn typing(&self, chat: &Chat, on: bool) -> Result<(), DeliveryError> {
-        match chat.platform {
-            // Gadgets show "thinking" from turn.start; they have no typing indicator.
-            Platform::Gadget => Ok(()),
-            Platform::Mobile => {
-                self.mobile
-                    .call(&chat.id, |reply| mobile::Command::Typing { on, reply })
-                    .await?
-            }
-        }
+        self.call(chat, |reply| Call::Typing { on, reply }).await
     }
 
     async fn status(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
         let text = text.to_owned();
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Status { text, reply })
-                    .await?
-            }
-            // Phones show typing and the avatar instead of a working phrase.
-            Platform::Mobile => Ok(()),
-        }
+        self.call(chat, |reply| Call::Status { text, reply }).await
+    }
+
+    async fn transcript(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
+        let text = text.to_owned();
+        self.call(chat, |reply| Call::Transcript { text, reply })
+            .await
     }
 
     async fn turn_started(&self, chat: &Chat) -> Result<String, DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::TurnStarted { reply })
-                    .await?
-            }
-            Platform::Mobile => {
-                self.mobile
-                    .call(&chat.id, |reply| mobile::Command::TurnStarted { reply })
-                    .await?
-            }
-        }
+        self.call(chat, |reply| Call::TurnStarted { reply }).await
     }
 
     async fn turn_ended(
@@ -161,23 +117,12 @@ impl Outbound for Router {
         outcome: Outcome,
     ) -> Result<(), DeliveryError> {
         let turn = turn_id.to_owned();
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::TurnEnded {
-                        turn,
-                        outcome,
-                        reply,
-                    })
-                    .await?
-            }
-            // A phone's typing and avatar end the same way whatever the outcome.
-            Platform::Mobile => {
-                self.mobile
-                    .call(&chat.id, |reply| mobile::Command::TurnEnded { turn, reply })
-                    .await?
-            }
-        }
+        self.call(chat, |reply| Call::TurnEnded {
+            turn,
+            outcome,
+            reply,
+        })
+        .await
     }
 
     async fn ask(
@@ -186,62 +131,22 @@ impl Outbound for Router {
         prompt: Prompt,
         ttl_s: Option<u32>,
     ) -> Result<String, DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Ask {
-                        prompt,
-                        ttl_s,
-                        reply,
-                    })
-                    .await?
-            }
-            Platform::Mobile => {
-                self.mobile
-                    .call(&chat.id, |reply| mobile::Command::Ask {
-                        prompt,
-                        ttl_s,
-                        reply,
-                    })
-                    .await?
-            }
-        }
+        self.call(chat, |reply| Call::Ask {
+            prompt,
+            ttl_s,
+            reply,
+        })
+        .await
     }
 
     async fn withdraw(&self, chat: &Chat, prompt_id: &str) -> Result<(), DeliveryError> {
         let prompt_id = prompt_id.to_owned();
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Withdraw {
-                        prompt_id,
-                        reply,
-                    })
-                    .await?
-            }
-            Platform::Mobile => {
-                self.mobile
-                    .call(&chat.id, |reply| mobile::Command::Withdraw {
-                        prompt_id,
-                        reply,
-                    })
-                    .await?
-            }
-        }
+        self.call(chat, |reply| Call::Withdraw { prompt_id, reply })
+            .await
     }
 
     async fn send_voice(&self, chat: &Chat, path: PathBuf) -> Result<(), DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Speak { path, reply })
-                    .await?
-            }
-            Platform::Mobile => {
-                self.send_media(chat, MediaKindDown::Voice, path, None)
-                    .await
-            }
-        }
+        self.call(chat, |reply| Call::Voice { path, reply }).await
     }
 
     async fn send_image(
@@ -250,21 +155,12 @@ impl Outbound for Router {
         path: PathBuf,
         caption: Option<String>,
     ) -> Result<(), DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::ShowImage {
-                        path,
-                        caption,
-                        reply,
-                    })
-                    .await?
-            }
-            Platform::Mobile => {
-                self.send_media(chat, MediaKindDown::Image, path, caption)
-                    .await
-            }
-        }
+        self.call(chat, |reply| Call::Image {
+            path,
+            caption,
+            reply,
+        })
+        .await
     }
 
     async fn send_document(
@@ -273,60 +169,21 @@ impl Outbound for Router {
         path: PathBuf,
         caption: Option<String>,
     ) -> Result<(), DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => Err(unsupported(chat, "gadgets cannot show documents")),
-            Platform::Mobile => {
-                self.send_media(chat, MediaKindDown::Document, path, caption)
-                    .await
-            }
-        }
+        self.call(chat, |reply| Call::Document {
+            path,
+            caption,
+            reply,
+        })
+        .await
     }
 
     async fn display(&self, chat: &Chat, card: Card) -> Result<(), DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Display { card, reply })
-                    .await?
-            }
-            Platform::Mobile => {
-                let text = format!("{}\n{}", card.title, card.body);
-                self.send_text(chat, text.trim(), SendOptions::default())
-                    .await
-                    .map(drop)
-            }
-        }
-    }
-
-    async fn transcript(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                let text = text.to_owned();
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Transcript {
-                        text,
-                        reply,
-                    })
-                    .await?
-            }
-            // A phone shows its own voice message; the transcript adds nothing there.
-            Platform::Mobile => Ok(()),
-        }
+        self.call(chat, |reply| Call::Display { card, reply }).await
     }
 
     async fn notice(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                let text = text.to_owned();
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Notice { text, reply })
-                    .await?
-            }
-            Platform::Mobile => self
-                .send_text(chat, text, SendOptions::default())
-                .await
-                .map(drop),
-        }
+        let text = text.to_owned();
+        self.call(chat, |reply| Call::Notice { text, reply }).await
     }
 
     async fn invoke_action(
@@ -335,30 +192,13 @@ impl Outbound for Router {
         name: &str,
         args: Value,
     ) -> Result<Value, ActionError> {
-        match chat.platform {
-            Platform::Gadget => {
-                let name = name.to_owned();
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::InvokeAction {
-                        name,
-                        args,
-                        reply,
-                    })
-                    .await?
-            }
-            Platform::Mobile => Err(ActionError::UnknownAction(name.to_owned())),
-        }
+        let name = name.to_owned();
+        self.deliver(chat, |reply| Call::InvokeAction { name, args, reply })
+            .await?
     }
 
     async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError> {
-        match chat.platform {
-            Platform::Gadget => {
-                self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Actions { reply })
-                    .await?
-            }
-            Platform::Mobile => Ok(Vec::new()),
-        }
+        self.call(chat, |reply| Call::Actions { reply }).await
     }
 
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {

@@ -13,7 +13,7 @@
 //! The pipes are the channel because nothing else on the machine can reach them. The
 //! first line herald writes is the `ready` event; when stdin ends (Hermes stopped, or
 //! died) [`Bridge::run`] returns and herald shuts down. `plugin/DESIGN.md` in the
-//! repository describes the line format; [`wire`] holds it as types.
+//! repository describes the line format; `wire.rs` holds it as types.
 //!
 //! Hermes stores only a hash of each pairing code, so the plaintext code is kept here,
 //! in memory, until it expires: a device that reconnects shows the same code instead of
@@ -52,7 +52,8 @@ pub const MAX_LINE: usize = 1 << 20;
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Lines waiting for stdout before their senders wait.
 const OUTGOING: usize = 256;
-/// Requests from Hermes carried out at once; more wait in the pipe.
+/// Requests from Hermes carried out at once; more are refused as `unavailable`, which
+/// the plugin reports as a failure worth retrying.
 const CONCURRENT_REQUESTS: usize = 64;
 /// A pairing code is kept no longer than this, whatever Hermes says.
 const MAX_CODE_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -174,8 +175,13 @@ impl Bridge {
                 }
             }
             Ok(Line::Request { id, op, args }) => {
-                // The semaphore is never closed; a failure would only mean no limit.
-                let permit = permits.clone().acquire_owned().await.ok();
+                // Refused rather than queued: the reader must stay free for answers.
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    let busy = format!("{CONCURRENT_REQUESTS} requests are already running");
+                    let error = WireError::new(ErrorKind::Unavailable, busy);
+                    self.send(OutLine::answer(id, Err(error))).await;
+                    return;
+                };
                 let bridge = self.clone();
                 tokio::spawn(async move {
                     let answer = match Request::decode(op, args) {

@@ -31,6 +31,68 @@ struct Pending {
     answered: bool,
 }
 
+/// One gadget's turns in flight, oldest first, and what they measured.
+#[derive(Default)]
+struct Turns {
+    pending: VecDeque<Pending>,
+    report: Report,
+}
+
+impl Turns {
+    fn sent(&mut self) {
+        self.pending.push_back(Pending {
+            sent: Instant::now(),
+            answered: false,
+        });
+        self.report.add("sent", 1);
+    }
+
+    /// Account for a frame from the server; returns a `pong` to send, if any.
+    fn on_text(&mut self, text: &str, bare: bool) -> Option<String> {
+        let report = &mut self.report;
+        if bare {
+            // Any frame answers the oldest turn.
+            if let Some(turn) = self.pending.pop_front() {
+                report.latency("first", turn.sent.elapsed());
+                report.latency("reply", turn.sent.elapsed());
+                report.add("turns", 1);
+            }
+            return None;
+        }
+        match ServerMessage::decode(text) {
+            Ok(ServerMessage::TurnStart(_)) => {
+                if let Some(turn) = self.pending.iter_mut().find(|t| !t.answered) {
+                    turn.answered = true;
+                    report.latency("first", turn.sent.elapsed());
+                }
+            }
+            Ok(ServerMessage::Reply(reply)) if !reply.interim => {
+                if let Some(turn) = self.pending.front() {
+                    report.latency("reply", turn.sent.elapsed());
+                }
+            }
+            Ok(ServerMessage::TurnEnd(_)) => {
+                let ended = self.pending.pop_front();
+                report.add("turns", u64::from(ended.is_some()));
+            }
+            // "Too many messages at once": that turn was refused.
+            Ok(ServerMessage::Notice(notice)) => {
+                if let Some(index) = self.pending.iter().position(|t| !t.answered) {
+                    self.pending.remove(index);
+                }
+                report.add("refused", 1);
+                report.error(notice.text);
+            }
+            Ok(ServerMessage::Ping(ping)) => {
+                return Some(DeviceMessage::Pong(Pong { ts: ping.ts }).encode());
+            }
+            Ok(ServerMessage::Error(e)) => report.error(format!("error {}", e.code.as_str())),
+            _ => {}
+        }
+        None
+    }
+}
+
 /// One gadget's conversation until `end`, then until its last turn is answered.
 async fn converse(
     mut ws: Ws,
@@ -39,92 +101,49 @@ async fn converse(
     first: Instant,
     end: Instant,
 ) -> Report {
-    let mut report = Report::default();
+    let mut turns = Turns::default();
     let mut next_send = first;
-    let mut pending: VecDeque<Pending> = VecDeque::new();
     let mut sent = 0u64;
     let give_up = sleep_until((end + GRACE).into());
     tokio::pin!(give_up);
     loop {
         let sending = next_send < end;
-        if !sending && pending.is_empty() {
+        if !sending && turns.pending.is_empty() {
             break;
         }
-        tokio::select! {
+        let outcome = tokio::select! {
             _ = sleep_until(next_send.into()), if sending => {
                 sent += 1;
+                next_send += interval;
                 let text = DeviceMessage::Text(Text {
                     id: Some(format!("t{sent}")),
                     text: format!("turn {sent}"),
                 })
                 .encode();
-                if let Err(err) = ws.send(Message::Text(text.into())).await {
-                    report.error(err);
-                    break;
+                let result = ws.send(Message::Text(text.into())).await;
+                if result.is_ok() {
+                    turns.sent();
                 }
-                pending.push_back(Pending { sent: Instant::now(), answered: false });
-                report.add("sent", 1);
-                next_send += interval;
+                result.map_err(|e| e.to_string())
             }
             _ = &mut give_up => break,
             next = ws.next() => match next {
-                Some(Ok(Message::Text(text))) => {
-                    if bare {
-                        if let Some(turn) = pending.pop_front() {
-                            report.latency("first", turn.sent.elapsed());
-                            report.latency("reply", turn.sent.elapsed());
-                            report.add("turns", 1);
-                        }
-                        continue;
-                    }
-                    match ServerMessage::decode(&text) {
-                        Ok(ServerMessage::TurnStart(_)) => {
-                            if let Some(turn) = pending.iter_mut().find(|t| !t.answered) {
-                                turn.answered = true;
-                                report.latency("first", turn.sent.elapsed());
-                            }
-                        }
-                        Ok(ServerMessage::Reply(reply)) if !reply.interim => {
-                            if let Some(turn) = pending.front() {
-                                report.latency("reply", turn.sent.elapsed());
-                            }
-                        }
-                        Ok(ServerMessage::TurnEnd(_)) => {
-                            if pending.pop_front().is_some() {
-                                report.add("turns", 1);
-                            }
-                        }
-                        // "Too many messages at once": that turn was refused.
-                        Ok(ServerMessage::Notice(notice)) => {
-                            if let Some(index) = pending.iter().position(|t| !t.answered) {
-                                pending.remove(index);
-                            }
-                            report.add("refused", 1);
-                            report.error(notice.text);
-                        }
-                        Ok(ServerMessage::Ping(ping)) => {
-                            let pong = DeviceMessage::Pong(Pong { ts: ping.ts }).encode();
-                            if ws.send(Message::Text(pong.into())).await.is_err() {
-                                break;
-                            }
-                        }
-                        Ok(ServerMessage::Error(e)) => report.error(format!("error {}", e.code.as_str())),
-                        _ => {}
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(err)) => {
-                    report.error(err);
-                    break;
-                }
-                None => {
-                    report.error("connection closed");
-                    break;
-                }
+                Some(Ok(Message::Text(text))) => match turns.on_text(&text, bare) {
+                    Some(pong) => ws.send(Message::Text(pong.into())).await.map_err(|e| e.to_string()),
+                    None => Ok(()),
+                },
+                Some(Ok(_)) => Ok(()),
+                Some(Err(err)) => Err(err.to_string()),
+                None => Err("connection closed".to_owned()),
             }
+        };
+        if let Err(err) = outcome {
+            turns.report.error(err);
+            break;
         }
     }
-    report.add("unanswered", pending.len() as u64);
+    let mut report = turns.report;
+    report.add("unanswered", turns.pending.len() as u64);
     let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
     report
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{
-    ActionError, ActionSpec, Card, Chat, Choice, Command as ConvCommand, DeliveryError, Inbound,
+    ActionError, ActionSpec, Chat, Choice, Command as ConvCommand, DeliveryError, Inbound,
     InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, SendOptions, Source,
 };
 use serde_json::Value;
@@ -28,6 +28,7 @@ use super::image;
 use super::ota::{self, Link, Updates};
 use super::prompts::{PromptQueue, Question, Show};
 use super::GadgetHub;
+use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::files;
 use crate::ids;
@@ -38,71 +39,10 @@ use crate::store::blocking;
 /// Inbound events waiting for the agent before new ones are refused.
 const AGENT_QUEUE: usize = 32;
 
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, DeliveryError>>;
-
 /// What the agent side and the admin API ask of a device.
 pub(crate) enum Command {
-    SendText {
-        text: String,
-        options: SendOptions,
-        reply: Reply<String>,
-    },
-    EditText {
-        message_id: String,
-        text: String,
-        finalize: bool,
-        reply: Reply<()>,
-    },
-    Status {
-        text: String,
-        reply: Reply<()>,
-    },
-    TurnStarted {
-        reply: Reply<String>,
-    },
-    TurnEnded {
-        turn: String,
-        outcome: Outcome,
-        reply: Reply<()>,
-    },
-    Ask {
-        prompt: Prompt,
-        ttl_s: Option<u32>,
-        reply: Reply<String>,
-    },
-    Withdraw {
-        prompt_id: String,
-        reply: Reply<()>,
-    },
-    Display {
-        card: Card,
-        reply: Reply<()>,
-    },
-    Transcript {
-        text: String,
-        reply: Reply<()>,
-    },
-    Notice {
-        text: String,
-        reply: Reply<()>,
-    },
-    Speak {
-        path: PathBuf,
-        reply: Reply<()>,
-    },
-    ShowImage {
-        path: PathBuf,
-        caption: Option<String>,
-        reply: Reply<()>,
-    },
-    InvokeAction {
-        name: String,
-        args: Value,
-        reply: oneshot::Sender<Result<Value, ActionError>>,
-    },
-    Actions {
-        reply: Reply<Vec<ActionSpec>>,
-    },
+    /// A conversation-port call.
+    Port(Call),
     /// A firmware update request from the admin API.
     Ota(ota::Request),
     /// Authorization changed (pairing approved or revoked).
@@ -653,7 +593,19 @@ impl Session {
 
     async fn on_command(&mut self, command: Command) {
         match command {
-            Command::SendText {
+            Command::Port(call) => self.on_call(call).await,
+            Command::SetPaired(paired) => self.set_paired(paired).await,
+            Command::Ota(request) => {
+                self.ota.on_request(request, link(self.conn.as_ref())).await;
+            }
+            // Handled by the run loop.
+            Command::Forget | Command::Shutdown => {}
+        }
+    }
+
+    async fn on_call(&mut self, call: Call) {
+        match call {
+            Call::SendText {
                 text,
                 options,
                 reply,
@@ -661,7 +613,7 @@ impl Session {
                 let result = self.send_text(&text, options).await;
                 let _ = reply.send(result);
             }
-            Command::EditText {
+            Call::EditText {
                 message_id,
                 text,
                 finalize,
@@ -670,13 +622,13 @@ impl Session {
                 let result = self.edit_text(&message_id, &text, finalize).await;
                 let _ = reply.send(result);
             }
-            Command::Status { text, reply } => {
+            Call::Status { text, reply } => {
                 let result = self.deliver(ServerMessage::Status(proto::Status {
                     text: self.shape(&text),
                 }));
                 let _ = reply.send(result.await);
             }
-            Command::TurnStarted { reply } => {
+            Call::TurnStarted { reply } => {
                 self.hub.metrics.turn(Platform::Gadget);
                 let turn = ids::random_hex(12);
                 self.turn = Some(turn.clone());
@@ -688,7 +640,7 @@ impl Session {
                     .await;
                 let _ = reply.send(result.map(|()| turn));
             }
-            Command::TurnEnded {
+            Call::TurnEnded {
                 turn: ended,
                 outcome,
                 reply,
@@ -715,14 +667,14 @@ impl Session {
                 };
                 let _ = reply.send(result);
             }
-            Command::Ask {
+            Call::Ask {
                 prompt,
                 ttl_s,
                 reply,
             } => {
                 let _ = reply.send(self.ask(prompt, ttl_s).await);
             }
-            Command::Withdraw { prompt_id, reply } => {
+            Call::Withdraw { prompt_id, reply } => {
                 let result = match self.prompts.withdraw(&prompt_id) {
                     Some(Show::Close { closed, next }) => {
                         let next = next.cloned();
@@ -740,7 +692,7 @@ impl Session {
                 };
                 let _ = reply.send(result);
             }
-            Command::Display { card, reply } => {
+            Call::Display { card, reply } => {
                 let display = ServerMessage::Display(proto::Display {
                     title: self.shape(&card.title),
                     body: self.shape(&card.body),
@@ -748,29 +700,39 @@ impl Session {
                 });
                 let _ = reply.send(self.deliver(display).await);
             }
-            Command::Transcript { text, reply } => {
+            Call::Transcript { text, reply } => {
                 let transcript = ServerMessage::Transcript(proto::Transcript {
                     text: self.shape(&text),
                 });
                 let _ = reply.send(self.deliver(transcript).await);
             }
-            Command::Notice { text, reply } => {
+            Call::Notice { text, reply } => {
                 let result = self.online();
                 if result.is_ok() {
                     self.notice(&text).await;
                 }
                 let _ = reply.send(result);
             }
-            Command::Speak { path, reply } => {
+            Call::Voice { path, reply } => {
                 let _ = reply.send(self.speak(path).await);
             }
-            Command::ShowImage {
+            Call::Image {
                 path,
                 caption,
                 reply,
             } => self.show_image(path, caption, reply).await,
-            Command::InvokeAction { name, args, reply } => self.invoke(name, args, reply).await,
-            Command::Actions { reply } => {
+            // Gadgets show "thinking" from turn.start; they have no typing indicator.
+            Call::Typing { reply, .. } => {
+                let _ = reply.send(self.online());
+            }
+            Call::Document { reply, .. } => {
+                let _ = reply.send(Err(DeliveryError::Unsupported {
+                    chat: self.chat(),
+                    reason: "gadgets cannot show documents".into(),
+                }));
+            }
+            Call::InvokeAction { name, args, reply } => self.invoke(name, args, reply).await,
+            Call::Actions { reply } => {
                 let result = self.online().map(|()| {
                     self.conn
                         .as_ref()
@@ -779,12 +741,6 @@ impl Session {
                 });
                 let _ = reply.send(result);
             }
-            Command::SetPaired(paired) => self.set_paired(paired).await,
-            Command::Ota(request) => {
-                self.ota.on_request(request, link(self.conn.as_ref())).await;
-            }
-            // Handled by the run loop.
-            Command::Forget | Command::Shutdown => {}
         }
     }
 

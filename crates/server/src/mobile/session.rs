@@ -14,10 +14,10 @@ use herald_mobile_proto::{
     MediaKindDown, PromptCard, PromptKind, ServerFrame,
 };
 use herald_port::{
-    Chat, Choice, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, Platform, Prompt,
-    PromptAnswer, SendOptions, Source,
+    ActionError, Chat, Choice, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode,
+    Platform, Prompt, PromptAnswer, SendOptions, Source,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
@@ -25,6 +25,7 @@ use tracing::warn;
 use super::outbox::{Outbox, SeenIds};
 use super::uploads::{Accepted, Upload, UploadError, Uploads};
 use super::MobileHub;
+use crate::calls::{Call, Reply};
 use crate::files;
 use crate::ids;
 use crate::mailboxes::MAILBOX;
@@ -37,47 +38,10 @@ const IDLE_PAUSE: Duration = Duration::from_millis(1500);
 /// Largest file the agent may send to a phone (sent in chunks).
 const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
 
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, DeliveryError>>;
-
 /// What the agent side asks of a phone.
 pub(crate) enum Command {
-    SendText {
-        text: String,
-        options: SendOptions,
-        reply: Reply<String>,
-    },
-    EditText {
-        message_id: String,
-        text: String,
-        finalize: bool,
-        reply: Reply<()>,
-    },
-    Typing {
-        on: bool,
-        reply: Reply<()>,
-    },
-    TurnStarted {
-        reply: Reply<String>,
-    },
-    TurnEnded {
-        turn: String,
-        reply: Reply<()>,
-    },
-    Ask {
-        prompt: Prompt,
-        ttl_s: Option<u32>,
-        reply: Reply<String>,
-    },
-    Withdraw {
-        prompt_id: String,
-        reply: Reply<()>,
-    },
-    SendMedia {
-        kind: MediaKindDown,
-        path: PathBuf,
-        caption: Option<String>,
-        reply: Reply<()>,
-    },
+    /// A conversation-port call.
+    Port(Call),
     /// A push from a `deliver` frame: only to a phone that is connected now.
     Deliver {
         deliver: Box<Deliver>,
@@ -516,7 +480,18 @@ impl Session {
 
     async fn on_command(&mut self, command: Command) {
         match command {
-            Command::SendText {
+            Command::Port(call) => self.on_call(call).await,
+            Command::Deliver { deliver, reply } => {
+                let result = self.deliver(*deliver).await;
+                let _ = reply.send(result);
+            }
+            Command::Shutdown => {}
+        }
+    }
+
+    async fn on_call(&mut self, call: Call) {
+        match call {
+            Call::SendText {
                 text,
                 options,
                 reply,
@@ -524,7 +499,7 @@ impl Session {
                 let result = self.send_text(&text, options).await;
                 let _ = reply.send(result);
             }
-            Command::EditText {
+            Call::EditText {
                 message_id,
                 text,
                 finalize,
@@ -540,10 +515,10 @@ impl Session {
                 });
                 let _ = reply.send(self.emit(&frame).await);
             }
-            Command::Typing { on, reply } => {
+            Call::Typing { on, reply } => {
                 let _ = reply.send(self.emit(&ServerFrame::Typing { stop: !on }).await);
             }
-            Command::TurnStarted { reply } => {
+            Call::TurnStarted { reply } => {
                 self.hub.metrics.turn(Platform::Mobile);
                 let turn = ids::random_hex(12);
                 self.turn = Some(turn.clone());
@@ -559,7 +534,7 @@ impl Session {
                 .await;
                 let _ = reply.send(result.map(|()| turn));
             }
-            Command::TurnEnded { turn, reply } => {
+            Call::TurnEnded { turn, reply, .. } => {
                 let result = if self.turn.as_deref() == Some(turn.as_str()) {
                     let result = self.emit(&ServerFrame::Typing { stop: true }).await;
                     self.turn = None;
@@ -570,7 +545,7 @@ impl Session {
                 };
                 let _ = reply.send(result);
             }
-            Command::Ask {
+            Call::Ask {
                 prompt,
                 ttl_s,
                 reply,
@@ -578,7 +553,7 @@ impl Session {
                 let result = self.ask(prompt, ttl_s).await;
                 let _ = reply.send(result);
             }
-            Command::Withdraw { prompt_id, reply } => {
+            Call::Withdraw { prompt_id, reply } => {
                 let result = match self.cards.remove(&prompt_id) {
                     Some(_) => {
                         self.hub.cards.remove(&prompt_id);
@@ -593,20 +568,46 @@ impl Session {
                 };
                 let _ = reply.send(result);
             }
-            Command::SendMedia {
-                kind,
+            Call::Voice { path, reply } => {
+                let result = self.send_file(MediaKindDown::Voice, path, None).await;
+                let _ = reply.send(result);
+            }
+            Call::Image {
                 path,
                 caption,
                 reply,
             } => {
-                let result = self.send_file(kind, path, caption).await;
+                let result = self.send_file(MediaKindDown::Image, path, caption).await;
                 let _ = reply.send(result);
             }
-            Command::Deliver { deliver, reply } => {
-                let result = self.deliver(*deliver).await;
+            Call::Document {
+                path,
+                caption,
+                reply,
+            } => {
+                let result = self.send_file(MediaKindDown::Document, path, caption).await;
                 let _ = reply.send(result);
             }
-            Command::Shutdown => {}
+            Call::Display { card, reply } => {
+                let text = format!("{}\n{}", card.title, card.body);
+                let result = self.send_text(text.trim(), SendOptions::default()).await;
+                let _ = reply.send(result.map(drop));
+            }
+            Call::Notice { text, reply } => {
+                let result = self.send_text(&text, SendOptions::default()).await;
+                let _ = reply.send(result.map(drop));
+            }
+            // Phones show typing and the avatar instead of a working phrase, and their own
+            // voice message instead of a transcript.
+            Call::Status { reply, .. } | Call::Transcript { reply, .. } => {
+                let _ = reply.send(Ok(()));
+            }
+            Call::InvokeAction { name, reply, .. } => {
+                let _ = reply.send(Err(ActionError::UnknownAction(name)));
+            }
+            Call::Actions { reply } => {
+                let _ = reply.send(Ok(Vec::new()));
+            }
         }
     }
 

@@ -1,0 +1,267 @@
+"""Gadgets and phones as Hermes platforms, end to end: a real ``hermes gateway run``
+with the Herald plugin, its herald child, the stub model, and devices on WebSockets.
+
+The tests share one gateway (see conftest.py) and run in file order; the last ones
+restart herald and stop the gateway.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import signal
+import time
+import wave
+from pathlib import Path
+from typing import Callable
+
+from conftest import LED_ACTION, Rig, admin_get
+from devices import Frame, auth_mac, gadget_id
+from stub_stt import TRANSCRIPT
+
+
+def is_type(kind: str) -> Callable[[Frame], bool]:
+    return lambda frame: frame.get("type") == kind
+
+
+# What Hermes says once /new has run.
+SESSION_RESET = re.compile("Session reset|New session started")
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "gadget-v1.json"
+
+
+def test_the_test_gadget_agrees_with_the_shared_vectors() -> None:
+    vectors = json.loads(VECTORS.read_text())
+    for case in vectors["device_id"]:
+        assert gadget_id(bytes.fromhex(case["key_hex"])) == case["device_id"], case["name"]
+    for case in vectors["auth_mac"]:
+        mac = auth_mac(bytes.fromhex(case["key_hex"]), case["device_id"], case["nonce"])
+        assert (mac == case["mac"]) == case["valid"], case["name"]
+
+
+# -- pairing through Hermes -------------------------------------------------------
+
+
+def test_an_unpaired_gadget_shows_hermess_code_and_is_paired_without_reconnecting(rig: Rig) -> None:
+    with rig.stranger_gadget() as gadget:
+        assert gadget.welcome["paired"] is False
+        pairing = gadget.wait_for(is_type("pairing"))
+        code = pairing["code"]
+        assert re.fullmatch(r"[A-Z2-9]{8}", code), pairing
+        assert pairing["command"] == f"hermes pairing approve gadget {code}"
+
+        rig.home.hermes("pairing", "approve", "gadget", code)
+        gadget.wait_for(is_type("paired"), timeout=30)
+        gadget.say("hello from a new gadget")
+        assert gadget.reply("stub: hello from a new gadget")
+
+        rig.home.hermes("pairing", "revoke", "gadget", gadget.device_id)
+        gadget.wait_for(is_type("unpaired"), timeout=30)
+
+
+def test_an_unpaired_phone_gets_hermess_code_and_talks_once_approved(rig: Rig) -> None:
+    with rig.phone("tel-stranger", token=rig.stranger_token) as phone:
+        phone.say("hello?")
+        notice = phone.message("Pairing code:")
+        code = re.search(r"Pairing code: ([A-Z2-9]{8})", str(notice["text"]))
+        assert code, notice
+        assert f"hermes pairing approve mobile {code.group(1)}" in notice["text"]
+        assert not any("hello?" in turn for turn in rig.user_turns())
+
+        rig.home.hermes("pairing", "approve", "mobile", code.group(1))
+        phone.say("hello again")
+        assert phone.message("stub: hello again")
+
+
+# -- conversation --------------------------------------------------------------------
+
+
+def test_a_text_turn_streams_to_a_gadget(rig: Rig) -> None:
+    with rig.gadget("kitchen") as gadget:
+        gadget.say("how is the weather?")
+        start = gadget.wait_for(is_type("turn.start"))
+        reply = gadget.reply("It is sunny and warm today.")
+        end = gadget.wait_for(is_type("turn.end"))
+    assert end["turn"] == start["turn"] and end["outcome"] == "success"
+    assert reply["text"] == "It is sunny and warm today."
+    previews = [f["text"] for f in gadget.frames if f.get("type") == "reply.delta"]
+    assert previews, gadget.frames
+    assert all("It is sunny and warm today.".startswith(p) for p in previews), previews
+
+
+def test_a_text_turn_streams_to_a_phone(rig: Rig) -> None:
+    with rig.phone("tel-turn") as phone:
+        phone.say("and the weather tomorrow?")
+        final = phone.message("It is sunny and warm today.")
+    assert final["text"] == "It is sunny and warm today."
+    edits = [f for f in phone.frames if f.get("t") == "message" and f.get("id") == final["id"]]
+    assert len(edits) >= 2 and all(f.get("edit") for f in edits[1:]), edits
+
+
+def test_an_exec_approval_is_answered_on_the_gadget(rig: Rig) -> None:
+    scratch = rig.victims / "gadget"
+    scratch.mkdir(parents=True)
+    with rig.gadget("hall") as gadget:
+        gadget.say("please clean the gadget scratch")
+        prompt = gadget.wait_for(is_type("prompt"))
+        assert prompt["title"] == "Allow this command?"
+        assert f"rm -rf {scratch}" in prompt["text"]
+        assert scratch.is_dir()
+        gadget.send({"type": "prompt.reply", "id": prompt["id"], "answer": "yes"})
+        gadget.reply("Cleaned:")
+    assert not scratch.exists()
+
+
+def test_an_exec_approval_is_answered_on_the_phone(rig: Rig) -> None:
+    scratch = rig.victims / "phone"
+    scratch.mkdir(parents=True)
+    with rig.phone("tel-approve") as phone:
+        phone.say("please clean the phone scratch")
+        card = phone.card("exec_approval")
+        assert card["command"] == f"rm -rf {scratch}"
+        assert {"once", "deny"} <= {o["id"] for o in card["options"]}
+        assert scratch.exists()
+        phone.answer(card, "once")
+        phone.message("Cleaned:")
+    assert not scratch.exists()
+
+
+def test_a_clarify_card_is_answered_on_the_phone(rig: Rig) -> None:
+    with rig.phone("tel-clarify") as phone:
+        phone.say("which colour do I like?")
+        card = phone.card("clarify")
+        assert card["text"] == "Which colour?"
+        assert [o["label"] for o in card["options"][:2]] == ["red", "green"]
+        phone.answer(card, "c1")
+        reply = phone.message("You chose")
+    assert "green" in reply["text"]
+
+
+def test_new_is_confirmed_on_a_phones_card(rig: Rig) -> None:
+    with rig.phone("tel-new") as phone:
+        phone.say("/new")
+        card = phone.card("confirm")
+        assert "/new" in card["text"]
+        phone.answer(card, "once")
+        phone.wait_for(lambda f: f.get("t") == "message" and bool(SESSION_RESET.search(str(f.get("text")))))
+
+
+def test_a_gadgets_new_conversation_gesture_is_its_own_confirmation(rig: Rig) -> None:
+    with rig.gadget("kitchen") as gadget:
+        gadget.send({"type": "session.new"})
+        gadget.wait_for(lambda f: f.get("type") == "reply" and bool(SESSION_RESET.search(str(f.get("text")))))
+    assert not any(f.get("type") == "prompt" for f in gadget.frames), gadget.frames
+
+
+def test_the_model_calls_a_gadget_action_as_a_tool(rig: Rig) -> None:
+    with rig.gadget("desk", actions=[LED_ACTION]) as gadget:
+        gadget.action_results["led.set"] = {"ok": True, "result": {"led": "red"}}
+        gadget.say("turn the light on")
+        action = gadget.wait_for(is_type("action"))
+        reply = gadget.reply("The gadget said")
+    assert (action["name"], action["args"]) == ("led.set", {"color": "red"})
+    assert '"led": "red"' in reply["text"] or "'led': 'red'" in reply["text"], reply
+
+
+def test_a_phones_voice_message_reaches_hermes_as_a_wav(rig: Rig) -> None:
+    with rig.phone("tel-voice") as phone:
+        recording = base64.b64encode(silent_wav(0.6)).decode()
+        phone.send({"t": "audio", "id": "voice-1", "format": "wav", "data": recording})
+        phone.message("It is sunny and warm today.")
+        phone.drain()
+    assert_transcribed_a_wav(rig)
+    # Hermes's transcript echo goes to the transcript call, which phones leave out.
+    assert not any(str(f.get("text", "")).startswith("🎙") for f in phone.frames), phone.frames
+
+
+def test_a_gadgets_utterance_reaches_hermes_as_a_wav_and_its_transcript_comes_back(rig: Rig) -> None:
+    with rig.gadget("hall") as gadget:
+        with wave.open(io.BytesIO(silent_wav(0.6))) as wav:
+            gadget.speak(wav.readframes(wav.getnframes()))
+        transcript = gadget.wait_for(is_type("transcript"))
+        gadget.reply("It is sunny and warm today.")
+    assert transcript["text"] == TRANSCRIPT
+    assert_transcribed_a_wav(rig)
+    replies = [str(f.get("text")) for f in gadget.frames if f.get("type") == "reply"]
+    assert not any(text.startswith("🎙") for text in replies), replies
+
+
+def assert_transcribed_a_wav(rig: Rig) -> None:
+    heard = [json.loads(line) for line in rig.stt_log.read_text().splitlines()]
+    assert heard and heard[-1]["wav"] and heard[-1]["path"].endswith(".wav"), heard
+    assert TRANSCRIPT in rig.user_turns()[-1]
+
+
+# -- delivery from other processes ---------------------------------------------------
+
+
+def test_sethome_then_hermes_send_reaches_a_gadget(rig: Rig) -> None:
+    with rig.gadget("porch") as gadget:
+        gadget.say("/sethome")
+        gadget.wait_for(lambda f: f.get("type") == "reply" and gadget.device_id in str(f.get("text")))
+        sent = rig.home.hermes("send", "--to", "gadget", "The bread is ready.", check=False)
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        gadget.reply("The bread is ready.")
+
+
+def test_sethome_then_hermes_send_reaches_a_phone(rig: Rig) -> None:
+    with rig.phone("tel-home") as phone:
+        phone.say("/sethome")
+        phone.message("tel-home")
+        sent = rig.home.hermes("send", "--to", "mobile", "The laundry is done.", check=False)
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        phone.message("The laundry is done.")
+
+
+def test_hermes_gadget_and_mobile_commands_wrap_herald(rig: Rig) -> None:
+    info = rig.home.hermes("gadget", "info").stdout
+    assert rig.gadget_url in info and "running" in info, info
+    gadgets = json.loads(rig.home.hermes("gadget", "devices", "--json").stdout)
+    kitchen = next(g for g in gadgets if g["name"] == "Kitchen")
+    assert kitchen["online"] is False
+    phones = json.loads(rig.home.hermes("mobile", "devices", "--json").stdout)
+    assert "tel-turn" in {p["id"] for p in phones}
+
+
+# -- supervision ---------------------------------------------------------------------
+
+
+def test_herald_is_restarted_when_it_dies(rig: Rig) -> None:
+    os.kill(herald_pid(rig), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while rig.gateway.log().count("herald ready") < 2:
+        assert time.monotonic() < deadline, rig.gateway.log()[-3000:]
+        time.sleep(0.2)
+    # A new process listens on new ports (the tests ask for free ones).
+    info = admin_get(rig.home.path / "herald", "/v1/info")
+    rig.gadget_url = str(info["gadget_url"])
+    with rig.gadget("kitchen") as gadget:
+        gadget.say("is the weather still fine?")
+        gadget.reply("It is sunny and warm today.")
+
+
+def test_stopping_the_gateway_stops_herald(rig: Rig) -> None:
+    pid = herald_pid(rig)
+    rig.gateway.stop()
+    assert not rig.gateway.leftovers, rig.gateway.log()[-3000:]
+    assert not Path(f"/proc/{pid}").exists()
+    assert not (rig.home.path / "herald" / "admin.json").exists()
+
+
+def herald_pid(rig: Rig) -> int:
+    started = re.findall(r"started herald \(pid (\d+)\)", rig.gateway.log())
+    assert started, rig.gateway.log()[-3000:]
+    return int(started[-1])
+
+
+def silent_wav(seconds: float) -> bytes:
+    """A mono 16-bit 16 kHz WAV; the stub speech-to-text hears the same words in anything."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(16000)
+        wav.writeframes(b"\0\0" * int(16000 * seconds))
+    return buffer.getvalue()
