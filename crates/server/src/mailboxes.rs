@@ -68,3 +68,35 @@ impl<E> Mailboxes<E> {
         answer.await.map_err(|_| offline())
     }
 }
+
+/// Inbound events waiting for the agent before new ones are refused.
+const AGENT_QUEUE: usize = 32;
+
+/// A device's events on their way to the agent, handed over one at a time and in order
+/// by a task of their own, so a slow agent never holds up the device's session.
+#[derive(Default)]
+pub(crate) struct AgentQueue {
+    tx: Option<mpsc::Sender<herald_port::Inbound>>,
+}
+
+impl AgentQueue {
+    /// Queue `inbound` for `agent`; false when the queue is full (the device is sending
+    /// faster than the agent takes messages).
+    pub(crate) fn push(
+        &mut self,
+        agent: &std::sync::Arc<dyn herald_port::Agent>,
+        inbound: herald_port::Inbound,
+    ) -> bool {
+        let tx = self.tx.get_or_insert_with(|| {
+            let (tx, mut rx) = mpsc::channel::<herald_port::Inbound>(AGENT_QUEUE);
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                while let Some(inbound) = rx.recv().await {
+                    agent.handle(inbound).await;
+                }
+            });
+            tx
+        });
+        tx.try_send(inbound).is_ok()
+    }
+}

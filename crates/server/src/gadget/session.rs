@@ -32,12 +32,9 @@ use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::files;
 use crate::ids;
-use crate::mailboxes::MAILBOX;
+use crate::mailboxes::{AgentQueue, MAILBOX};
 use crate::socket::Outgoing;
 use crate::store::blocking;
-
-/// Inbound events waiting for the agent before new ones are refused.
-const AGENT_QUEUE: usize = 32;
 
 /// What the agent side and the admin API ask of a device.
 pub(crate) enum Command {
@@ -117,7 +114,7 @@ pub(crate) struct Session {
     turn: Option<String>,
     /// The message id of the reply being streamed, if any.
     streaming: Option<String>,
-    to_agent: Option<mpsc::Sender<Inbound>>,
+    to_agent: AgentQueue,
     heartbeat: Duration,
     ota: Updates,
     /// The utterance being received, if any.
@@ -145,7 +142,7 @@ impl Session {
             actions: HashMap::new(),
             turn: None,
             streaming: None,
-            to_agent: None,
+            to_agent: AgentQueue::default(),
             heartbeat,
             ota,
             utterance: None,
@@ -556,15 +553,6 @@ impl Session {
         let Some(agent) = self.hub.agent().cloned() else {
             return;
         };
-        let queue = self.to_agent.get_or_insert_with(|| {
-            let (tx, mut rx) = mpsc::channel::<Inbound>(AGENT_QUEUE);
-            tokio::spawn(async move {
-                while let Some(inbound) = rx.recv().await {
-                    agent.handle(inbound).await;
-                }
-            });
-            tx
-        });
         let user_name = self.conn.as_ref().and_then(|c| c.hello.name.clone());
         let inbound = Inbound {
             source: Source {
@@ -575,7 +563,7 @@ impl Session {
             message_id,
             body,
         };
-        if queue.try_send(inbound).is_err() {
+        if !self.to_agent.push(&agent, inbound) {
             self.notice("Too many messages at once; try again in a moment.")
                 .await;
         }

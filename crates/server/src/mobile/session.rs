@@ -28,11 +28,9 @@ use super::MobileHub;
 use crate::calls::{Call, Reply};
 use crate::files;
 use crate::ids;
-use crate::mailboxes::MAILBOX;
+use crate::mailboxes::{AgentQueue, MAILBOX};
 use crate::socket::Outgoing;
 
-/// Inbound events waiting for the agent before new ones are refused.
-const AGENT_QUEUE: usize = 32;
 /// The avatar rests this long after a turn before it goes idle.
 const IDLE_PAUSE: Duration = Duration::from_millis(1500);
 /// Largest file the agent may send to a phone (sent in chunks).
@@ -93,7 +91,7 @@ pub(crate) struct Session {
     /// The turn has shown a reply, so the avatar is speaking.
     speaking: bool,
     idle_at: Option<Instant>,
-    to_agent: Option<mpsc::Sender<Inbound>>,
+    to_agent: AgentQueue,
 }
 
 impl Session {
@@ -114,7 +112,7 @@ impl Session {
             turn: None,
             speaking: false,
             idle_at: None,
-            to_agent: None,
+            to_agent: AgentQueue::default(),
         };
         tokio::spawn(session.run(rx));
         tx
@@ -421,15 +419,6 @@ impl Session {
                     .await;
             }
         }
-        let queue = self.to_agent.get_or_insert_with(|| {
-            let (tx, mut rx) = mpsc::channel::<Inbound>(AGENT_QUEUE);
-            tokio::spawn(async move {
-                while let Some(inbound) = rx.recv().await {
-                    agent.handle(inbound).await;
-                }
-            });
-            tx
-        });
         let inbound = Inbound {
             source: Source {
                 chat: Chat::mobile(self.device_id.clone()),
@@ -439,7 +428,7 @@ impl Session {
             message_id,
             body,
         };
-        if queue.try_send(inbound).is_err() {
+        if !self.to_agent.push(&agent, inbound) {
             self.error(
                 ErrorCode::RateLimited,
                 "too many messages at once; try again shortly",
