@@ -50,36 +50,9 @@ impl DecodeError {
     }
 }
 
-/// Fails if arrays and objects nest deeper than `max`, counting only brackets outside
-/// strings. It runs before serde so that depth costs one linear scan, never recursion.
+/// Refuses text nested deeper than `max` before serde recurses into it.
 pub(crate) fn check_depth(text: &str, max: usize) -> Result<(), DecodeError> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in text.as_bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > max {
-                    return Err(DecodeError::TooDeep);
-                }
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Ok(())
+    herald_json_depth::check(text.as_bytes(), max).map_err(|_| DecodeError::TooDeep)
 }
 
 /// Runs the checks every text frame goes through and splits off its `type`.

@@ -47,37 +47,8 @@ pub(crate) fn body<'a, T: Deserialize<'a>>(frame: &str, text: &'a str) -> Result
     serde_json::from_str(text).map_err(|e| DecodeError::malformed(frame, e.to_string()))
 }
 
-/// Rejects text nested deeper than [`MAX_DEPTH`], counting brackets outside strings.
-///
-/// It does not validate anything else: malformed text that passes is left to the parser.
 fn check_depth(text: &str) -> Result<(), DecodeError> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in text.as_bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return Err(DecodeError::TooDeep);
-                }
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Ok(())
+    herald_json_depth::check(text.as_bytes(), MAX_DEPTH).map_err(|_| DecodeError::TooDeep)
 }
 
 /// What the probe learns about a frame.

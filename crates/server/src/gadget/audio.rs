@@ -1,10 +1,10 @@
 //! Voice in and speech out for one gadget.
 //!
 //! [`Utterance`] collects an utterance's channel-1 frames into the one buffer that later
-//! becomes the WAV file, so the audio is never copied. [`Playback`] streams speech: a
-//! blocking thread decodes and resamples the file a frame at a time into a small bounded
-//! queue, and a task paces the frames out to the device's outbox, at most half a second
-//! ahead of real time. The session only starts and stops them.
+//! becomes the WAV file, so the audio is never copied. [`Playback`] streams speech: the
+//! file is decoded and resampled in small batches on the blocking pool into a small
+//! bounded queue, and a task paces the frames out to the device's outbox, at most half a
+//! second ahead of real time. The session only starts and stops them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -142,7 +142,7 @@ async fn stream_out(
     metrics: Arc<Metrics>,
 ) {
     let (frames, mut decoded) = mpsc::channel::<Vec<u8>>(DECODED_AHEAD);
-    let decoder = tokio::task::spawn_blocking(move || decode(&path, rate, frames));
+    let decoder = tokio::spawn(decode(path, rate, frames));
     let start = ServerMessage::AudioStart(server::AudioStart {
         stream,
         rate,
@@ -182,7 +182,7 @@ async fn stream_out(
         pacer.frame_sent(sent.into_std());
         seq = seq.wrapping_add(1);
     }
-    let ok = matches!(decoder.await, Ok(Ok(())));
+    let ok = matches!(decoder.await, Ok(true));
     let end = if ok {
         ServerMessage::AudioEnd(server::AudioEnd { stream })
     } else {
@@ -191,23 +191,62 @@ async fn stream_out(
     let _ = outbox.send(Outgoing::Text(end.encode())).await;
 }
 
-/// Decode and resample on a blocking thread, handing frames over as they are needed.
-fn decode(
-    path: &std::path::Path,
-    rate: u32,
-    frames: mpsc::Sender<Vec<u8>>,
-) -> Result<(), herald_media::audio::AudioError> {
-    let mut stream = FrameStream::new(Decoder::open(path)?, rate, limits::AUDIO_FRAME_MS)?;
-    while let Some(frame) = stream.next_frame().map_err(|err| {
-        debug!(%err, "speech decoding failed");
-        err
-    })? {
-        if frames.blocking_send(frame.to_vec()).is_err() {
-            // Stopped: nobody wants the rest.
-            break;
+/// Frames decoded per trip to the blocking pool.
+const BATCH: usize = DECODED_AHEAD / 2;
+
+/// Decode and resample in batches on the blocking pool, handing frames over as they are
+/// needed. A stream holds a pool thread only while a batch decodes, never while its
+/// frames wait to be paced out, so thousands of streams share the pool's threads.
+/// False when decoding failed.
+async fn decode(path: PathBuf, rate: u32, frames: mpsc::Sender<Vec<u8>>) -> bool {
+    let open = move || FrameStream::new(Decoder::open(&path)?, rate, limits::AUDIO_FRAME_MS);
+    let mut stream = match tokio::task::spawn_blocking(open).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(err)) => {
+            debug!(%err, "speech decoding failed");
+            return false;
         }
+        Err(_) => return false,
+    };
+    loop {
+        // Room for a whole batch first: the next one decodes while the queue plays out.
+        let Ok(permits) = frames.reserve_many(BATCH).await else {
+            // Stopped: nobody wants the rest.
+            return true;
+        };
+        let batch = tokio::task::spawn_blocking(move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut failed = None;
+            while batch.len() < BATCH {
+                match stream.next_frame() {
+                    Ok(Some(frame)) => batch.push(frame.to_vec()),
+                    Ok(None) => break,
+                    Err(err) => {
+                        failed = Some(err);
+                        break;
+                    }
+                }
+            }
+            (stream, batch, failed)
+        })
+        .await;
+        let Ok((back, batch, failed)) = batch else {
+            return false;
+        };
+        // What decoded before a failure still plays.
+        let last = batch.len() < BATCH;
+        for (permit, frame) in permits.zip(batch) {
+            permit.send(frame);
+        }
+        if let Some(err) = failed {
+            debug!(%err, "speech decoding failed");
+            return false;
+        }
+        if last {
+            return true;
+        }
+        stream = back;
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -119,19 +119,21 @@ impl GadgetHub {
     ) -> Result<T, DeliveryError> {
         let chat = herald_port::Chat::gadget(device_id);
         self.sessions
-            .call(&chat, |reply| Event::Command(make(reply)))
+            .call(&chat, |reply| Event::Command(Box::new(make(reply))))
             .await
     }
 
     /// Tell a device's session, if it has one, without waiting.
     pub(crate) async fn tell(&self, device_id: &str, command: Command) {
-        self.sessions.send(device_id, Event::Command(command)).await;
+        self.sessions
+            .send(device_id, Event::Command(Box::new(command)))
+            .await;
     }
 
     /// Close every connection, as the server stops.
     pub(crate) async fn close_all(&self) {
         for tx in self.sessions.all() {
-            let _ = tx.send(Event::Command(Command::Shutdown)).await;
+            let _ = tx.send(Event::Command(Box::new(Command::Shutdown))).await;
         }
     }
 
@@ -151,13 +153,15 @@ impl listener::Handler for GadgetHub {
 
 /// The gadget endpoint. Buffers are sized for gadget traffic on purpose: the library
 /// defaults (128 KiB read buffer, unbounded write buffer) would cost more per idle
-/// device than the rest of its session together.
+/// device than the rest of its session together. An idle device sends only small
+/// frames (pong, state), so 1 KiB holds them; a larger frame grows its device's buffer
+/// to fit, and `herald bench connect` shows every KiB here per connection.
 pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
     listener::Endpoint {
         path: path.to_owned(),
         subprotocol: Some(herald_gadget_proto::SUBPROTOCOL),
         ws: WebSocketConfig::default()
-            .read_buffer_size(4 * 1024)
+            .read_buffer_size(1024)
             .write_buffer_size(0)
             .max_write_buffer_size(2 * limits::MAX_INBOUND_FRAME)
             .max_message_size(Some(limits::MAX_INBOUND_FRAME))

@@ -282,25 +282,26 @@ impl Store for SqliteStore {
         self.with(|conn| {
             let tx = conn.transaction()?;
             let existing: Option<Vec<u8>> = tx
-                .query_row("SELECT key FROM devices WHERE id = ?1", [id], |r| r.get(0))
+                .prepare_cached("SELECT key FROM devices WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))
                 .optional()?;
             let outcome = match existing {
                 Some(stored) if stored.as_slice() == key.as_slice() => Enrollment::AlreadyEnrolled,
                 Some(_) => Enrollment::Conflict,
                 None => {
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO devices (id, key, name, board, firmware, enrolled_at, last_seen, sensors)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
-                        params![
-                            id,
-                            key.as_slice(),
-                            profile.name,
-                            profile.board,
-                            profile.firmware,
-                            now,
-                            Value::Object(profile.sensors.clone()).to_string()
-                        ],
-                    )?;
+                    )?
+                    .execute(params![
+                        id,
+                        key.as_slice(),
+                        profile.name,
+                        profile.board,
+                        profile.firmware,
+                        now,
+                        Value::Object(profile.sensors.clone()).to_string()
+                    ])?;
                     Enrollment::Enrolled
                 }
             };
@@ -310,28 +311,30 @@ impl Store for SqliteStore {
     }
 
     fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<(), StoreError> {
+        // Once per handshake: statements come from the cache, not the parser.
         self.with(|conn| {
             let tx = conn.transaction()?;
             let stored: Option<String> = tx
-                .query_row("SELECT sensors FROM devices WHERE id = ?1", [id], |r| r.get(0))
+                .prepare_cached("SELECT sensors FROM devices WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))
                 .optional()?;
             let Some(stored) = stored else {
                 return Ok(());
             };
             let mut sensors = sensors_from_json(id, &stored).unwrap_or_default();
             sensors.extend(profile.sensors.clone());
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE devices SET name = ?2, board = ?3, firmware = ?4, last_seen = ?5, sensors = ?6
                  WHERE id = ?1",
-                params![
-                    id,
-                    profile.name,
-                    profile.board,
-                    profile.firmware,
-                    now,
-                    Value::Object(sensors).to_string()
-                ],
-            )?;
+            )?
+            .execute(params![
+                id,
+                profile.name,
+                profile.board,
+                profile.firmware,
+                now,
+                Value::Object(sensors).to_string()
+            ])?;
             tx.commit()?;
             Ok(())
         })
