@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use herald_gadget_proto::{
-    auth, limits, Auth, Caps, DeviceMessage, Hello, Pong, ServerMessage, SUBPROTOCOL,
+    auth, limits, AudioCaps, Auth, Caps, DeviceMessage, Hello, Pong, ServerMessage, SUBPROTOCOL,
 };
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
@@ -32,10 +32,13 @@ const REFERENCE_RETURNING_PER_S: f64 = 230.0;
 const GOAL_KIB_PER_CONN: f64 = 10.0;
 const PROJECTED_FLEET: f64 = 50_000.0;
 
+/// The sample rate of the simulated gadgets' microphone and speaker.
+pub(super) const SPEECH_RATE: u32 = 16_000;
+
 /// A simulated gadget: a random key and the id derived from it.
 pub(super) struct Device {
     key: [u8; limits::KEY_LEN],
-    id: String,
+    pub id: String,
 }
 
 impl Device {
@@ -60,7 +63,12 @@ impl Device {
             board: Some("bench".into()),
             firmware: Some("0.0.0".into()),
             token: None,
-            caps: Caps::default(),
+            // A speaker, so the server sends speech (the speak scenario); a microphone.
+            caps: Caps {
+                mic: Some(voice()),
+                speaker: Some(voice()),
+                ..Caps::default()
+            },
             actions: Vec::new(),
             sensors: Default::default(),
         })
@@ -91,6 +99,13 @@ impl Device {
             }
         };
         Ok(DeviceMessage::Auth(proof).encode())
+    }
+}
+
+fn voice() -> AudioCaps {
+    AudioCaps {
+        rate: SPEECH_RATE,
+        format: "pcm16".into(),
     }
 }
 
@@ -137,14 +152,15 @@ async fn next_text(ws: &mut Ws) -> Result<String, Failure> {
 
 /// Run every device's handshake, `slots` at a time; each slot keeps to one source
 /// address, so the server's per-address enrollment limit holds. Measures go under
-/// `what` (latency, count) and `what`_at (completion time since the start).
+/// `what` (latency, count) and `what`_at (completion time since the start). Returns
+/// the connections kept, with the index of their device.
 pub(super) async fn handshake_all(
     job: &Job,
     devices: &[Device],
     slots: usize,
     keep: bool,
     what: &str,
-) -> (Report, Vec<Ws>) {
+) -> (Report, Vec<(usize, Ws)>) {
     let next = AtomicUsize::new(0);
     let started = Instant::now();
     let deadline = started + SETUP_LIMIT;
@@ -170,7 +186,7 @@ pub(super) async fn handshake_all(
                         report.latency(at, started.elapsed());
                         report.add(what, 1);
                         if keep {
-                            open.push(ws);
+                            open.push((index, ws));
                         } else {
                             let _ = tokio::time::timeout(STEP, ws.close(None)).await;
                         }
@@ -197,6 +213,21 @@ pub(super) async fn handshake_all(
     }
     merged.elapsed_s = started.elapsed().as_secs_f64();
     (merged, open)
+}
+
+/// The set-up phase of the scenarios that load gadgets: every device enrolls and stays
+/// connected. Returns once the bench starts the next phase.
+pub(super) async fn connect_all(
+    job: &Job,
+    control: &mut Control,
+) -> anyhow::Result<(Vec<Device>, Vec<(usize, Ws)>)> {
+    let devices = Device::many(job.clients)?;
+    control.go().await?;
+    let (report, open) =
+        handshake_all(job, &devices, job.enroll_concurrency, true, "handshakes").await;
+    control.report(report)?;
+    control.go().await?;
+    Ok((devices, open))
 }
 
 /// Stay connected, answering the server's pings, until told to stop. Returns the
@@ -241,7 +272,7 @@ pub(super) async fn work(job: Job, mut control: Control) -> anyhow::Result<()> {
     let (stop, stopped) = watch::channel(false);
     let holders: Vec<_> = open
         .into_iter()
-        .map(|ws| tokio::spawn(hold(ws, stopped.clone())))
+        .map(|(_, ws)| tokio::spawn(hold(ws, stopped.clone())))
         .collect();
 
     // At rest until the bench has read the server's memory.
@@ -322,133 +353,99 @@ impl Figures {
     }
 }
 
-pub(super) fn tabulate(run: &Run, herald: &Figures, bare: &Figures, table: &mut Table) {
-    let (h, b) = (&herald.first, &bare.first);
-    let rate = h.rate("handshakes");
-    table.row(
-        "first contact handshakes",
-        Unit::PerSecond,
-        Some(rate),
-        Some(b.rate("handshakes")),
-        None,
-    );
-    let (ht, bt) = (tenths(h, "handshakes"), tenths(b, "handshakes"));
-    table.row(
-        "  over the first tenth",
-        Unit::PerSecond,
-        ht.map(|t| t.0),
-        bt.map(|t| t.0),
-        None,
-    );
-    table.row(
-        "  over the last tenth",
-        Unit::PerSecond,
-        ht.map(|t| t.1),
-        bt.map(|t| t.1),
-        ht.map(|(first, last)| Goal::new("does not fall (>=0.8x first)", last >= 0.8 * first)),
-    );
-    for (label, q) in [("  p50", 0.5), ("  p99", 0.99)] {
-        table.row(
-            label,
-            Unit::Millis,
-            h.quantile_ms("handshakes", q),
-            b.quantile_ms("handshakes", q),
-            None,
-        );
-    }
+/// Rows shared by both handshake phases: latency and failures.
+fn handshake_rows(h: &Report, b: &Report, table: &mut Table) {
+    table.quantiles(["  p50", "  p99"], h, b, "handshakes");
+    let failures = |r: &Report| Some(Figures::failures(r));
+    let goal = Goal::new("none time out", h.count("timeouts") == 0);
     table.row(
         "  timed out or failed",
         Unit::Count,
-        Some(Figures::failures(h)),
-        Some(Figures::failures(b)),
-        Some(Goal::new("none time out", h.count("timeouts") == 0)),
+        failures(h),
+        failures(b),
+        Some(goal),
     );
+}
+
+pub(super) fn tabulate(run: &Run, herald: &Figures, bare: &Figures, table: &mut Table) {
+    let (h, b) = (&herald.first, &bare.first);
+    let rate = |r: &Report| Some(r.rate("handshakes"));
+    table.row(
+        "first contact handshakes",
+        Unit::PerSecond,
+        rate(h),
+        rate(b),
+        None,
+    );
+    let (ht, bt) = (tenths(h, "handshakes"), tenths(b, "handshakes"));
+    let (first, last) = (|t: (f64, f64)| t.0, |t: (f64, f64)| t.1);
+    table.row(
+        "  over the first tenth",
+        Unit::PerSecond,
+        ht.map(first),
+        bt.map(first),
+        None,
+    );
+    let goal =
+        ht.map(|(first, last)| Goal::new("does not fall (>=0.8x first)", last >= 0.8 * first));
+    table.row(
+        "  over the last tenth",
+        Unit::PerSecond,
+        ht.map(last),
+        bt.map(last),
+        goal,
+    );
+    handshake_rows(h, b, table);
 
     let (h, b) = (&herald.returning, &bare.returning);
     let (rate, bare_rate) = (h.rate("handshakes"), b.rate("handshakes"));
     let target = 10.0 * REFERENCE_RETURNING_PER_S;
+    let goal = Goal::new(
+        format!(">={target:.0}/s and >=0.5x bare"),
+        rate >= target && rate >= 0.5 * bare_rate,
+    );
+    let label = format!("returning handshakes ({} at once)", run.concurrency);
     table.row(
-        &format!("returning handshakes ({} at once)", run.concurrency),
+        &label,
         Unit::PerSecond,
         Some(rate),
         Some(bare_rate),
-        Some(Goal::new(
-            format!(">={target:.0}/s and >=0.5x bare"),
-            rate >= target && rate >= 0.5 * bare_rate,
-        )),
+        Some(goal),
     );
-    for (label, q) in [("  p50", 0.5), ("  p99", 0.99)] {
-        table.row(
-            label,
-            Unit::Millis,
-            h.quantile_ms("handshakes", q),
-            b.quantile_ms("handshakes", q),
-            None,
-        );
-    }
-    table.row(
-        "  timed out or failed",
-        Unit::Count,
-        Some(Figures::failures(h)),
-        Some(Figures::failures(b)),
-        Some(Goal::new("none time out", h.count("timeouts") == 0)),
-    );
+    handshake_rows(h, b, table);
 
     let (h, b) = (&herald.rest, &bare.rest);
-    table.row(
-        "connections held at rest",
-        Unit::Count,
-        Some(h.count("held") as f64),
-        Some(b.count("held") as f64),
-        None,
-    );
-    table.row(
-        "  lost at rest",
-        Unit::Count,
-        Some(h.count("lost") as f64),
-        Some(b.count("lost") as f64),
-        None,
-    );
-    table.row(
-        "  heartbeats answered",
-        Unit::Count,
-        Some(h.count("pongs") as f64),
-        Some(b.count("pongs") as f64),
-        None,
-    );
+    table.count("connections held at rest", h, b, "held");
+    table.count("  lost at rest", h, b, "lost");
+    table.count("  heartbeats answered", h, b, "pongs");
     let per_conn = herald.per_conn_kib();
+    let goal = per_conn.map(|kib| {
+        Goal::new(
+            format!("<{GOAL_KIB_PER_CONN:.0} KiB"),
+            kib < GOAL_KIB_PER_CONN,
+        )
+    });
     table.row(
         "server memory per connection",
         Unit::KiB,
         per_conn,
         bare.per_conn_kib(),
-        per_conn.map(|kib| {
-            Goal::new(
-                format!("<{GOAL_KIB_PER_CONN:.0} KiB"),
-                kib < GOAL_KIB_PER_CONN,
-            )
-        }),
+        goal,
     );
-    let projected = herald
-        .rss
-        .zip(per_conn)
-        .map(|((before, _), kib)| (before as f64 + kib * PROJECTED_FLEET) / 1024.0);
+    let projected = |f: &Figures| {
+        f.rss
+            .zip(f.per_conn_kib())
+            .map(|((before, _), kib)| (before as f64 + kib * PROJECTED_FLEET) / 1024.0)
+    };
     table.row(
         "  projected to 50,000",
         Unit::MiB,
-        projected,
-        bare.rss
-            .zip(bare.per_conn_kib())
-            .map(|((before, _), kib)| (before as f64 + kib * PROJECTED_FLEET) / 1024.0),
+        projected(herald),
+        projected(bare),
         None,
     );
-    table.row(
-        "server CPU at rest",
-        Unit::Percent,
-        herald.cpu_at_rest,
-        bare.cpu_at_rest,
-        None,
-    );
+    let (h, b) = (herald.cpu_at_rest, bare.cpu_at_rest);
+    table.row("server CPU at rest", Unit::Percent, h, b, None);
     for (name, f) in [("herald", herald), ("bare", bare)] {
         for report in [&f.first, &f.returning, &f.rest] {
             table.errors_of(name, report);

@@ -12,8 +12,8 @@ use herald_mobile_proto::{ClientFrame, DeviceInfo, Hello, MediaKind, ServerFrame
 use tokio_tungstenite::tungstenite::Message;
 
 use super::stats::{Report, Table, Unit};
-use super::worker::{open, Control, Failure, Job, Workers, Ws};
-use super::{Run, Target, SETUP_LIMIT};
+use super::worker::{open, Control, Failure, Job, Ws};
+use super::Loaded;
 
 /// A request unanswered for this long counts as timed out, and its phone stops.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -93,7 +93,7 @@ async fn exchange(mut ws: Ws, job: &Job, upload: &[String], end: Instant) -> Rep
     while Instant::now() < end {
         n += 1;
         let id = format!("m{n}");
-        let is_upload = job.media_every > 0 && n % job.media_every == 0;
+        let is_upload = n.checked_rem(job.media_every) == Some(0);
         let result = async {
             if is_upload {
                 for frame in upload {
@@ -197,49 +197,11 @@ pub(super) async fn work(job: Job, mut control: Control) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) struct Figures {
-    setup: Report,
-    load: Report,
-    cpu: Option<f64>,
-}
-
-pub(super) fn measure(run: &Run, target: &Target) -> anyhow::Result<Figures> {
-    let mut workers = Workers::spawn(run.jobs(target))?;
-    let setup = workers.phase("connecting", SETUP_LIMIT)?;
-    let cpu = target.cpu_seconds();
-    let load = workers.phase("exchanging", run.duration + SETUP_LIMIT)?;
-    let cpu = cpu
-        .zip(target.cpu_seconds())
-        .map(|(a, b)| (b - a) / load.elapsed_s.max(0.001) * 100.0);
-    Ok(Figures { setup, load, cpu })
-}
-
-pub(super) fn tabulate(_run: &Run, herald: &Figures, bare: &Figures, table: &mut Table) {
-    let connected = |f: &Figures| Some(f.setup.count("connected") as f64);
-    table.row(
-        "phones connected",
-        Unit::Count,
-        connected(herald),
-        connected(bare),
-        None,
-    );
-    let (h, b) = (&herald.load, &bare.load);
-    table.row(
-        "messages",
-        Unit::PerSecond,
-        Some(h.rate("messages")),
-        Some(b.rate("messages")),
-        None,
-    );
-    for (label, q) in [("  p50", 0.5), ("  p99", 0.99)] {
-        table.row(
-            label,
-            Unit::Millis,
-            h.quantile_ms("message", q),
-            b.quantile_ms("message", q),
-            None,
-        );
-    }
+pub(super) fn tabulate(herald: &Loaded, bare: &Loaded, table: &mut Table) {
+    let (h, b) = Loaded::start_table("phones connected", "connected", herald, bare, table);
+    let rate = |r: &Report| Some(r.rate("messages"));
+    table.row("messages", Unit::PerSecond, rate(h), rate(b), None);
+    table.quantiles(["  p50", "  p99"], h, b, "message");
     let mib_s = |r: &Report| Some(r.rate("upload_bytes") / (1024.0 * 1024.0));
     table.row(
         "media uploaded",
@@ -248,20 +210,8 @@ pub(super) fn tabulate(_run: &Run, herald: &Figures, bare: &Figures, table: &mut
         mib_s(b),
         None,
     );
-    table.row(
-        "  uploads",
-        Unit::Count,
-        Some(h.count("uploads") as f64),
-        Some(b.count("uploads") as f64),
-        None,
-    );
-    table.row(
-        "  p99",
-        Unit::Millis,
-        h.quantile_ms("upload", 0.99),
-        b.quantile_ms("upload", 0.99),
-        None,
-    );
+    table.count("  uploads", h, b, "uploads");
+    table.latency("  p99", h, b, "upload", 0.99);
     let failed = |r: &Report| Some((r.count("timeouts") + r.count("failed")) as f64);
     table.row(
         "requests timed out or failed",
@@ -270,9 +220,5 @@ pub(super) fn tabulate(_run: &Run, herald: &Figures, bare: &Figures, table: &mut
         failed(b),
         None,
     );
-    table.row("server CPU", Unit::Percent, herald.cpu, bare.cpu, None);
-    for (name, f) in [("herald", herald), ("bare", bare)] {
-        table.errors_of(name, &f.setup);
-        table.errors_of(name, &f.load);
-    }
+    Loaded::finish_table(herald, bare, table);
 }

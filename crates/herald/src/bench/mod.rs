@@ -9,8 +9,8 @@
 //! comparable between runs.
 //!
 //! Scenarios: [`connect`] (handshakes and memory at rest), [`talk`] (typed turns from
-//! gadgets), [`mobile`] (phones' messages and uploads). `speak` (paced speech to
-//! gadgets) waits for the server to stream speech to gadgets.
+//! gadgets), [`speak`] (paced speech to gadgets), [`mobile`] (phones' messages and
+//! uploads).
 //!
 //! Everything is bounded: a run has a fixed number of clients, each phase a deadline,
 //! and the only addresses used are on 127.0.0.0/8.
@@ -18,11 +18,13 @@
 mod baseline;
 mod connect;
 mod mobile;
+mod speak;
 mod stats;
 mod talk;
 mod worker;
 
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -32,8 +34,8 @@ use herald_server::admin::{Endpoint, Info};
 use serde::{Deserialize, Serialize};
 
 use self::baseline::Baseline;
-use self::stats::Table;
-use self::worker::{loopback_addr, Job, SPARE_FDS};
+use self::stats::{Report, Table, Unit};
+use self::worker::{loopback_addr, Job, Workers, SPARE_FDS};
 use crate::admin_client::AdminClient;
 use crate::Global;
 
@@ -55,7 +57,7 @@ pub enum Scenario {
     Connect,
     /// Gadgets send typed turns to the echo agent: turns/s, added latency
     Talk,
-    /// Gadgets receive paced speech: frame lateness (needs speech output to gadgets)
+    /// Gadgets receive paced speech at once: frame lateness, bursts
     Speak,
     /// Phones exchange messages and chunked media: messages/s, MiB/s, latency
     Mobile,
@@ -68,10 +70,11 @@ pub enum Scenario {
 pub struct BenchArgs {
     #[arg(value_enum)]
     scenario: Scenario,
-    /// Simulated clients [default: connect 1000, talk 200, mobile 50]
+    /// Simulated clients [default: connect 1000, talk 200, speak 200, mobile 50]
     #[arg(long)]
     clients: Option<usize>,
-    /// Seconds of load (talk, mobile) or of rest with every gadget connected (connect)
+    /// Seconds of load (talk, mobile), of speech (speak) or of rest with every gadget
+    /// connected (connect)
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
     /// Client processes [default: enough for the descriptor limit, at least 2]
@@ -83,7 +86,8 @@ pub struct BenchArgs {
     /// talk: typed turns per second offered by all gadgets together
     #[arg(long, default_value_t = 1000.0)]
     rate: f64,
-    /// mobile: every Nth message is a file upload (0: none)
+    /// talk: every Nth turn is an utterance; mobile: every Nth message is a file upload
+    /// (0: none)
     #[arg(long, default_value_t = 10)]
     media_every: u32,
     /// mobile: size of each uploaded file in KiB (sent in the protocol's 3 MiB chunks)
@@ -103,6 +107,7 @@ pub struct BenchArgs {
 enum Load {
     Connect,
     Talk,
+    Speak,
     Mobile,
 }
 
@@ -113,6 +118,8 @@ struct Target {
     token: Option<String>,
     /// The server's process, for its memory and CPU time.
     pid: Option<u32>,
+    /// The server's data directory, for its admin API.
+    admin: Option<PathBuf>,
 }
 
 impl Target {
@@ -135,6 +142,51 @@ impl Target {
     }
 }
 
+/// What a scenario that connects its clients, then loads them, showed of one target.
+struct Loaded {
+    setup: Report,
+    load: Report,
+    /// The server's CPU use during the load, in percent of one core.
+    cpu: Option<f64>,
+}
+
+impl Loaded {
+    /// The set-up phase, then the load phase `name`.
+    fn measure(run: &Run, target: &Target, name: &str) -> anyhow::Result<Loaded> {
+        let mut workers = Workers::spawn(run.jobs(target))?;
+        let setup = workers.phase("connecting", SETUP_LIMIT)?;
+        let cpu = target.cpu_seconds();
+        let started = Instant::now();
+        let load = workers.phase(name, run.duration + SETUP_LIMIT)?;
+        let cpu = cpu
+            .zip(target.cpu_seconds())
+            .map(|(a, b)| (b - a) / started.elapsed().as_secs_f64() * 100.0);
+        Ok(Loaded { setup, load, cpu })
+    }
+
+    /// The row every such scenario starts with: how many clients `what` (connected);
+    /// then the load reports of both.
+    fn start_table<'a>(
+        label: &str,
+        what: &str,
+        herald: &'a Loaded,
+        bare: &'a Loaded,
+        table: &mut Table,
+    ) -> (&'a Report, &'a Report) {
+        table.count(label, &herald.setup, &bare.setup, what);
+        (&herald.load, &bare.load)
+    }
+
+    /// The rows every such scenario ends with.
+    fn finish_table(herald: &Loaded, bare: &Loaded, table: &mut Table) {
+        table.row("server CPU", Unit::Percent, herald.cpu, bare.cpu, None);
+        for (name, f) in [("herald", herald), ("bare", bare)] {
+            table.errors_of(name, &f.setup);
+            table.errors_of(name, &f.load);
+        }
+    }
+}
+
 /// The shape of one run, shared by both targets.
 struct Run {
     load: Load,
@@ -145,6 +197,8 @@ struct Run {
     rate: f64,
     media_every: u32,
     media_bytes: usize,
+    /// Speak: the speech every gadget hears.
+    voice: Option<PathBuf>,
 }
 
 /// `index`'s share when `total` is split over `parts` as evenly as possible.
@@ -156,7 +210,7 @@ impl Run {
     fn new(args: &BenchArgs, load: Load, fd_limit: u64) -> anyhow::Result<Run> {
         let clients = args.clients.unwrap_or(match load {
             Load::Connect => 1000,
-            Load::Talk => 200,
+            Load::Talk | Load::Speak => 200,
             Load::Mobile => 50,
         });
         if clients == 0 {
@@ -195,6 +249,7 @@ impl Run {
             rate: args.rate,
             media_every: args.media_every,
             media_bytes: args.media_kib.saturating_mul(1024),
+            voice: None,
         })
     }
 
@@ -222,6 +277,8 @@ impl Run {
                     duration_s: self.duration.as_secs_f64(),
                     media_every: self.media_every,
                     media_bytes: self.media_bytes,
+                    admin: target.admin.clone(),
+                    voice: self.voice.clone(),
                 }
             })
             .collect()
@@ -233,7 +290,7 @@ struct Spawned {
     child: Child,
     /// The app token it was given.
     token: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Spawned {
@@ -282,12 +339,8 @@ fn start_server() -> anyhow::Result<(Spawned, Info)> {
         .stderr(log)
         .spawn()
         .context("cannot start herald serve")?;
-    let mut spawned = Spawned {
-        child,
-        token,
-        _dir: dir,
-    };
-    let dir = spawned._dir.path().to_owned();
+    let mut spawned = Spawned { child, token, dir };
+    let dir = spawned.dir.path().to_owned();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(info) = AdminClient::connect(&dir).and_then(|c| c.get::<Info>("/v1/info")) {
@@ -337,6 +390,13 @@ fn herald_target(
             )
         }
     };
+    let admin = spawned
+        .as_ref()
+        .map(|s| s.dir.path().to_owned())
+        .or_else(|| global.data_dir.clone());
+    if load == Load::Speak && admin.is_none() {
+        bail!("the speak scenario asks Herald to speak through its admin API: give --data-dir");
+    }
     let url = match (&args.url, &info) {
         (Some(url), _) => url.clone(),
         (None, Some(info)) if load == Load::Mobile => on_loopback(&info.mobile_url)?,
@@ -362,6 +422,7 @@ fn herald_target(
             bare: false,
             token,
             pid,
+            admin,
         },
         spawned,
     ))
@@ -398,16 +459,25 @@ pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Connect => Load::Connect,
         Scenario::Talk => Load::Talk,
         Scenario::Mobile => Load::Mobile,
-        Scenario::Speak => bail!(
-            "speak: not available yet. Herald does not stream speech to gadgets \
-             (the gadget side of Outbound::send_voice and server-side pacing are still \
-             being built), so there is no paced stream to measure."
-        ),
+        Scenario::Speak => Load::Speak,
     };
     let fd_limit = worker::raise_fd_limit();
-    let run = Run::new(&args, load, fd_limit)?;
+    let mut run = Run::new(&args, load, fd_limit)?;
+    // Speech for every gadget: a file the server reads, as `herald send --voice` does;
+    // kept until the run ends.
+    let _speech = match load {
+        Load::Speak => {
+            let dir = tempfile::Builder::new().prefix("herald-bench-").tempdir()?;
+            run.voice = Some(speak::write_speech(dir.path(), run.duration)?);
+            Some(dir)
+        }
+        _ => None,
+    };
     let (herald, _server) = herald_target(global, &args, load)?;
-    let baseline = Baseline::start()?;
+    let baseline = Baseline::start(match load {
+        Load::Mobile => baseline::MOBILE_READ_BUFFER,
+        Load::Connect | Load::Talk | Load::Speak => baseline::GADGET_READ_BUFFER,
+    })?;
     let bare = baseline.target();
 
     eprintln!(
@@ -428,14 +498,19 @@ pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
             connect::tabulate(&run, &h, &b, &mut table);
         }
         Load::Talk => {
-            let b = talk::measure(&run, &bare)?;
-            let h = talk::measure(&run, &herald)?;
+            let b = Loaded::measure(&run, &bare, "talking")?;
+            let h = Loaded::measure(&run, &herald, "talking")?;
             talk::tabulate(&run, &h, &b, &mut table);
         }
+        Load::Speak => {
+            let b = Loaded::measure(&run, &bare, "speaking")?;
+            let h = Loaded::measure(&run, &herald, "speaking")?;
+            speak::tabulate(&run, &h, &b, &mut table);
+        }
         Load::Mobile => {
-            let b = mobile::measure(&run, &bare)?;
-            let h = mobile::measure(&run, &herald)?;
-            mobile::tabulate(&run, &h, &b, &mut table);
+            let b = Loaded::measure(&run, &bare, "exchanging")?;
+            let h = Loaded::measure(&run, &herald, "exchanging")?;
+            mobile::tabulate(&h, &b, &mut table);
         }
     }
     println!("machine: {}", machine());
@@ -485,6 +560,7 @@ mod tests {
             bare: true,
             token: None,
             pid: Some(std::process::id()),
+            admin: None,
         };
         assert!(me.rss_kib().unwrap() > 0);
         assert!(me.cpu_seconds().unwrap() >= 0.0);

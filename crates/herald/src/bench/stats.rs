@@ -24,7 +24,7 @@ pub(super) struct Report {
     /// Wall-clock seconds of the phase (the slowest worker's, once merged).
     pub elapsed_s: f64,
     counts: BTreeMap<String, u64>,
-    /// Microseconds, by what they measure.
+    /// Samples by what they measure: microseconds for latencies, or plain numbers.
     latencies: BTreeMap<String, Vec<u32>>,
     errors: BTreeMap<String, u64>,
 }
@@ -35,9 +35,14 @@ impl Report {
     }
 
     pub fn latency(&mut self, what: &str, value: Duration) {
+        self.sample(what, u32::try_from(value.as_micros()).unwrap_or(u32::MAX));
+    }
+
+    /// A plain number to take percentiles of (a burst size, say).
+    pub fn sample(&mut self, what: &str, value: u32) {
         let samples = self.latencies.entry(what.to_owned()).or_default();
         if samples.len() < MAX_SAMPLES {
-            samples.push(u32::try_from(value.as_micros()).unwrap_or(u32::MAX));
+            samples.push(value);
         }
     }
 
@@ -87,11 +92,16 @@ impl Report {
         }
     }
 
-    /// The `q` quantile (0..=1) of a measure, in milliseconds; `finish` first.
-    pub fn quantile_ms(&self, what: &str, q: f64) -> Option<f64> {
+    /// The `q` quantile (0..=1) of a measure; `finish` first.
+    pub fn quantile(&self, what: &str, q: f64) -> Option<u32> {
         let samples = self.latencies.get(what).filter(|s| !s.is_empty())?;
         let rank = ((samples.len() - 1) as f64 * q).round() as usize;
-        samples.get(rank).map(|us| f64::from(*us) / 1000.0)
+        samples.get(rank).copied()
+    }
+
+    /// The `q` quantile of a latency, in milliseconds; `finish` first.
+    pub fn quantile_ms(&self, what: &str, q: f64) -> Option<f64> {
+        self.quantile(what, q).map(|us| f64::from(us) / 1000.0)
     }
 
     /// The sorted samples of a measure, in microseconds; `finish` first.
@@ -179,6 +189,25 @@ impl Table {
             bare,
             goal,
         });
+    }
+
+    /// A row for the `q` quantile of the latency `what`.
+    pub fn latency(&mut self, label: &str, herald: &Report, bare: &Report, what: &str, q: f64) {
+        let (h, b) = (herald.quantile_ms(what, q), bare.quantile_ms(what, q));
+        self.row(label, Unit::Millis, h, b, None);
+    }
+
+    /// Rows for the p50 and the p99 of the latency `what`, named by `labels`.
+    pub fn quantiles(&mut self, labels: [&str; 2], herald: &Report, bare: &Report, what: &str) {
+        for (label, q) in labels.into_iter().zip([0.5, 0.99]) {
+            self.latency(label, herald, bare, what, q);
+        }
+    }
+
+    /// A row with the count of `what` in each.
+    pub fn count(&mut self, label: &str, herald: &Report, bare: &Report, what: &str) {
+        let (h, b) = (herald.count(what) as f64, bare.count(what) as f64);
+        self.row(label, Unit::Count, Some(h), Some(b), None);
     }
 
     /// Note the errors a target's clients saw, to print under the table.

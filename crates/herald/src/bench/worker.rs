@@ -10,6 +10,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
 use super::stats::Report;
-use super::{connect, mobile, talk, Load};
+use super::{connect, mobile, speak, talk, Load};
 
 /// The longest a worker waits for its next instruction before giving up.
 const IDLE_LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -54,9 +55,13 @@ pub(super) struct Job {
     /// Talk: this worker's share of turns per second.
     pub rate: f64,
     pub duration_s: f64,
-    /// Mobile: every Nth message is an upload of `media_bytes`.
+    /// Talk: every Nth turn is an utterance. Mobile: every Nth message is an upload of
+    /// `media_bytes`.
     pub media_every: u32,
     pub media_bytes: usize,
+    /// Speak: Herald's data directory (its admin API) and the speech to send.
+    pub admin: Option<PathBuf>,
+    pub voice: Option<PathBuf>,
 }
 
 impl Job {
@@ -228,6 +233,7 @@ pub(super) fn run() -> anyhow::Result<()> {
         match job.load {
             Load::Connect => connect::work(job, control).await,
             Load::Talk => talk::work(job, control).await,
+            Load::Speak => speak::work(job, control).await,
             Load::Mobile => mobile::work(job, control).await,
         }
     });
