@@ -229,6 +229,9 @@ pub(super) fn run() -> anyhow::Result<()> {
             .await?
             .context("no job on standard input")?;
         let job: Job = serde_json::from_str(&first).context("a malformed job")?;
+        if job.sources.is_empty() {
+            bail!("a job without source addresses");
+        }
         let control = Control { lines };
         match job.load {
             Load::Connect => connect::work(job, control).await,
