@@ -68,8 +68,11 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
         )
         .init();
 
+    // One descriptor per device: take the hard limit, not the shell's soft one.
+    let limit = raise_fd_limit();
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
+        tracing::debug!(limit, "descriptor limit");
         let mut bridge = None;
         let agent: herald_port::AgentFactory = match args.backend {
             BackendKind::Demo => Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out)))),
@@ -445,6 +448,20 @@ pub(crate) fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; 
     line(headers.to_vec());
     for row in rows {
         line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// Lift the soft descriptor limit to the hard one; children inherit it.
+pub(crate) fn raise_fd_limit() -> u64 {
+    match rlimit::Resource::NOFILE.get() {
+        Ok((soft, hard)) => {
+            if soft < hard && rlimit::Resource::NOFILE.set(hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            }
+        }
+        Err(_) => 1024,
     }
 }
 

@@ -461,7 +461,7 @@ pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Mobile => Load::Mobile,
         Scenario::Speak => Load::Speak,
     };
-    let fd_limit = worker::raise_fd_limit();
+    let fd_limit = crate::commands::raise_fd_limit();
     let mut run = Run::new(&args, load, fd_limit)?;
     // Speech for every gadget: a file the server reads, as `herald send --voice` does;
     // kept until the run ends.

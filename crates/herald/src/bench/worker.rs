@@ -218,7 +218,7 @@ fn say(line: &Line) -> anyhow::Result<()> {
 /// `herald bench worker`: read a job and run it. Single-threaded on purpose: the parent
 /// decides how many processes (and so cores) the clients get.
 pub(super) fn run() -> anyhow::Result<()> {
-    raise_fd_limit();
+    crate::commands::raise_fd_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -248,20 +248,6 @@ pub(super) fn run() -> anyhow::Result<()> {
     // would only delay it.
     runtime.shutdown_background();
     result
-}
-
-/// Lift the soft descriptor limit to the hard one; children inherit it.
-pub(super) fn raise_fd_limit() -> u64 {
-    match rlimit::Resource::NOFILE.get() {
-        Ok((soft, hard)) => {
-            if soft < hard && rlimit::Resource::NOFILE.set(hard, hard).is_ok() {
-                hard
-            } else {
-                soft
-            }
-        }
-        Err(_) => 1024,
-    }
 }
 
 /// The address of a `ws://` URL, which must be on loopback: the bench never sends

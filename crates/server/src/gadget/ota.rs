@@ -528,7 +528,8 @@ pub(crate) struct Updates {
     device_id: String,
     hub: Arc<GadgetHub>,
     timeouts: Timeouts,
-    active: Option<Active>,
+    /// Boxed: an update rarely runs, and every idle device carries this field.
+    active: Option<Box<Active>>,
 }
 
 impl Updates {
@@ -636,14 +637,14 @@ impl Updates {
 
     /// The connection is gone, and with it the running attempt.
     pub(crate) async fn detached(&mut self) {
-        let Some(Active {
+        let Some(active) = self.active.take() else {
+            return;
+        };
+        let Active {
             mut update,
             transfer,
             ..
-        }) = self.active.take()
-        else {
-            return;
-        };
+        } = *active;
         update.progress.bytes_sent = transfer.acked();
         let error = "the connection dropped";
         if update.progress.attempts < limits::OTA_MAX_ATTEMPTS {
@@ -753,11 +754,11 @@ impl Updates {
         );
         flush(&mut transfer, link).await;
         let snapshot = update.clone();
-        self.active = Some(Active {
+        self.active = Some(Box::new(Active {
             update,
             transfer,
             image,
-        });
+        }));
         snapshot
     }
 
@@ -770,9 +771,10 @@ impl Updates {
         let Some(ending) = active.transfer.take_ending() else {
             return;
         };
-        let Some(Active { mut update, .. }) = self.active.take() else {
+        let Some(active) = self.active.take() else {
             return;
         };
+        let Active { mut update, .. } = *active;
         match ending {
             Ending::Installed { version } => {
                 info!(device = %self.device_id, %version, "firmware installed");
