@@ -1,5 +1,7 @@
 //! The `herald` command line: one binary over every Herald crate.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod admin_client;
 mod bench;
 mod chat;
