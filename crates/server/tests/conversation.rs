@@ -592,3 +592,24 @@ async fn metrics_count_what_happened() {
     let (status, _) = common::admin_text(h.dir.path(), "GET", "/metrics", None).await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn text_is_limited_to_4000_characters() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.gadget.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    // Characters, not bytes: 4000 two-byte characters are still allowed.
+    conn.text(&"é".repeat(4000)).await;
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(inbound.body, InboundBody::Text { ref text, .. } if text.chars().count() == 4000)
+    );
+    conn.text(&"é".repeat(4001)).await;
+    assert!(matches!(conn.recv().await, ServerMessage::Notice(n) if n.text.contains("too long")));
+    assert!(inbox.try_recv().is_err());
+}

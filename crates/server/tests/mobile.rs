@@ -467,6 +467,12 @@ async fn media_uploads_are_reassembled_within_limits() {
         .send(media("f3", 0, limits::MAX_PARTS + 1, &chunk))
         .await;
     expect_error(&mut phone, ErrorCode::BadFrame).await;
+    // Exactly 2048 parts starts a series; a reconnect drops it again.
+    phone.send(media("f4", 0, limits::MAX_PARTS, &chunk)).await;
+    phone.send(json!({"t": "ping"})).await;
+    assert_eq!(phone.recv().await, ServerFrame::Pong);
+    drop(phone);
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
     // Eight unfinished uploads are allowed, a ninth is too_big.
     for i in 0..limits::MAX_OPEN_UPLOADS {
         phone.send(media(&format!("open{i}"), 0, 2, &chunk)).await;

@@ -226,36 +226,31 @@ impl<'a> Player<'a> {
     }
 
     async fn wait(&mut self, screens: &[Screen], timeout: Duration) -> Result<(), String> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut snapshot = self.handle.snapshot();
-        loop {
-            {
-                let now = snapshot.borrow_and_update();
-                if let Some(n) = matching(&now, self.cursor, screens) {
-                    self.cursor = n + 1;
-                    return Ok(());
-                }
-            }
-            match tokio::time::timeout_at(deadline, snapshot.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err("the simulator stopped".to_owned()),
-                Err(_) => {
-                    let shown = snapshot.borrow().shown.summary();
-                    return Err(format!(
-                        "not shown within {} s; the screen shows: {shown}",
-                        timeout.as_secs_f64()
-                    ));
-                }
-            }
-        }
+        let cursor = self.cursor;
+        let n = self
+            .until_shown(timeout, |now| matching(now, cursor, screens))
+            .await?;
+        self.cursor = n + 1;
+        Ok(())
     }
 
     async fn expect(&self, text: &str) -> Result<(), String> {
-        let deadline = tokio::time::Instant::now() + EXPECT_WITHIN;
+        self.until_shown(EXPECT_WITHIN, |now| now.shown.contains(text).then_some(()))
+            .await
+    }
+
+    /// Watch the simulator's screen until `check` finds what it looks for, at most
+    /// `within`; the error says what the screen shows instead.
+    async fn until_shown<T>(
+        &self,
+        within: Duration,
+        mut check: impl FnMut(&Snapshot) -> Option<T>,
+    ) -> Result<T, String> {
+        let deadline = tokio::time::Instant::now() + within;
         let mut snapshot = self.handle.snapshot();
         loop {
-            if snapshot.borrow_and_update().shown.contains(text) {
-                return Ok(());
+            if let Some(found) = check(&snapshot.borrow_and_update()) {
+                return Ok(found);
             }
             match tokio::time::timeout_at(deadline, snapshot.changed()).await {
                 Ok(Ok(())) => {}
@@ -264,7 +259,7 @@ impl<'a> Player<'a> {
                     let shown = snapshot.borrow().shown.summary();
                     return Err(format!(
                         "not shown within {} s; the screen shows: {shown}",
-                        EXPECT_WITHIN.as_secs()
+                        within.as_secs_f64()
                     ));
                 }
             }

@@ -327,18 +327,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// Wait for the server to close; returns the close frame.
     pub async fn closed(&mut self, within: Duration) -> Option<CloseFrame> {
-        let wait = async {
-            loop {
-                match self.ws.next().await {
-                    Some(Ok(Message::Close(frame))) => return frame,
-                    Some(Ok(_)) => continue,
-                    _ => return None,
-                }
-            }
-        };
-        tokio::time::timeout(within, wait)
-            .await
-            .expect("not closed in time")
+        close_frame(&mut self.ws, within).await
     }
 
     /// Assert nothing but pings arrives for `quiet`.
@@ -448,18 +437,7 @@ impl Phone {
     }
 
     pub async fn closed(&mut self, within: Duration) -> Option<CloseFrame> {
-        let wait = async {
-            loop {
-                match self.ws.next().await {
-                    Some(Ok(Message::Close(frame))) => return frame,
-                    Some(Ok(_)) => continue,
-                    _ => return None,
-                }
-            }
-        };
-        tokio::time::timeout(within, wait)
-            .await
-            .expect("not closed in time")
+        close_frame(&mut self.ws, within).await
     }
 
     /// Assert that no frame arrives for `quiet`.
@@ -471,4 +449,23 @@ impl Phone {
             Ok(other) => panic!("unexpected {other:?}"),
         }
     }
+}
+
+/// Wait (at most `within`) for the server to close `ws`; returns its close frame.
+async fn close_frame<S>(ws: &mut WebSocketStream<S>, within: Duration) -> Option<CloseFrame>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let wait = async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                _ => return None,
+            }
+        }
+    };
+    tokio::time::timeout(within, wait)
+        .await
+        .expect("not closed in time")
 }
