@@ -3,10 +3,12 @@
 //! Order matters: a small table of readable replacements is tried first (typography,
 //! currency, letters that Unicode does not decompose such as `ß` or `ø`), then NFKD
 //! compatibility decomposition with its combining marks dropped (`é` → `e`, `ﬁ` → `fi`,
-//! `½` → `1/2`). Whatever is still not ASCII has no sensible spelling and is dropped: emoji,
-//! and whole scripts such as Cyrillic, Greek or CJK. Transliterating those would need large
-//! per-language tables and still read badly, so an ASCII device simply shows less.
+//! `½` → `1/2`), then, for letters and digits of other scripts, the transliteration of
+//! the `any_ascii` crate (`Привет` → `Privet`, `Ελλάδα` → `Ellada`, `東京` → `DongJing`).
+//! Only letters and digits are transliterated: `any_ascii` spells emoji and pictographs
+//! as `:names:`, which on a 25-column screen is noise, so they are dropped.
 
+use any_ascii::any_ascii_char;
 use unicode_normalization::char::decompose_compatible;
 
 /// Folds text to printable ASCII plus `'\n'`.
@@ -52,8 +54,10 @@ fn fold_char(c: char, out: &mut String) {
                 out.push_str(replacement);
             } else if part.is_whitespace() {
                 out.push(' ');
+            } else if part.is_alphanumeric() {
+                out.push_str(any_ascii_char(part));
             }
-            // Anything else (combining marks, other scripts, emoji) has no ASCII form.
+            // Anything else (combining marks, emoji, pictographs) is dropped.
         });
     }
 }
@@ -208,12 +212,20 @@ mod tests {
     }
 
     #[test]
-    fn emoji_and_other_scripts_are_dropped() {
+    fn other_scripts_are_transliterated() {
+        assert_eq!(fold("Привет, мир"), "Privet, mir");
+        assert_eq!(fold("Ελλάδα"), "Ellada");
+        assert_eq!(fold("東京 Tokyo"), "DongJing Tokyo");
+        assert_eq!(fold("Київ"), "Kiiv");
+        assert_eq!(fold("٣ apples"), "3 apples");
+    }
+
+    #[test]
+    fn emoji_are_dropped() {
         assert_eq!(fold("ok 👍🏽 thanks"), "ok  thanks");
-        assert_eq!(fold("Привет, мир"), ", ");
-        assert_eq!(fold("東京 Tokyo"), "Tokyo");
         assert_eq!(fold("zero\u{200b}width\u{feff}"), "zerowidth");
         assert_eq!(fold("❤️"), "");
+        assert_eq!(fold("★ ☀ ✓ done"), "done");
     }
 
     #[test]
