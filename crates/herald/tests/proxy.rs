@@ -1,0 +1,332 @@
+//! docs/host.md's reverse proxy, for real: Debian's `caddy` runs the Caddyfile of
+//! `examples/caddy/` (only its site address and upstream ports changed) in front of
+//! `herald serve`, and a simulated gadget and `herald chat` talk to the demo agent
+//! through it, pairing on the way.
+//!
+//! Without `caddy` the test is skipped with the reason, unless `CI` is set: there it
+//! fails, because CI installs caddy for it.
+
+mod common;
+
+use std::io::{BufRead, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{stdout, Serve, BIN};
+
+/// How long to wait for a line from a client, or for caddy to listen.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The documented Caddyfile, as the repository ships it.
+fn documented_caddyfile() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/caddy/Caddyfile");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Replaces the one occurrence of `from` in `text`: a second one, or none, means the
+/// documented file changed shape and this test must change with it.
+fn substitute(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(
+        text.matches(from).count(),
+        1,
+        "examples/caddy/Caddyfile should contain {from:?} once"
+    );
+    text.replacen(from, to, 1)
+}
+
+/// The documented Caddyfile for a site on `127.0.0.1:port` (plain HTTP: no certificate
+/// to fetch), proxying to herald's ports; caddy's own admin API is off, because the
+/// Debian package may already run a caddy with one.
+fn test_caddyfile(port: u16, gadget_port: u16, mobile_port: u16) -> String {
+    let text = documented_caddyfile();
+    let text = substitute(
+        &text,
+        "herald.example.com {",
+        &format!("http://127.0.0.1:{port} {{"),
+    );
+    let text = substitute(
+        &text,
+        "reverse_proxy 127.0.0.1:8765",
+        &format!("reverse_proxy 127.0.0.1:{gadget_port}"),
+    );
+    let text = substitute(
+        &text,
+        "reverse_proxy 127.0.0.1:8787",
+        &format!("reverse_proxy 127.0.0.1:{mobile_port}"),
+    );
+    format!("{{\n\tadmin off\n}}\n\n{text}")
+}
+
+/// Whether caddy can run here; `false` (with the reason printed) skips the test.
+fn caddy_available() -> bool {
+    match Command::new("caddy").arg("version").output() {
+        Ok(out) if out.status.success() => true,
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("caddy is not installed: CI must install Debian's caddy (apt-get install caddy)")
+        }
+        _ => {
+            eprintln!("skipped: caddy is not installed (apt-get install caddy to run this test)");
+            false
+        }
+    }
+}
+
+/// `caddy run` on a Caddyfile, its state in a directory of its own; killed on drop.
+struct Caddy {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Caddy {
+    fn start(gadget_port: u16, mobile_port: u16) -> Caddy {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let config = dir.path().join("Caddyfile");
+        std::fs::write(&config, test_caddyfile(port, gadget_port, mobile_port)).unwrap();
+        let log = dir.path().join("caddy.log");
+        let log_file = std::fs::File::create(&log).unwrap();
+        let child = Command::new("caddy")
+            .args(["run", "--adapter", "caddyfile", "--config"])
+            .arg(&config)
+            .env("HOME", dir.path())
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .unwrap();
+        let mut caddy = Caddy {
+            child,
+            port,
+            log,
+            _dir: dir,
+        };
+        caddy.wait_until_listening();
+        caddy
+    }
+
+    fn wait_until_listening(&mut self) {
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("caddy exited ({status}):\n{}", self.log());
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "caddy did not listen:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("ws://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Caddy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The port of a `ws://127.0.0.1:PORT/...` URL.
+fn port_of(url: &str) -> u16 {
+    let rest = url
+        .strip_prefix("ws://127.0.0.1:")
+        .unwrap_or_else(|| panic!("{url}"));
+    rest.split('/').next().unwrap().parse().unwrap()
+}
+
+/// A `herald` client process (`sim` or `chat`) whose output the test reads line by
+/// line; killed on drop.
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Client {
+    fn start(args: &[&str], data_dir: &Path) -> Client {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env_remove("MOBILE_TOKEN")
+            .env_remove("GADGET_ACCESS_TOKEN")
+            .env_remove("HERALD_CONFIG")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Client {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first line from now on that contains `needle`.
+    fn line_with(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("no {needle:?} in:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// The pairing code in the next line that shows one.
+    fn pairing_code(&mut self) -> String {
+        let line = self.line_with("Pairing code: ");
+        line.split("Pairing code: ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no code in {line:?}"))
+            .to_owned()
+    }
+
+    fn type_line(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{text}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Closes standard input and waits for the process to succeed.
+    fn succeeds(mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+                    self.seen.push(line);
+                }
+                assert!(status.success(), "{status}:\n{}", self.seen.join("\n"));
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "did not end:\n{}",
+                self.seen.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_documented_caddyfile_carries_a_gadget_and_a_phone() {
+    if !caddy_available() {
+        return;
+    }
+    let serve = Serve::start();
+    let gadget_port = port_of(&serve.url("Gadgets connect to:"));
+    let mobile_port = port_of(&serve.url("Phones connect to:"));
+    let caddy = Caddy::start(gadget_port, mobile_port);
+
+    // Only the two device endpoints are public.
+    let status = http_status(&format!("http://127.0.0.1:{}/v1/info", caddy.port));
+    assert_eq!(status, 404, "{}", caddy.log());
+
+    // A gadget: handshake, a pairing code the owner approves, a typed turn.
+    let state = serve.dir.path().join("proxied-gadget");
+    let script = serve.dir.path().join("gadget.script");
+    std::fs::write(
+        &script,
+        "wait pairing\n\
+         wait ready\n\
+         text hello through caddy\n\
+         wait ready\n\
+         expect You said: hello through caddy\n",
+    )
+    .unwrap();
+    let (state, script) = (state.to_str().unwrap(), script.to_str().unwrap());
+    let url = caddy.url("/gadget");
+    let mut gadget = Client::start(
+        &[
+            "sim",
+            "--headless",
+            "--url",
+            &url,
+            "--state-dir",
+            state,
+            "--script",
+            script,
+        ],
+        serve.dir.path(),
+    );
+    let code = gadget.pairing_code();
+    stdout(&serve.herald(&["pairing", "approve", "gadget", &code]));
+    gadget.succeeds();
+
+    // A phone: hello and ready, a pairing code, then a message the demo agent answers.
+    let url = caddy.url("/ws");
+    let mut phone = Client::start(
+        &["chat", "--url", &url, "--device-id", "proxied-phone"],
+        serve.dir.path(),
+    );
+    phone.line_with("Connected (mobile:proxied-phone)");
+    phone.type_line("hello");
+    let code = phone.pairing_code();
+    stdout(&serve.herald(&["pairing", "approve", "mobile", &code]));
+    phone.type_line("hello through caddy");
+    phone.line_with("< You said: hello through caddy");
+    phone.succeeds();
+}
+
+/// The status of a plain HTTP GET.
+fn http_status(url: &str) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent.get(url).call().unwrap().status().as_u16()
+}
