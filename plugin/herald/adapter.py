@@ -24,6 +24,7 @@ from gateway.platforms.base import (
     ProcessingOutcome,
     SendResult,
 )
+from gateway.session import build_session_key
 
 from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge
 from .locations import data_dir, herald_argv
@@ -83,6 +84,11 @@ class HeraldAdapter(BasePlatformAdapter):
         self._early_answers: dict[str, Json] = {}
         self._confirm_new: set[str] = set()
         self._names: dict[str, str] = {}
+        # Chats whose agent run is over while Hermes may still hold their session;
+        # written from the agent's thread by the run hooks (set operations are atomic).
+        self._runs_over: set[str] = set()
+        # Messages held until Hermes lets go of their chat's finished turn, in order.
+        self._held: dict[str, list[MessageEvent]] = {}
         self._watcher: Optional[asyncio.Task[None]] = None
         self._spawned: set[asyncio.Task[Any]] = set()
 
@@ -178,6 +184,7 @@ class HeraldAdapter(BasePlatformAdapter):
 
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
+        self._runs_over.discard(chat_id)
         try:
             result = await self._call("turn_started", chat=self._chat(chat_id))
         except BridgeError as err:
@@ -378,7 +385,64 @@ class HeraldAdapter(BasePlatformAdapter):
             message_id=message_id,
         )
         event.message_id = message_id
+        await self._hand_over(event)
+
+    def run_started(self, chat_id: str) -> None:
+        """The agent began a run for the chat (``pre_llm_call``, the agent's thread)."""
+        self._runs_over.discard(chat_id)
+
+    def run_over(self, chat_id: str) -> None:
+        """The agent's run for the chat returned (``on_session_end``, the agent's thread)."""
+        self._runs_over.add(chat_id)
+
+    async def _hand_over(self, event: MessageEvent) -> None:
+        """Give Hermes a device's message, unless its chat's turn is only finishing.
+
+        The device sees the final reply (and then ``turn.end``) before Hermes lets go of
+        the session: Hermes still saves the turn and runs ``on_processing_complete``. A
+        message arriving then takes Hermes's busy path, which interrupts the agent
+        whose run is already over; the stale interrupt aborts the next run, and the
+        message is answered late, twice, or not at all (DESIGN.md, "Follow-ups"). Such
+        a message waits here until the turn has let go, then starts a turn of its own.
+        """
+        chat_id = event.source.chat_id
+        held = self._held.get(chat_id)
+        if held is not None:
+            held.append(event)
+            return
+        if chat_id in self._runs_over and self._owner_task(event) is not None:
+            self._held[chat_id] = [event]
+            self._spawn(self._release_held(event))
+            return
         await self.handle_message(event)
+
+    def _owner_task(self, event: MessageEvent) -> Optional[asyncio.Task[Any]]:
+        """The live task through which Hermes holds the event's session, if any."""
+        session_key = build_session_key(
+            event.source,
+            group_sessions_per_user=self.config.extra.get("group_sessions_per_user", True),
+            thread_sessions_per_user=self.config.extra.get("thread_sessions_per_user", False),
+        )
+        if session_key not in self._active_sessions:
+            return None
+        task: Optional[asyncio.Task[Any]] = self._session_tasks.get(session_key)
+        return task if task is not None and not task.done() else None
+
+    async def _release_held(self, first: MessageEvent) -> None:
+        chat_id = first.source.chat_id
+        try:
+            # A new run (Hermes's own queue) clears the flag: its messages may interrupt it.
+            while chat_id in self._runs_over:
+                task = self._owner_task(first)
+                if task is None:
+                    break
+                await asyncio.wait({task})
+        finally:
+            # Messages that come in meanwhile join the list, so order holds.
+            held = self._held[chat_id]
+            while held:
+                await self.handle_message(held.pop(0))
+            del self._held[chat_id]
 
     def _event(self, chat_id: str, body: Json) -> Optional[MessageEvent]:
         kind = body.get("kind")
@@ -536,6 +600,32 @@ def failed(err: BridgeError) -> SendResult:
         retryable=err.kind in ("unavailable", "timeout"),
         error_kind=SEND_ERROR_KINDS.get(err.kind, "unknown"),
     )
+
+
+def _session_adapter() -> tuple[Optional["HeraldAdapter"], str]:
+    """The live adapter and chat of the agent run on this thread, if it is ours."""
+    from gateway.session_context import get_session_env
+
+    platform = get_session_env("HERMES_SESSION_PLATFORM")
+    chat_id = get_session_env("HERMES_SESSION_CHAT_ID")
+    for adapter in list(_live_adapters):
+        if adapter.platform_name == platform and chat_id:
+            return adapter, chat_id
+    return None, ""
+
+
+def note_run_started(**_: Any) -> None:
+    """The ``pre_llm_call`` hook: an agent run begins (see ``_hand_over``)."""
+    adapter, chat_id = _session_adapter()
+    if adapter is not None:
+        adapter.run_started(chat_id)
+
+
+def note_run_over(**_: Any) -> None:
+    """The ``on_session_end`` hook, fired as an agent run returns (see ``_hand_over``)."""
+    adapter, chat_id = _session_adapter()
+    if adapter is not None:
+        adapter.run_over(chat_id)
 
 
 def settle_approval(session_key: str = "", **_: Any) -> None:

@@ -97,6 +97,11 @@ def model_rules(victims: Path) -> list[Rule]:
     ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that stop or restart the shared gateway run last, in their file order."""
+    items.sort(key=lambda item: item.get_closest_marker("ends_gateway") is not None)
+
+
 @pytest.fixture(scope="session")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     root = tmp_path_factory.mktemp("hermes")

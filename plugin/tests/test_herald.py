@@ -18,6 +18,8 @@ import wave
 from pathlib import Path
 from typing import Callable
 
+import pytest
+
 from conftest import LED_ACTION, Rig, admin_get
 from devices import Frame, auth_mac, gadget_id
 from stub_stt import TRANSCRIPT
@@ -228,6 +230,7 @@ def test_hermes_gadget_and_mobile_commands_wrap_herald(rig: Rig) -> None:
 # -- supervision ---------------------------------------------------------------------
 
 
+@pytest.mark.ends_gateway
 def test_herald_is_restarted_when_it_dies(rig: Rig) -> None:
     os.kill(herald_pid(rig), signal.SIGKILL)
     deadline = time.monotonic() + 30
@@ -242,6 +245,7 @@ def test_herald_is_restarted_when_it_dies(rig: Rig) -> None:
         gadget.reply("It is sunny and warm today.")
 
 
+@pytest.mark.ends_gateway
 def test_stopping_the_gateway_stops_herald(rig: Rig) -> None:
     pid = herald_pid(rig)
     rig.gateway.stop()
