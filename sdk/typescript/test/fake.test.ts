@@ -1,0 +1,113 @@
+// The client against a scripted transport, for what a real server does not send today:
+// unknown frames and fields, absent capabilities, frames it cannot use.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { HeraldClient, HeraldError, type WebSocketLike } from "../src/index.js";
+
+/** A WebSocket whose server side the test plays. */
+class FakeSocket implements WebSocketLike {
+  static last: FakeSocket | undefined;
+  readyState = 0;
+  bufferedAmount = 0;
+  sent: string[] = [];
+  onopen: ((e: unknown) => void) | null = null;
+  onmessage: ((e: { data: unknown }) => void) | null = null;
+  onclose: ((e: { code: number; reason: string }) => void) | null = null;
+  onerror: ((e: unknown) => void) | null = null;
+  constructor(readonly url: string) {
+    FakeSocket.last = this;
+    queueMicrotask(() => {
+      this.readyState = 1;
+      this.onopen?.({});
+    });
+  }
+  send(data: string): void {
+    this.sent.push(data);
+  }
+  close(code = 1000, reason = ""): void {
+    this.readyState = 3;
+    queueMicrotask(() => this.onclose?.({ code, reason }));
+  }
+  /** The server says `frame`. */
+  say(frame: unknown): void {
+    this.onmessage?.({ data: typeof frame === "string" ? frame : JSON.stringify(frame) });
+  }
+}
+
+function fakeClient(): HeraldClient {
+  return new HeraldClient({ url: "wss://agent.example.com/herald/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket });
+}
+
+async function readyWith(c: HeraldClient, capabilities: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<FakeSocket> {
+  const ready = c.once("ready");
+  c.connect();
+  await new Promise((r) => setTimeout(r, 0));
+  const ws = FakeSocket.last!;
+  assert.deepEqual(JSON.parse(ws.sent[0]!), { t: "hello", token: "t", device: { id: "fake" } });
+  ws.say({ t: "ready", session: "mobile:fake", capabilities, ...extra });
+  await ready;
+  return ws;
+}
+
+test("unknown frames and fields are ignored; unusable frames are reported and dropped", async () => {
+  const c = fakeClient();
+  const ws = await readyWith(c, { max_media_bytes: 1000, voice: true, x_new: 1 }, { avatar_url: "/avatar.html", x_top: true });
+  assert.equal(c.ready?.avatarUrl, "https://agent.example.com/avatar.html", "relative avatar_url resolved over https");
+  const events: string[] = [];
+  for (const name of ["message", "invalidFrame", "error", "prompt", "media"] as const) c.on(name, () => events.push(name));
+  ws.say({ t: "sticker", id: "s1", url: "x" });
+  ws.say({ t: "status" });
+  ws.say({ t: "message", id: "r1", text: "hi", final: true, x_markdown: true, meta: { model: "m" } });
+  ws.say({ t: "prompt", id: "p9", kind: "poll", text: "?", options: [{ id: "a", label: "A", style: "glow" }, { id: "b", label: "B" }], session: "mobile:fake", timeout_seconds: 60 });
+  ws.say({ t: "avatar", state: "dancing" });
+  ws.say("<html>");
+  ws.say({ t: "media", id: "a6", kind: "hologram", mime: "application/octet-stream", part: 0, parts: 1, final: true, size: 1, data: "eA==" });
+  assert.deepEqual(events, ["message", "prompt", "invalidFrame", "invalidFrame", "media"]);
+  assert.equal(c.openCards[0]?.options[1]?.style, "");
+  assert.equal(c.state, "ready");
+  c.close();
+});
+
+test("capabilities are honoured: absent ones are not used", async () => {
+  const c = fakeClient();
+  const ws = await readyWith(c, { max_media_bytes: 100_000, max_frame_bytes: 20_000, media_chunk_bytes: 8192 });
+  assert.throws(() => c.sendVoice(new Uint8Array(44)), (e: unknown) => e instanceof HeraldError && e.code === "not_supported");
+  assert.throws(() => c.upload(new Uint8Array(100_001), { kind: "document" }), /over the limit of 100000/);
+  // 8 KiB parts: 20 000 bytes of file is three frames, each under max_frame_bytes.
+  const progress: number[] = [];
+  c.on("uploadProgress", (p) => progress.push(p.part));
+  c.upload(new Uint8Array(20_000), { kind: "document", filename: "a.bin" });
+  await new Promise((r) => setTimeout(r, 0));
+  const parts = ws.sent.slice(1).map((s) => JSON.parse(s) as { part: number; parts: number; data: string });
+  assert.deepEqual(parts.map((p) => [p.part, p.parts]), [[0, 3], [1, 3], [2, 3]]);
+  assert.deepEqual(progress, [0, 1, 2]);
+  assert.throws(() => c.send("x".repeat(20_001)), /over the limit of 20000/);
+  c.close();
+  const none = fakeClient();
+  await readyWith(none, {});
+  assert.throws(() => none.upload(new Uint8Array(1), { kind: "image" }), /does not take files/);
+  none.close();
+});
+
+test("messages sent while away wait for ready, then go in order; a drop resends the unanswered", async () => {
+  const c = new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 1, jitter: 0 } });
+  const a = c.send("one");
+  const b = c.send("two");
+  const ws = await readyWith(c, { max_media_bytes: 1 });
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(ws.sent.slice(1).map((s) => (JSON.parse(s) as { id: string }).id), [a, b]);
+  ws.say({ t: "typing" }); // the turn for "one"
+  assert.deepEqual(c.pending.map((p) => p.id), [b]);
+  const again = c.once("ready");
+  ws.close(1006, "gone");
+  await new Promise((r) => setTimeout(r, 5));
+  const ws2 = FakeSocket.last!;
+  assert.notEqual(ws2, ws);
+  ws2.say({ t: "ready", session: "mobile:fake", capabilities: {} });
+  await again;
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(ws2.sent.slice(1).map((s) => (JSON.parse(s) as { id: string }).id), [b], "only the unanswered one, same id");
+  c.close();
+});

@@ -1,0 +1,160 @@
+// Losing the server mid-conversation: a restart (the server forgets which ids it saw)
+// and a network drop (it remembers). Either way every message is answered exactly once.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { createServer, connect, type Server, type Socket } from "node:net";
+import WebSocket from "ws";
+
+import { HeraldClient, type Reply } from "../src/index.js";
+import { freePort, Herald, TOKEN, within } from "./herald.js";
+
+let herald: Herald;
+before(async () => {
+  herald = await Herald.start({ env: { MOBILE_ALLOW_ALL_USERS: "1" } });
+});
+after(async () => {
+  await herald.stop();
+});
+
+/** Records every frame the client hands to a socket. */
+function recorder(sent: string[]) {
+  return class Recording extends WebSocket {
+    override send(data: string): void {
+      sent.push(data);
+      super.send(data);
+    }
+  };
+}
+
+function finals(c: HeraldClient): Reply[] {
+  const out: Reply[] = [];
+  c.on("message", (r) => {
+    if (r.final) out.push(r);
+  });
+  return out;
+}
+
+test("a server restart mid-conversation: reconnect, resend what was unanswered, no duplicate reply", async () => {
+  const sent: string[] = [];
+  const c = new HeraldClient({
+    url: herald.url,
+    token: TOKEN,
+    device: { id: `restart-${process.pid}` },
+    WebSocket: recorder(sent),
+    backoff: { initialMs: 100, maxMs: 300, jitter: 0.2 },
+  });
+  const replies = finals(c);
+  const ready = c.once("ready");
+  c.connect();
+  await within(5000, "ready", ready);
+  const first = c.once("message", (r) => r.final && r.text === "You said: one");
+  c.send("one");
+  await within(5000, "reply one", first);
+  assert.equal(c.pending.length, 0);
+
+  const lost = c.once("disconnect");
+  await herald.kill();
+  await within(5000, "disconnect", lost);
+  const two = c.send("two"); // while the server is down
+  assert.deepEqual(c.pending.map((p) => p.id), [two]);
+
+  const back = c.once("ready");
+  await herald.run();
+  await within(10_000, "ready again", back);
+  await within(5000, "reply two", c.once("message", (r) => r.final && r.text === "You said: two"));
+  // A marker: once "three" is answered, anything more for "one" would have come before it.
+  const marker = c.once("message", (r) => r.final && r.text === "You said: three");
+  c.send("three");
+  await within(5000, "reply three", marker);
+  assert.deepEqual(replies.map((r) => r.text), ["You said: one", "You said: two", "You said: three"]);
+  const texts = sent.map((s) => JSON.parse(s) as { t: string; text?: string }).filter((f) => f.t === "text").map((f) => f.text);
+  assert.deepEqual(texts, ["one", "two", "three"], "the answered message was not resent");
+  c.close();
+});
+
+/** A TCP proxy that can swallow what the server says and cut every connection. */
+class Proxy {
+  private server: Server;
+  private pairs: [Socket, Socket][] = [];
+  muted = false;
+  swallowed = 0;
+  port = 0;
+  private onSwallow: (() => void) | undefined;
+  constructor(target: number) {
+    this.server = createServer((client) => {
+      const upstream = connect(target, "127.0.0.1");
+      this.pairs.push([client, upstream]);
+      client.on("data", (d) => upstream.write(d));
+      upstream.on("data", (d) => {
+        if (this.muted) {
+          this.swallowed += d.length;
+          this.onSwallow?.();
+        } else client.write(d);
+      });
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("close", end).on("error", end);
+      upstream.on("close", end).on("error", end);
+    });
+  }
+  async listen(): Promise<void> {
+    this.port = await freePort();
+    await new Promise<void>((r) => this.server.listen(this.port, "127.0.0.1", r));
+  }
+  /** Resolves once the server said something that was swallowed. */
+  swallowedSomething(): Promise<void> {
+    return new Promise((r) => (this.onSwallow = r));
+  }
+  cut(): void {
+    for (const [a, b] of this.pairs) {
+      a.destroy();
+      b.destroy();
+    }
+    this.pairs = [];
+  }
+  close(): Promise<void> {
+    this.cut();
+    return new Promise((r) => this.server.close(() => r()));
+  }
+}
+
+test("a network drop before the answer arrives: the resend is dropped by the server, the reply comes once", async () => {
+  const proxy = new Proxy(herald.mobilePort);
+  await proxy.listen();
+  const sent: string[] = [];
+  const c = new HeraldClient({
+    url: `ws://127.0.0.1:${proxy.port}/ws`,
+    token: TOKEN,
+    device: { id: `drop-${process.pid}` },
+    WebSocket: recorder(sent),
+    backoff: { initialMs: 100, maxMs: 300, jitter: 0.2 },
+  });
+  const replies = finals(c);
+  const ready = c.once("ready");
+  c.connect();
+  await within(5000, "ready", ready);
+
+  // The server gets the message and starts answering, but the phone hears nothing.
+  proxy.muted = true;
+  const answering = proxy.swallowedSomething();
+  const words = Array.from({ length: 40 }, (_, i) => `w${i}`).join(" ");
+  const id = c.send(words);
+  await within(5000, "the server answering", answering);
+  const back = c.once("ready");
+  proxy.cut();
+  proxy.muted = false;
+  await within(5000, "ready again", back);
+  const reply = await within(10_000, "the reply", c.once("message", (r) => r.final && r.text === `You said: ${words}`));
+  assert.ok(reply);
+  const marker = c.once("message", (r) => r.final && r.text === "You said: done");
+  c.send("done");
+  await within(5000, "marker", marker);
+  assert.deepEqual(replies.map((r) => r.text), [`You said: ${words}`, "You said: done"], "one reply, not two");
+  const resent = sent.filter((s) => s.includes(`"id":"${id}"`));
+  assert.equal(resent.length, 2, "sent, then resent with the same id after the drop");
+  c.close();
+  await proxy.close();
+});

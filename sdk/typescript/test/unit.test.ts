@@ -1,0 +1,155 @@
+// The pure parts: backoff, the outbox, reply and media assembly, base64, WAV.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { applyMedia, applyMessage, completed } from "../src/assembly.js";
+import { backoffDelay, DEFAULT_BACKOFF, nextAttempt } from "../src/backoff.js";
+import { base64DecodedLength, decodeBase64, encodeBase64 } from "../src/base64.js";
+import { acknowledge, afterDisconnect, due, EMPTY_OUTBOX, enqueue, markSent, openUploads, RESEND_TTL_MS, type Outbox, type Pending } from "../src/outbox.js";
+import type { MediaDownFrame, MessageFrame } from "../src/protocol.js";
+import { encodeWav, inspectWav, isVoiceWav, toVoiceSamples } from "../src/wav.js";
+
+test("backoff doubles up to the cap, with jitter never under half", () => {
+  const low = (n: number) => backoffDelay(n, DEFAULT_BACKOFF, () => 0);
+  const high = (n: number) => backoffDelay(n, DEFAULT_BACKOFF, () => 0.999999);
+  assert.deepEqual([0, 1, 2, 3, 4, 5, 6, 40].map(high), [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+  assert.deepEqual([0, 1, 2, 3, 4, 5, 6].map(low), [500, 1000, 2000, 4000, 8000, 15000, 15000]);
+  assert.equal(backoffDelay(2, { initialMs: 100, maxMs: 1000, jitter: 0 }, () => 0.7), 400);
+  assert.equal(backoffDelay(-3, DEFAULT_BACKOFF, () => 0), 500);
+  for (let i = 0; i < 100; i++) {
+    const d = backoffDelay(3);
+    assert.ok(d >= 4000 && d <= 8000, String(d));
+  }
+});
+
+test("the attempt counter is reset by ready only", () => {
+  assert.equal(nextAttempt(4, true), 0);
+  assert.equal(nextAttempt(4, false), 5);
+  assert.equal(nextAttempt(0, false), 1);
+});
+
+const entry = (id: string, kind: Pending["kind"] = "text", queuedAt = 0): Pending => ({ id, kind, frames: [`{"id":"${id}"}`], bytes: 1, queuedAt, sent: false });
+const sentAll = (o: Outbox) => o.entries.reduce((acc, p) => markSent(acc, p.id, p.kind), o);
+
+test("outbox: due in order, answered by the first sign of a turn", () => {
+  let o = enqueue(enqueue(EMPTY_OUTBOX, entry("m1")), entry("m2"));
+  assert.deepEqual(due(o).map((p) => p.id), ["m1", "m2"]);
+  o = sentAll(o);
+  assert.deepEqual(due(o), []);
+  let r = acknowledge(o, { t: "typing" }, false);
+  assert.equal(r.answered?.id, "m1");
+  o = r.outbox;
+  // Typing again while on is not a new turn; edits inside a turn answer nothing.
+  r = acknowledge(o, { t: "typing" }, false);
+  assert.equal(r.answered, undefined);
+  r = acknowledge(r.outbox, { t: "message", id: "r1", text: "x", final: true }, true);
+  assert.equal(r.answered, undefined);
+  r = acknowledge(r.outbox, { t: "typing", stop: true }, false);
+  r = acknowledge(r.outbox, { t: "typing" }, false);
+  assert.equal(r.answered?.id, "m2");
+  assert.deepEqual(r.outbox.entries, []);
+});
+
+test("outbox: a reply outside a turn, a card, an error answer; a replayed edit does not", () => {
+  let o = sentAll(enqueue(enqueue(enqueue(enqueue(EMPTY_OUTBOX, entry("a")), entry("b")), entry("c")), entry("d")));
+  let r = acknowledge(o, { t: "message", id: "pairing", text: "code", final: true }, true);
+  assert.equal(r.answered?.id, "a");
+  r = acknowledge(r.outbox, { t: "message", id: "pairing", text: "code", final: true, edit: true }, false);
+  assert.equal(r.answered, undefined);
+  r = acknowledge(r.outbox, { t: "prompt", id: "p", kind: "confirm", text: "?", options: [], session: "s", timeout_seconds: 1 }, false);
+  assert.equal(r.answered?.id, "b");
+  r = acknowledge(r.outbox, { t: "error", code: "too_big", message: "x" }, false);
+  assert.equal(r.answered?.id, "c");
+  r = acknowledge(r.outbox, { t: "error", code: "device_offline", message: "x" }, false);
+  assert.equal(r.answered, undefined);
+  o = r.outbox;
+  assert.deepEqual(o.entries.map((p) => p.id), ["d"]);
+});
+
+test("outbox: card answers leave with their prompt_done; unsent entries are never answered", () => {
+  let o = enqueue(enqueue(EMPTY_OUTBOX, entry("card1", "prompt")), entry("m1"));
+  let r = acknowledge(o, { t: "typing" }, false);
+  assert.equal(r.answered, undefined, "nothing was sent yet");
+  o = sentAll(r.outbox);
+  r = acknowledge({ ...o, typing: false }, { t: "typing" }, false);
+  assert.equal(r.answered?.id, "m1", "a turn answers messages, not card answers");
+  r = acknowledge(r.outbox, { t: "prompt_done", prompt_id: "card1", option_id: "once" }, false);
+  assert.equal(r.answered?.id, "card1");
+  assert.equal(r.outbox.entries.length, 0);
+});
+
+test("outbox: a disconnect makes sent entries due again, except stale ones", () => {
+  let o = sentAll(enqueue(enqueue(EMPTY_OUTBOX, entry("old", "text", 0)), entry("new", "media", RESEND_TTL_MS)));
+  o = { ...o, typing: true };
+  assert.equal(openUploads(o), 1);
+  const after = afterDisconnect(o, RESEND_TTL_MS + 1);
+  assert.deepEqual(due(after).map((p) => p.id), ["new"]);
+  assert.equal(after.typing, false);
+});
+
+test("outbox: bounded, oldest dropped first", () => {
+  let o: Outbox = EMPTY_OUTBOX;
+  for (let i = 0; i < 300; i++) o = enqueue(o, entry(`m${i}`));
+  assert.equal(o.entries.length, 256);
+  assert.equal(o.entries[0]!.id, "m44");
+});
+
+test("replies: chunks concatenate by id, edits replace", () => {
+  const m = (f: Partial<MessageFrame>): MessageFrame => ({ t: "message", id: "r1", text: "", final: false, ...f });
+  let r = applyMessage(undefined, m({ text: "B", chunk: { index: 1, total: 2 }, final: true }));
+  assert.equal(r.text, "B");
+  assert.equal(r.received, 1);
+  r = applyMessage(r, m({ text: "A", chunk: { index: 0, total: 2 } }));
+  assert.deepEqual([r.text, r.final, r.received, r.total], ["AB", true, 2, 2]);
+  let s = applyMessage(undefined, m({ id: "r2", text: "Count", edit: true, chunk: { index: 0, total: 1 } }));
+  s = applyMessage(s, m({ id: "r2", text: "Counting", edit: true, final: true }));
+  assert.deepEqual([s.text, s.final, s.streamed], ["Counting", true, true]);
+  const one = applyMessage(undefined, m({ id: "r3", text: "whole", final: true, reply_to: "m1" }));
+  assert.deepEqual([one.text, one.final, one.replyTo], ["whole", true, "m1"]);
+});
+
+test("media: assembled by id on final, or a url", () => {
+  const f = (part: number, data: string | undefined, final: boolean, extra: Partial<MediaDownFrame> = {}): MediaDownFrame => ({
+    t: "media", id: "a1", kind: "image", mime: "image/png", part, parts: 2, final, size: 5, ...(data === undefined ? {} : { data }), ...extra,
+  });
+  let d = applyMedia(undefined, f(0, encodeBase64(new Uint8Array([1, 2, 3])), false, { filename: "x.png" }));
+  assert.equal(completed(d), undefined);
+  assert.equal(d.receivedBytes, 3);
+  d = applyMedia(d, f(1, encodeBase64(new Uint8Array([4, 5])), true));
+  const done = completed(d);
+  assert.deepEqual(done?.data, new Uint8Array([1, 2, 3, 4, 5]));
+  assert.equal(done?.filename, "x.png");
+  const u = completed(applyMedia(undefined, f(0, undefined, true, { parts: 1, url: "https://x/y.mp4", kind: "video" })));
+  assert.deepEqual([u?.url, u?.data], ["https://x/y.mp4", undefined]);
+  assert.throws(() => applyMedia(undefined, f(0, "!!", true)));
+});
+
+test("base64 round trips and tolerates what platforms send", () => {
+  for (let len = 0; len < 40; len++) {
+    const bytes = Uint8Array.from({ length: len }, (_, i) => (i * 37 + len) & 255);
+    const text = encodeBase64(bytes);
+    assert.equal(text, Buffer.from(bytes).toString("base64"));
+    assert.deepEqual(decodeBase64(text), bytes);
+    assert.deepEqual(decodeBase64(text.replace(/=+$/, "")), bytes);
+    assert.equal(base64DecodedLength(text), len);
+  }
+  const big = Uint8Array.from({ length: 200_000 }, (_, i) => i & 255);
+  assert.equal(encodeBase64(big), Buffer.from(big).toString("base64"));
+  const wrapped = Buffer.from(big.subarray(0, 300)).toString("base64").replace(/(.{76})/g, "$1\n");
+  assert.deepEqual(decodeBase64(wrapped), big.subarray(0, 300));
+  assert.throws(() => decodeBase64("<base64>"));
+  assert.throws(() => decodeBase64("aGVsbG8=-_"));
+});
+
+test("WAV: written as 16 kHz mono PCM16, read back, resampled", () => {
+  const wav = encodeWav(new Int16Array(16000));
+  const info = inspectWav(wav);
+  assert.deepEqual(info, { pcm: true, channels: 1, rate: 16000, bitsPerSample: 16, durationMs: 1000 });
+  assert.ok(isVoiceWav(info));
+  assert.ok(!isVoiceWav(inspectWav(encodeWav(new Int16Array(10), 44100))));
+  assert.throws(() => inspectWav(new Uint8Array([1, 2, 3])));
+  const s = toVoiceSamples(new Float32Array(48000).fill(0.5), 48000);
+  assert.equal(s.length, 16000);
+  assert.equal(s[100], Math.round(0.5 * 0x7fff));
+});
