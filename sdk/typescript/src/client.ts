@@ -25,6 +25,7 @@ import {
 import {
   CLARIFY_OTHER,
   CLOSE_NO_ACCESS,
+  CLOSE_NORMAL,
   decodeServerFrame,
   encodeClientFrame,
   LIMITS,
@@ -164,6 +165,11 @@ export interface ClientEvents {
   disconnect: Disconnect;
   /** Close 1008: the token or device is refused. The client has stopped; show "no access". */
   noAccess: { reason: string };
+  /**
+   * Close 1000 from the server: another connection with the same `device.id` took over
+   * (another tab, a second copy of the app). The client has stopped rather than fight it.
+   */
+  replaced: { reason: string };
   /** Every frame decoded, for logging or frames this class does not model. */
   frame: ServerFrame;
 }
@@ -568,6 +574,11 @@ export class HeraldClient {
     if (code === CLOSE_NO_ACCESS) {
       this.stop();
       this.emit("noAccess", { reason: this.refusal ?? (reason || "access denied") });
+      return;
+    }
+    if (code === CLOSE_NORMAL) {
+      this.stop();
+      this.emit("replaced", { reason: reason || "replaced by a new connection" });
       return;
     }
     const reached = this.reachedReady;

@@ -283,3 +283,15 @@ test("never hammers: waits at least the backoff between attempts, doubling", asy
     assert.ok(opened[i]! - opened[i - 1]! >= waits[i - 1]! - 2, `attempt ${i} came ${opened[i]! - opened[i - 1]!} ms after, planned ${waits[i - 1]}`);
   }
 });
+
+test("a second connection with the same device id replaces the first, which stops", async () => {
+  const first = await connected();
+  const id = first.ready!.session.slice("mobile:".length);
+  const replaced = first.once("replaced");
+  const second = await connected({ device: { id } });
+  assert.match((await within(5000, "replaced", replaced)).reason, /replaced/);
+  assert.equal(first.state, "stopped");
+  const reply = finalReply(second, (t) => t === "You said: mine now");
+  second.send("mine now");
+  await reply;
+});
