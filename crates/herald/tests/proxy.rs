@@ -26,6 +26,27 @@ fn documented_caddyfile() -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// docs/host.md shows the Caddyfile's site block; it must be the tested one.
+#[test]
+fn the_guide_shows_the_tested_caddyfile() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/host.md");
+    let guide = std::fs::read_to_string(&path).unwrap();
+    let shown = guide
+        .split("```caddyfile\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a caddyfile block in docs/host.md");
+    let file = documented_caddyfile();
+    let site = file
+        .find("herald.example.com {")
+        .map(|at| &file[at..])
+        .expect("a site block in examples/caddy/Caddyfile");
+    assert_eq!(
+        shown, site,
+        "docs/host.md and examples/caddy/Caddyfile differ"
+    );
+}
+
 /// Replaces the one occurrence of `from` in `text`: a second one, or none, means the
 /// documented file changed shape and this test must change with it.
 fn substitute(text: &str, from: &str, to: &str) -> String {
@@ -319,6 +340,7 @@ fn the_documented_caddyfile_carries_a_gadget_and_a_phone() {
     stdout(&serve.herald(&["pairing", "approve", "mobile", &code]));
     phone.type_line("hello through caddy");
     phone.line_with("< You said: hello through caddy");
+    phone.type_line("/quit");
     phone.succeeds();
 }
 
