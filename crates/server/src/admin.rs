@@ -169,6 +169,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/v1/ota", get(ota_list).post(ota_push))
         .route("/v1/ota/{id}", get(ota_status))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        // Added after the token check so it stays open: supervisors carry no token.
+        .route("/healthz", get(healthz))
         .with_state(state)
 }
 
@@ -204,6 +206,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
     }
+}
+
+async fn healthz() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::http::HEALTH,
+    )
 }
 
 /// Prometheus text format; scrape with the admin token as a bearer token.

@@ -16,6 +16,7 @@ mod clock;
 pub mod config;
 pub mod files;
 mod gadget;
+mod http;
 mod ids;
 mod listener;
 mod mailboxes;
@@ -26,6 +27,7 @@ mod router;
 mod socket;
 pub mod store;
 mod tls;
+mod web;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! Accepts TCP (and TLS) connections and upgrades them to WebSocket on one path, for
 //! any transport: the gadget hub and the mobile adapter differ only in their
-//! [`Handler`] and [`Endpoint`].
+//! [`Handler`] and [`Endpoint`]. Plain HTTP on the same port gets `/healthz`, the
+//! endpoint's pages, `426` on the WebSocket path and `404` elsewhere.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,11 +11,11 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::{self, HeaderValue, StatusCode};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, warn};
+
+use crate::http::{self, Head, HeadError, Page, Response, UpgradeError};
 
 /// Time allowed for TLS plus the HTTP upgrade.
 const UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,6 +29,10 @@ pub(crate) struct Endpoint {
     pub ws: WebSocketConfig,
     /// Refuse upgrades that carry `?token=`: a secret in a URL ends up in logs.
     pub refuse_url_token: bool,
+    /// The body of `426 Upgrade Required`: one line saying what connects here.
+    pub about: &'static str,
+    /// Pages served to plain `GET` requests, by exact path.
+    pub pages: &'static [Page],
 }
 
 /// A transport's side of an upgraded connection.
@@ -73,66 +78,101 @@ pub(crate) async fn run<H: Handler>(
     }
 }
 
-// tungstenite's callback type fixes the error type; it is built only on refusal.
-#[allow(clippy::result_large_err)]
-async fn upgrade<S, H>(stream: S, peer: SocketAddr, endpoint: &Endpoint, handler: Arc<H>)
+/// Read the request head and either upgrade it for the transport or answer it plainly.
+async fn upgrade<S, H>(mut stream: S, peer: SocketAddr, endpoint: &Endpoint, handler: Arc<H>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Handler,
 {
-    let callback =
-        |request: &Request, response: Response| check_request(endpoint, request, response);
-    let accepted = tokio::time::timeout(
-        UPGRADE_TIMEOUT,
-        tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(endpoint.ws)),
-    )
-    .await;
-    match accepted {
-        Ok(Ok(ws)) => handler.handle(ws, peer).await,
-        Ok(Err(err)) => debug!(%peer, %err, "WebSocket upgrade refused"),
+    let opened = tokio::time::timeout(UPGRADE_TIMEOUT, open(&mut stream, endpoint)).await;
+    match opened {
+        Ok(Some(rest)) => {
+            let ws =
+                WebSocketStream::from_partially_read(stream, rest, Role::Server, Some(endpoint.ws))
+                    .await;
+            handler.handle(ws, peer).await;
+        }
+        Ok(None) => {}
         Err(_) => debug!(%peer, "WebSocket upgrade timed out"),
     }
 }
 
-/// 404 for any other path; echo the subprotocol when the client offers it.
-#[allow(clippy::result_large_err)]
-fn check_request(
-    endpoint: &Endpoint,
-    request: &Request,
-    mut response: Response,
-) -> Result<Response, ErrorResponse> {
-    let refuse = |status: StatusCode, text: &str| {
-        let mut refusal = ErrorResponse::new(Some(text.into()));
-        *refusal.status_mut() = status;
-        refusal
+/// Answer the request: `Some(bytes read past the head)` once upgraded, `None` when a
+/// plain response was sent or the peer went away.
+async fn open<S>(stream: &mut S, endpoint: &Endpoint) -> Option<Vec<u8>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (head, rest) = match http::read_head(stream).await {
+        Ok(read) => read,
+        Err(HeadError::Bad(status, reason)) => {
+            http::respond(stream, Response::text(status, reason), false).await;
+            return None;
+        }
+        Err(HeadError::Gone) => return None,
     };
-    if request.uri().path() != endpoint.path {
-        return Err(refuse(StatusCode::NOT_FOUND, "not found"));
+    let head_only = head.method == "HEAD";
+    if !head.websocket {
+        http::respond(stream, plain(endpoint, &head), head_only).await;
+        return None;
     }
-    let url_token = request.uri().query().is_some_and(|q| {
+    if head.path != endpoint.path {
+        http::respond(stream, Response::text(404, "not found\n"), false).await;
+        return None;
+    }
+    let url_token = head.query.as_deref().is_some_and(|q| {
         q.split('&')
             .any(|pair| pair.split('=').next() == Some("token"))
     });
     if endpoint.refuse_url_token && url_token {
-        return Err(refuse(
-            StatusCode::BAD_REQUEST,
-            "tokens are not accepted in the URL; send it in hello",
-        ));
+        let reason = "tokens are not accepted in the URL; send it in hello\n";
+        http::respond(stream, Response::text(400, reason), false).await;
+        return None;
     }
-    if let Some(subprotocol) = endpoint.subprotocol {
-        let offered = request
-            .headers()
-            .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|p| p.trim() == subprotocol);
-        if offered {
-            response.headers_mut().insert(
-                http::header::SEC_WEBSOCKET_PROTOCOL,
-                HeaderValue::from_static(subprotocol),
-            );
+    // Echo the subprotocol when the client offers it; clients that offer none are
+    // still accepted.
+    let subprotocol = endpoint.subprotocol.filter(|p| head.offers(p));
+    match http::accept_upgrade(stream, &head, subprotocol).await {
+        Ok(()) => Some(rest),
+        Err(UpgradeError::Refused(status, reason)) => {
+            let mut response = Response::text(status, reason);
+            if status == 426 {
+                response.header = Some("Sec-WebSocket-Version: 13");
+            }
+            http::respond(stream, response, false).await;
+            None
         }
+        Err(UpgradeError::Gone) => None,
     }
-    Ok(response)
+}
+
+/// The answer to a request that is not an upgrade.
+fn plain<'a>(endpoint: &'a Endpoint, head: &Head) -> Response<'a> {
+    if head.path == endpoint.path {
+        let mut response = Response::text(426, endpoint.about);
+        response.header = Some("Upgrade: websocket");
+        return response;
+    }
+    if head.method != "GET" && head.method != "HEAD" {
+        let mut response = Response::text(405, "only GET is served here\n");
+        response.header = Some("Allow: GET, HEAD");
+        return response;
+    }
+    if head.path == "/healthz" {
+        return Response {
+            status: 200,
+            content_type: "application/json",
+            body: http::HEALTH.as_bytes(),
+            header: None,
+        };
+    }
+    match endpoint.pages.iter().find(|page| page.path == head.path) {
+        Some(page) => Response {
+            status: 200,
+            content_type: page.content_type,
+            body: page.body,
+            header: None,
+        },
+        None => Response::text(404, "not found\n"),
+    }
 }

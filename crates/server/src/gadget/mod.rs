@@ -167,6 +167,8 @@ pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
             .max_message_size(Some(limits::MAX_INBOUND_FRAME))
             .max_frame_size(Some(limits::MAX_INBOUND_FRAME)),
         refuse_url_token: false,
+        about: "Herald's gadget endpoint: devices connect here with a WebSocket (gadget protocol v1).\n",
+        pages: &[],
     }
 }
 

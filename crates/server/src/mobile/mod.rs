@@ -197,5 +197,7 @@ pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
             .max_message_size(Some(READ_LIMIT))
             .max_frame_size(Some(READ_LIMIT)),
         refuse_url_token: true,
+        about: "Herald's phone endpoint: apps connect here with a WebSocket (mobile protocol).\n",
+        pages: crate::web::MOBILE_PAGES,
     }
 }
