@@ -292,6 +292,24 @@ async fn hermes_decides_pairing_and_its_code_is_shown_until_used() {
     };
     assert_eq!(again.code, "ABCD2345");
 
+    // Until it is paired, the agent cannot reach it: no text, cards or actions.
+    let chat = gadget_chat(&gadget);
+    for (op, args) in [
+        ("send_text", json!({"chat": chat, "text": "psst"})),
+        (
+            "display",
+            json!({"chat": chat, "card": {"title": "T", "body": "B"}}),
+        ),
+        (
+            "invoke_action",
+            json!({"chat": chat, "name": "led.set", "args": {}}),
+        ),
+    ] {
+        assert_eq!(hermes.refused(op, args).await, "unsupported", "{op}");
+    }
+    let listed = hermes.call("devices", json!({"platform": "gadget"})).await;
+    assert_eq!(listed["devices"][0]["paired"], false);
+
     // `hermes pairing approve` ran: the plugin tells herald, the device hears at once.
     let authorize = json!({"platform": "gadget", "user_id": gadget.id, "authorized": true});
     hermes.call("set_authorized", authorize).await;
@@ -428,7 +446,16 @@ async fn a_gadget_turn_travels_over_the_lines() {
     let device = &listed["devices"][0];
     assert_eq!(device["id"], gadget.id.as_str());
     assert_eq!(device["online"], true);
+    assert_eq!(device["paired"], true);
+    assert_eq!(device["screen"]["width"], 320);
+    assert_eq!(device["screen"]["height"], 240);
+    assert_eq!(device["charset"], "utf8");
+    assert_eq!(device["speaker_rate"], Value::Null);
     assert_eq!(device["actions"][0]["name"], "led.set");
+    assert_eq!(device["actions"][0]["description"], "Set the LED colour");
+    let profile = hermes.call("profile", json!({"chat": chat})).await;
+    assert_eq!(profile["profile"]["actions"], device["actions"]);
+    assert_eq!(profile["profile"]["screen"], device["screen"]);
 
     let ended = json!({"chat": chat, "turn_id": turn_id, "outcome": "success"});
     hermes.call("turn_ended", ended).await;

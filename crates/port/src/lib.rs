@@ -260,11 +260,37 @@ pub struct ActionSpec {
 }
 
 /// A device as an agent's tools see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSummary {
     pub chat: Chat,
     pub name: Option<String>,
     pub online: bool,
+    /// What the connected device said about itself; `None` while it is offline and for
+    /// phones, which describe nothing.
+    pub profile: Option<DeviceProfile>,
+}
+
+/// A connected gadget as the agent should know it: whether it may talk to the agent,
+/// what its screen can show, whether it can speak, and what it can do.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct DeviceProfile {
+    /// Approved or allowed; the agent can reach only such devices.
+    pub paired: bool,
+    pub screen: Option<Screen>,
+    /// The font's repertoire: `"ascii"` (text is folded to it) or `"utf8"`.
+    pub charset: String,
+    /// The speaker's sample rate; `None` when the device has no speaker.
+    pub speaker_rate: Option<u32>,
+    pub actions: Vec<ActionSpec>,
+}
+
+/// A screen's size, in pixels and (when the device says) in text cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Screen {
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub text_cols: Option<u32>,
+    pub text_rows: Option<u32>,
 }
 
 /// The agent's side of the port: everything a backend can do to a conversation.
@@ -356,6 +382,9 @@ pub trait Outbound: Send + Sync {
 
     /// The actions a connected device offers.
     async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError>;
+
+    /// What a connected gadget is (phones answer `Unsupported`).
+    async fn profile(&self, chat: &Chat) -> Result<DeviceProfile, DeliveryError>;
 
     /// Every device the transports know, online or not.
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError>;

@@ -7,7 +7,9 @@
 
 use std::path::PathBuf;
 
-use herald_port::{ActionError, ActionSpec, Card, DeliveryError, Outcome, Prompt, SendOptions};
+use herald_port::{
+    ActionError, ActionSpec, Card, DeliveryError, DeviceProfile, Outcome, Prompt, SendOptions,
+};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -83,5 +85,9 @@ pub(crate) enum Call {
     },
     Actions {
         reply: Reply<Vec<ActionSpec>>,
+    },
+    /// What the connected device is (gadgets only).
+    Profile {
+        reply: Reply<DeviceProfile>,
     },
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_port::{
-    ActionError, ActionSpec, Card, Chat, DeliveryError, DeviceSummary, Outbound, Outcome, Platform,
-    Prompt, SendOptions,
+    ActionError, ActionSpec, Card, Chat, DeliveryError, DeviceProfile, DeviceSummary, Outbound,
+    Outcome, Platform, Prompt, SendOptions,
 };
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -201,22 +201,38 @@ impl Outbound for Router {
         self.call(chat, |reply| Call::Actions { reply }).await
     }
 
+    async fn profile(&self, chat: &Chat) -> Result<DeviceProfile, DeliveryError> {
+        self.call(chat, |reply| Call::Profile { reply }).await
+    }
+
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {
         let (gadgets, phones) = (self.gadget.store.clone(), self.mobile.store.clone());
         let failed = |err: StoreError| DeliveryError::Failed(err.to_string());
         let gadgets = blocking(move || gadgets.devices()).await.map_err(failed)?;
         let phones = blocking(move || phones.phones()).await.map_err(failed)?;
-        let gadgets = gadgets.into_iter().map(|d| DeviceSummary {
-            online: self.gadget.is_online(&d.id),
-            chat: Chat::gadget(d.id),
-            name: d.name,
-        });
-        let phones = phones.into_iter().map(|p| DeviceSummary {
+        let mut devices = Vec::with_capacity(gadgets.len() + phones.len());
+        for gadget in gadgets {
+            let chat = Chat::gadget(gadget.id);
+            let online = self.gadget.is_online(&chat.id);
+            // Its session knows what the connected device is; gone meanwhile is offline.
+            let profile = match online {
+                true => self.profile(&chat).await.ok(),
+                false => None,
+            };
+            devices.push(DeviceSummary {
+                online: profile.is_some(),
+                chat,
+                name: gadget.name,
+                profile,
+            });
+        }
+        devices.extend(phones.into_iter().map(|p| DeviceSummary {
             online: self.mobile.is_online(&p.id),
             chat: Chat::mobile(p.id),
             name: p.info.name,
-        });
-        Ok(gadgets.chain(phones).collect())
+            profile: None,
+        }));
+        Ok(devices)
     }
 
     async fn set_authorized(&self, platform: Platform, user_id: &str, authorized: bool) {

@@ -295,6 +295,7 @@ impl Bridge {
                 json!({ "result": out.invoke_action(&chat, &name, args).await? })
             }
             Request::Actions { chat } => json!({ "actions": out.actions(&chat).await? }),
+            Request::Profile { chat } => json!({ "profile": out.profile(&chat).await? }),
             Request::SetAuthorized {
                 platform,
                 user_id,
@@ -306,18 +307,13 @@ impl Bridge {
                 done
             }
             Request::Devices { platform } => {
-                let mut devices = Vec::new();
-                for device in out.devices().await? {
-                    if platform.is_some_and(|p| p != device.chat.platform) {
-                        continue;
-                    }
-                    let actions = if device.online && device.chat.platform == Platform::Gadget {
-                        out.actions(&device.chat).await.unwrap_or_default()
-                    } else {
-                        Vec::new()
-                    };
-                    devices.push(WireDevice::new(device, actions));
-                }
+                let devices: Vec<WireDevice> = out
+                    .devices()
+                    .await?
+                    .into_iter()
+                    .filter(|device| platform.is_none_or(|p| p == device.chat.platform))
+                    .map(WireDevice::from)
+                    .collect();
                 json!({ "devices": devices })
             }
         })

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use herald_port::{
-    AccessError, ActionError, ActionSpec, Card, Chat, Choice, Command, DeliveryError,
+    AccessError, ActionError, Card, Chat, Choice, Command, DeliveryError, DeviceProfile,
     DeviceSummary, Inbound, InboundBody, MediaKind, Outcome, Platform, Prompt,
 };
 use serde::{Deserialize, Serialize};
@@ -204,6 +204,9 @@ pub(crate) enum Request {
         args: Value,
     },
     Actions {
+        chat: Chat,
+    },
+    Profile {
         chat: Chat,
     },
     SetAuthorized {
@@ -496,24 +499,26 @@ impl<'a> From<&'a Inbound> for WireInbound<'a> {
     }
 }
 
-/// One entry of the `devices` answer.
+/// One entry of the `devices` answer: a connected gadget's profile (paired, screen,
+/// charset, speaker, actions) is spread into it.
 #[derive(Debug, Serialize)]
 pub(crate) struct WireDevice {
     pub platform: Platform,
     pub id: String,
     pub name: Option<String>,
     pub online: bool,
-    pub actions: Vec<ActionSpec>,
+    #[serde(flatten)]
+    pub profile: Option<DeviceProfile>,
 }
 
-impl WireDevice {
-    pub fn new(device: DeviceSummary, actions: Vec<ActionSpec>) -> Self {
+impl From<DeviceSummary> for WireDevice {
+    fn from(device: DeviceSummary) -> Self {
         WireDevice {
             platform: device.chat.platform,
             id: device.chat.id,
             name: device.name,
             online: device.online,
-            actions,
+            profile: device.profile,
         }
     }
 }

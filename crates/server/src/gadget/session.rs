@@ -14,8 +14,9 @@ use std::time::Duration;
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{
-    ActionError, ActionSpec, Chat, Choice, Command as ConvCommand, DeliveryError, Inbound,
-    InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, SendOptions, Source,
+    ActionError, ActionSpec, Chat, Choice, Command as ConvCommand, DeliveryError, DeviceProfile,
+    Inbound, InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, Screen,
+    SendOptions, Source,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -700,7 +701,7 @@ impl Session {
                 let _ = reply.send(self.deliver(transcript).await);
             }
             Call::Notice { text, reply } => {
-                let result = self.online();
+                let result = self.reachable().map(|_| ());
                 if result.is_ok() {
                     self.notice(&text).await;
                 }
@@ -716,7 +717,7 @@ impl Session {
             } => self.show_image(path, caption, reply).await,
             // Gadgets show "thinking" from turn.start; they have no typing indicator.
             Call::Typing { reply, .. } => {
-                let _ = reply.send(self.online());
+                let _ = reply.send(self.reachable().map(|_| ()));
             }
             Call::Document { reply, .. } => {
                 let _ = reply.send(Err(DeliveryError::Unsupported {
@@ -726,26 +727,39 @@ impl Session {
             }
             Call::InvokeAction { name, args, reply } => self.invoke(name, args, reply).await,
             Call::Actions { reply } => {
-                let result = self.online().map(|()| {
-                    self.conn
-                        .as_ref()
-                        .map(|c| c.hello.actions.iter().map(action_spec).collect())
-                        .unwrap_or_default()
-                });
+                let result = self
+                    .reachable()
+                    .map(|conn| conn.hello.actions.iter().map(action_spec).collect());
+                let _ = reply.send(result);
+            }
+            Call::Profile { reply } => {
+                let result = match &self.conn {
+                    Some(conn) => Ok(profile(&conn.hello, conn.charset, self.paired)),
+                    None => Err(DeliveryError::Offline(self.chat())),
+                };
                 let _ = reply.send(result);
             }
         }
     }
 
-    fn online(&self) -> Result<(), DeliveryError> {
-        match self.conn {
-            Some(_) => Ok(()),
-            None => Err(DeliveryError::Offline(self.chat())),
+    /// The agent may reach only a connected device that is paired: an unpaired one
+    /// shows its pairing code and nothing from the agent (tools, cards, `hermes send`).
+    fn reachable(&self) -> Result<&Conn, DeliveryError> {
+        let conn = self
+            .conn
+            .as_ref()
+            .ok_or_else(|| DeliveryError::Offline(self.chat()))?;
+        if !self.paired {
+            return Err(DeliveryError::Unsupported {
+                chat: self.chat(),
+                reason: "the device is not paired".into(),
+            });
         }
+        Ok(conn)
     }
 
     async fn deliver(&self, msg: ServerMessage) -> Result<(), DeliveryError> {
-        self.online()?;
+        self.reachable()?;
         self.send(&msg).await;
         Ok(())
     }
@@ -755,7 +769,7 @@ impl Session {
         text: &str,
         options: SendOptions,
     ) -> Result<String, DeliveryError> {
-        self.online()?;
+        self.reachable()?;
         let id = ids::random_hex(12);
         let text = self.shape(text);
         let msg = if options.streaming {
@@ -781,7 +795,7 @@ impl Session {
         text: &str,
         finalize: bool,
     ) -> Result<(), DeliveryError> {
-        self.online()?;
+        self.reachable()?;
         if self.streaming.as_deref() != Some(message_id) {
             return Err(DeliveryError::UnknownMessage(message_id.to_owned()));
         }
@@ -872,11 +886,12 @@ impl Session {
         args: Value,
         reply: oneshot::Sender<Result<Value, ActionError>>,
     ) {
-        let Some(conn) = &self.conn else {
-            let _ = reply.send(Err(ActionError::Delivery(DeliveryError::Offline(
-                self.chat(),
-            ))));
-            return;
+        let conn = match self.reachable() {
+            Ok(conn) => conn,
+            Err(err) => {
+                let _ = reply.send(Err(ActionError::Delivery(err)));
+                return;
+            }
         };
         if !conn.hello.actions.iter().any(|a| a.name == name) {
             let _ = reply.send(Err(ActionError::UnknownAction(name)));
@@ -958,10 +973,7 @@ impl Session {
 
     /// Speak on the device: a new stream replaces the one playing.
     async fn speak(&mut self, path: PathBuf) -> Result<(), DeliveryError> {
-        let conn = self
-            .conn
-            .as_ref()
-            .ok_or_else(|| DeliveryError::Offline(self.chat()))?;
+        let conn = self.reachable()?;
         let Some(speaker) = &conn.hello.caps.speaker else {
             return Err(DeliveryError::Unsupported {
                 chat: self.chat(),
@@ -1006,9 +1018,12 @@ impl Session {
     /// Fit a picture into the device's image box and send it; the work runs on its own
     /// task so the session keeps serving the device meanwhile.
     async fn show_image(&mut self, path: PathBuf, caption: Option<String>, reply: Reply<()>) {
-        let Some(conn) = &self.conn else {
-            let _ = reply.send(Err(DeliveryError::Offline(self.chat())));
-            return;
+        let conn = match self.reachable() {
+            Ok(conn) => conn,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return;
+            }
         };
         let outbox = conn.outbox.clone();
         let image_box = conn
@@ -1060,6 +1075,27 @@ impl Session {
                 .await;
             self.send_pairing().await;
         }
+    }
+}
+
+/// The device as the agent should know it, from its `hello`.
+fn profile(hello: &proto::Hello, charset: Charset, paired: bool) -> DeviceProfile {
+    let display = hello.caps.display.as_ref();
+    DeviceProfile {
+        paired,
+        screen: display.map(|d| Screen {
+            width: d.width,
+            height: d.height,
+            text_cols: d.text_cols,
+            text_rows: d.text_rows,
+        }),
+        charset: match charset {
+            Charset::Ascii => "ascii",
+            Charset::Utf8 => "utf8",
+        }
+        .into(),
+        speaker_rate: hello.caps.speaker.as_ref().map(|s| s.rate),
+        actions: hello.actions.iter().map(action_spec).collect(),
     }
 }
 

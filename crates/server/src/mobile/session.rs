@@ -597,6 +597,12 @@ impl Session {
             Call::Actions { reply } => {
                 let _ = reply.send(Ok(Vec::new()));
             }
+            Call::Profile { reply } => {
+                let _ = reply.send(Err(DeliveryError::Unsupported {
+                    chat: self.chat(),
+                    reason: "phones have no device profile".into(),
+                }));
+            }
         }
     }
 
