@@ -104,7 +104,19 @@ struct Caddy {
 }
 
 impl Caddy {
+    /// Caddy on a free port; another try on another port if someone took it first.
     fn start(gadget_port: u16, mobile_port: u16) -> Caddy {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Caddy::try_start(gadget_port, mobile_port) {
+                Ok(caddy) => return caddy,
+                Err(log) => last = log,
+            }
+        }
+        panic!("caddy did not start:\n{last}");
+    }
+
+    fn try_start(gadget_port: u16, mobile_port: u16) -> Result<Caddy, String> {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let config = dir.path().join("Caddyfile");
@@ -128,23 +140,19 @@ impl Caddy {
             log,
             _dir: dir,
         };
-        caddy.wait_until_listening();
-        caddy
-    }
-
-    fn wait_until_listening(&mut self) {
         let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("caddy exited ({status}):\n{}", self.log());
+        while TcpStream::connect(("127.0.0.1", caddy.port)).is_err() {
+            if let Some(status) = caddy.child.try_wait().unwrap() {
+                return Err(format!("caddy exited ({status}):\n{}", caddy.log()));
             }
             assert!(
                 started.elapsed() < PATIENCE,
                 "caddy did not listen:\n{}",
-                self.log()
+                caddy.log()
             );
             std::thread::sleep(Duration::from_millis(25));
         }
+        Ok(caddy)
     }
 
     fn url(&self, path: &str) -> String {
