@@ -289,6 +289,7 @@ async fn forget(
     let target = id.clone();
     let forgotten = blocking(move || store.forget(&target)).await?;
     state.gadget.tell(&id, Command::Forget).await;
+    state.gadget.waiting.leave(&id);
     forget_staged(&state.info.data_dir, &id).await;
     if !forgotten {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no device {id}")));

@@ -8,12 +8,17 @@ use std::time::Duration;
 use common::{Gadget, Harness, WAIT};
 use futures_util::SinkExt;
 use herald_gadget_proto::{auth, Auth, DeviceMessage, ErrorCode, ServerMessage};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
 /// The server must answer `error{code}` and close with 1008 and the code as reason.
-async fn expect_refusal(conn: &mut common::Conn, code: ErrorCode) {
+async fn expect_refusal<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut common::Conn<S>,
+    code: ErrorCode,
+) {
     match conn.recv().await {
         ServerMessage::Error(e) => assert_eq!(e.code, code, "{e:?}"),
         other => panic!("expected error {code:?}, got {other:?}"),
@@ -270,6 +275,88 @@ async fn enrollment_is_rationed_per_address() {
     .await;
     assert!(matches!(conn.recv().await, ServerMessage::Welcome(_)));
     late.connect(&h.url).await;
+}
+
+/// A gadget connection from `127.0.0.N`, for tests that count per source address.
+async fn open_from(
+    url: &str,
+    addr: std::net::SocketAddr,
+    last_octet: u8,
+) -> common::Conn<TcpStream> {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, last_octet], 0).into()).unwrap();
+    let tcp = socket.connect(addr).await.unwrap();
+    let (ws, _) = tokio_tungstenite::client_async(url, tcp).await.unwrap();
+    common::Conn { ws }
+}
+
+#[tokio::test]
+async fn unpaired_devices_wait_four_per_address_and_sixteen_in_all() {
+    let h = Harness::start_with(|_| {}).await;
+    let addr = h.server.gadget_addr();
+    let mut waiting = Vec::new();
+    // One address: four new devices enroll and wait, the fifth and every later one are
+    // busy and leave no record.
+    for _ in 0..4 {
+        let gadget = Gadget::new();
+        let mut conn = open_from(&h.url, addr, 2).await;
+        let welcome = gadget.handshake(&mut conn).await.unwrap();
+        assert!(!welcome.paired);
+        waiting.push((gadget, conn));
+    }
+    for _ in 0..20 {
+        let mut conn = open_from(&h.url, addr, 2).await;
+        conn.send(&DeviceMessage::Hello(Gadget::new().hello)).await;
+        expect_refusal(&mut conn, ErrorCode::Busy).await;
+    }
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    assert_eq!(devices.as_array().unwrap().len(), 4, "{devices}");
+
+    // A device that waits keeps its place when it comes back, also while others wait.
+    let (gadget, conn) = waiting.pop().unwrap();
+    drop(conn);
+    let mut conn = open_from(&h.url, addr, 2).await;
+    assert!(!gadget.handshake(&mut conn).await.unwrap().paired);
+    waiting.push((gadget, conn));
+
+    // Sixteen in all: three more addresses of four.
+    for octet in 3..6 {
+        for _ in 0..4 {
+            let gadget = Gadget::new();
+            let mut conn = open_from(&h.url, addr, octet).await;
+            gadget.handshake(&mut conn).await.unwrap();
+            waiting.push((gadget, conn));
+        }
+    }
+    let stranger = Gadget::new();
+    let mut conn = open_from(&h.url, addr, 9).await;
+    conn.send(&DeviceMessage::Hello(stranger.hello.clone()))
+        .await;
+    expect_refusal(&mut conn, ErrorCode::Busy).await;
+
+    // Approving one frees its place.
+    let (approved, mut approved_conn) = waiting.remove(0);
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(serde_json::json!({"platform": "gadget", "user_id": approved.id})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    approved_conn
+        .until(|m| matches!(m, ServerMessage::Paired(_)).then_some(()))
+        .await;
+    let mut conn = open_from(&h.url, addr, 9).await;
+    assert!(!stranger.handshake(&mut conn).await.unwrap().paired);
+    // And forgetting a waiting device frees another.
+    let (forgotten, _conn) = waiting.remove(0);
+    let (status, _) = h
+        .admin("DELETE", &format!("/v1/devices/{}", forgotten.id), None)
+        .await;
+    assert_eq!(status, 200);
+    let mut conn = open_from(&h.url, addr, 10).await;
+    assert!(!Gadget::new().handshake(&mut conn).await.unwrap().paired);
 }
 
 #[tokio::test]

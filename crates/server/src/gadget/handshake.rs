@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use herald_gadget_proto::{
@@ -134,12 +134,20 @@ where
     let device_id = hello.device_id.clone();
     let store = hub.store.clone();
     let known = blocking(move || store.device(&device_id)).await?;
-    // First contact is rationed until the key arrives; the permit drops with `admit`.
-    let _permit = match known {
+    // A new device needs a place among those waiting for pairing; it holds it until
+    // `admit` returns, by then paired or waiting.
+    let _reservation = match known {
         Some(_) => None,
-        None => Some(hub.enrolling.enter(peer.ip()).ok_or_else(|| {
-            Refusal::Tell(ErrorCode::Busy, "too many devices are enrolling".into())
-        })?),
+        None => {
+            let (reservation, expired) = hub.waiting.reserve(peer.ip(), Instant::now());
+            forget_expired(hub, expired).await;
+            Some(reservation.ok_or_else(|| {
+                Refusal::Tell(
+                    ErrorCode::Busy,
+                    "too many devices are waiting for pairing; approve or forget some".into(),
+                )
+            })?)
+        }
     };
 
     let mut nonce = [0u8; 16];
@@ -186,7 +194,31 @@ where
                 "the server could not check this device".into(),
             )
         })?;
+    if !paired {
+        hub.waiting.connected(&hello.device_id, peer.ip());
+    }
     Ok(Admitted { hello, paired })
+}
+
+/// Forget devices whose wait for pairing expired, unless approved meanwhile.
+async fn forget_expired(hub: &GadgetHub, expired: Vec<String>) {
+    let Some(authorizer) = hub.authorizer() else {
+        return;
+    };
+    for id in expired {
+        if !matches!(
+            authorizer.is_authorized(Platform::Gadget, &id).await,
+            Ok(false)
+        ) {
+            continue;
+        }
+        let store = hub.store.clone();
+        let target = id.clone();
+        match blocking(move || store.forget(&target)).await {
+            Ok(_) => info!(device = %id, "forgot a device that waited for pairing too long"),
+            Err(err) => tracing::warn!(%err, device = %id, "could not forget a device"),
+        }
+    }
 }
 
 /// First contact: the key must hash to the claimed id, and nobody else may hold it.

@@ -5,6 +5,7 @@
 //! - [`session`] is the per-device actor that owns everything stateful: the current
 //!   connection, heartbeat, turns, the question queue and pending actions;
 //! - [`prompts`] is the question queue itself, kept free of I/O;
+//! - [`waiting`] caps the devices that wait for pairing;
 //! - [`ota`] checks, stages and streams firmware updates for the session.
 //!
 //! A session outlives its connections, so a question asked while a device is away is
@@ -17,12 +18,12 @@ mod ota;
 mod prompts;
 mod session;
 mod socket;
+mod waiting;
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
 use herald_gadget_proto::limits;
@@ -41,6 +42,7 @@ use crate::store::Store;
 pub(crate) use ota::{forget_staged, PushError};
 pub(crate) use session::Command;
 use session::{Event, Session};
+use waiting::WaitingRoom;
 
 /// What every gadget session shares.
 pub(crate) struct GadgetHub {
@@ -51,7 +53,8 @@ pub(crate) struct GadgetHub {
     sessions: Mailboxes<Event>,
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
-    enrolling: EnrollGate,
+    /// Devices that are not paired yet, capped.
+    pub(crate) waiting: WaitingRoom,
     next_conn: AtomicU64,
     pub(crate) metrics: Arc<Metrics>,
     /// Where utterances are written for the agent.
@@ -72,7 +75,7 @@ impl GadgetHub {
             backend: OnceLock::new(),
             sessions: Mailboxes::default(),
             online: DashMap::new(),
-            enrolling: EnrollGate::default(),
+            waiting: WaitingRoom::default(),
             next_conn: AtomicU64::new(1),
             metrics,
         }
@@ -169,66 +172,5 @@ pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
         refuse_url_token: false,
         about: "Herald's gadget endpoint: devices connect here with a WebSocket (gadget protocol v1).\n",
         pages: &[],
-    }
-}
-
-/// Rations first-contact enrollments: devices between `challenge` and `auth` whose key
-/// is not stored yet, in all and from one address.
-#[derive(Default)]
-struct EnrollGate {
-    waiting: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// Holds one enrollment place until dropped.
-struct EnrollPermit<'a> {
-    gate: &'a EnrollGate,
-    addr: IpAddr,
-}
-
-impl EnrollGate {
-    fn enter(&self, addr: IpAddr) -> Option<EnrollPermit<'_>> {
-        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        let total: usize = waiting.values().sum();
-        let here = waiting.get(&addr).copied().unwrap_or(0);
-        if total >= limits::MAX_PENDING_ENROLLMENTS
-            || here >= limits::MAX_PENDING_ENROLLMENTS_PER_ADDR
-        {
-            return None;
-        }
-        waiting.insert(addr, here + 1);
-        Some(EnrollPermit { gate: self, addr })
-    }
-}
-
-impl Drop for EnrollPermit<'_> {
-    fn drop(&mut self) {
-        let mut waiting = self.gate.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = waiting.get_mut(&self.addr) {
-            *count -= 1;
-            if *count == 0 {
-                waiting.remove(&self.addr);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn enroll_gate_caps_per_address_and_in_all() {
-        let gate = EnrollGate::default();
-        let a = IpAddr::from([127, 0, 0, 1]);
-        let held: Vec<_> = (0..4).map(|_| gate.enter(a).unwrap()).collect();
-        assert!(gate.enter(a).is_none());
-        drop(held);
-        let mut held = Vec::new();
-        for i in 0..16u8 {
-            held.push(gate.enter(IpAddr::from([127, 0, 1, i])).unwrap());
-        }
-        assert!(gate.enter(IpAddr::from([127, 0, 2, 1])).is_none());
-        held.pop();
-        assert!(gate.enter(IpAddr::from([127, 0, 2, 1])).is_some());
     }
 }

@@ -314,6 +314,11 @@ impl Session {
         self.utterance = None;
         if self.conn.take().is_some() {
             self.hub.online.remove(&self.device_id);
+            if !self.paired {
+                self.hub
+                    .waiting
+                    .disconnected(&self.device_id, Instant::now().into_std());
+            }
             self.ota.detached().await;
             self.fail_actions(ActionError::Disconnected);
             self.streaming = None;
@@ -1064,6 +1069,9 @@ impl Session {
             return;
         }
         self.paired = paired;
+        if paired {
+            self.hub.waiting.leave(&self.device_id);
+        }
         if self.conn.is_none() {
             return;
         }
