@@ -303,6 +303,17 @@ async fn pictures_are_fitted_and_sent_in_chunks() {
         }
     }
     assert_eq!(bytes, 261 * 196 * 2);
+    // The caption follows as a reply, which stays on screen under the picture (a
+    // notice would be hidden behind it).
+    let caption = conn
+        .until(|m| match m {
+            ServerMessage::Reply(r) => Some(r),
+            ServerMessage::Notice(n) => panic!("the caption came as a notice: {n:?}"),
+            _ => None,
+        })
+        .await;
+    assert_eq!(caption.text, "A demo picture");
+    assert!(!caption.interim);
 
     // Without an image box: a notice instead.
     let (mut plain, _) = Gadget::new().connect(&h.url).await;

@@ -1045,13 +1045,20 @@ impl Session {
         };
         let stream = self.stream_id();
         let caption = caption.map(|c| self.shape(&c));
+        let turn = self.turn.clone();
         let chat = self.chat();
         tokio::spawn(async move {
             let result = match image::send(&path, image_box, stream, &outbox).await {
                 Ok(_) => {
+                    // A reply, not a notice: devices hide notices behind a picture,
+                    // while a reply stays in the conversation under it.
                     if let Some(text) = caption.filter(|c| !c.is_empty()) {
-                        let notice = ServerMessage::Notice(proto::Notice { text, ttl_s: None });
-                        let _ = outbox.send(Outgoing::Text(notice.encode())).await;
+                        let caption = ServerMessage::Reply(proto::Reply {
+                            turn,
+                            text,
+                            interim: false,
+                        });
+                        let _ = outbox.send(Outgoing::Text(caption.encode())).await;
                     }
                     Ok(())
                 }
