@@ -301,9 +301,15 @@ fn the_documented_caddyfile_carries_a_gadget_and_a_phone() {
     let mobile_port = port_of(&serve.url("Phones connect to:"));
     let caddy = Caddy::start(gadget_port, mobile_port);
 
-    // Only the two device endpoints are public.
-    let status = http_status(&format!("http://127.0.0.1:{}/v1/info", caddy.port));
-    assert_eq!(status, 404, "{}", caddy.log());
+    // Only the two device endpoints are public, with or without the trailing slash
+    // people type: herald answers a request there that is not an upgrade with 426.
+    let http = |path: &str| http_status(&format!("http://127.0.0.1:{}{path}", caddy.port));
+    for path in ["/gadget", "/gadget/", "/ws", "/ws/"] {
+        assert_eq!(http(path), 426, "{path}");
+    }
+    for path in ["/v1/info", "/healthz", "/gadgets"] {
+        assert_eq!(http(path), 404, "{path}");
+    }
 
     // A gadget: handshake, a pairing code the owner approves, a typed turn.
     let state = serve.dir.path().join("proxied-gadget");
