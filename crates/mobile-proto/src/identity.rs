@@ -95,15 +95,7 @@ impl TokenSet {
                 digest: d,
             });
         }
-        for (index, entry) in extra.unwrap_or("").split(',').enumerate() {
-            let entry = entry.trim();
-            if entry.is_empty() {
-                continue;
-            }
-            let (label, token) = match entry.split_once(':') {
-                Some((label, token)) => (Some(label.trim()), token.trim()),
-                None => (None, entry),
-            };
+        for (index, label, token) in Self::entries(extra.unwrap_or("")) {
             if label == Some("") {
                 return Err(TokenError::EmptyLabel { index });
             }
@@ -123,6 +115,21 @@ impl TokenSet {
             });
         }
         Ok(set)
+    }
+
+    /// The `(index, label, token)` entries of a `label:token,…` list, trimmed, blank
+    /// entries skipped, as [`TokenSet::parse`] reads them.
+    pub fn entries(extra: &str) -> impl Iterator<Item = (usize, Option<&str>, &str)> {
+        extra.split(',').enumerate().filter_map(|(index, entry)| {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                return None;
+            }
+            Some(match entry.split_once(':') {
+                Some((label, token)) => (index, Some(label.trim()), token.trim()),
+                None => (index, None, entry),
+            })
+        })
     }
 
     /// The user id the token stands for, or `None` if it is not configured.

@@ -71,7 +71,7 @@ async fn ready_names_the_session_and_capabilities() {
 async fn hello_must_come_first_with_a_good_token() {
     let h = Harness::start_with(|c| {
         c.mobile.allowed_devices = vec!["tel-ok".into(), "tel-other".into()];
-        c.mobile.extra_tokens = Some(Secret("bob:bobs-token".into()));
+        c.mobile.extra_tokens = Some(Secret("bob:bobs-token-0123456789abcdef0123456789".into()));
     })
     .await;
     let mut phone = Phone::open(&h.mobile_url).await;
@@ -101,9 +101,16 @@ async fn hello_must_come_first_with_a_good_token() {
     // The first user owns a device id; another user's token gets forbidden.
     Phone::connect(&h.mobile_url, APP_TOKEN, "tel-ok").await;
     let mut phone = Phone::open(&h.mobile_url).await;
-    phone.hello("bobs-token", "tel-ok").await;
+    phone
+        .hello("bobs-token-0123456789abcdef0123456789", "tel-ok")
+        .await;
     expect_refusal(&mut phone, ErrorCode::Forbidden).await;
-    Phone::connect(&h.mobile_url, "bobs-token", "tel-other").await;
+    Phone::connect(
+        &h.mobile_url,
+        "bobs-token-0123456789abcdef0123456789",
+        "tel-other",
+    )
+    .await;
 
     // A token in the URL is refused outright.
     let url = format!("{}?token={APP_TOKEN}", h.mobile_url);
@@ -373,7 +380,7 @@ async fn cards_expire_on_their_own() {
 async fn unpaired_users_get_a_code_and_approval_lets_them_in() {
     let (factory, _port, mut inbox) = capture();
     let mut config = test_config();
-    config.mobile.extra_tokens = Some(Secret("carol:carols-token".into()));
+    config.mobile.extra_tokens = Some(Secret("carol:carols-token-0123456789abcdef01234567".into()));
     let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
     let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
     phone.text("m1", "hello?").await;
@@ -399,7 +406,12 @@ async fn unpaired_users_get_a_code_and_approval_lets_them_in() {
     assert_eq!(inbound.message_id, "m2");
 
     // Approval by user id, while connected.
-    let (mut carol, _) = Phone::connect(&h.mobile_url, "carols-token", "tel-c").await;
+    let (mut carol, _) = Phone::connect(
+        &h.mobile_url,
+        "carols-token-0123456789abcdef01234567",
+        "tel-c",
+    )
+    .await;
     carol.text("c1", "me too").await;
     assert!(carol.reply().await.contains("Pairing code"));
     let (status, _) = h
@@ -612,11 +624,16 @@ async fn the_demo_agent_hears_voice_and_sends_pictures() {
 async fn deliver_reaches_connected_phones_only() {
     let h = Harness::start_with(|c| {
         c.mobile.allow_all_users = true;
-        c.mobile.deliver_tokens = vec![Secret("cron-secret".into())];
+        c.mobile.deliver_tokens = vec![Secret("cron-secret-0123456789abcdef0123456789".into())];
     })
     .await;
     let (mut target, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
-    let (mut cron, _) = Phone::connect(&h.mobile_url, "cron-secret", "cron").await;
+    let (mut cron, _) = Phone::connect(
+        &h.mobile_url,
+        "cron-secret-0123456789abcdef0123456789",
+        "cron",
+    )
+    .await;
     cron.send(json!({"t": "deliver", "to": "tel-1", "text": "Reminder: water the plants"}))
         .await;
     assert_eq!(target.reply().await, "Reminder: water the plants");

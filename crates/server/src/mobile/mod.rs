@@ -78,6 +78,40 @@ pub(crate) struct MobileHub {
 pub enum MobileSetupError {
     #[error("MOBILE_TOKEN / MOBILE_EXTRA_TOKENS: {0}")]
     Tokens(#[from] herald_mobile_proto::TokenError),
+    #[error(
+        "{which} is too short: a token is a password anyone who reaches the port may guess; \
+         use at least {MIN_TOKEN_CHARS} characters (for example `openssl rand -hex 32`)"
+    )]
+    WeakToken { which: String },
+}
+
+/// The shortest app or deliver token accepted at start-up.
+pub const MIN_TOKEN_CHARS: usize = 32;
+
+/// Refuse tokens short enough to guess.
+fn check_strength(app_token: &str, config: &MobileConfig) -> Result<(), MobileSetupError> {
+    let weak = |token: &str| token.trim().chars().count() < MIN_TOKEN_CHARS;
+    if weak(app_token) {
+        return Err(MobileSetupError::WeakToken {
+            which: "MOBILE_TOKEN".into(),
+        });
+    }
+    let extra = config.extra_tokens.as_ref().map_or("", |s| s.expose());
+    for (index, label, token) in TokenSet::entries(extra) {
+        if weak(token) {
+            let which = match label {
+                Some(label) => format!("MOBILE_EXTRA_TOKENS entry {index} ({label})"),
+                None => format!("MOBILE_EXTRA_TOKENS entry {index}"),
+            };
+            return Err(MobileSetupError::WeakToken { which });
+        }
+    }
+    match config.deliver_tokens.iter().position(|t| weak(t.expose())) {
+        Some(index) => Err(MobileSetupError::WeakToken {
+            which: format!("MOBILE_DELIVER_TOKENS entry {index}"),
+        }),
+        None => Ok(()),
+    }
 }
 
 impl MobileHub {
@@ -88,6 +122,7 @@ impl MobileHub {
         media_dir: PathBuf,
         metrics: Arc<Metrics>,
     ) -> Result<Self, MobileSetupError> {
+        check_strength(app_token, &config)?;
         let extra = config.extra_tokens.as_ref().map(|s| s.expose());
         let tokens = TokenSet::parse(Some(app_token), extra)?;
         let deliver = config

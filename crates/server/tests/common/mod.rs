@@ -33,7 +33,7 @@ pub struct Harness {
 }
 
 /// The app token test servers accept.
-pub const APP_TOKEN: &str = "test-app-token";
+pub const APP_TOKEN: &str = "test-app-token-0123456789abcdef0123";
 
 pub fn test_config() -> Config {
     let mut config = Config::default();
