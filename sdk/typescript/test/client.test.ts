@@ -62,7 +62,7 @@ test("connects, says hello, exposes ready and its capabilities", async () => {
   assert.equal(caps.max_frame_bytes, 16 * 1024 * 1024);
   assert.ok(caps.streaming && caps.voice);
   assert.deepEqual(caps.prompts, ["exec_approval", "confirm", "clarify"]);
-  if (info.avatarUrl !== undefined) assert.match(info.avatarUrl, /^https?:\/\//, "avatar_url made absolute");
+  assert.equal(info.avatarUrl, `http://127.0.0.1:${herald.mobilePort}/avatar.html`, "herald's own avatar page, made absolute");
   const pong = c.once("frame", (f) => f.t === "pong");
   c.ping();
   await within(2000, "pong", pong);

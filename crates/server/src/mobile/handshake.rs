@@ -48,7 +48,13 @@ where
     };
     let ready = ServerFrame::Ready {
         session: proto::session_key(&hello.device.id),
-        avatar_url: hub.config.avatar_url.clone(),
+        // Without MOBILE_AVATAR_URL, the avatar page herald serves itself.
+        avatar_url: Some(
+            hub.config
+                .avatar_url
+                .clone()
+                .unwrap_or_else(|| crate::web::AVATAR_PATH.to_owned()),
+        ),
         capabilities: hub.capabilities(),
     };
     let ready = ready.encode();

@@ -1,0 +1,432 @@
+// The browser chat herald serves at `/` on the phone port: the TypeScript SDK, a page of
+// plain HTML, and the avatar beside it. Built by build.mjs into one file, dist/chat.js.
+
+import {
+  encodeWav,
+  HeraldClient,
+  newId,
+  toVoiceSamples,
+  type Card,
+  type ConnectionState,
+  type MediaKindUp,
+  type ReceivedMedia,
+  type Reply,
+} from "../../sdk/typescript/src/index.js";
+
+const STORE = { token: "herald.token", device: "herald.device", name: "herald.name", url: "herald.url" } as const;
+
+function $<T extends HTMLElement>(id: string): T {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`#${id} is missing`);
+  return el as T;
+}
+
+const ui = {
+  status: $<HTMLParagraphElement>("status"),
+  settings: $<HTMLFormElement>("settings"),
+  openSettings: $<HTMLButtonElement>("open-settings"),
+  token: $<HTMLInputElement>("token"),
+  deviceName: $<HTMLInputElement>("device-name"),
+  url: $<HTMLInputElement>("url"),
+  deviceId: $<HTMLElement>("device-id"),
+  forget: $<HTMLButtonElement>("forget"),
+  messages: $<HTMLOListElement>("messages"),
+  typing: $<HTMLParagraphElement>("typing"),
+  uploads: $<HTMLDivElement>("uploads"),
+  composer: $<HTMLFormElement>("composer"),
+  text: $<HTMLTextAreaElement>("text"),
+  file: $<HTMLInputElement>("file"),
+  record: $<HTMLButtonElement>("record"),
+  avatar: $<HTMLIFrameElement>("avatar"),
+};
+
+/** This browser's device id: made once, kept in localStorage. */
+function deviceId(): string {
+  let id = localStorage.getItem(STORE.device);
+  if (!id) {
+    id = newId("web");
+    localStorage.setItem(STORE.device, id);
+  }
+  return id;
+}
+
+function defaultUrl(): string {
+  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+}
+
+// ---- the avatar ----
+
+type AvatarCall = "setState" | "speak" | "setVolume";
+interface AvatarApi {
+  setState(state: string): void;
+  speak(text: string): void;
+  setVolume(level: number): void;
+}
+
+function avatar(call: AvatarCall, arg: string | number): void {
+  const win = ui.avatar.contentWindow as (Window & { hermesAvatar?: AvatarApi }) | null;
+  if (!win) return;
+  try {
+    const api = win.hermesAvatar;
+    if (api) {
+      (api[call] as (a: string | number) => void)(arg);
+      return;
+    }
+  } catch {
+    // Another origin: fall through to postMessage, which the avatar page also takes.
+  }
+  win.postMessage({ hermesAvatar: call, args: [arg] }, "*");
+}
+
+// ---- the conversation ----
+
+function scrollDown(): void {
+  ui.messages.scrollTop = ui.messages.scrollHeight;
+}
+
+function bubble(kind: "me" | "agent" | "notice" | "card", key?: string): HTMLLIElement {
+  const existing = key ? ui.messages.querySelector<HTMLLIElement>(`li[data-id="${CSS.escape(key)}"]`) : null;
+  if (existing) return existing;
+  const li = document.createElement("li");
+  li.className = kind;
+  if (key) li.dataset["id"] = key;
+  ui.messages.append(li);
+  return li;
+}
+
+function notice(text: string): void {
+  bubble("notice").textContent = text;
+  scrollDown();
+}
+
+function showReply(reply: Reply): void {
+  const li = bubble("agent", reply.id);
+  li.textContent = reply.text;
+  li.dataset["final"] = String(reply.final);
+  if (reply.final) avatar("speak", reply.text);
+  scrollDown();
+}
+
+function showCard(c: Card, client: HeraldClient): void {
+  const li = bubble("card", c.id);
+  li.replaceChildren();
+  const text = document.createElement("p");
+  text.textContent = c.text;
+  li.append(text);
+  if (c.command) {
+    const pre = document.createElement("pre");
+    pre.textContent = c.command;
+    li.append(pre);
+  }
+  if (c.description) {
+    const p = document.createElement("p");
+    p.className = "small";
+    p.textContent = c.description;
+    li.append(p);
+  }
+  const options = document.createElement("div");
+  options.className = "options";
+  for (const o of c.options) {
+    if (o.id === "other") continue;
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = o.label;
+    b.dataset["option"] = o.id;
+    if (o.style === "primary" || o.style === "danger") b.className = o.style;
+    b.addEventListener("click", () => {
+      client.answer(c.id, o.id);
+      for (const other of li.querySelectorAll("button")) other.disabled = true;
+    });
+    options.append(b);
+  }
+  li.append(options);
+  if (c.allowsText) {
+    const form = document.createElement("form");
+    form.className = "row";
+    const input = document.createElement("input");
+    input.placeholder = "Or type your own answer";
+    input.setAttribute("aria-label", "Your own answer");
+    const b = document.createElement("button");
+    b.textContent = "Answer";
+    form.append(input, b);
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      if (!input.value.trim()) return;
+      client.answerText(c.id, input.value.trim());
+      for (const other of li.querySelectorAll("button")) other.disabled = true;
+    });
+    li.append(form);
+  }
+  scrollDown();
+}
+
+function closeCard(promptId: string, optionId: string | undefined, expired: boolean): void {
+  const li = ui.messages.querySelector<HTMLLIElement>(`li.card[data-id="${CSS.escape(promptId)}"]`);
+  if (!li) return;
+  li.dataset["done"] = optionId ?? "expired";
+  for (const b of li.querySelectorAll("button")) b.disabled = true;
+  const p = document.createElement("p");
+  p.className = "small";
+  const label = [...li.querySelectorAll<HTMLButtonElement>("button[data-option]")].find((b) => b.dataset["option"] === optionId)?.textContent;
+  p.textContent = expired ? "This question has expired." : `Answered: ${label ?? optionId ?? ""}`;
+  li.append(p);
+}
+
+function showMedia(m: ReceivedMedia): void {
+  const li = bubble("agent", `media-${m.id}`);
+  li.replaceChildren();
+  const href = m.data ? URL.createObjectURL(new Blob([m.data as Uint8Array<ArrayBuffer>], { type: m.mime })) : m.url;
+  if (!href) return;
+  if (m.mime.startsWith("image/") && (m.kind === "image" || m.kind === "animation")) {
+    const img = document.createElement("img");
+    img.src = href;
+    img.alt = m.caption ?? m.filename ?? "A picture from the agent";
+    li.append(img);
+  } else if (m.kind === "voice" || m.mime.startsWith("audio/")) {
+    const audio = document.createElement("audio");
+    audio.controls = true;
+    audio.src = href;
+    li.append(audio);
+  } else if (m.kind === "video" || m.mime.startsWith("video/")) {
+    const video = document.createElement("video");
+    video.controls = true;
+    video.src = href;
+    li.append(video);
+  }
+  const a = document.createElement("a");
+  a.href = href;
+  a.download = m.filename ?? `${m.kind}-${m.id}`;
+  a.textContent = `Download ${m.filename ?? m.kind}`;
+  li.append(a);
+  if (m.caption) {
+    const p = document.createElement("p");
+    p.textContent = m.caption;
+    li.append(p);
+  }
+  scrollDown();
+}
+
+function statusText(state: ConnectionState): string {
+  switch (state) {
+    case "idle":
+      return "Not connected";
+    case "connecting":
+      return "Connecting…";
+    case "ready":
+      return "Connected";
+    case "waiting":
+      return "Connection lost; trying again soon";
+    case "stopped":
+      return "Disconnected";
+  }
+}
+
+function setStatus(state: ConnectionState, text = statusText(state)): void {
+  ui.status.dataset["state"] = state;
+  ui.status.textContent = text;
+}
+
+// ---- uploads and voice ----
+
+function kindOf(file: File): MediaKindUp {
+  if (file.type.startsWith("image/")) return "image";
+  if (file.type.startsWith("video/")) return "video";
+  if (file.type.startsWith("audio/")) return "audio";
+  return "document";
+}
+
+async function sendFile(client: HeraldClient, file: File): Promise<void> {
+  const bytes = new Uint8Array(await file.arrayBuffer());
+  const row = document.createElement("label");
+  row.textContent = `${file.name} `;
+  const bar = document.createElement("progress");
+  bar.max = Math.max(1, bytes.length);
+  bar.value = 0;
+  row.append(bar);
+  // Listen first: a small file leaves at once, inside upload().
+  const id = newId("f");
+  bar.dataset["id"] = id;
+  ui.uploads.append(row);
+  const off = client.on("uploadProgress", (p) => {
+    if (p.id !== id) return;
+    bar.value = p.sentBytes;
+    if (p.sentBytes >= p.totalBytes) {
+      off();
+      row.dataset["done"] = "true";
+      setTimeout(() => row.remove(), 1500);
+    }
+  });
+  try {
+    client.upload(bytes, { id, kind: kindOf(file), mime: file.type || "application/octet-stream", filename: file.name });
+  } catch (e) {
+    off();
+    row.remove();
+    notice(`Not sent: ${(e as Error).message}`);
+    return;
+  }
+  bubble("me", id).textContent = `File: ${file.name}`;
+  scrollDown();
+}
+
+interface Recording {
+  stop(): Promise<Uint8Array>;
+}
+
+async function startRecording(onLevel: (level: number) => void): Promise<Recording> {
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true } });
+  const ctx = new AudioContext();
+  const source = ctx.createMediaStreamSource(stream);
+  // ScriptProcessor is old but everywhere, and needs no second file for a worklet.
+  const node = ctx.createScriptProcessor(4096, 1, 1);
+  const chunks: Float32Array[] = [];
+  node.onaudioprocess = (e) => {
+    const input = e.inputBuffer.getChannelData(0);
+    chunks.push(new Float32Array(input));
+    let peak = 0;
+    for (const s of input) peak = Math.max(peak, Math.abs(s));
+    onLevel(peak);
+  };
+  source.connect(node);
+  node.connect(ctx.destination);
+  return {
+    async stop() {
+      node.disconnect();
+      source.disconnect();
+      for (const t of stream.getTracks()) t.stop();
+      const rate = ctx.sampleRate;
+      await ctx.close();
+      const all = new Float32Array(chunks.reduce((n, c) => n + c.length, 0));
+      let at = 0;
+      for (const c of chunks) {
+        all.set(c, at);
+        at += c.length;
+      }
+      return encodeWav(toVoiceSamples(all, rate));
+    },
+  };
+}
+
+// ---- wiring ----
+
+let client: HeraldClient | undefined;
+
+function connect(): void {
+  const token = localStorage.getItem(STORE.token);
+  if (!token) {
+    ui.settings.hidden = false;
+    ui.token.focus();
+    return;
+  }
+  client?.close();
+  const name = localStorage.getItem(STORE.name) || "Browser";
+  const c = new HeraldClient({
+    url: localStorage.getItem(STORE.url) || defaultUrl(),
+    token,
+    device: { id: deviceId(), name, platform: "web" },
+  });
+  client = c;
+  c.on("state", (s) => setStatus(s));
+  c.on("ready", (info) => {
+    if (info.avatarUrl && ui.avatar.src !== info.avatarUrl) ui.avatar.src = info.avatarUrl;
+  });
+  c.on("message", showReply);
+  c.on("typing", (on) => {
+    ui.typing.hidden = !on;
+  });
+  c.on("avatar", (state) => avatar("setState", state));
+  c.on("prompt", (card) => showCard(card, c));
+  c.on("promptDone", (d) => closeCard(d.promptId, d.optionId, d.expired));
+  c.on("media", showMedia);
+  c.on("error", (e) => notice(`Error (${e.code}): ${e.message}`));
+  c.on("noAccess", ({ reason }) => {
+    setStatus("stopped", `No access: ${reason}`);
+    ui.settings.hidden = false;
+  });
+  c.on("replaced", () => setStatus("stopped", "Disconnected: this browser's chat is open somewhere else"));
+  c.connect();
+}
+
+function init(): void {
+  ui.deviceId.textContent = deviceId();
+  ui.url.value = localStorage.getItem(STORE.url) || defaultUrl();
+  ui.deviceName.value = localStorage.getItem(STORE.name) || "Browser";
+  ui.token.value = localStorage.getItem(STORE.token) ?? "";
+
+  ui.openSettings.addEventListener("click", () => {
+    ui.settings.hidden = !ui.settings.hidden;
+  });
+  ui.settings.addEventListener("submit", (e) => {
+    e.preventDefault();
+    localStorage.setItem(STORE.token, ui.token.value.trim());
+    localStorage.setItem(STORE.name, ui.deviceName.value.trim() || "Browser");
+    if (ui.url.value.trim() && ui.url.value.trim() !== defaultUrl()) localStorage.setItem(STORE.url, ui.url.value.trim());
+    else localStorage.removeItem(STORE.url);
+    ui.settings.hidden = true;
+    connect();
+  });
+  ui.forget.addEventListener("click", () => {
+    localStorage.removeItem(STORE.token);
+    ui.token.value = "";
+    client?.close();
+    client = undefined;
+    setStatus("idle");
+  });
+
+  ui.composer.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = ui.text.value.trim();
+    if (!text || !client) return;
+    try {
+      const id = client.send(text);
+      bubble("me", id).textContent = text;
+      ui.text.value = "";
+      scrollDown();
+    } catch (err) {
+      notice(`Not sent: ${(err as Error).message}`);
+    }
+  });
+  ui.text.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      ui.composer.requestSubmit();
+    }
+  });
+  ui.file.addEventListener("change", () => {
+    const file = ui.file.files?.[0];
+    if (file && client) void sendFile(client, file);
+    ui.file.value = "";
+  });
+
+  let recording: Recording | undefined;
+  ui.record.textContent = "Record voice";
+  ui.record.addEventListener("click", async () => {
+    if (!client) return;
+    if (!recording) {
+      try {
+        recording = await startRecording((level) => avatar("setVolume", level));
+        ui.record.setAttribute("aria-pressed", "true");
+        ui.record.textContent = "Stop and send";
+      } catch (e) {
+        notice(`No microphone: ${(e as Error).message}`);
+      }
+      return;
+    }
+    const r = recording;
+    recording = undefined;
+    ui.record.setAttribute("aria-pressed", "false");
+    ui.record.textContent = "Record voice";
+    avatar("setVolume", 0);
+    try {
+      const wav = await r.stop();
+      const id = client.sendVoice(wav);
+      bubble("me", id).textContent = "Voice message";
+      scrollDown();
+    } catch (e) {
+      notice(`Not sent: ${(e as Error).message}`);
+    }
+  });
+
+  connect();
+}
+
+init();

@@ -1,0 +1,161 @@
+// The browser chat in a real browser (Debian's chromium, headless, driven by
+// playwright-core) against a real `herald serve`: pairing, a streamed reply, a card, an
+// upload, a picture from the agent, voice from the (fake) microphone, and the avatar's
+// states. Screenshots go to $HERALD_ARTIFACTS/web (default: target/artifacts/web).
+
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+// The SDK's test helper: starts herald on free ports with its own data dir.
+import { Herald, TOKEN } from "../../sdk/typescript/build/test/herald.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, "../..");
+const shots = join(process.env.HERALD_ARTIFACTS ?? join(root, "target/artifacts"), "web");
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+// A 2×2 PNG, red, green, blue and white.
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP4z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==",
+  "base64",
+);
+
+test("the browser chat: pairing, streamed reply, card, upload, media, voice, avatar", { timeout: 120_000 }, async (t) => {
+  mkdirSync(shots, { recursive: true });
+  const herald = await Herald.start();
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-background-networking", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"],
+  });
+  t.after(async () => {
+    await browser.close();
+    await herald.stop();
+  });
+  const page = await browser.newPage({ viewport: { width: 1100, height: 760 } });
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()}`));
+  page.on("request", (r) => {
+    if (!r.url().startsWith(`http://127.0.0.1:${herald.mobilePort}/`) && !r.url().startsWith("blob:") && !r.url().startsWith("data:")) {
+      problems.push(`request to another host: ${r.url()}`);
+    }
+  });
+  const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  const agentSays = (text) => page.locator("#messages li.agent", { hasText: text });
+
+  await t.test("the page, its script and the avatar are served by herald", async () => {
+    await page.goto(`http://127.0.0.1:${herald.mobilePort}/`);
+    await page.locator("#settings").waitFor({ state: "visible" });
+    const avatar = page.frame({ url: /\/avatar\.html$/ });
+    assert.ok(avatar, "the avatar frame");
+    await avatar.waitForFunction(() => typeof window.hermesAvatar?.setState === "function");
+    assert.equal(await avatar.locator("#state").textContent(), "idle");
+    await shot("1-settings");
+  });
+
+  await t.test("token entry is kept in the browser; connected", async () => {
+    await page.fill("#token", TOKEN);
+    await page.fill("#device-name", "Headless Chromium");
+    await page.click("#connect");
+    await page.locator("#status[data-state=ready]").waitFor();
+    assert.equal(await page.evaluate(() => localStorage.getItem("herald.token")), TOKEN);
+    // The avatar named in ready is herald's own page.
+    assert.equal(await page.locator("#avatar").evaluate((f) => f.src), `http://127.0.0.1:${herald.mobilePort}/avatar.html`);
+  });
+
+  await t.test("the first message shows a pairing code, approved with the CLI", async () => {
+    await page.fill("#text", "hello");
+    await page.press("#text", "Enter");
+    const pairing = agentSays("Pairing code:");
+    await pairing.waitFor();
+    const code = /Pairing code: ([A-Z0-9]+)/.exec(await pairing.textContent())?.[1];
+    assert.ok(code, "a code in the message");
+    await shot("2-pairing");
+    const out = await herald.cli("pairing", "approve", "mobile", code);
+    assert.ok(out.length >= 0);
+  });
+
+  await t.test("a text turn streams into one bubble; the avatar thinks, speaks, idles", async () => {
+    const avatar = page.frame({ url: /\/avatar\.html/ });
+    await avatar.evaluate(() => {
+      window.__states = [];
+      new MutationObserver(() => window.__states.push(document.body.dataset.state)).observe(document.body, {
+        attributes: true,
+        attributeFilter: ["data-state"],
+      });
+    });
+    await page.evaluate(() => {
+      window.__texts = {};
+      new MutationObserver(() => {
+        for (const li of document.querySelectorAll("#messages li.agent[data-id]")) {
+          const seen = (window.__texts[li.dataset.id] ??= []);
+          if (seen.at(-1) !== li.textContent) seen.push(li.textContent);
+        }
+      }).observe(document.getElementById("messages"), { subtree: true, childList: true, characterData: true });
+    });
+    const sentence = "the quick brown fox jumps over the lazy dog";
+    await page.fill("#text", sentence);
+    await page.click("#send");
+    const reply = page.locator("#messages li.agent[data-final=true]", { hasText: `You said: ${sentence}` });
+    await reply.waitFor();
+    assert.equal(await agentSays("You said:").count(), 1, "edits redraw one bubble");
+    const id = await reply.getAttribute("data-id");
+    const texts = await page.evaluate((id) => window.__texts[id], id);
+    assert.ok(texts.length >= 3, `streamed in steps: ${JSON.stringify(texts)}`);
+    for (let i = 1; i < texts.length; i++) assert.ok(texts[i].startsWith(texts[i - 1]), JSON.stringify(texts));
+    await avatar.waitForFunction(() => document.body.dataset.state === "idle" && window.__states.includes("speaking"));
+    const states = await avatar.evaluate(() => window.__states);
+    assert.deepEqual(states.slice(0, 2), ["thinking", "speaking"], JSON.stringify(states));
+    assert.equal(states.at(-1), "idle");
+    assert.equal(await avatar.locator("#line").textContent(), `You said: ${sentence}`, "speak() shows the line");
+    await shot("3-streamed");
+  });
+
+  await t.test("a card answered by a click", async () => {
+    await page.fill("#text", "/ask Shall we go on?");
+    await page.click("#send");
+    const card = page.locator("#messages li.card", { hasText: "Shall we go on?" });
+    await card.waitFor();
+    await shot("4-card");
+    await card.getByRole("button", { name: "Confirm", exact: true }).click();
+    await agentSays("You answered yes.").waitFor();
+    await card.locator("text=Answered: Confirm").waitFor();
+  });
+
+  await t.test("an upload with progress", async () => {
+    const done = page.waitForFunction(() => [...document.querySelectorAll("#uploads progress")].some((p) => p.value === p.max));
+    await page.setInputFiles("#file", { name: "dots.png", mimeType: "image/png", buffer: PNG });
+    await done;
+    await agentSays("Got your image.").waitFor();
+  });
+
+  await t.test("a picture from the agent is shown", async () => {
+    await page.fill("#text", "/image");
+    await page.click("#send");
+    const img = page.locator("#messages li.agent img");
+    await img.waitFor();
+    await page.waitForFunction(() => document.querySelector("#messages li.agent img")?.naturalWidth > 0);
+    assert.equal(await img.getAttribute("alt"), "A demo picture");
+    await shot("5-media");
+  });
+
+  await t.test("voice from the microphone, as a 16 kHz WAV", async () => {
+    await page.click("#record");
+    await page.locator("#record[aria-pressed=true]").waitFor();
+    await page.waitForTimeout(1200);
+    await page.click("#record");
+    const heard = agentSays("I heard");
+    await heard.waitFor();
+    const seconds = Number(/I heard ([\d.]+) seconds/.exec(await heard.textContent())?.[1]);
+    assert.ok(seconds >= 0.8 && seconds <= 3, `recorded ${seconds} s`);
+    await page.locator("#messages li.agent audio").waitFor();
+    await shot("6-voice");
+  });
+
+  assert.deepEqual(problems, []);
+});
