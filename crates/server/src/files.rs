@@ -1,4 +1,5 @@
-//! Writing small private files (tokens, endpoints) so a crash never leaves half of one.
+//! Private files: small ones (tokens, endpoints) written so a crash never leaves half
+//! of one, and the data directory's lock.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,15 +13,8 @@ pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
     let result = (|| {
-        let mut file = options.open(&tmp)?;
+        let mut file = private_options(true).open(&tmp)?;
         file.write_all(contents)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -29,6 +23,22 @@ pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Open `path` for writing, creating it with mode 0600 if missing; nothing is truncated.
+pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    private_options(false).open(path)
+}
+
+fn private_options(truncate: bool) -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(truncate);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
 }
 
 /// Create `dir` (and parents) readable by its owner only. An existing directory is

@@ -67,6 +67,11 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(
+        "another herald is already running with the data directory {}; stop it first, \
+         or give this one its own --data-dir", .0.display()
+    )]
+    AlreadyRunning(PathBuf),
     #[error("cannot use the data directory {path}: {source}")]
     DataDir {
         path: PathBuf,
@@ -85,6 +90,9 @@ pub struct Server {
     mobile: Arc<MobileHub>,
     tasks: Vec<JoinHandle<()>>,
     data_dir: PathBuf,
+    /// Held while the server runs, so a second one on the same data directory refuses
+    /// to start instead of taking over `admin.json`.
+    _lock: std::fs::File,
 }
 
 impl Server {
@@ -100,6 +108,7 @@ impl Server {
             source,
         };
         files::create_private_dir(data_dir).map_err(data_err)?;
+        let lock = lock_data_dir(data_dir)?;
         let tls = match config.tls() {
             Some((cert, key)) => Some(tls::acceptor(cert, key)?),
             None => None,
@@ -215,6 +224,7 @@ impl Server {
             mobile,
             tasks,
             data_dir: data_dir.to_owned(),
+            _lock: lock,
         })
     }
 
@@ -256,6 +266,25 @@ impl Server {
         admin::unpublish(&self.data_dir);
         self.gadget.close_all().await;
         self.mobile.close_all().await;
+    }
+}
+
+/// The lock file every server of a data directory takes; the OS drops it with the
+/// process, however that ends.
+pub const LOCK_FILE: &str = "herald.lock";
+
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, StartError> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = files::open_private(&path).map_err(|source| StartError::DataDir {
+        path: path.clone(),
+        source,
+    })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(StartError::AlreadyRunning(data_dir.to_owned()))
+        }
+        Err(std::fs::TryLockError::Error(source)) => Err(StartError::DataDir { path, source }),
     }
 }
 

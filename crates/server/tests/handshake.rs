@@ -388,6 +388,23 @@ async fn the_store_survives_a_restart() {
 }
 
 #[tokio::test]
+async fn a_second_server_on_the_same_data_directory_refuses_to_start() {
+    let h = Harness::start().await;
+    let second = herald_server::Server::start(h.config.clone(), h.dir.path(), common::demo()).await;
+    match second {
+        Err(err @ herald_server::StartError::AlreadyRunning(_)) => {
+            assert!(err.to_string().contains("already running"), "{err}")
+        }
+        Err(other) => panic!("refused for the wrong reason: {other}"),
+        Ok(_) => panic!("two servers on one data directory"),
+    }
+    // The first is untouched and still serves; once it stops, the directory is free.
+    Gadget::new().connect(&h.url).await;
+    let h = h.restart().await;
+    Gadget::new().connect(&h.url).await;
+}
+
+#[tokio::test]
 async fn forget_lets_a_device_enroll_again() {
     let h = Harness::start().await;
     let gadget = Gadget::new();

@@ -102,7 +102,7 @@ where
     // is freed now instead of living as long as the connection.
     tokio::spawn(async move {
         socket::read(stream, conn, session, writer, &hub.metrics.gadget).await;
-        debug!(%peer, device = %device_id, "gadget disconnected");
+        info!(%peer, device = %device_id, "gadget disconnected");
     });
 }
 

@@ -15,7 +15,7 @@ use tokio::time::{interval_at, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::session::{Attach, Command, Event};
 use super::MobileHub;
@@ -185,6 +185,7 @@ pub(super) async fn run<S>(
     if let Some(session) = session {
         let _ = session.send(Event::Closed { conn }).await;
     }
+    info!(%peer, device = %hello.device.id, "phone disconnected");
     drop(outbox);
     // Let queued frames (a final error, the close) reach the phone.
     let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
