@@ -295,3 +295,44 @@ test("a second connection with the same device id replaces the first, which stop
   second.send("mine now");
   await reply;
 });
+
+test("every client_errors case of the vectors gets its code from the real server, and the connection stays", async () => {
+  const { readFileSync } = await import("node:fs");
+  const vectors = JSON.parse(readFileSync(new URL("../../../../vectors/mobile-v1.json", import.meta.url), "utf8")) as {
+    client_errors: { name: string; wire: string; code: string }[];
+  };
+  const ws = new WebSocket(herald.url);
+  const inbox: string[] = [];
+  let wake: (() => void) | undefined;
+  ws.on("message", (data) => {
+    inbox.push(String(data));
+    wake?.();
+  });
+  const next = async (): Promise<Record<string, unknown>> => {
+    while (inbox.length === 0) await within(5000, "a frame", new Promise<void>((r) => (wake = r)));
+    return JSON.parse(inbox.shift()!) as Record<string, unknown>;
+  };
+  await new Promise((r) => ws.once("open", r));
+  ws.send(JSON.stringify({ t: "hello", token: TOKEN, device: { id: `vectors-${process.pid}` } }));
+  assert.equal((await next())["t"], "ready");
+  for (const c of vectors.client_errors) {
+    ws.send(c.wire);
+    const answer = await next();
+    assert.deepEqual([answer["t"], answer["code"]], ["error", c.code], c.name);
+  }
+  ws.send(JSON.stringify({ t: "ping" }));
+  assert.equal((await next())["t"], "pong", "still open");
+  ws.close();
+});
+
+test("deliver from loopback reaches a connected device; to an offline one it is device_offline", async () => {
+  const phone = await connected();
+  const target = phone.ready!.session.slice("mobile:".length);
+  const cron = await connected();
+  const pushed = within(5000, "the delivery", phone.once("message", (r) => r.text === "Reminder: stand up"));
+  cron.deliver(target, "Reminder: stand up");
+  assert.ok((await pushed).final);
+  const offline = within(5000, "device_offline", cron.once("error"));
+  cron.deliver("nobody-here", "hello?");
+  assert.equal((await offline).code, "device_offline");
+});
