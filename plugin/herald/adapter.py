@@ -10,7 +10,9 @@ its platform name, the bridge (one herald child) is shared.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -96,7 +98,14 @@ class HeraldAdapter(BasePlatformAdapter):
 
     async def connect(self, *, is_reconnect: bool = False) -> bool:
         if not await self.bridge.attach(self.platform_name, self):
-            self._set_fatal_error("herald_unavailable", "herald did not start", retryable=True)
+            failure = self.bridge.failure
+            # A start-up failure (busy port, bad settings, no binary) needs the owner;
+            # retrying would only repeat it.
+            self._set_fatal_error(
+                "herald_failed" if failure else "herald_unavailable",
+                failure or "herald did not start",
+                retryable=failure is None,
+            )
             return False
         _live_adapters.add(self)
         self._watcher = asyncio.create_task(self._watch_approvals())
@@ -385,7 +394,56 @@ class HeraldAdapter(BasePlatformAdapter):
             message_id=message_id,
         )
         event.message_id = message_id
+        if self.platform_name == "gadget":
+            await self._describe_device(event)
+        self._claim_home(chat_id)
         await self._hand_over(event)
+
+    async def _describe_device(self, event: MessageEvent) -> None:
+        """Tell the model which device it talks to, and speak on one with a speaker."""
+        chat_id = event.source.chat_id
+        try:
+            profile = (await self._call("profile", chat=self._chat(chat_id))).get("profile") or {}
+        except BridgeError as err:
+            logger.debug("no profile for %s: %s", chat_id, err)
+            return
+        if not profile.get("paired"):
+            return
+        event.channel_prompt = device_prompt(chat_id, self._names.get(chat_id, chat_id), profile)
+        if profile.get("speaker_rate") and self.config.extra.get("speak_replies", True):
+            self._speak_by_default(chat_id)
+
+    def _speak_by_default(self, chat_id: str) -> None:
+        """Every reply is spoken (Hermes's ``/voice tts``) unless the chat chose otherwise.
+
+        Only in memory: Hermes persists the mode when someone uses ``/voice``, and
+        ``/voice off`` in the chat wins from then on.
+        """
+        runner = self.gateway_runner
+        modes = getattr(runner, "_voice_mode", None)
+        if not isinstance(modes, dict):
+            return
+        modes.setdefault(runner._voice_key(self.platform, chat_id), "all")
+
+    def _claim_home(self, chat_id: str) -> None:
+        """``auto_home``: the first device that may talk becomes the platform's home
+        channel, as if it had sent ``/sethome``, so cron and ``hermes send`` reach it."""
+        if not self.config.extra.get("auto_home", True):
+            return
+        variable = f"{self.platform_name.upper()}_HOME_CHANNEL"
+        runner = self.gateway_runner
+        platforms = getattr(getattr(runner, "config", None), "platforms", None)
+        if os.getenv(variable) or not isinstance(platforms, dict):
+            return
+        from gateway.config import HomeChannel
+        from hermes_cli.config import save_env_value
+
+        save_env_value(variable, chat_id)
+        platform_config: PlatformConfig = platforms.setdefault(self.platform, self.config)
+        platform_config.home_channel = HomeChannel(
+            platform=self.platform, chat_id=chat_id, name=self._names.get(chat_id, chat_id)
+        )
+        logger.info("%s is now the %s home channel (auto_home)", chat_id, self.platform_name)
 
     def run_started(self, chat_id: str) -> None:
         """The agent began a run for the chat (``pre_llm_call``, the agent's thread)."""
@@ -566,11 +624,44 @@ class HeraldAdapter(BasePlatformAdapter):
                     user_id=user_id,
                     authorized=self.is_authorized(user_id),
                 )
+                # A gadget's user id is its chat; a phone's is its owner, so a phone
+                # becomes home when it first talks.
+                if self.platform_name == "gadget" and user_id in current:
+                    self._claim_home(user_id)
             known = current
 
 
 def approved_users(store: Any, platform: str) -> set[str]:
     return {str(entry.get("user_id", "")) for entry in store.list_approved(platform)}
+
+
+def device_prompt(chat_id: str, name: str, profile: Json) -> str:
+    """What the model should know about a gadget, the same words every turn (so prompt
+    caching holds) for as long as the device says the same about itself."""
+    screen = profile.get("screen") or {}
+    parts = [f'You are talking through the gadget "{name}" (id {chat_id}).']
+    if screen.get("width") and screen.get("height"):
+        size = f"{screen['width']}x{screen['height']} pixels"
+        if screen.get("text_cols") and screen.get("text_rows"):
+            size += f", {screen['text_cols']} columns by {screen['text_rows']} rows of text"
+        parts.append(f"Its screen is {size}.")
+    else:
+        parts.append("It has no screen.")
+    if profile.get("charset") == "ascii":
+        parts.append("The screen shows ASCII only: other characters are transliterated or left out.")
+    if profile.get("speaker_rate"):
+        parts.append("It has a speaker: write replies that read well aloud.")
+    else:
+        parts.append("It has no speaker: replies are only shown.")
+    actions = [a for a in profile.get("actions") or [] if isinstance(a, dict) and a.get("name")]
+    if actions:
+        parts.append(f'Its actions, run with the gadget_action tool (device "{chat_id}"):')
+        for action in actions:
+            line = f"- {action['name']}: {action.get('description') or 'no description'}"
+            if action.get("params"):
+                line += f" (args: {json.dumps(action['params'], sort_keys=True)})"
+            parts.append(line)
+    return "\n".join(parts)
 
 
 def echoed_transcript(content: str) -> str | None:
@@ -600,6 +691,14 @@ def failed(err: BridgeError) -> SendResult:
         retryable=err.kind in ("unavailable", "timeout"),
         error_kind=SEND_ERROR_KINDS.get(err.kind, "unknown"),
     )
+
+
+def live_adapter(platform: str) -> Optional["HeraldAdapter"]:
+    """The connected adapter of a platform in this process, if any."""
+    for adapter in list(_live_adapters):
+        if adapter.platform_name == platform:
+            return adapter
+    return None
 
 
 def _session_adapter() -> tuple[Optional["HeraldAdapter"], str]:

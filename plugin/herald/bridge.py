@@ -84,25 +84,33 @@ class HeraldBridge:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.info: Json = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        # Why herald cannot start (it exited before `ready`), with the fix; set once.
+        self.failure: str | None = None
+        self._settled = asyncio.Event()
+        # herald's last `error:` and `hint:` lines on stderr.
+        self._last_error = ""
+        self._last_hint = ""
 
     @property
     def running(self) -> bool:
         return self._ready.is_set()
 
     async def attach(self, platform: str, endpoint: Endpoint) -> bool:
-        """Register a platform; start herald if it is the first. True once herald is ready."""
+        """Register a platform; start herald if it is the first. True once herald is ready,
+        False when it cannot start (:attr:`failure` says why)."""
         self._endpoints[platform] = endpoint
-        if self._supervisor is None or self._supervisor.done():
+        if self.failure is None and (self._supervisor is None or self._supervisor.done()):
             self.loop = asyncio.get_running_loop()
             self._stopping = False
+            self._settled.clear()
             self._supervisor = asyncio.create_task(self._supervise(), name="herald-supervisor")
             self._inbound_worker = asyncio.create_task(self._deliver_inbound(), name="herald-inbound")
         try:
-            await asyncio.wait_for(self._ready.wait(), READY_TIMEOUT_S)
+            await asyncio.wait_for(self._settled.wait(), READY_TIMEOUT_S)
         except asyncio.TimeoutError:
             logger.error("herald did not become ready within %.0f s", READY_TIMEOUT_S)
             return False
-        return True
+        return self._ready.is_set()
 
     async def detach(self, platform: str) -> None:
         """Forget a platform; stop herald when none is left."""
@@ -189,15 +197,23 @@ class HeraldBridge:
     async def _supervise(self) -> None:
         failures = 0
         while not self._stopping:
-            spec = self._spec()
             started = time.monotonic()
+            was_ready = False
             try:
+                spec = self._spec()
                 await self._run_child(spec)
-            except OSError as err:
-                logger.error("cannot start herald (%s): %s", spec.argv[0], err)
+                was_ready = self._ready.is_set()
+                cause = self._last_error or "herald exited before it was ready"
+            except (OSError, RuntimeError, ValueError) as err:
+                # No binary, or settings that cannot be read: nothing to retry.
+                cause = str(err)
             self._ready.clear()
             self._fail_pending()
             if self._stopping:
+                return
+            if not was_ready:
+                # It never started: a busy port, bad settings. Restarting cannot help.
+                self._give_up(cause)
                 return
             if time.monotonic() - started >= STABLE_UPTIME_S:
                 failures = 0
@@ -219,13 +235,28 @@ class HeraldBridge:
         self._process = process
         logger.info("started herald (pid %s)", process.pid)
         assert process.stdout is not None and process.stderr is not None
-        log_task = asyncio.create_task(_forward_log(process.stderr))
+        log_task = asyncio.create_task(self._forward_log(process.stderr))
         try:
             await self._read(process.stdout)
         finally:
             code = await process.wait()
             await log_task
             logger.log(logging.INFO if self._stopping else logging.ERROR, "herald exited with %s", code)
+
+    async def _forward_log(self, stderr: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stderr.readline()
+            except ValueError:
+                continue
+            if not line:
+                return
+            text = line.decode(errors="replace").rstrip()
+            if text.startswith("error: "):
+                self._last_error = text.removeprefix("error: ")
+            elif text.startswith("hint: "):
+                self._last_hint = text.removeprefix("hint: ")
+            logger.info("herald: %s", text)
 
     async def _read(self, stdout: asyncio.StreamReader) -> None:
         while True:
@@ -267,12 +298,19 @@ class HeraldBridge:
         else:
             logger.warning("herald sent an unknown line: %s", kind)
 
+    def _give_up(self, cause: str) -> None:
+        self.failure = f"herald cannot start: {cause}. {hermes_hint(cause, self._last_hint)}"
+        logger.error("%s", self.failure)
+        self._settled.set()
+
     def _on_ready(self, info: Json) -> None:
         if info.get("protocol") != PROTOCOL_VERSION:
             logger.error("herald speaks bridge protocol %s, this plugin %s", info.get("protocol"), PROTOCOL_VERSION)
             return
         self.info = info
+        self._last_error = self._last_hint = ""
         self._ready.set()
+        self._settled.set()
         logger.info("herald ready: gadgets at %s, phones at %s", info.get("gadget_url"), info.get("mobile_url"))
 
     async def _answer(self, message: Json) -> None:
@@ -333,15 +371,24 @@ async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:
     return True
 
 
-async def _forward_log(stderr: asyncio.StreamReader) -> None:
-    while True:
-        try:
-            line = await stderr.readline()
-        except ValueError:
-            continue
-        if not line:
-            return
-        logger.info("herald: %s", line.decode(errors="replace").rstrip())
+def hermes_hint(cause: str, herald_hint: str) -> str:
+    """The fix for a start-up failure, in Hermes's terms (herald's own hints name
+    herald's flags, which do not apply under Hermes)."""
+    lowered = cause.lower()
+    if "in use" in lowered:
+        return (
+            "Another program holds that port: stop it, or choose another with "
+            "`hermes config set platforms.gadget.extra.port PORT` (or platforms.mobile.extra.port), "
+            "then restart the gateway."
+        )
+    if "herald.toml" in lowered or "config" in lowered or "tls" in lowered:
+        return (
+            "Fix the setting named above (platforms.gadget.extra / platforms.mobile.extra in "
+            "config.yaml, or $HERMES_HOME/herald/herald.toml), then restart the gateway."
+        )
+    if "no such file" in lowered or "herald binary" in lowered or "permission denied" in lowered:
+        return "Install herald with plugin/install.sh (or set HERALD_BIN), then restart the gateway."
+    return f"{herald_hint} Check `hermes gadget info`, then restart the gateway.".strip()
 
 
 _bridges: dict[Path, HeraldBridge] = {}

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from hermes_constants import get_hermes_home
 
+from .settings import write_config
+
 PLUGIN_DIR = Path(__file__).resolve().parent
 
 
@@ -22,12 +24,6 @@ class HeraldMissing(RuntimeError):
 
 def data_dir() -> Path:
     return Path(get_hermes_home()) / "herald"
-
-
-def config_file() -> Path | None:
-    """``herald.toml`` in the data directory, when the owner wrote one."""
-    path = data_dir() / "herald.toml"
-    return path if path.is_file() else None
 
 
 def find_herald() -> Path | None:
@@ -51,7 +47,8 @@ def herald_argv(*args: str) -> list[str]:
             "the herald binary was not found: set HERALD_BIN or run plugin/install.sh"
         )
     argv = [str(binary), "--data-dir", str(data_dir())]
-    config = config_file()
+    # config.yaml's platforms.*.extra over herald.toml (settings.py).
+    config = write_config(data_dir())
     if config is not None:
         argv += ["--config", str(config)]
     return argv + list(args)

@@ -1,7 +1,12 @@
 """Agent tools over the devices: list them, show a card, run a device action.
 
-Handlers run on the agent's worker thread; each makes one blocking request to the
-bridge's event loop. They exist only where herald runs in-process (the gateway).
+The parameters are those of the hermes-gadget-sdk plugin (``gadget_action {action, args,
+device}``, ``gadget_display {text, title, seconds, device}``), so skills written for it
+work here; the older ``name`` / ``body`` / ``ttl_s`` are still accepted. Tools reach only
+paired devices: Hermes decides who is paired, and herald refuses the rest as well.
+
+Handlers run on the agent's worker thread; each makes blocking requests to the bridge's
+event loop. They exist only where herald runs in-process (the gateway).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .adapter import live_adapter
 from .bridge import BridgeError, HeraldBridge, Json, running_bridge
 
 # herald gives up on a device action after 18 s; wait a little longer for its answer.
@@ -17,28 +23,29 @@ ACTION_WAIT_S = 25.0
 DEVICE_PARAM = {
     "type": "string",
     "description": "Gadget id (hg-...). Defaults to the gadget this conversation is on, "
-    "or the only gadget online.",
+    "or the only paired gadget online.",
 }
 
 DEVICES_SCHEMA: Json = {
     "name": "gadget_devices",
-    "description": "List the user's Herald gadgets and phones: which are online, and the "
-    "actions each gadget offers (use them with gadget_action).",
+    "description": "List the user's paired Herald gadgets (online or not, screen, speaker, "
+    "and the actions each offers for gadget_action) and phones, plus how many gadgets "
+    "wait for pairing approval.",
     "parameters": {"type": "object", "properties": {}, "required": []},
 }
 
 DISPLAY_SCHEMA: Json = {
     "name": "gadget_display",
-    "description": "Show a card (a short title and body) on a gadget's small screen.",
+    "description": "Show a card with a short title and text on a gadget's small screen.",
     "parameters": {
         "type": "object",
         "properties": {
+            "text": {"type": "string", "description": "The card's text"},
+            "title": {"type": "string", "description": "A short title"},
+            "seconds": {"type": "integer", "description": "Seconds to show it; 0 keeps it until dismissed."},
             "device": DEVICE_PARAM,
-            "title": {"type": "string"},
-            "body": {"type": "string"},
-            "ttl_s": {"type": "integer", "description": "Seconds to show it; 0 keeps it until dismissed."},
         },
-        "required": ["title", "body"],
+        "required": ["text"],
     },
 }
 
@@ -48,13 +55,17 @@ ACTION_SCHEMA: Json = {
     "parameters": {
         "type": "object",
         "properties": {
-            "device": DEVICE_PARAM,
-            "name": {"type": "string", "description": "The action's name, e.g. led.set"},
+            "action": {"type": "string", "description": "The action's name, e.g. led.set"},
             "args": {"type": "object", "description": "The action's arguments"},
+            "device": DEVICE_PARAM,
         },
-        "required": ["name"],
+        "required": ["action"],
     },
 }
+
+
+class ToolError(Exception):
+    """A tool call the agent got wrong; the message tells it how to do better."""
 
 
 def available() -> bool:
@@ -63,36 +74,48 @@ def available() -> bool:
 
 def gadget_devices(args: dict[str, Any], **_: Any) -> str:
     try:
-        return json.dumps(_bridge().call_from_thread("devices", {}))
-    except BridgeError as err:
+        listed = _bridge().call_from_thread("devices", {}).get("devices") or []
+        paired = [d for d in listed if isinstance(d, dict) and _paired(str(d.get("platform")), str(d.get("id")))]
+        return json.dumps({"devices": paired, "waiting_for_approval": _waiting("gadget")})
+    except (BridgeError, ToolError) as err:
         return _error(err)
 
 
 def gadget_display(args: dict[str, Any], **_: Any) -> str:
     try:
+        text = args.get("text", args.get("body"))
+        if not isinstance(text, str) or not text.strip():
+            raise ToolError("gadget_display needs `text`, the words to show")
+        card: Json = {"title": str(args.get("title") or ""), "body": text}
+        seconds = args.get("seconds", args.get("ttl_s"))
+        if isinstance(seconds, int) and seconds >= 0:
+            card["ttl_s"] = seconds
         bridge = _bridge()
-        card: Json = {"title": str(args.get("title", "")), "body": str(args.get("body", ""))}
-        if isinstance(args.get("ttl_s"), int):
-            card["ttl_s"] = args["ttl_s"]
         chat = _gadget(bridge, args.get("device"))
         bridge.call_from_thread("display", {"chat": chat, "card": card})
         return json.dumps({"success": True, "device": chat["id"]})
-    except BridgeError as err:
+    except (BridgeError, ToolError) as err:
         return _error(err)
 
 
 def gadget_action(args: dict[str, Any], **_: Any) -> str:
     try:
+        name = args.get("action", args.get("name"))
+        if not isinstance(name, str) or not name.strip():
+            raise ToolError(
+                "gadget_action needs `action`, the name of one of the device's actions "
+                "(gadget_devices lists them)"
+            )
         bridge = _bridge()
         chat = _gadget(bridge, args.get("device"))
         action_args = args.get("args") if isinstance(args.get("args"), dict) else {}
         result = bridge.call_from_thread(
             "invoke_action",
-            {"chat": chat, "name": str(args.get("name", "")), "args": action_args},
+            {"chat": chat, "name": name, "args": action_args},
             timeout=ACTION_WAIT_S,
         )
         return json.dumps({"success": True, "device": chat["id"], "result": result.get("result")})
-    except BridgeError as err:
+    except (BridgeError, ToolError) as err:
         return _error(err)
 
 
@@ -103,9 +126,26 @@ def _bridge() -> HeraldBridge:
     return bridge
 
 
+def _paired(platform: str, user_or_device: str) -> bool:
+    """Hermes's decision for a gadget (its id is its user id); phones are listed only
+    once they have talked, which needed their owner's approval."""
+    if platform != "gadget":
+        return True
+    adapter = live_adapter("gadget")
+    return adapter is not None and adapter.is_authorized(user_or_device)
+
+
+def _waiting(platform: str) -> int:
+    adapter = live_adapter(platform)
+    store = getattr(adapter.gateway_runner if adapter else None, "pairing_store", None)
+    return len(store.list_pending(platform)) if store is not None else 0
+
+
 def _gadget(bridge: HeraldBridge, device: Any) -> Json:
-    """The gadget a tool call means: named, this conversation's, or the only one online."""
+    """The gadget a tool call means: named, this conversation's, or the only paired one online."""
     if isinstance(device, str) and device:
+        if not _paired("gadget", device):
+            raise ToolError(f"{device} is not a paired gadget; gadget_devices lists those")
         return {"platform": "gadget", "id": device}
     from gateway.session_context import get_session_env
 
@@ -114,12 +154,16 @@ def _gadget(bridge: HeraldBridge, device: Any) -> Json:
         if chat_id:
             return {"platform": "gadget", "id": chat_id}
     listed = bridge.call_from_thread("devices", {"platform": "gadget"}).get("devices") or []
-    online = [d for d in listed if isinstance(d, dict) and d.get("online")]
+    online = [
+        d for d in listed if isinstance(d, dict) and d.get("online") and _paired("gadget", str(d.get("id")))
+    ]
     if len(online) == 1:
         return {"platform": "gadget", "id": str(online[0].get("id"))}
     names = ", ".join(str(d.get("id")) for d in online) or "none"
-    raise BridgeError("bad_request", f"name the device: gadgets online are {names}")
+    raise ToolError(f"name the device: paired gadgets online are {names}")
 
 
-def _error(err: BridgeError) -> str:
+def _error(err: BridgeError | ToolError) -> str:
+    if isinstance(err, ToolError):
+        return json.dumps({"error": str(err), "kind": "bad_request"})
     return json.dumps({"error": err.message or err.kind, "kind": err.kind})

@@ -23,7 +23,10 @@ from harness import Gateway, HermesHome, herald_binary, hermes_venv
 from stub_model import Rule, StubServer
 
 TESTS = Path(__file__).resolve().parent
-GADGET_NAMES = ("kitchen", "hall", "desk", "porch")
+LOCAL_STT = f"{sys.executable} {TESTS / 'stt_pocketsphinx.py'} {{input_path}} {{output_dir}}"
+GADGET_NAMES = ("kitchen", "hall", "desk", "porch", "radio", "attic")
+# Hermes's command TTS, offline: espeak-ng writes a WAV of the reply.
+ESPEAK_TTS = "espeak-ng -v en-us -f {input_path} -w {output_path}"
 LED_ACTION = {
     "name": "led.set",
     "description": "Set the colour of the LED ring",
@@ -47,9 +50,11 @@ class Rig:
     victims: Path
     gadget_keys: dict[str, bytes] = field(default_factory=dict)
 
-    def gadget(self, name: str, actions: list[dict[str, Any]] | None = None) -> GadgetClient:
+    def gadget(
+        self, name: str, actions: list[dict[str, Any]] | None = None, speaker_rate: int | None = None
+    ) -> GadgetClient:
         """An allowlisted gadget."""
-        return GadgetClient(self.gadget_url, self.gadget_keys[name], name.title(), actions)
+        return GadgetClient(self.gadget_url, self.gadget_keys[name], name.title(), actions, speaker_rate)
 
     def stranger_gadget(self) -> GadgetClient:
         return GadgetClient(self.gadget_url, os.urandom(32), "Stranger")
@@ -89,10 +94,34 @@ def model_rules(victims: Path) -> list[Rule]:
             arguments={"question": "Which colour?", "choices": ["red", "green"]},
         ),
         Rule(
+            match="put up a card",
+            reply="Shown: {result}",
+            tool="gadget_display",
+            arguments={"text": "Tea is ready", "title": "Kitchen", "seconds": 30},
+        ),
+        Rule(
+            match="which devices",
+            reply="Devices: {result}",
+            tool="gadget_devices",
+        ),
+        Rule(
             match="light on",
             reply="The gadget said {result}",
             tool="gadget_action",
             arguments={"name": "led.set", "args": {"color": "red"}},
+        ),
+        # The follow-up of every gadget_action call is the first such rule's reply.
+        Rule(
+            match="make it blue",
+            reply="The gadget said {result}",
+            tool="gadget_action",
+            arguments={"action": "led.set", "args": {"color": "blue"}},
+        ),
+        Rule(
+            match="act without a name",
+            reply="The gadget said {result}",
+            tool="gadget_action",
+            arguments={"args": {"color": "blue"}},
         ),
     ]
 
@@ -123,6 +152,10 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
                     }
                 },
             },
+            tts={
+                "provider": "espeak",
+                "providers": {"espeak": {"type": "command", "command": ESPEAK_TTS, "format": "wav"}},
+            },
             # As the README recommends: no tool-progress chatter on small screens.
             display={"platforms": {p: {"tool_progress": "off"} for p in ("gadget", "mobile")}},
         )
@@ -144,7 +177,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     )
     binary = herald_binary()
     home.install_herald(binary)
-    gateway = Gateway(home)
+    # The offline engine test_voice.py switches Hermes's STT to (local_command).
+    gateway = Gateway(home, {"HERMES_LOCAL_STT_COMMAND": LOCAL_STT})
     try:
         gateway.wait_ready()
         gateway.wait_for_log("herald ready")

@@ -32,6 +32,8 @@ class DeviceClient:
     def __init__(self, url: str) -> None:
         self.ws: ClientConnection = connect(url, proxy=None, open_timeout=10, compression=None)
         self.frames: list[Frame] = []
+        # Binary frames with the time each arrived (time.monotonic()).
+        self.binary: list[tuple[float, bytes]] = []
         self._seen = 0
 
     def send(self, frame: Frame) -> None:
@@ -43,6 +45,9 @@ class DeviceClient:
             data = self.ws.recv(timeout=timeout)
         except TimeoutError:
             return None
+        if isinstance(data, bytes):
+            self.binary.append((time.monotonic(), data))
+            return {}
         frame = json.loads(data)
         if not isinstance(frame, dict):
             raise AssertionError(f"not a JSON object: {data!r}")
@@ -87,7 +92,14 @@ class DeviceClient:
 class GadgetClient(DeviceClient):
     """A gadget: hello, challenge, auth (the key on first contact, later a MAC), welcome."""
 
-    def __init__(self, url: str, key: bytes, name: str, actions: list[Frame] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        key: bytes,
+        name: str,
+        actions: list[Frame] | None = None,
+        speaker_rate: int | None = None,
+    ) -> None:
         super().__init__(url)
         self.device_id = gadget_id(key)
         self.action_results: dict[str, Frame] = {}
@@ -99,7 +111,10 @@ class GadgetClient(DeviceClient):
                 "name": name,
                 "board": "esp32s3-test",
                 "firmware": "0.1.0",
-                "caps": {"display": {"width": 320, "height": 240}},
+                "caps": {
+                    "display": {"width": 320, "height": 240, "text_cols": 26, "text_rows": 10},
+                    **({"speaker": {"rate": speaker_rate, "format": "pcm16"}} if speaker_rate else {}),
+                },
                 "actions": actions or [],
             }
         )

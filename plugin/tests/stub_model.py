@@ -50,6 +50,10 @@ class Script:
         with self._lock:
             self._rules = list(rules)
 
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return list(self._rules)
+
     def requests(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._requests)
