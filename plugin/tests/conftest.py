@@ -24,7 +24,7 @@ from stub_model import Rule, StubServer
 
 TESTS = Path(__file__).resolve().parent
 LOCAL_STT = f"{sys.executable} {TESTS / 'stt_pocketsphinx.py'} {{input_path}} {{output_dir}}"
-GADGET_NAMES = ("kitchen", "hall", "desk", "porch", "radio", "attic")
+GADGET_NAMES = ("kitchen", "hall", "desk", "porch", "radio", "attic", "studio")
 # Hermes's command TTS, offline: espeak-ng writes a WAV of the reply.
 ESPEAK_TTS = "espeak-ng -v en-us -f {input_path} -w {output_path}"
 LED_ACTION = {

@@ -5,7 +5,7 @@
 #   plugin/tests/run.sh [PYTEST ARGS...]
 #
 # HERMES_VENV  virtualenv to create or reuse (default plugin/.hermes-venv): it gets
-#              hermes-agent 0.19.0, pytest and mypy
+#              hermes-agent 0.19.0, pytest, mypy and pocketsphinx
 # HERALD_BIN   the herald binary (default the workspace's target/debug/herald,
 #              which `cargo test` builds; built here only if it is missing)
 set -euo pipefail
@@ -29,9 +29,12 @@ if ! has_hermes; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "hermes-agent==$hermes_version"
 fi
-if ! "$venv/bin/python" -c 'import pytest, mypy' 2>/dev/null; then
-    "$venv/bin/pip" install --quiet --disable-pip-version-check pytest mypy
+# pocketsphinx (with its English model) is the offline speech-to-text of test_voice.py.
+if ! "$venv/bin/python" -c 'import pytest, mypy, pocketsphinx' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check pytest mypy pocketsphinx
 fi
+# test_voice.py speaks with espeak-ng (Debian: apt-get install espeak-ng).
+command -v espeak-ng >/dev/null || { echo "espeak-ng is missing: apt-get install -y espeak-ng" >&2; exit 1; }
 
 if [ -z "${HERALD_BIN:-}" ]; then
     HERALD_BIN=${CARGO_TARGET_DIR:-$repo/target}/debug/herald
