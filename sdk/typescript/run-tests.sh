@@ -9,6 +9,12 @@ root="$(cd "$sdk/../.." && pwd)"
 
 step() { printf '\n--> %s\n' "$*"; }
 
+node_major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+if [ "$node_major" -lt 20 ]; then
+  echo "run-tests.sh needs Node.js 20 or newer (and npm); found: $(node --version 2>/dev/null || echo none)" >&2
+  exit 1
+fi
+
 # npm ci when the lockfile changed since the last install (npm keeps a copy of it).
 install() {
   local dir="$1"

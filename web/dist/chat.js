@@ -529,6 +529,11 @@ function resolveAvatarUrl(avatarUrl, wsUrl) {
     return avatarUrl;
   }
 }
+function checkId(id) {
+  if (id.length === 0 || utf8Length(id) > LIMITS.MAX_ID_BYTES || /[\u0000-\u001f\u007f]/.test(id)) {
+    throw new HeraldError("bad_frame", `an id must be 1 to ${LIMITS.MAX_ID_BYTES} bytes without control characters`, true);
+  }
+}
 function remember(map, key, value) {
   map.delete(key);
   map.set(key, value);
@@ -597,7 +602,10 @@ var HeraldClient = class {
     set.add(listener);
     return () => set.delete(listener);
   }
-  /** The next `name` event (that satisfies `accept`, if given). */
+  /**
+   * The next `name` event (that satisfies `accept`, if given). The promise stays pending
+   * if that never happens; race it with a timeout where that matters.
+   */
   once(name, accept) {
     return new Promise((resolve) => {
       const off = this.on(name, (value) => {
@@ -767,6 +775,7 @@ var HeraldClient = class {
   }
   queue(id, kind, frames, bytes) {
     if (this._state === "stopped") throw new HeraldError("stopped", "this client was stopped", true);
+    checkId(id);
     for (const f of frames) this.checkFrame(f);
     this.outbox = enqueue(this.outbox, { id, kind, frames, bytes, queuedAt: this.options.now(), sent: false });
     void this.flush();

@@ -220,6 +220,14 @@ export function resolveAvatarUrl(avatarUrl: string, wsUrl: string): string {
   }
 }
 
+/** Ids the server accepts: 1..256 bytes, no control characters. */
+function checkId(id: string): void {
+  // eslint-disable-next-line no-control-regex
+  if (id.length === 0 || utf8Length(id) > LIMITS.MAX_ID_BYTES || /[\u0000-\u001f\u007f]/.test(id)) {
+    throw new HeraldError("bad_frame", `an id must be 1 to ${LIMITS.MAX_ID_BYTES} bytes without control characters`, true);
+  }
+}
+
 function remember<V>(map: Map<string, V>, key: string, value: V): void {
   map.delete(key);
   map.set(key, value);
@@ -299,7 +307,10 @@ export class HeraldClient {
     return () => set.delete(listener as Listener<EventName>);
   }
 
-  /** The next `name` event (that satisfies `accept`, if given). */
+  /**
+   * The next `name` event (that satisfies `accept`, if given). The promise stays pending
+   * if that never happens; race it with a timeout where that matters.
+   */
   once<K extends EventName>(name: K, accept?: (value: ClientEvents[K]) => boolean): Promise<ClientEvents[K]> {
     return new Promise((resolve) => {
       const off = this.on(name, (value) => {
@@ -489,6 +500,7 @@ export class HeraldClient {
 
   private queue(id: string, kind: PendingKind, frames: string[], bytes: number): void {
     if (this._state === "stopped") throw new HeraldError("stopped", "this client was stopped", true);
+    checkId(id);
     for (const f of frames) this.checkFrame(f);
     this.outbox = enqueue(this.outbox, { id, kind, frames, bytes, queuedAt: this.options.now(), sent: false });
     void this.flush();

@@ -111,3 +111,12 @@ test("messages sent while away wait for ready, then go in order; a drop resends 
   assert.deepEqual(ws2.sent.slice(1).map((s) => (JSON.parse(s) as { id: string }).id), [b], "only the unanswered one, same id");
   c.close();
 });
+
+test("ids are checked before anything is queued", () => {
+  const c = fakeClient();
+  for (const id of ["", "x".repeat(257), "m\n1"]) {
+    assert.throws(() => c.send("hi", { id }), (e: unknown) => e instanceof HeraldError && e.code === "bad_frame" && e.local, JSON.stringify(id));
+  }
+  assert.equal(c.send("hi", { id: "é".repeat(128) }), "é".repeat(128));
+  assert.equal(c.pending.length, 1);
+});
