@@ -58,6 +58,36 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
     await shot("1-settings");
   });
 
+  await t.test("the avatar page shows each state visibly, called directly or by postMessage", async () => {
+    const solo = await browser.newPage({ viewport: { width: 320, height: 360 } });
+    await solo.goto(`http://127.0.0.1:${herald.mobilePort}/avatar.html`);
+    const look = () =>
+      solo.evaluate(() => ({
+        state: document.body.dataset.state,
+        label: document.getElementById("state").textContent,
+        dots: getComputedStyle(document.querySelector(".dots circle")).animationName,
+        mouth: getComputedStyle(document.querySelector(".mouth-open")).animationName,
+      }));
+    assert.deepEqual(await look(), { state: "idle", label: "idle", dots: "none", mouth: "none" });
+    await solo.screenshot({ path: join(shots, "avatar-idle.png") });
+    await solo.evaluate(() => window.hermesAvatar.setState("thinking"));
+    assert.deepEqual(await look(), { state: "thinking", label: "thinking", dots: "dot", mouth: "none" });
+    await solo.screenshot({ path: join(shots, "avatar-thinking.png") });
+    await solo.evaluate(() => window.postMessage({ hermesAvatar: "setState", args: ["speaking"] }, "*"));
+    await solo.waitForFunction(() => document.body.dataset.state === "speaking");
+    assert.deepEqual(await look(), { state: "speaking", label: "speaking", dots: "none", mouth: "talk" });
+    await solo.evaluate(() => {
+      window.hermesAvatar.speak("Hello there");
+      window.hermesAvatar.setVolume(0.8);
+      window.hermesAvatar.setState("dancing"); // not a state: ignored
+    });
+    assert.equal(await solo.locator("#line").textContent(), "Hello there");
+    assert.equal(await solo.evaluate(() => document.body.style.getPropertyValue("--level")), "0.8");
+    assert.equal((await look()).state, "speaking");
+    await solo.screenshot({ path: join(shots, "avatar-speaking.png") });
+    await solo.close();
+  });
+
   await t.test("token entry is kept in the browser; connected", async () => {
     await page.fill("#token", TOKEN);
     await page.fill("#device-name", "Headless Chromium");
