@@ -79,13 +79,21 @@ class Proxy {
   private pairs: [Socket, Socket][] = [];
   muted = false;
   swallowed = 0;
+  /** Bytes forwarded from the client to the server. */
+  upstreamBytes = 0;
+  /** Called after each forwarded piece from the client. */
+  onUpstream: (() => void) | undefined;
   port = 0;
   private onSwallow: (() => void) | undefined;
   constructor(target: number) {
     this.server = createServer((client) => {
       const upstream = connect(target, "127.0.0.1");
       this.pairs.push([client, upstream]);
-      client.on("data", (d) => upstream.write(d));
+      client.on("data", (d) => {
+        upstream.write(d);
+        this.upstreamBytes += d.length;
+        this.onUpstream?.();
+      });
       upstream.on("data", (d) => {
         if (this.muted) {
           this.swallowed += d.length;
@@ -155,6 +163,46 @@ test("a network drop before the answer arrives: the resend is dropped by the ser
   assert.deepEqual(replies.map((r) => r.text), [`You said: ${words}`, "You said: done"], "one reply, not two");
   const resent = sent.filter((s) => s.includes(`"id":"${id}"`));
   assert.equal(resent.length, 2, "sent, then resent with the same id after the drop");
+  c.close();
+  await proxy.close();
+});
+
+test("a drop in the middle of an upload: all its parts go again, the file is answered once", async () => {
+  const proxy = new Proxy(herald.mobilePort);
+  await proxy.listen();
+  const c = new HeraldClient({
+    url: `ws://127.0.0.1:${proxy.port}/ws`,
+    token: TOKEN,
+    device: { id: `upload-drop-${process.pid}` },
+    WebSocket,
+    backoff: { initialMs: 100, maxMs: 300, jitter: 0.2 },
+  });
+  const replies = finals(c);
+  const ready = c.once("ready");
+  c.connect();
+  await within(5000, "ready", ready);
+  const parts: number[] = [];
+  c.on("uploadProgress", (p) => parts.push(p.part));
+  // Cut once more than one part (4 MiB of base64) but less than the file went up.
+  const cutDone = new Promise<void>((resolve) => {
+    proxy.onUpstream = () => {
+      if (proxy.upstreamBytes > 5 * 1024 * 1024) {
+        proxy.onUpstream = undefined;
+        proxy.cut();
+        resolve();
+      }
+    };
+  });
+  const bytes = new Uint8Array(7 * 1024 * 1024).fill(42);
+  const id = c.upload(bytes, { kind: "document", filename: "big.bin", caption: "cut" });
+  await within(10_000, "the cut", cutDone);
+  await within(20_000, "the answer", c.once("message", (r) => r.final && r.text === "Got your document: cut."));
+  const marker = c.once("message", (r) => r.final && r.text === "You said: after");
+  c.send("after");
+  await within(5000, "marker", marker);
+  assert.deepEqual(replies.map((r) => r.text), ["Got your document: cut.", "You said: after"]);
+  assert.ok(parts.filter((p) => p === 0).length >= 2, `part 0 was sent again: ${parts}`);
+  assert.ok(!c.pending.some((p) => p.id === id));
   c.close();
   await proxy.close();
 });
