@@ -30,6 +30,7 @@ from gateway.session import build_session_key
 
 from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge
 from .locations import data_dir, herald_argv
+from .settings import flag
 
 logger = logging.getLogger(__name__)
 
@@ -410,7 +411,7 @@ class HeraldAdapter(BasePlatformAdapter):
         if not profile.get("paired"):
             return
         event.channel_prompt = device_prompt(chat_id, self._names.get(chat_id, chat_id), profile)
-        if profile.get("speaker_rate") and self.config.extra.get("speak_replies", True):
+        if profile.get("speaker_rate") and flag(self.config.extra, "speak_replies", True):
             self._speak_by_default(chat_id)
 
     def _speak_by_default(self, chat_id: str) -> None:
@@ -428,7 +429,7 @@ class HeraldAdapter(BasePlatformAdapter):
     def _claim_home(self, chat_id: str) -> None:
         """``auto_home``: the first device that may talk becomes the platform's home
         channel, as if it had sent ``/sethome``, so cron and ``hermes send`` reach it."""
-        if not self.config.extra.get("auto_home", True):
+        if not flag(self.config.extra, "auto_home", True):
             return
         variable = f"{self.platform_name.upper()}_HOME_CHANNEL"
         runner = self.gateway_runner

@@ -36,6 +36,11 @@ SECTION_KEYS = {
         {"host", "port", "path", "max_message_chars", "allowed_devices", "avatar_url"}
     ),
 }
+# `hermes config set` may store numbers as strings; herald wants integers.
+INTEGER_KEYS = frozenset(
+    {"port", "heartbeat_s", "max_utterance_s", "max_message_chars", "ota_ready_timeout_s", "ota_ack_timeout_s", "ota_done_timeout_s"}
+)
+FALSE_WORDS = frozenset({"false", "no", "off", "0"})
 # One herald serves both platforms, so a certificate set on either applies to both.
 TOP_KEYS = frozenset({"tls_cert", "tls_key"})
 GENERATED = "herald.generated.toml"
@@ -66,7 +71,7 @@ def merge(base: Table, extras: dict[str, Table]) -> Table:
             if key in TOP_KEYS:
                 merged[key] = str(value)
             elif key in SECTION_KEYS.get(platform, ()):
-                section[key] = value
+                section[key] = int(value) if key in INTEGER_KEYS and isinstance(value, str) and value.isdigit() else value
     return merged
 
 
@@ -84,6 +89,14 @@ def to_toml(table: Table) -> str:
             lines += [f"{key} = {json.dumps(value)}" for key, value in section.items()]
             lines.append("")
     return "\n".join(lines)
+
+
+def flag(extra: Table, name: str, default: bool) -> bool:
+    """A yes/no setting of a platform's extra, as YAML or `hermes config set` left it."""
+    value = extra.get(name, default)
+    if isinstance(value, str):
+        return value.strip().lower() not in FALSE_WORDS
+    return bool(value)
 
 
 def read_toml(path: Path) -> Table:

@@ -49,6 +49,8 @@ class Rig:
     stt_log: Path
     victims: Path
     gadget_keys: dict[str, bytes] = field(default_factory=dict)
+    # Unpaired gadgets a test made; forgotten after it (herald lets only a few wait).
+    strangers: list[str] = field(default_factory=list)
 
     def gadget(
         self, name: str, actions: list[dict[str, Any]] | None = None, speaker_rate: int | None = None
@@ -56,8 +58,10 @@ class Rig:
         """An allowlisted gadget."""
         return GadgetClient(self.gadget_url, self.gadget_keys[name], name.title(), actions, speaker_rate)
 
-    def stranger_gadget(self) -> GadgetClient:
-        return GadgetClient(self.gadget_url, os.urandom(32), "Stranger")
+    def stranger_gadget(self, key: bytes | None = None, name: str = "Stranger") -> GadgetClient:
+        key = key or os.urandom(32)
+        self.strangers.append(gadget_id(key))
+        return GadgetClient(self.gadget_url, key, name)
 
     def phone(self, device_id: str, token: str | None = None) -> PhoneClient:
         return PhoneClient(self.mobile_url, token or self.app_token, device_id)
@@ -124,6 +128,21 @@ def model_rules(victims: Path) -> list[Rule]:
             arguments={"args": {"color": "blue"}},
         ),
     ]
+
+
+@pytest.fixture(autouse=True)
+def forget_strangers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, forget the unpaired gadgets it made and clear Hermes's pending
+    codes: herald keeps at most 4 unpaired gadgets waiting per address, Hermes 3 codes."""
+    yield
+    if "rig" not in request.fixturenames:
+        return
+    rig: Rig = request.getfixturevalue("rig")
+    for device_id in rig.strangers:
+        rig.home.hermes("gadget", "forget", device_id, check=False)
+    if rig.strangers:
+        rig.home.hermes("pairing", "clear-pending", check=False)
+    rig.strangers.clear()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

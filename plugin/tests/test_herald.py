@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 import wave
 from pathlib import Path
@@ -219,12 +220,65 @@ def test_sethome_then_hermes_send_reaches_a_phone(rig: Rig) -> None:
 
 def test_hermes_gadget_and_mobile_commands_wrap_herald(rig: Rig) -> None:
     info = rig.home.hermes("gadget", "info").stdout
-    assert rig.gadget_url in info and "running" in info, info
+    assert rig.gadget_url in info and "listening" in info, info
+    assert "herald serve" not in info and "warning" not in info, info
     gadgets = json.loads(rig.home.hermes("gadget", "devices", "--json").stdout)
     kitchen = next(g for g in gadgets if g["name"] == "Kitchen")
     assert kitchen["online"] is False
     phones = json.loads(rig.home.hermes("mobile", "devices", "--json").stdout)
     assert "tel-turn" in {p["id"] for p in phones}
+
+
+def test_hermes_gadget_info_warns_when_replies_cannot_be_spoken(rig: Rig) -> None:
+    before = dict(rig.home.read_config()["tts"])
+    rig.home.update_config(lambda c: c.update(tts={"provider": "elevenlabs"}))
+    try:
+        info = rig.home.hermes("gadget", "info").stdout
+    finally:
+        rig.home.update_config(lambda c: c.update(tts=before))
+    assert "Text-to-speech:      elevenlabs" in info, info
+    assert "warning: Hermes cannot speak replies" in info, info
+
+
+def test_hermes_gadget_pair_waits_for_a_gadget_and_approves_it(rig: Rig) -> None:
+    key = os.urandom(32)
+    device_id = gadget_id(key)
+    # Started before the gadget exists: the command waits for it to show a code.
+    pairing = subprocess.Popen(
+        [str(rig.home.venv / "bin" / "hermes"), "gadget", "pair", "--yes", device_id, "--timeout", "60"],
+        env=rig.home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with rig.stranger_gadget(key, "Newcomer") as gadget:
+            gadget.wait_for(is_type("pairing"))
+            gadget.wait_for(is_type("paired"), timeout=60)
+            out, _ = pairing.communicate(timeout=30)
+    finally:
+        if pairing.poll() is None:
+            pairing.kill()
+    assert pairing.returncode == 0 and f"Approved Newcomer ({device_id})" in out, out
+
+
+def test_hermes_gadget_pair_asks_and_yes_wants_exactly_one(rig: Rig) -> None:
+    with rig.stranger_gadget() as first, rig.stranger_gadget() as second:
+        first.wait_for(is_type("pairing"))
+        second.wait_for(is_type("pairing"))
+        refused = rig.home.hermes("gadget", "pair", "--yes", check=False)
+        assert refused.returncode == 1 and "name one" in refused.stderr, refused
+        asked = subprocess.run(
+            [str(rig.home.venv / "bin" / "hermes"), "gadget", "pair", second.device_id],
+            env=rig.home.env,
+            input="y\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert asked.returncode == 0 and "Approve Stranger" in asked.stdout, asked
+        second.wait_for(is_type("paired"), timeout=30)
+    assert not any(f.get("type") == "paired" for f in first.frames), first.frames
 
 
 # -- supervision ---------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Settings the Hermes way, and failures that say why: each test starts its own gateway on
+the suite's home (after the shared one has stopped) with changed ``platforms.*.extra``.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from typing import Iterator
+
+import pytest
+
+from conftest import Rig
+from harness import Gateway
+
+pytestmark = pytest.mark.ends_gateway
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def fresh_start(rig: Rig) -> Iterator[None]:
+    """The shared gateway stopped, and the home channels /sethome and auto_home saved
+    taken out of .env again (the harness rewrites it from its own entries)."""
+    rig.gateway.stop()
+    rig.home.set_env()
+    yield
+    rig.home.update_config(lambda c: c.pop("platforms", None))
+
+
+def test_config_yaml_extras_win_and_the_first_approved_gadget_becomes_home(rig: Rig, fresh_start: None) -> None:
+    port = free_port()
+    rig.home.hermes("config", "set", "platforms.gadget.extra.port", str(port))
+    rig.home.hermes("config", "set", "platforms.gadget.extra.speak_replies", "false")
+    gateway = Gateway(rig.home)
+    try:
+        gateway.wait_ready()
+        gateway.wait_for_log("herald ready")
+        # herald.toml asks for port 0 (any); config.yaml's extra names the port.
+        url = f"ws://127.0.0.1:{port}/gadget"
+        rig.gadget_url = url
+        with rig.stranger_gadget(name="Homebody") as gadget:
+            code = gadget.wait_for(lambda f: f.get("type") == "pairing")["code"]
+            rig.home.hermes("pairing", "approve", "gadget", str(code))
+            gadget.wait_for(lambda f: f.get("type") == "paired", timeout=30)
+            gateway.wait_for_log("is now the gadget home channel")
+            sent = rig.home.hermes("send", "--to", "gadget", "Welcome home.", check=False)
+            assert sent.returncode == 0, sent.stdout + sent.stderr
+            gadget.reply("Welcome home.")
+        # speak_replies: false: a gadget with a speaker reads its replies, silently.
+        with rig.gadget("studio", speaker_rate=16000) as studio:
+            studio.say("how is the weather in the studio?")
+            studio.reply("It is sunny and warm today.")
+            studio.wait_for(lambda f: f.get("type") == "turn.end")
+        assert not any(f.get("type") == "audio.start" for f in studio.frames), studio.frames
+        assert (rig.home.path / "herald" / "herald.generated.toml").stat().st_mode & 0o077 == 0
+    finally:
+        gateway.stop()
+
+
+def test_a_busy_port_is_reported_once_with_its_fix_and_not_retried(rig: Rig, fresh_start: None) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        rig.home.hermes("config", "set", "platforms.gadget.extra.port", str(port))
+        gateway = Gateway(rig.home)
+        try:
+            # Not retryable: Hermes passes the cause on and stops, instead of a loop.
+            gateway.wait_for_log("Gateway exiting cleanly", timeout=90)
+            assert gateway.process.wait(30) is not None
+            info = rig.home.hermes("gadget", "info").stdout
+        finally:
+            gateway.stop()
+    log = gateway.log()
+    failures = re.findall(r"herald\.bridge: herald cannot start: .*", log)
+    assert len(failures) == 1, failures
+    assert f"127.0.0.1:{port}" in failures[0] and "Address already in use" in failures[0], failures
+    assert "restart the gateway" in failures[0] and "herald serve" not in failures[0]
+    assert len(re.findall(r"started herald \(pid", log)) == 1, log[-3000:]
+    assert "not running" in info and "hermes gateway run" in info, info
