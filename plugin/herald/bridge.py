@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -375,6 +376,13 @@ def hermes_hint(cause: str, herald_hint: str) -> str:
     """The fix for a start-up failure, in Hermes's terms (herald's own hints name
     herald's flags, which do not apply under Hermes)."""
     lowered = cause.lower()
+    setting = re.match(r"(gadget|mobile)\.(\w+):", cause)
+    if setting:
+        platform, key = setting.groups()
+        return (
+            f"Fix {key} in platforms.{platform}.extra (`hermes config set platforms.{platform}.extra.{key} "
+            f"VALUE`) or in [{platform}] of $HERMES_HOME/herald/herald.toml, then restart the gateway."
+        )
     if "in use" in lowered:
         return (
             "Another program holds that port: stop it, or choose another with "

@@ -83,3 +83,16 @@ def test_a_busy_port_is_reported_once_with_its_fix_and_not_retried(rig: Rig, fre
     assert "restart the gateway" in failures[0] and "herald serve" not in failures[0]
     assert len(re.findall(r"started herald \(pid", log)) == 1, log[-3000:]
     assert "not running" in info and "hermes gateway run" in info, info
+
+
+def test_a_bad_setting_is_reported_with_the_hermes_command_that_fixes_it(rig: Rig, fresh_start: None) -> None:
+    rig.home.hermes("config", "set", "platforms.gadget.extra.heartbeat_s", "1")
+    gateway = Gateway(rig.home)
+    try:
+        gateway.wait_for_log("Gateway exiting cleanly", timeout=90)
+    finally:
+        gateway.stop()
+    failures = re.findall(r"herald\.bridge: herald cannot start: .*", gateway.log())
+    assert len(failures) == 1, failures
+    assert "gadget.heartbeat_s: must be between 5 and 300" in failures[0], failures
+    assert "hermes config set platforms.gadget.extra.heartbeat_s VALUE" in failures[0], failures
