@@ -552,6 +552,7 @@ var HeraldClient = class {
     __publicField(this, "reachedReady", false);
     __publicField(this, "refusal");
     __publicField(this, "timer");
+    __publicField(this, "readyTimer");
     __publicField(this, "flushing", false);
     __publicField(this, "_state", "idle");
     __publicField(this, "_ready");
@@ -760,7 +761,9 @@ var HeraldClient = class {
   }
   stop() {
     if (this.timer !== void 0) clearTimeout(this.timer);
+    if (this.readyTimer !== void 0) clearTimeout(this.readyTimer);
     this.timer = void 0;
+    this.readyTimer = void 0;
     this.setState("stopped");
   }
   checkFrame(text) {
@@ -812,6 +815,7 @@ var HeraldClient = class {
       }
     } finally {
       this.flushing = false;
+      if (this._state === "ready" && this.ws && due(this.outbox).length > 0) void this.flush();
     }
   }
   open() {
@@ -826,6 +830,7 @@ var HeraldClient = class {
       return;
     }
     this.ws = ws;
+    if (this.readyTimer !== void 0) clearTimeout(this.readyTimer);
     const readyTimer = setTimeout(() => {
       if (this.ws === ws && !this.reachedReady) {
         try {
@@ -835,6 +840,7 @@ var HeraldClient = class {
         }
       }
     }, this.options.readyTimeoutMs);
+    this.readyTimer = readyTimer;
     ws.onopen = () => {
       const hello = { t: "hello", token: this.options.token, device: this.options.device };
       ws.send(encodeClientFrame(hello));
@@ -890,6 +896,8 @@ var HeraldClient = class {
       if (frame.t === "ready") {
         this.reachedReady = true;
         this.attempt = 0;
+        clearTimeout(this.readyTimer);
+        this.readyTimer = void 0;
         const info = {
           session: frame.session,
           capabilities: frame.capabilities,

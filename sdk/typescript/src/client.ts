@@ -246,6 +246,7 @@ export class HeraldClient {
   private reachedReady = false;
   private refusal: string | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  private readyTimer: ReturnType<typeof setTimeout> | undefined;
   private flushing = false;
   private _state: ConnectionState = "idle";
   private _ready: ReadyInfo | undefined;
@@ -482,7 +483,9 @@ export class HeraldClient {
 
   private stop(): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
+    if (this.readyTimer !== undefined) clearTimeout(this.readyTimer);
     this.timer = undefined;
+    this.readyTimer = undefined;
     this.setState("stopped");
   }
 
@@ -538,6 +541,9 @@ export class HeraldClient {
       }
     } finally {
       this.flushing = false;
+      // A flush cut short by a lost connection may end after the next `ready` asked for
+      // one (and was turned away): pick up where it left, on the new connection.
+      if (this._state === "ready" && this.ws && due(this.outbox).length > 0) void this.flush();
     }
   }
 
@@ -553,6 +559,7 @@ export class HeraldClient {
       return;
     }
     this.ws = ws;
+    if (this.readyTimer !== undefined) clearTimeout(this.readyTimer);
     const readyTimer = setTimeout(() => {
       if (this.ws === ws && !this.reachedReady) {
         try {
@@ -562,6 +569,7 @@ export class HeraldClient {
         }
       }
     }, this.options.readyTimeoutMs);
+    this.readyTimer = readyTimer;
     ws.onopen = () => {
       const hello: ClientFrame = { t: "hello", token: this.options.token, device: this.options.device };
       ws.send(encodeClientFrame(hello));
@@ -621,6 +629,8 @@ export class HeraldClient {
       if (frame.t === "ready") {
         this.reachedReady = true;
         this.attempt = 0;
+        clearTimeout(this.readyTimer);
+        this.readyTimer = undefined;
         const info: ReadyInfo = {
           session: frame.session,
           capabilities: frame.capabilities,

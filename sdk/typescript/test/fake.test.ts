@@ -120,3 +120,23 @@ test("ids are checked before anything is queued", () => {
   assert.equal(c.send("hi", { id: "é".repeat(128) }), "é".repeat(128));
   assert.equal(c.pending.length, 1);
 });
+
+test("an upload held back by a full socket goes on the next connection, even one made at once", async (t) => {
+  const c = new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 1, jitter: 0 } });
+  t.after(() => c.close());
+  const ws = await readyWith(c, { max_media_bytes: 100_000, max_frame_bytes: 1_000_000, media_chunk_bytes: 8192 });
+  ws.bufferedAmount = 2 * 1024 * 1024; // the socket is full: the upload waits
+  const id = c.upload(new Uint8Array(20_000), { kind: "document" });
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(ws.sent.length, 1, "nothing but hello yet");
+  const again = c.once("ready");
+  ws.close(1006, "gone");
+  await new Promise((r) => setTimeout(r, 3));
+  const ws2 = FakeSocket.last!;
+  ws2.say({ t: "ready", session: "mobile:fake", capabilities: { max_media_bytes: 100_000, max_frame_bytes: 1_000_000, media_chunk_bytes: 8192 } });
+  await again;
+  await new Promise((r) => setTimeout(r, 30));
+  const parts = ws2.sent.slice(1).map((s) => JSON.parse(s) as { id: string; part: number });
+  assert.deepEqual(parts.map((p) => [p.id, p.part]), [[id, 0], [id, 1], [id, 2]]);
+  c.close();
+});
