@@ -521,13 +521,15 @@ function newId(prefix = "m") {
   return `${prefix}-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
 function resolveAvatarUrl(avatarUrl, wsUrl) {
-  try {
-    const base = new URL(wsUrl);
-    base.protocol = base.protocol === "wss:" ? "https:" : base.protocol === "ws:" ? "http:" : base.protocol;
-    return new URL(avatarUrl, base).toString();
-  } catch {
-    return avatarUrl;
-  }
+  if (/^[a-z][a-z0-9+.-]*:/i.test(avatarUrl)) return avatarUrl;
+  const m = /^(wss?|https?):\/\/([^/?#]*)([^?#]*)/i.exec(wsUrl);
+  if (!m) return avatarUrl;
+  const scheme = /^(wss|https)$/i.test(m[1]) ? "https" : "http";
+  if (avatarUrl.startsWith("//")) return `${scheme}:${avatarUrl}`;
+  const origin = `${scheme}://${m[2]}`;
+  if (avatarUrl.startsWith("/")) return origin + avatarUrl;
+  const dir = (m[3] || "/").replace(/[^/]*$/, "");
+  return origin + dir + avatarUrl;
 }
 function checkId(id) {
   if (id.length === 0 || utf8Length(id) > LIMITS.MAX_ID_BYTES || /[\u0000-\u001f\u007f]/.test(id)) {

@@ -209,15 +209,21 @@ export function newId(prefix = "m"): string {
   return `${prefix}-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
 
-/** `avatar_url` made absolute: relative URLs are relative to the WebSocket's, over HTTP(S). */
+/**
+ * `avatar_url` made absolute: a relative URL is relative to the WebSocket's, over HTTP(S)
+ * (`ws:` → `http:`, `wss:` → `https:`). Plain string work, since React Native's `URL`
+ * cannot do it.
+ */
 export function resolveAvatarUrl(avatarUrl: string, wsUrl: string): string {
-  try {
-    const base = new URL(wsUrl);
-    base.protocol = base.protocol === "wss:" ? "https:" : base.protocol === "ws:" ? "http:" : base.protocol;
-    return new URL(avatarUrl, base).toString();
-  } catch {
-    return avatarUrl;
-  }
+  if (/^[a-z][a-z0-9+.-]*:/i.test(avatarUrl)) return avatarUrl;
+  const m = /^(wss?|https?):\/\/([^/?#]*)([^?#]*)/i.exec(wsUrl);
+  if (!m) return avatarUrl;
+  const scheme = /^(wss|https)$/i.test(m[1]!) ? "https" : "http";
+  if (avatarUrl.startsWith("//")) return `${scheme}:${avatarUrl}`;
+  const origin = `${scheme}://${m[2]}`;
+  if (avatarUrl.startsWith("/")) return origin + avatarUrl;
+  const dir = (m[3] || "/").replace(/[^/]*$/, "");
+  return origin + dir + avatarUrl;
 }
 
 /** Ids the server accepts: 1..256 bytes, no control characters. */

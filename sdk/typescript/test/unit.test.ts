@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { applyMedia, applyMessage, completed } from "../src/assembly.js";
+import { resolveAvatarUrl } from "../src/client.js";
 import { backoffDelay, DEFAULT_BACKOFF, nextAttempt } from "../src/backoff.js";
 import { base64DecodedLength, decodeBase64, encodeBase64 } from "../src/base64.js";
 import { acknowledge, afterDisconnect, due, EMPTY_OUTBOX, enqueue, markSent, openUploads, RESEND_TTL_MS, type Outbox, type Pending } from "../src/outbox.js";
@@ -152,4 +153,13 @@ test("WAV: written as 16 kHz mono PCM16, read back, resampled", () => {
   const s = toVoiceSamples(new Float32Array(48000).fill(0.5), 48000);
   assert.equal(s.length, 16000);
   assert.equal(s[100], Math.round(0.5 * 0x7fff));
+});
+
+test("avatar_url is made absolute against the WebSocket's URL", () => {
+  assert.equal(resolveAvatarUrl("/avatar.html", "ws://10.0.0.2:8787/ws"), "http://10.0.0.2:8787/avatar.html");
+  assert.equal(resolveAvatarUrl("/avatar.html", "wss://agent.example.com/ws"), "https://agent.example.com/avatar.html");
+  assert.equal(resolveAvatarUrl("avatar.html", "wss://agent.example.com/herald/ws?x=1"), "https://agent.example.com/herald/avatar.html");
+  assert.equal(resolveAvatarUrl("//cdn.example.com/a.html", "wss://agent.example.com/ws"), "https://cdn.example.com/a.html");
+  assert.equal(resolveAvatarUrl("https://faces.example.com/", "ws://h/ws"), "https://faces.example.com/");
+  assert.equal(resolveAvatarUrl("/a.html", "not a url"), "/a.html");
 });
