@@ -41,6 +41,10 @@ if [ -d "$root/web" ]; then
   step "web: build and compare with the committed assets"
   (cd "$root/web" && npm run --silent check-dist)
   step "web: the browser chat in headless Chromium"
+  if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+    echo "the browser test needs Debian's chromium (apt-get install chromium), or CHROMIUM=path" >&2
+    exit 1
+  fi
   (cd "$root/web" && npm run --silent test)
 fi
 
