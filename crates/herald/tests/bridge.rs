@@ -10,8 +10,10 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Conn, Gadget, Phone, APP_TOKEN, WAIT};
-use herald_gadget_proto::{ActionSpec, Answer, DeviceMessage, PromptReply, ServerMessage};
+use common::{Conn, Gadget, Incoming, Phone, APP_TOKEN, WAIT};
+use herald_gadget_proto::{
+    ActionSpec, Answer, AudioCaps, DeviceMessage, PromptReply, ServerMessage,
+};
 use herald_mobile_proto::ServerFrame;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -671,4 +673,30 @@ async fn herald_send_delivers_through_the_running_server() {
     let (status, output) = herald_in(elsewhere.path(), &args, "").await;
     assert_eq!(status, 2, "{output}");
     assert!(output.contains("not running"), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speech_plays_to_the_end_when_hermes_deletes_the_file_at_once() {
+    let mut hermes = Hermes::start().await;
+    let mut gadget = Gadget::new();
+    gadget.hello.caps.speaker = Some(AudioCaps {
+        rate: 16_000,
+        format: "pcm16".into(),
+    });
+    let mut conn = hermes.connect(&gadget, true).await;
+    let speech = hermes.dir.path().join("tts_reply.mp3");
+    // A WAV under an .mp3 name, as Hermes's command TTS writes it: the content decides.
+    herald_media::wav::write_wav(&speech, 16_000, &[0; 32_000]).unwrap();
+    let args = json!({"chat": gadget_chat(&gadget), "path": speech});
+    hermes.call("send_voice", args).await;
+    // Hermes removes its TTS file as soon as send_voice has answered.
+    std::fs::remove_file(&speech).unwrap();
+    let end = loop {
+        if let Incoming::Msg(end @ (ServerMessage::AudioEnd(_) | ServerMessage::AudioAbort(_))) =
+            conn.next().await
+        {
+            break end;
+        }
+    };
+    assert!(matches!(end, ServerMessage::AudioEnd(_)), "{end:?}");
 }

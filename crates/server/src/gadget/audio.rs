@@ -6,7 +6,7 @@
 //! bounded queue, and a task paces the frames out to the device's outbox, at most half a
 //! second ahead of real time. The session only starts and stops them.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -98,6 +98,21 @@ impl Utterance {
     }
 }
 
+/// An audio file to speak, opened, with its extension as a hint for the decoder.
+pub(super) struct SpeechFile {
+    file: std::fs::File,
+    extension: Option<String>,
+}
+
+impl SpeechFile {
+    /// Opened at once: the agent may delete the file as soon as its request is answered.
+    pub async fn open(path: &Path) -> std::io::Result<SpeechFile> {
+        let file = tokio::fs::File::open(path).await?.into_std().await;
+        let extension = path.extension().and_then(|e| e.to_str()).map(str::to_owned);
+        Ok(SpeechFile { file, extension })
+    }
+}
+
 /// A speech stream being sent; dropping it stops the stream where it is.
 pub(super) struct Playback {
     pub stream: u8,
@@ -111,9 +126,9 @@ impl Drop for Playback {
 }
 
 impl Playback {
-    /// Start streaming the audio file at `path` to the device behind `outbox` at `rate` Hz.
+    /// Start streaming `speech` to the device behind `outbox` at `rate` Hz.
     pub fn start(
-        path: PathBuf,
+        speech: SpeechFile,
         stream: u8,
         rate: u32,
         turn: Option<String>,
@@ -122,7 +137,7 @@ impl Playback {
         session: mpsc::Sender<Event>,
     ) -> Playback {
         let task = tokio::spawn(async move {
-            stream_out(path, stream, rate, turn, outbox, metrics).await;
+            stream_out(speech, stream, rate, turn, outbox, metrics).await;
             let _ = session.send(Event::SpeechDone { stream }).await;
         });
         Playback { stream, task }
@@ -134,7 +149,7 @@ impl Playback {
 }
 
 async fn stream_out(
-    path: PathBuf,
+    speech: SpeechFile,
     stream: u8,
     rate: u32,
     turn: Option<String>,
@@ -142,7 +157,7 @@ async fn stream_out(
     metrics: Arc<Metrics>,
 ) {
     let (frames, mut decoded) = mpsc::channel::<Vec<u8>>(DECODED_AHEAD);
-    let decoder = tokio::spawn(decode(path, rate, frames));
+    let decoder = tokio::spawn(decode(speech, rate, frames));
     let start = ServerMessage::AudioStart(server::AudioStart {
         stream,
         rate,
@@ -198,8 +213,11 @@ const BATCH: usize = DECODED_AHEAD / 2;
 /// needed. A stream holds a pool thread only while a batch decodes, never while its
 /// frames wait to be paced out, so thousands of streams share the pool's threads.
 /// False when decoding failed.
-async fn decode(path: PathBuf, rate: u32, frames: mpsc::Sender<Vec<u8>>) -> bool {
-    let open = move || FrameStream::new(Decoder::open(&path)?, rate, limits::AUDIO_FRAME_MS);
+async fn decode(speech: SpeechFile, rate: u32, frames: mpsc::Sender<Vec<u8>>) -> bool {
+    let open = move || {
+        let decoder = Decoder::from_reader(speech.file, speech.extension.as_deref())?;
+        FrameStream::new(decoder, rate, limits::AUDIO_FRAME_MS)
+    };
     let mut stream = match tokio::task::spawn_blocking(open).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(err)) => {

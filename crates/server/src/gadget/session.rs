@@ -24,7 +24,7 @@ use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info, warn};
 
-use super::audio::{Playback, Utterance};
+use super::audio::{Playback, SpeechFile, Utterance};
 use super::image;
 use super::ota::{self, Link, Updates};
 use super::prompts::{PromptQueue, Question, Show};
@@ -986,10 +986,13 @@ impl Session {
             });
         };
         let (rate, outbox) = (speaker.rate, conn.outbox.clone());
+        let speech = SpeechFile::open(&path).await.map_err(|err| {
+            DeliveryError::Failed(format!("cannot read {}: {err}", path.display()))
+        })?;
         self.stop_speech().await;
         let stream = self.stream_id();
         self.playback = Some(Playback::start(
-            path,
+            speech,
             stream,
             rate,
             self.turn.clone(),
