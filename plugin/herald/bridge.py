@@ -88,9 +88,8 @@ class HeraldBridge:
         # Why herald cannot start (it exited before `ready`), with the fix; set once.
         self.failure: str | None = None
         self._settled = asyncio.Event()
-        # herald's last `error:` and `hint:` lines on stderr.
+        # herald's last `error:` line on stderr: why it could not start.
         self._last_error = ""
-        self._last_hint = ""
 
     @property
     def running(self) -> bool:
@@ -255,8 +254,6 @@ class HeraldBridge:
             text = line.decode(errors="replace").rstrip()
             if text.startswith("error: "):
                 self._last_error = text.removeprefix("error: ")
-            elif text.startswith("hint: "):
-                self._last_hint = text.removeprefix("hint: ")
             logger.info("herald: %s", text)
 
     async def _read(self, stdout: asyncio.StreamReader) -> None:
@@ -300,7 +297,7 @@ class HeraldBridge:
             logger.warning("herald sent an unknown line: %s", kind)
 
     def _give_up(self, cause: str) -> None:
-        self.failure = f"herald cannot start: {cause}. {hermes_hint(cause, self._last_hint)}"
+        self.failure = f"herald cannot start: {cause}. {hermes_hint(cause)}"
         logger.error("%s", self.failure)
         self._settled.set()
 
@@ -309,7 +306,7 @@ class HeraldBridge:
             logger.error("herald speaks bridge protocol %s, this plugin %s", info.get("protocol"), PROTOCOL_VERSION)
             return
         self.info = info
-        self._last_error = self._last_hint = ""
+        self._last_error = ""
         self._ready.set()
         self._settled.set()
         logger.info("herald ready: gadgets at %s, phones at %s", info.get("gadget_url"), info.get("mobile_url"))
@@ -372,7 +369,7 @@ async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:
     return True
 
 
-def hermes_hint(cause: str, herald_hint: str) -> str:
+def hermes_hint(cause: str) -> str:
     """The fix for a start-up failure, in Hermes's terms (herald's own hints name
     herald's flags, which do not apply under Hermes)."""
     lowered = cause.lower()
@@ -396,7 +393,8 @@ def hermes_hint(cause: str, herald_hint: str) -> str:
         )
     if "no such file" in lowered or "herald binary" in lowered or "permission denied" in lowered:
         return "Install herald with plugin/install.sh (or set HERALD_BIN), then restart the gateway."
-    return f"{herald_hint} Check `hermes gadget info`, then restart the gateway.".strip()
+    # herald's own hint names herald's flags, which do not apply here.
+    return "See herald's lines above in this log and `hermes gadget info`, then restart the gateway."
 
 
 _bridges: dict[Path, HeraldBridge] = {}

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import Rig
+from conftest import Rig, admin_get
 from harness import Gateway
 
 pytestmark = pytest.mark.ends_gateway
@@ -51,6 +51,14 @@ def test_config_yaml_extras_win_and_the_first_approved_gadget_becomes_home(rig: 
             sent = rig.home.hermes("send", "--to", "gadget", "Welcome home.", check=False)
             assert sent.returncode == 0, sent.stdout + sent.stderr
             gadget.reply("Welcome home.")
+        # The first phone that talks becomes the mobile home channel.
+        rig.mobile_url = admin_get(rig.home.path / "herald", "/v1/info")["mobile_url"]
+        with rig.phone("tel-homebody") as phone:
+            phone.say("hello, new home")
+            phone.message("stub: hello, new home")
+            sent = rig.home.hermes("send", "--to", "mobile", "Welcome home, phone.", check=False)
+            assert sent.returncode == 0, sent.stdout + sent.stderr
+            phone.message("Welcome home, phone.")
         # speak_replies: false: a gadget with a speaker reads its replies, silently.
         with rig.gadget("studio", speaker_rate=16000) as studio:
             studio.say("how is the weather in the studio?")
