@@ -706,12 +706,9 @@ def _session_adapter() -> tuple[Optional["HeraldAdapter"], str]:
     """The live adapter and chat of the agent run on this thread, if it is ours."""
     from gateway.session_context import get_session_env
 
-    platform = get_session_env("HERMES_SESSION_PLATFORM")
     chat_id = get_session_env("HERMES_SESSION_CHAT_ID")
-    for adapter in list(_live_adapters):
-        if adapter.platform_name == platform and chat_id:
-            return adapter, chat_id
-    return None, ""
+    adapter = live_adapter(get_session_env("HERMES_SESSION_PLATFORM")) if chat_id else None
+    return adapter, chat_id
 
 
 def note_run_started(**_: Any) -> None:

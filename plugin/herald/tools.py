@@ -28,9 +28,9 @@ DEVICE_PARAM = {
 
 DEVICES_SCHEMA: Json = {
     "name": "gadget_devices",
-    "description": "List the user's paired Herald gadgets (online or not, screen, speaker, "
-    "and the actions each offers for gadget_action) and phones, plus how many gadgets "
-    "wait for pairing approval.",
+    "description": "List the user's paired Herald gadgets (online or not; for those online "
+    "their screen, speaker and the actions each offers for gadget_action), plus how many "
+    "gadgets wait for pairing approval.",
     "parameters": {"type": "object", "properties": {}, "required": []},
 }
 
@@ -74,8 +74,8 @@ def available() -> bool:
 
 def gadget_devices(args: dict[str, Any], **_: Any) -> str:
     try:
-        listed = _bridge().call_from_thread("devices", {}).get("devices") or []
-        paired = [d for d in listed if isinstance(d, dict) and _paired(str(d.get("platform")), str(d.get("id")))]
+        listed = _bridge().call_from_thread("devices", {"platform": "gadget"}).get("devices") or []
+        paired = [d for d in listed if isinstance(d, dict) and _paired(str(d.get("id")))]
         return json.dumps({"devices": paired, "waiting_for_approval": _waiting("gadget")})
     except (BridgeError, ToolError) as err:
         return _error(err)
@@ -126,13 +126,10 @@ def _bridge() -> HeraldBridge:
     return bridge
 
 
-def _paired(platform: str, user_or_device: str) -> bool:
-    """Hermes's decision for a gadget (its id is its user id); phones are listed only
-    once they have talked, which needed their owner's approval."""
-    if platform != "gadget":
-        return True
+def _paired(device_id: str) -> bool:
+    """Hermes's decision for a gadget, whose id is its user id."""
     adapter = live_adapter("gadget")
-    return adapter is not None and adapter.is_authorized(user_or_device)
+    return adapter is not None and adapter.is_authorized(device_id)
 
 
 def _waiting(platform: str) -> int:
@@ -144,7 +141,7 @@ def _waiting(platform: str) -> int:
 def _gadget(bridge: HeraldBridge, device: Any) -> Json:
     """The gadget a tool call means: named, this conversation's, or the only paired one online."""
     if isinstance(device, str) and device:
-        if not _paired("gadget", device):
+        if not _paired(device):
             raise ToolError(f"{device} is not a paired gadget; gadget_devices lists those")
         return {"platform": "gadget", "id": device}
     from gateway.session_context import get_session_env
@@ -155,7 +152,7 @@ def _gadget(bridge: HeraldBridge, device: Any) -> Json:
             return {"platform": "gadget", "id": chat_id}
     listed = bridge.call_from_thread("devices", {"platform": "gadget"}).get("devices") or []
     online = [
-        d for d in listed if isinstance(d, dict) and d.get("online") and _paired("gadget", str(d.get("id")))
+        d for d in listed if isinstance(d, dict) and d.get("online") and _paired(str(d.get("id")))
     ]
     if len(online) == 1:
         return {"platform": "gadget", "id": str(online[0].get("id"))}
