@@ -25,6 +25,8 @@ pub struct ChatArgs {
     pub url: String,
     pub token: String,
     pub device_id: String,
+    /// Where received files are saved, private to this user.
+    pub downloads: PathBuf,
 }
 
 /// What the terminal shows and remembers.
@@ -44,7 +46,11 @@ struct Screen {
 
 pub fn run(args: ChatArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(chat(args))
+    let result = runtime.block_on(chat(args));
+    // The stdin reader sits in a blocking read that only a new line would end: do not
+    // wait for it, or an error would hang until the user pressed Enter.
+    runtime.shutdown_background();
+    result
 }
 
 async fn chat(args: ChatArgs) -> anyhow::Result<()> {
@@ -64,7 +70,7 @@ async fn chat(args: ChatArgs) -> anyhow::Result<()> {
         live: None,
         card: None,
         other_for: None,
-        downloads: std::env::temp_dir().join("herald-chat"),
+        downloads: args.downloads,
         files: HashMap::new(),
         sent: 0,
     };
@@ -159,6 +165,10 @@ impl Screen {
                 self.end_live();
                 bail!("access denied: {reason}");
             }
+            Event::Failed { reason } => {
+                self.end_live();
+                bail!("{reason}");
+            }
             Event::Frame(frame) => self.frame(frame)?,
         }
         Ok(())
@@ -242,9 +252,9 @@ impl Screen {
             .and_then(|n| Path::new(n).file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| format!("{}.bin", media.id));
-        std::fs::create_dir_all(&self.downloads)?;
+        herald_server::files::create_private_dir(&self.downloads)?;
         let path = self.downloads.join(name);
-        std::fs::write(&path, &bytes)?;
+        herald_server::files::write_private(&path, &bytes)?;
         let caption = media.caption.map(|c| format!(" {c}")).unwrap_or_default();
         println!(
             "< [{} {} bytes]{caption} saved to {}",

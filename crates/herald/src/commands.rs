@@ -1,9 +1,9 @@
 //! What each subcommand does; `main.rs` only parses.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use herald_agents::bridge::Ready;
 use herald_agents::{Bridge, DemoAgent, EchoAgent};
 use herald_port::{Backend, Chat, Platform};
@@ -16,16 +16,38 @@ use herald_server::store::PairingRecord;
 use herald_server::Server;
 
 use crate::admin_client::{AdminClient, Refused};
-use crate::{BackendKind, ChatArgs, Global, PairingCommand, SendArgs, ServeArgs};
+use crate::{BackendKind, ChatArgs, Global, PairingCommand, SendArgs, ServeArgs, Usage};
 
 /// Defaults, then the config file, then the environment.
 pub(crate) fn load_config(global: &Global) -> anyhow::Result<Config> {
-    let mut config = match &global.config {
+    load_config_from(config_file(global).as_deref())
+}
+
+fn load_config_from(file: Option<&Path>) -> anyhow::Result<Config> {
+    let mut config = match file {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
     };
     config.apply_env(|name| std::env::var(name).ok())?;
     Ok(config)
+}
+
+/// The config file to read: `--config` / `HERALD_CONFIG`, else the first that exists of
+/// `$XDG_CONFIG_HOME/herald/herald.toml` (`~/.config/…` when unset) and
+/// `/etc/herald/herald.toml`.
+pub(crate) fn config_file(global: &Global) -> Option<PathBuf> {
+    if let Some(path) = &global.config {
+        return Some(path.clone());
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")));
+    let candidates = [
+        xdg.map(|dir| dir.join("herald").join("herald.toml")),
+        Some(PathBuf::from("/etc/herald/herald.toml")),
+    ];
+    candidates.into_iter().flatten().find(|path| path.is_file())
 }
 
 pub(crate) fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
@@ -38,7 +60,12 @@ pub(crate) fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathB
 }
 
 pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
-    let mut config = load_config(global)?;
+    // Under Hermes only the plugin's --config counts: a machine-wide file is not Hermes's.
+    let file = match args.backend {
+        BackendKind::Bridge => global.config.clone(),
+        _ => config_file(global),
+    };
+    let mut config = load_config_from(file.as_deref())?;
     if let Some(host) = args.host {
         config.gadget.host = host;
         config.mobile.host = host;
@@ -61,8 +88,9 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
     // Logs go to stderr: stdout belongs to whatever drives herald (the Hermes bridge).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        // Colour codes only for a person: the Hermes plugin copies these lines into its log.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Colour codes only for a person who wants them: the Hermes plugin copies these
+        // lines into its log.
+        .with_ansi(color_wanted(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
@@ -118,6 +146,11 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
     result
 }
 
+/// Colour for a terminal, unless `NO_COLOR` is set (<https://no-color.org>).
+pub(crate) fn color_wanted(stream: &impl std::io::IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -133,35 +166,71 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-pub fn info(global: &Global) -> anyhow::Result<()> {
-    let config = load_config(global)?;
+/// What `herald info` reports, running or not.
+#[derive(Debug, serde::Serialize)]
+struct InfoReport {
+    running: bool,
+    version: Option<String>,
+    gadget_url: String,
+    mobile_url: String,
+    /// Where the generated app token is kept, if one was generated.
+    mobile_token_file: Option<PathBuf>,
+    data_dir: PathBuf,
+    store: PathBuf,
+    /// The config file read, if any.
+    config: Option<PathBuf>,
+}
+
+pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
+    let config_path = config_file(global);
+    let config = load_config_from(config_path.as_deref())?;
     let data_dir = data_dir(global, &config)?;
-    match AdminClient::connect(&data_dir).and_then(|c| c.get::<Info>("/v1/info")) {
-        Ok(info) => {
-            println!("Gadgets connect to:  {}", info.gadget_url);
-            println!("Phones connect to:   {}", info.mobile_url);
-            if let Some(token) = &info.mobile_token {
-                println!("Phone app token:     in {}", token.display());
-            }
-            println!("Data directory:      {}", info.data_dir.display());
-            println!("Store:               {}", info.store.display());
-            println!("Status:              running (herald {})", info.version);
-        }
+    let report = match AdminClient::connect(&data_dir).and_then(|c| c.get::<Info>("/v1/info")) {
+        Ok(info) => InfoReport {
+            running: true,
+            version: Some(info.version),
+            gadget_url: info.gadget_url,
+            mobile_url: info.mobile_url,
+            mobile_token_file: info.mobile_token,
+            data_dir: info.data_dir,
+            store: info.store,
+            config: config_path,
+        },
         Err(_) => {
             let scheme = if config.tls().is_some() { "wss" } else { "ws" };
-            let addr = std::net::SocketAddr::new(config.gadget.host, config.gadget.port);
-            let url = herald_server::net::url(scheme, addr, &config.gadget.path);
-            println!("Gadgets connect to:  {url}");
-            let addr = std::net::SocketAddr::new(config.mobile.host, config.mobile.port);
-            let mobile = herald_server::net::url(scheme, addr, &config.mobile.path);
-            println!("Phones connect to:   {mobile}");
-            println!("Data directory:      {}", data_dir.display());
-            println!(
-                "Store:               {}",
-                data_dir.join(herald_server::STORE_FILE).display()
-            );
-            println!("Status:              not running (start it with `herald serve`)");
+            let url = |host, port, path: &str| {
+                herald_server::net::url(scheme, std::net::SocketAddr::new(host, port), path)
+            };
+            InfoReport {
+                running: false,
+                version: None,
+                gadget_url: url(config.gadget.host, config.gadget.port, &config.gadget.path),
+                mobile_url: url(config.mobile.host, config.mobile.port, &config.mobile.path),
+                mobile_token_file: None,
+                store: data_dir.join(herald_server::STORE_FILE),
+                data_dir,
+                config: config_path,
+            }
         }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("Gadgets connect to:  {}", report.gadget_url);
+    println!("Phones connect to:   {}", report.mobile_url);
+    if let Some(token) = &report.mobile_token_file {
+        println!("Phone app token:     in {}", token.display());
+    }
+    println!("Data directory:      {}", report.data_dir.display());
+    println!("Store:               {}", report.store.display());
+    match &report.config {
+        Some(path) => println!("Config file:         {}", path.display()),
+        None => println!("Config file:         none (defaults and the environment)"),
+    }
+    match &report.version {
+        Some(version) => println!("Status:              running (herald {version})"),
+        None => println!("Status:              not running (start it with `herald serve`)"),
     }
     Ok(())
 }
@@ -236,12 +305,42 @@ pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The URLs of the server that runs on the data directory, else where the configuration
+/// says it would listen on this machine: what `herald chat` and `herald sim` connect to
+/// without `--url`.
+pub(crate) struct LocalUrls {
+    pub gadget: String,
+    pub mobile: String,
+}
+
+pub(crate) fn local_urls(config: &Config, data_dir: &Path) -> LocalUrls {
+    if let Ok(info) = AdminClient::connect(data_dir).and_then(|c| c.get::<Info>("/v1/info")) {
+        return LocalUrls {
+            gadget: info.gadget_url,
+            mobile: info.mobile_url,
+        };
+    }
+    let scheme = if config.tls().is_some() { "wss" } else { "ws" };
+    let here = |port| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    LocalUrls {
+        gadget: herald_server::net::url(scheme, here(config.gadget.port), &config.gadget.path),
+        mobile: herald_server::net::url(scheme, here(config.mobile.port), &config.mobile.path),
+    }
+}
+
 pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
+    let config = load_config(global)?;
+    let dir = data_dir(global, &config)?;
+    let url = match args.url {
+        Some(url) => url,
+        None => local_urls(&config, &dir).mobile,
+    };
+    if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+        return Err(Usage(format!("{url}: use a ws:// or wss:// URL")).into());
+    }
     let token = match args.token {
         Some(token) => token,
         None => {
-            let config = load_config(global)?;
-            let dir = data_dir(global, &config)?;
             let path = dir.join(herald_server::MOBILE_TOKEN_FILE);
             std::fs::read_to_string(&path)
                 .with_context(|| {
@@ -255,9 +354,10 @@ pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
         }
     };
     crate::chat::run(crate::chat::ChatArgs {
-        url: args.url,
+        url,
         token,
         device_id: args.device_id,
+        downloads: dir.join("downloads"),
     })
 }
 
@@ -304,7 +404,7 @@ pub fn pairing(global: &Global, command: PairingCommand) -> anyhow::Result<()> {
             user,
         } => {
             if code.is_none() && user.is_none() {
-                bail!("give the code the device shows, or --user ID");
+                return Err(Usage("give the code the device shows, or --user ID".into()).into());
             }
             let request = ApproveRequest {
                 platform: parse_platform(&platform)?,
@@ -409,7 +509,7 @@ fn parse_platform(name: &str) -> anyhow::Result<Platform> {
     match name {
         "gadget" => Ok(Platform::Gadget),
         "mobile" => Ok(Platform::Mobile),
-        other => bail!("unknown platform {other:?}: use gadget or mobile"),
+        other => Err(Usage(format!("unknown platform {other:?}: use gadget or mobile")).into()),
     }
 }
 

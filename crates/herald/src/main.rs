@@ -11,6 +11,7 @@ mod sim;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -30,7 +31,8 @@ struct Global {
     /// Data directory (store, recordings, admin endpoint) [default: the platform's data dir]
     #[arg(long, global = true, env = "HERALD_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// TOML configuration file
+    /// TOML configuration file [default: $XDG_CONFIG_HOME/herald/herald.toml, else
+    /// /etc/herald/herald.toml, when present]
     #[arg(long, global = true, env = "HERALD_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -39,8 +41,12 @@ struct Global {
 enum Command {
     /// Run the server with the built-in demo agent
     Serve(ServeArgs),
-    /// Print the URL devices should use and where data lives
-    Info,
+    /// Print the URLs devices should use, where data lives and which config was read
+    Info {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// List enrolled gadgets
     Devices {
         /// Print JSON instead of a table
@@ -110,9 +116,10 @@ struct SendArgs {
 
 #[derive(Debug, Args)]
 struct ChatArgs {
-    /// The mobile endpoint
-    #[arg(long, default_value = "ws://127.0.0.1:8787/ws")]
-    url: String,
+    /// The phone endpoint (ws:// or wss://) [default: the server running on the data
+    /// directory, else the configured port on this machine]
+    #[arg(long)]
+    url: Option<String>,
     /// The app token [default: MOBILE_TOKEN, else the token `herald serve` generated]
     #[arg(long, env = "MOBILE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -185,19 +192,44 @@ enum PairingCommand {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+/// An error in how herald was called rather than in what it did: exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Usage(pub String);
+
+/// Errors are printed once, on one line (the causes joined with `: `), never with a
+/// backtrace: `RUST_BACKTRACE` is for panics.
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    match run(cli) {
+        Ok(status) => status,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if err.is::<Usage>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let done = |result: anyhow::Result<()>| result.map(|()| ExitCode::SUCCESS);
+    done(match cli.command {
         Command::Serve(args) => commands::serve(&cli.global, args),
-        Command::Info => commands::info(&cli.global),
+        Command::Info { json } => commands::info(&cli.global, json),
         Command::Devices { json } => commands::devices(&cli.global, json),
         Command::Forget { device_id } => commands::forget(&cli.global, &device_id),
         Command::Pairing(command) => commands::pairing(&cli.global, command),
         Command::Ota(command) => ota::run(&cli.global, command),
         Command::Chat(args) => commands::chat(&cli.global, args),
         Command::Phones { json } => commands::phones(&cli.global, json),
-        Command::Send(args) => std::process::exit(commands::send(&cli.global, args)),
+        Command::Send(args) => {
+            let status = commands::send(&cli.global, args);
+            return Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)));
+        }
         Command::Bench(args) => bench::run(&cli.global, args),
         Command::Sim(args) => sim::run(&cli.global, args),
-    }
+    })
 }

@@ -20,6 +20,7 @@ use herald_mobile_proto::{
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 use tracing::debug;
@@ -72,6 +73,9 @@ pub enum Event {
     Disconnected { reason: String, retry_in: Duration },
     /// Access denied (close 1008): the client has stopped.
     Denied { reason: String },
+    /// Trying again cannot help (a URL that is not a phone endpoint, say): the client
+    /// has stopped.
+    Failed { reason: String },
 }
 
 /// The client has stopped (denied, or dropped).
@@ -149,6 +153,7 @@ enum Ended {
     /// The caller dropped the client.
     Stopped,
     Denied(String),
+    Failed(String),
     /// Anything else: try again. `ready` tells whether the session got that far.
     Lost {
         reason: String,
@@ -168,6 +173,10 @@ async fn run(
             Ended::Stopped => return,
             Ended::Denied(reason) => {
                 let _ = events.send(Event::Denied { reason }).await;
+                return;
+            }
+            Ended::Failed(reason) => {
+                let _ = events.send(Event::Failed { reason }).await;
                 return;
             }
             Ended::Lost { reason, ready } => {
@@ -205,6 +214,49 @@ fn enqueue(queue: &mut VecDeque<ClientFrame>, frame: ClientFrame) {
     queue.push_back(frame);
 }
 
+/// Why a connection attempt failed: permanent when the URL or the server's answer says
+/// so, worth retrying otherwise (the server may be starting).
+fn connect_failed(url: &str, err: tungstenite::Error) -> Ended {
+    match err {
+        tungstenite::Error::Url(err) => {
+            Ended::Failed(format!("{url}: {err} (use ws:// or wss://)"))
+        }
+        tungstenite::Error::Http(response) if response.status().is_client_error() => {
+            let status = response.status();
+            Ended::Failed(format!("{} (HTTP {status})", not_a_phone_endpoint(url)))
+        }
+        // A certificate the client does not trust stays untrusted on the next try.
+        err if certificate_refused(&err) => Ended::Failed(format!(
+            "{url}: {err} (a self-signed certificate? trust it with SSL_CERT_FILE=its PEM)"
+        )),
+        err => Ended::Lost {
+            reason: err.to_string(),
+            ready: false,
+        },
+    }
+}
+
+/// Whether the connection failed because the server's certificate is not trusted
+/// (unknown issuer, wrong name, expired): nothing a retry changes. The system's roots
+/// are trusted, and those of `SSL_CERT_FILE` when it is set.
+pub fn certificate_refused(err: &tungstenite::Error) -> bool {
+    let rustls_error = match err {
+        tungstenite::Error::Io(io) => io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
+        _ => None,
+    };
+    matches!(
+        rustls_error,
+        Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+    )
+}
+
+fn not_a_phone_endpoint(url: &str) -> String {
+    format!(
+        "{url} is not a Herald phone endpoint (a gadget URL?); `herald info` prints the \
+         phone URL"
+    )
+}
+
 async fn connect_once(
     config: &ClientConfig,
     frames: &mut mpsc::Receiver<ClientFrame>,
@@ -214,7 +266,7 @@ async fn connect_once(
     let lost = |reason: String, ready: bool| Ended::Lost { reason, ready };
     let (mut ws, _) = match tokio_tungstenite::connect_async(config.url.as_str()).await {
         Ok(connected) => connected,
-        Err(err) => return lost(err.to_string(), false),
+        Err(err) => return connect_failed(&config.url, err),
     };
     let hello = ClientFrame::Hello(Hello {
         token: Some(config.token.clone()),
@@ -233,7 +285,9 @@ async fn connect_once(
                     Ok(ServerFrame::Error { code, message }) => {
                         refusal = Some(format!("{}: {message}", code.as_str()));
                     }
-                    _ => {}
+                    Ok(_) => {}
+                    // A phone endpoint's first answer is always a mobile frame.
+                    Err(_) => return Err(Ended::Failed(not_a_phone_endpoint(&config.url))),
                 },
                 Some(Ok(Message::Close(Some(frame)))) if frame.code == CloseCode::Policy => {
                     return Err(Ended::Denied(

@@ -26,7 +26,6 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::Args;
 use herald_device::DeviceConfig;
-use herald_gadget_proto::limits::{DEFAULT_PATH, DEFAULT_PORT};
 
 use crate::Global;
 use boards::Board;
@@ -34,9 +33,10 @@ use runner::{Command, Settings};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
-    /// The server's gadget endpoint (ws://)
-    #[arg(long, default_value_t = format!("ws://127.0.0.1:{DEFAULT_PORT}{DEFAULT_PATH}"))]
-    url: String,
+    /// The server's gadget endpoint (ws:// or wss://) [default: the server running on
+    /// the data directory, else the configured port on this machine]
+    #[arg(long)]
+    url: Option<String>,
     /// The board to be
     #[arg(long, value_enum, default_value_t = Board::Breadboard)]
     board: Board,
@@ -65,14 +65,16 @@ pub struct SimArgs {
 }
 
 pub fn run(global: &Global, args: SimArgs) -> anyhow::Result<()> {
-    check_url(&args.url)?;
-    let state_dir = match args.state_dir {
-        Some(dir) => dir,
-        None => {
-            let config = crate::commands::load_config(global)?;
-            crate::commands::data_dir(global, &config)?.join(format!("sim-{}", args.board.name()))
-        }
+    let server = crate::commands::load_config(global)?;
+    let data_dir = crate::commands::data_dir(global, &server)?;
+    let url = match args.url {
+        Some(url) => url,
+        None => crate::commands::local_urls(&server, &data_dir).gadget,
     };
+    check_url(&url)?;
+    let state_dir = args
+        .state_dir
+        .unwrap_or_else(|| data_dir.join(format!("sim-{}", args.board.name())));
     let config = DeviceConfig {
         token: args.token.filter(|t| !t.is_empty()),
         ..args.board.config(&args.name)
@@ -90,7 +92,7 @@ pub fn run(global: &Global, args: SimArgs) -> anyhow::Result<()> {
         );
     }
     let settings = Settings {
-        url: args.url,
+        url,
         speaker: args
             .speaker
             .unwrap_or_else(|| state_dir.join("speaker.wav")),
@@ -116,10 +118,10 @@ pub fn run(global: &Global, args: SimArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Only plain WebSocket URLs: the simulator has no TLS.
+/// A WebSocket URL, before any screen is drawn.
 fn check_url(url: &str) -> anyhow::Result<()> {
-    if url.starts_with("wss://") {
-        bail!("the simulator connects with ws:// only (no TLS); run the server without --tls-cert");
+    if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+        return Err(crate::Usage(format!("{url}: use a ws:// or wss:// URL")).into());
     }
     runner::client_request(url).with_context(|| format!("{url} is not a WebSocket URL"))?;
     Ok(())

@@ -27,6 +27,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Interval, MissedTickBehavior};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::error::{Error, ProtocolError};
 use tokio_tungstenite::tungstenite::handshake::client::Request as WsRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -287,7 +288,11 @@ impl Runner {
             let now = self.now();
             match wake {
                 Wake::Deadline => self.device.handle_timeout(now),
-                Wake::Link(event) => self.on_link(event, now),
+                Wake::Link(event) => {
+                    if let Err(e) = self.on_link(event, now) {
+                        break Err(e);
+                    }
+                }
                 Wake::Mic => self.on_mic(now),
                 Wake::Request(None) => break Ok(()),
                 Wake::Request(Some(Request {
@@ -509,7 +514,20 @@ impl Runner {
         self.answers.push((done, answer));
     }
 
-    fn on_link(&mut self, event: LinkEvent, now: Instant) {
+    /// Hands the link's news to the core; an error stops the simulator, when retrying
+    /// cannot help.
+    fn on_link(&mut self, event: LinkEvent, now: Instant) -> anyhow::Result<()> {
+        if let LinkEvent::Closed {
+            code,
+            reason,
+            fatal,
+            ..
+        } = &event
+        {
+            if let Some(why) = fatal.clone().or_else(|| permanent(*code, reason)) {
+                return Err(anyhow::anyhow!(why));
+            }
+        }
         match event {
             LinkEvent::Connected => self.device.handle(Event::Connected, now),
             LinkEvent::Text(text) => self.device.handle(Event::Text(text.as_str()), now),
@@ -518,6 +536,7 @@ impl Runner {
                 code,
                 reason,
                 error,
+                ..
             } => {
                 match (&error, code) {
                     (Some(error), _) => self.note(format!("connection: {error}")),
@@ -533,6 +552,7 @@ impl Runner {
                 );
             }
         }
+        Ok(())
     }
 
     /// The application action: `led.set {color}`.
@@ -616,7 +636,9 @@ impl Runner {
 }
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-type Attempt = Pin<Box<dyn Future<Output = Result<Socket, String>> + Send>>;
+/// A connection attempt: the socket, or why not and, when a retry cannot help, what to
+/// tell the user.
+type Attempt = Pin<Box<dyn Future<Output = Result<Socket, (String, Option<String>)>> + Send>>;
 
 /// The connection to the server.
 enum Link {
@@ -634,6 +656,9 @@ enum LinkEvent {
         reason: String,
         /// Why the connection failed, when no close frame said it.
         error: Option<String>,
+        /// Set when the attempt failed in a way a retry cannot mend (not a gadget
+        /// endpoint, an untrusted certificate): what to tell the user.
+        fatal: Option<String>,
     },
 }
 
@@ -645,6 +670,43 @@ enum Sent {
     Broken,
 }
 
+/// A refusal a retry cannot mend: a wrong token or key, or a server that does not speak
+/// the gadget protocol. `busy` and timeouts are worth another try.
+fn permanent(code: Option<u16>, reason: &str) -> Option<String> {
+    /// Close 1008, "policy": the server's refusal.
+    const POLICY: u16 = 1008;
+    match (code, reason) {
+        (Some(POLICY), "bad_token") => Some(
+            "the server refused the access token: pass --token (its GADGET_ACCESS_TOKEN)".into(),
+        ),
+        (Some(POLICY), "auth_failed") => Some(
+            "the server does not accept this device's key (enrolled elsewhere?): \
+             `herald forget ID` on the server, or another --state-dir"
+                .into(),
+        ),
+        (Some(POLICY), "protocol" | "unsupported") => Some(format!(
+            "the server refused the gadget protocol ({reason}): is it a gadget endpoint?"
+        )),
+        _ => None,
+    }
+}
+
+/// What to tell the user when a connection attempt shows that retrying cannot help.
+fn fatal_connect_error(url: &str, err: &Error) -> Option<String> {
+    let not_gadget =
+        || format!("{url} is not a Herald gadget endpoint (a phone URL?); `herald info` prints it");
+    match err {
+        Error::Http(response) if response.status().is_client_error() => {
+            Some(format!("{} (HTTP {})", not_gadget(), response.status()))
+        }
+        Error::Protocol(ProtocolError::SecWebSocketSubProtocolError(_)) => Some(not_gadget()),
+        err if herald_mobile_client::certificate_refused(err) => Some(format!(
+            "{url}: {err} (a self-signed certificate? trust it with SSL_CERT_FILE=its PEM)"
+        )),
+        _ => None,
+    }
+}
+
 impl Link {
     fn connect(&mut self, url: &str) {
         let url = url.to_owned();
@@ -654,12 +716,15 @@ impl Link {
             .max_message_size(Some(MAX_INBOUND_FRAME))
             .max_frame_size(Some(MAX_INBOUND_FRAME));
         *self = Link::Connecting(Box::pin(async move {
-            let request = client_request(&url).map_err(|e| e.to_string())?;
+            let request = client_request(&url).map_err(|e| (e.to_string(), None))?;
             // Nagle off: the board sends small frames that should leave at once.
             let (socket, _) =
                 tokio_tungstenite::connect_async_with_config(request, Some(config), true)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| {
+                        let fatal = fatal_connect_error(&url, &e);
+                        (e.to_string(), fatal)
+                    })?;
             Ok(socket)
         }));
     }
@@ -676,12 +741,13 @@ impl Link {
                             *self = Link::Up(Box::new(socket));
                             LinkEvent::Connected
                         }
-                        Err(error) => {
+                        Err((error, fatal)) => {
                             *self = Link::Down;
                             LinkEvent::Closed {
                                 code: None,
                                 reason: String::new(),
                                 error: Some(error),
+                                fatal,
                             }
                         }
                     };
@@ -698,16 +764,19 @@ impl Link {
                             code: frame.as_ref().map(|f| u16::from(f.code)),
                             reason: frame.map(|f| f.reason.to_string()).unwrap_or_default(),
                             error: None,
+                            fatal: None,
                         },
                         Some(Err(e)) => LinkEvent::Closed {
                             code: None,
                             reason: String::new(),
                             error: Some(e.to_string()),
+                            fatal: None,
                         },
                         None => LinkEvent::Closed {
                             code: None,
                             reason: String::new(),
                             error: None,
+                            fatal: None,
                         },
                     };
                     *self = Link::Down;

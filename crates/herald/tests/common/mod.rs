@@ -71,6 +71,8 @@ fn spawn(dir: &Path, gadget_port: u16, env: &[(String, String)]) -> Child {
         .env("RUST_LOG", "warn")
         .env_remove("MOBILE_TOKEN")
         .env_remove("HERALD_CONFIG")
+        // No config file of the machine's user: each test brings its own.
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
         .env_remove("GADGET_ACCESS_TOKEN")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
@@ -102,6 +104,7 @@ pub fn herald_in(dir: &Path, args: &[&str]) -> Output {
         .arg(dir)
         .env_remove("MOBILE_TOKEN")
         .env_remove("HERALD_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
         .output()
         .unwrap()
 }

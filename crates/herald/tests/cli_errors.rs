@@ -1,0 +1,325 @@
+//! The command line where it meets mistakes and a real home set-up: which config file
+//! it reads, which server `chat` and `sim` find, errors that stop at once in one line,
+//! a second server on the same data directory, private downloads, `wss://`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{herald_in, stdout, Serve, BIN};
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A failed command's status and its one-line error.
+fn failure(output: &Output) -> (i32, String) {
+    let text = stderr(output);
+    assert_eq!(text.lines().count(), 1, "one line: {text:?}");
+    assert!(text.starts_with("error: "), "{text}");
+    (output.status.code().unwrap(), text)
+}
+
+fn info_json(dir: &Path, env: &[(&str, &Path)]) -> serde_json::Value {
+    let output = Command::new(BIN)
+        .args(["info", "--json", "--data-dir"])
+        .arg(dir)
+        .env_remove("HERALD_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    serde_json::from_str(&stdout(&output)).unwrap()
+}
+
+#[test]
+fn the_config_file_is_found_without_flags_and_info_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let info = info_json(dir.path(), &[]);
+    assert_eq!(info["running"], false);
+    assert_eq!(info["config"], serde_json::Value::Null);
+    assert!(
+        info["gadget_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(":8765/gadget"),
+        "{info}"
+    );
+
+    let xdg = dir.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("herald")).unwrap();
+    let file = xdg.join("herald/herald.toml");
+    std::fs::write(&file, "[gadget]\nport = 9100\n").unwrap();
+    let info = info_json(dir.path(), &[("XDG_CONFIG_HOME", &xdg)]);
+    assert_eq!(info["config"], file.to_str().unwrap());
+    assert!(
+        info["gadget_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(":9100/gadget"),
+        "{info}"
+    );
+
+    // HERALD_CONFIG comes first.
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, "[gadget]\nport = 9200\n").unwrap();
+    let info = info_json(
+        dir.path(),
+        &[("XDG_CONFIG_HOME", &xdg), ("HERALD_CONFIG", &other)],
+    );
+    assert_eq!(info["config"], other.to_str().unwrap());
+    assert!(
+        info["gadget_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(":9200/gadget"),
+        "{info}"
+    );
+
+    let text = stdout(&herald_in(dir.path(), &["info"]));
+    assert!(text.contains("Config file:         none"), "{text}");
+}
+
+#[test]
+fn chat_and_sim_connect_to_the_server_of_their_data_directory() {
+    let serve = Serve::start_with(0, &[("MOBILE_ALLOW_ALL_USERS", "1")]);
+    // No --url: the ports are random, so only the data directory can lead there.
+    let mut chat = Command::new(BIN)
+        .args(["chat", "--device-id", "found-it", "--data-dir"])
+        .arg(serve.dir.path())
+        .env_remove("MOBILE_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    let mut lines = BufReader::new(chat.stdout.take().unwrap()).lines();
+    let mut read_until = |needle: &str| {
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        panic!("chat ended without {needle:?}");
+    };
+    read_until("Connected (mobile:found-it)");
+    // A file from the agent lands in the data directory, private.
+    input.write_all(b"/media\n").unwrap();
+    let saved = read_until("saved to ");
+    let path = Path::new(saved.rsplit("saved to ").next().unwrap().trim()).to_owned();
+    assert!(path.starts_with(serve.dir.path()), "{}", path.display());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+    }
+    drop(input);
+    assert!(chat.wait().unwrap().success());
+
+    let sim = Command::new(BIN)
+        .args(["sim", "--headless", "--data-dir"])
+        .arg(serve.dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sim.stdin
+        .as_ref()
+        .unwrap()
+        .write_all(b"wait pairing|ready 10\n")
+        .unwrap();
+    let output = sim.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn permanent_errors_stop_at_once_in_one_line() {
+    let serve = Serve::start();
+    let gadget_url = serve.url("Gadgets connect to:");
+    let phone_url = serve.url("Phones connect to:");
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .arg("--data-dir")
+            .arg(serve.dir.path())
+            // Errors are for people: no backtrace even when one is asked for.
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let (status, text) = failure(&run(&["chat", "--url", &gadget_url]));
+    assert_eq!(status, 1);
+    assert!(text.contains("not a Herald phone endpoint"), "{text}");
+    let wrong_path = phone_url.replace("/ws", "/nowhere");
+    let (_, text) = failure(&run(&["chat", "--url", &wrong_path]));
+    assert!(text.contains("HTTP 404"), "{text}");
+    let sim = Command::new(BIN)
+        .args(["sim", "--headless", "--url", &phone_url, "--data-dir"])
+        .arg(serve.dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sim.stdin
+        .as_ref()
+        .unwrap()
+        .write_all(b"wait ready 10\n")
+        .unwrap();
+    let (status, text) = failure(&sim.wait_with_output().unwrap());
+    assert_eq!(status, 1);
+    assert!(text.contains("not a Herald gadget endpoint"), "{text}");
+    // Usage errors exit 2.
+    let (status, text) = failure(&run(&["chat", "--url", "ftp://example.invalid/"]));
+    assert_eq!(status, 2);
+    assert!(text.contains("ws:// or wss://"), "{text}");
+    let (status, _) = failure(&run(&["pairing", "revoke", "fax", "x"]));
+    assert_eq!(status, 2);
+    // Access denied stops too.
+    let (status, text) = failure(&run(&["chat", "--url", &phone_url, "--token", "wrong"]));
+    assert_eq!(status, 1);
+    assert!(text.contains("access denied"), "{text}");
+}
+
+#[test]
+fn a_second_serve_on_the_same_data_directory_refuses_to_start() {
+    let serve = Serve::start();
+    let output = Command::new(BIN)
+        .args([
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--gadget-port",
+            "0",
+            "--mobile-port",
+            "0",
+        ])
+        .args(["--admin-port", "0", "--data-dir"])
+        .arg(serve.dir.path())
+        .env("XDG_CONFIG_HOME", serve.dir.path().join("no-config"))
+        .output()
+        .unwrap();
+    let (status, text) = failure(&output);
+    assert_eq!(status, 1);
+    assert!(text.contains("already running"), "{text}");
+    // The first one is still the one the CLI reaches.
+    let info = stdout(&serve.herald(&["info"]));
+    assert!(info.contains("running (herald"), "{info}");
+}
+
+#[test]
+fn a_short_mobile_token_is_refused_at_start_up_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .args([
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--gadget-port",
+            "0",
+            "--mobile-port",
+            "0",
+        ])
+        .args(["--admin-port", "0", "--data-dir"])
+        .arg(dir.path())
+        .env("MOBILE_TOKEN", "hunter2")
+        .env("XDG_CONFIG_HOME", dir.path().join("no-config"))
+        .output()
+        .unwrap();
+    let (status, text) = failure(&output);
+    assert_eq!(status, 1);
+    assert!(
+        text.contains("MOBILE_TOKEN is too short") && text.contains("32"),
+        "{text}"
+    );
+    assert!(!dir.path().join("admin.json").exists());
+}
+
+#[test]
+fn chat_and_sim_speak_wss() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let config = dir.path().join("herald.toml");
+    let toml = format!(
+        "tls_cert = {:?}\ntls_key = {:?}\n[gadget]\nallow_all_users = true\n[mobile]\nallow_all_users = true\n",
+        cert_path, key_path
+    );
+    std::fs::write(&config, toml).unwrap();
+    let serve = Serve::start_with(0, &[("HERALD_CONFIG", config.to_str().unwrap())]);
+    let localhost = |url: String| url.replace("127.0.0.1", "localhost");
+    let phone_url = localhost(serve.url("Phones connect to:"));
+    let gadget_url = localhost(serve.url("Gadgets connect to:"));
+    assert!(phone_url.starts_with("wss://"), "{phone_url}");
+
+    // The clients trust what the system trusts; SSL_CERT_FILE adds this certificate.
+    let mut chat = Command::new(BIN)
+        .args([
+            "chat",
+            "--url",
+            &phone_url,
+            "--device-id",
+            "tls-phone",
+            "--data-dir",
+        ])
+        .arg(serve.dir.path())
+        .env("SSL_CERT_FILE", &cert_path)
+        .env_remove("MOBILE_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    input.write_all(b"over tls\n").unwrap();
+    drop(input);
+    let output = chat.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("< You said: over tls"), "{text}");
+
+    let sim = Command::new(BIN)
+        .args(["sim", "--headless", "--url", &gadget_url, "--data-dir"])
+        .arg(serve.dir.path())
+        .env("SSL_CERT_FILE", &cert_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sim.stdin
+        .as_ref()
+        .unwrap()
+        .write_all(b"wait ready 10\ntext hello\nexpect You said: hello\n")
+        .unwrap();
+    let output = sim.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // Trusting another certificate only, the connection stops at once instead of
+    // retrying; stdin stays open, so only the error can end it.
+    let stranger = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let stranger_path = dir.path().join("stranger.pem");
+    std::fs::write(&stranger_path, stranger.cert.pem()).unwrap();
+    let mut chat = Command::new(BIN)
+        .args(["chat", "--url", &phone_url, "--data-dir"])
+        .arg(serve.dir.path())
+        .env("SSL_CERT_FILE", &stranger_path)
+        .env_remove("SSL_CERT_DIR")
+        .env_remove("MOBILE_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let open_stdin = chat.stdin.take();
+    let output = chat.wait_with_output().unwrap();
+    drop(open_stdin);
+    let (status, text) = failure(&output);
+    assert_eq!(status, 1);
+    assert!(text.contains("certificate"), "{text}");
+}
