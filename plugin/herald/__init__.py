@@ -7,6 +7,7 @@ withdraws stale cards. See DESIGN.md in the repository's ``plugin/`` directory.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Callable
 
@@ -41,8 +42,31 @@ MOBILE_HINT = (
 )
 
 
-def herald_available(_config: Any = None) -> bool:
-    return find_herald() is not None
+def always_configured(_config: Any = None) -> bool:
+    """``is_connected``: herald needs no credentials, so an enabled plugin is configured;
+    whether it can run is ``check_fn``'s question."""
+    return True
+
+
+_missing_reported = False
+
+
+def herald_installed(_config: Any = None) -> bool:
+    """``check_fn``: without the binary Hermes leaves both platforms out and says only
+    "No messaging platforms enabled", so say why here, once."""
+    global _missing_reported
+    if find_herald() is not None:
+        return True
+    if not _missing_reported:
+        _missing_reported = True
+        configured = os.environ.get("HERALD_BIN")
+        where = f"HERALD_BIN={configured} is not an executable" if configured else "no herald binary found"
+        logging.getLogger(__name__).error(
+            "Herald's gadget and mobile platforms are off: %s. Fix: %s, then restart the gateway.",
+            where,
+            INSTALL_HINT,
+        )
+    return False
 
 
 def home_channel(variable: str) -> Callable[[], dict[str, Any] | None]:
@@ -65,8 +89,8 @@ def register(ctx: Any) -> None:
             name=name,
             label=label,
             adapter_factory=lambda config, name=name: HeraldAdapter(config, name),
-            check_fn=herald_available,
-            is_connected=herald_available,
+            check_fn=herald_installed,
+            is_connected=always_configured,
             install_hint=INSTALL_HINT,
             allowed_users_env=f"{prefix}_ALLOWED_USERS",
             allow_all_env=f"{prefix}_ALLOW_ALL_USERS",

@@ -104,3 +104,15 @@ def test_a_bad_setting_is_reported_with_the_hermes_command_that_fixes_it(rig: Ri
     assert len(failures) == 1, failures
     assert "gadget.heartbeat_s: must be between 5 and 300" in failures[0], failures
     assert "hermes config set platforms.gadget.extra.heartbeat_s VALUE" in failures[0], failures
+
+
+def test_a_missing_herald_binary_is_reported_once_with_its_fix(rig: Rig, fresh_start: None) -> None:
+    gateway = Gateway(rig.home, {"HERALD_BIN": str(rig.home.path / "no-such-herald")})
+    try:
+        gateway.wait_for_log("No messaging platforms enabled", timeout=90)
+    finally:
+        gateway.stop()
+    reports = re.findall(r"Herald's gadget and mobile platforms are off: .*", gateway.log())
+    assert len(reports) == 1, reports
+    assert "no-such-herald is not an executable" in reports[0] and "plugin/install.sh" in reports[0]
+    assert "started herald" not in gateway.log()
