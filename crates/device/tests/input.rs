@@ -122,7 +122,7 @@ fn a_prompt_ignores_presses_in_its_first_600_ms() {
     assert_eq!(rig.screen(), Screen::Prompt);
     let view = rig.dev.view();
     assert_eq!(view.title, Some("Confirm /new"));
-    assert_eq!(view.lines, ["Start over?"]);
+    assert_eq!(view.lines, ["Start over?", "TALK yes, CANCEL no"]);
     rig.advance(599);
     rig.down(Button::Talk);
     rig.up(Button::Talk);
@@ -206,6 +206,67 @@ fn holding_cancel_2_s_starts_a_new_session() {
     rig.advance(3_000);
     rig.up(Button::Cancel);
     assert!(rig.sent().is_empty());
+}
+
+#[test]
+fn holding_cancel_counts_down_on_the_status_line() {
+    let mut rig = Rig::online();
+    let status = |rig: &Rig| rig.dev.view().status;
+    assert_eq!(status(&rig), "Ready");
+    rig.down(Button::Cancel);
+    assert_eq!(status(&rig), "New chat in 2 s");
+    assert!(rig.take().contains(&Action::Redraw));
+    rig.advance(999);
+    assert_eq!(status(&rig), "New chat in 2 s");
+    rig.advance(1);
+    assert_eq!(status(&rig), "New chat in 1 s");
+    assert!(
+        rig.take().contains(&Action::Redraw),
+        "the countdown is drawn"
+    );
+    rig.advance(1_000);
+    assert_eq!(rig.sent_types(), ["session.new"]);
+    assert_eq!(status(&rig), "Ready");
+    // A short press shows it only while held.
+    rig.down(Button::Cancel);
+    rig.advance(400);
+    rig.up(Button::Cancel);
+    assert_eq!(status(&rig), "Ready");
+}
+
+#[test]
+fn a_message_typed_while_cancel_is_held_is_not_wiped_by_the_hold() {
+    let mut rig = Rig::online();
+    rig.down(Button::Cancel);
+    rig.advance(1_500);
+    rig.dev
+        .send_text("still here?", Instant::from_millis(rig.now))
+        .unwrap();
+    rig.advance(5_000);
+    rig.up(Button::Cancel);
+    assert_eq!(rig.sent_types(), ["text"], "no session.new, no cancel");
+    rig.server_json(r#"{"type":"turn.start","turn":"u1"}"#);
+    rig.server_json(r#"{"type":"reply","turn":"u1","text":"yes"}"#);
+    assert_eq!(rig.lines(), ["yes"]);
+}
+
+#[test]
+fn every_board_shows_the_whole_prompt_hint() {
+    use herald_device::DeviceConfig;
+    let mut rig = Rig::online();
+    prompt(&mut rig, "");
+    let cols = DeviceConfig::reference("t").display.unwrap().text_cols;
+    let view = rig.dev.view();
+    assert_eq!(
+        view.lines.last().map(String::as_str),
+        Some("TALK yes, CANCEL no")
+    );
+    assert!(view
+        .lines
+        .iter()
+        .all(|l| l.chars().count() <= usize::from(cols)));
+    // The status line leaves room for the simulator's screen name beside it.
+    assert!(view.status.chars().count() + "[prompt] ".len() <= usize::from(cols));
 }
 
 #[test]

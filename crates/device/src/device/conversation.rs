@@ -145,6 +145,8 @@ impl<H: Host> Device<H> {
         if text.chars().count() > MAX_TEXT {
             return Err(CommandError::TooLong);
         }
+        // Typing is doing something else: a CANCEL hold under way must not wipe it.
+        self.cancel_hold = None;
         let id = self.next_message_id('t');
         self.send(Text {
             id: Some(id),
@@ -313,6 +315,7 @@ impl<H: Host> Device<H> {
             }
             ServerMessage::TurnStart(t) => {
                 self.chat.start_turn(t.turn, now);
+                self.card = None;
                 self.touch();
             }
             ServerMessage::Transcript(t) => {
@@ -327,7 +330,10 @@ impl<H: Host> Device<H> {
                 self.chat.progress(now);
                 self.touch();
             }
+            // A reply takes the screen from a card shown before it; a picture stays on
+            // top, with its caption (a reply) under it.
             ServerMessage::ReplyDelta(d) => {
+                self.card = None;
                 self.chat.show_reply(&d.text);
                 self.chat.streaming = true;
                 self.chat.replying = self.chat.awaiting;
@@ -335,6 +341,7 @@ impl<H: Host> Device<H> {
                 self.touch();
             }
             ServerMessage::Reply(r) => {
+                self.card = None;
                 self.on_reply(&r, now);
                 self.touch();
             }
@@ -545,7 +552,7 @@ impl<H: Host> Device<H> {
         self.chat.end_turn();
         self.invoked.clear();
         self.ota.abandon(&mut self.host);
-        self.cancel_hold_at = None;
+        self.cancel_hold = None;
         self.prompt = None;
         self.incoming_image = None;
     }

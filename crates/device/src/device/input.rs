@@ -5,6 +5,9 @@
 //! thing first. A press is judged by when it went down: one that began in a prompt's
 //! first 0.6 s, or while offline, is ignored through its release.
 
+use alloc::format;
+use alloc::string::String;
+
 use herald_gadget_proto::limits::SESSION_NEW_HOLD_MS;
 use herald_gadget_proto::{Answer, Cancel, SessionNew};
 
@@ -13,7 +16,7 @@ use crate::config::Button;
 use crate::host::Host;
 use crate::io::Action;
 use crate::mic::{Finish, Recording};
-use crate::time::{due, millis, Instant};
+use crate::time::{millis, Instant};
 use crate::view::Phase;
 
 /// Reason sent with `audio.cancel` when CANCEL discards a recording.
@@ -45,7 +48,10 @@ impl<H: Host> Device<H> {
                 });
             }
             Button::Talk => self.start_recording(now),
-            Button::Cancel => self.cancel_hold_at = Some(now + millis(SESSION_NEW_HOLD_MS)),
+            Button::Cancel => {
+                self.cancel_hold = Some(CancelHold::new(now));
+                self.touch();
+            }
             Button::Up => self.turn_page(false),
             Button::Down => self.turn_page(true),
         }
@@ -62,7 +68,8 @@ impl<H: Host> Device<H> {
             Button::Talk => self.stop_recording(now),
             // No hold deadline left means the hold already started a new conversation.
             Button::Cancel => {
-                if self.cancel_hold_at.take().is_some() {
+                if self.cancel_hold.take().is_some() {
+                    self.touch();
                     self.short_cancel(press.at, now);
                 }
             }
@@ -74,9 +81,13 @@ impl<H: Host> Device<H> {
         if self.recording.as_ref().is_some_and(|r| r.deadline() <= now) {
             self.stop_recording(now);
         }
-        if due(self.cancel_hold_at, now) {
-            self.cancel_hold_at = None;
-            self.new_session(now);
+        if let Some(hold) = self.cancel_hold.as_mut() {
+            if hold.fired(now) {
+                self.cancel_hold = None;
+                self.new_session(now);
+            } else if hold.tick(now) {
+                self.touch();
+            }
         }
     }
 
@@ -179,5 +190,45 @@ impl<H: Host> Device<H> {
         self.chat.end_turn();
         self.chat.text.clear();
         self.show_notice("New conversation", None, now);
+    }
+}
+
+/// CANCEL held down, counting the seconds to a new conversation on the status line.
+#[derive(Debug)]
+pub(super) struct CancelHold {
+    pressed_at: Instant,
+    /// The whole seconds shown, counting down to the new conversation.
+    seconds_left: u64,
+}
+
+impl CancelHold {
+    fn new(now: Instant) -> Self {
+        CancelHold {
+            pressed_at: now,
+            seconds_left: SESSION_NEW_HOLD_MS.div_ceil(1000),
+        }
+    }
+
+    /// When the seconds shown next change; at the last one, when the hold fires.
+    pub(super) fn deadline(&self) -> Instant {
+        let shown_ms = (self.seconds_left - 1) * 1000;
+        self.pressed_at + millis(SESSION_NEW_HOLD_MS.saturating_sub(shown_ms))
+    }
+
+    fn fired(&self, now: Instant) -> bool {
+        now >= self.pressed_at + millis(SESSION_NEW_HOLD_MS)
+    }
+
+    /// Count down at `now`; whether the seconds shown changed.
+    fn tick(&mut self, now: Instant) -> bool {
+        let before = self.seconds_left;
+        while self.seconds_left > 1 && now >= self.deadline() {
+            self.seconds_left -= 1;
+        }
+        self.seconds_left != before
+    }
+
+    pub(super) fn status(&self) -> String {
+        format!("New chat in {} s", self.seconds_left)
     }
 }

@@ -43,6 +43,7 @@ use crate::playback::{PlaybackStats, Player};
 use crate::text::Pager;
 use crate::time::{earliest, Instant};
 use crate::view::Phase;
+use input::CancelHold;
 
 use conversation::{Chat, Invoked};
 pub use conversation::{BRIGHTNESS_ACTION, VOLUME_ACTION};
@@ -147,7 +148,8 @@ pub struct Device<H: Host> {
     recording: Option<Recording>,
     player: Player,
     presses: [Option<Press>; 4],
-    cancel_hold_at: Option<Instant>,
+    /// CANCEL held down: when the hold starts a new conversation, and its countdown.
+    cancel_hold: Option<CancelHold>,
     next_id: u32,
     next_stream: u8,
     invoked: Vec<Invoked>,
@@ -212,7 +214,7 @@ impl<H: Host> Device<H> {
             recording: None,
             player: Player::default(),
             presses: [None; 4],
-            cancel_hold_at: None,
+            cancel_hold: None,
             next_id: 0,
             next_stream: 0,
             invoked: Vec::new(),
@@ -265,7 +267,7 @@ impl<H: Host> Device<H> {
             self.link_deadline(),
             self.restart_at,
             self.recording.as_ref().map(Recording::deadline),
-            self.cancel_hold_at,
+            self.cancel_hold.as_ref().map(CancelHold::deadline),
             self.chat.no_reply_at,
             self.screen_deadline(),
             self.state_flush_at,

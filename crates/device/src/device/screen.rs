@@ -27,6 +27,9 @@ use crate::view::{Image, Mode, Phase, Screen, View};
 const FALLBACK_TEXT: (usize, usize) = (32, 4);
 
 /// `(text_cols, text_rows)` of the board.
+/// The last row of a question: what the two buttons answer. Fits 20 columns.
+const PROMPT_HINT: &str = "TALK yes, CANCEL no";
+
 pub(super) fn text_geometry(config: &DeviceConfig) -> (usize, usize) {
     config.display.as_ref().map_or(FALLBACK_TEXT, |d| {
         (usize::from(d.text_cols), usize::from(d.text_rows))
@@ -202,7 +205,7 @@ impl<H: Host> Device<H> {
                 view.lines = fixed(&format!("Installing firmware {version}"));
             }
             Screen::Prompt => {
-                view.status = "TALK = yes, CANCEL = no".to_string();
+                view.status = "Question".to_string();
                 if let Some(p) = &self.prompt {
                     view.title = Some(&p.title);
                     pager = Some(&p.text);
@@ -239,6 +242,14 @@ impl<H: Host> Device<H> {
             view.lines = pager.current().to_vec();
             view.page = pager.page();
             view.pages = pager.pages();
+        }
+        if screen == Screen::Prompt {
+            // The last row, which the question's pages leave free.
+            view.lines
+                .extend(wrap(PROMPT_HINT, cols).into_iter().take(1));
+        }
+        if let Some(hold) = &self.cancel_hold {
+            view.status = hold.status();
         }
         view
     }
@@ -351,8 +362,12 @@ impl<H: Host> Device<H> {
 
     /// A new question replaces the one shown: the server asks one at a time.
     pub(super) fn show_prompt(&mut self, prompt: Prompt, now: Instant) {
+        let (cols, rows) = text_geometry(&self.config);
+        // One row fewer than the text area: the hint goes below the question.
+        let mut text = Pager::new(cols, rows.saturating_sub(1).max(1));
+        text.show(&prompt.text);
         self.prompt = Some(PromptShown {
-            text: self.paged(&prompt.text),
+            text,
             id: prompt.id,
             title: prompt.title,
             shown_at: now,
