@@ -648,6 +648,49 @@ mod tests {
     }
 
     #[test]
+    fn a_connected_gadgets_profile_is_spread_into_its_devices_entry() {
+        let profile = DeviceProfile {
+            paired: true,
+            screen: Some(herald_port::Screen {
+                width: Some(320),
+                height: Some(240),
+                text_cols: None,
+                text_rows: None,
+            }),
+            charset: "ascii".into(),
+            speaker_rate: Some(16_000),
+            actions: Vec::new(),
+        };
+        let online = WireDevice::from(DeviceSummary {
+            chat: Chat::gadget("hg-1"),
+            name: Some("Desk".into()),
+            online: true,
+            profile: Some(profile),
+        });
+        assert_eq!(
+            serde_json::to_value(online).unwrap(),
+            json!({"platform": "gadget", "id": "hg-1", "name": "Desk", "online": true,
+                   "paired": true, "charset": "ascii", "speaker_rate": 16000, "actions": [],
+                   "screen": {"width": 320, "height": 240, "text_cols": null, "text_rows": null}})
+        );
+        let offline = WireDevice::from(DeviceSummary {
+            chat: Chat::mobile("tel-1"),
+            name: None,
+            online: false,
+            profile: None,
+        });
+        assert_eq!(
+            serde_json::to_value(offline).unwrap(),
+            json!({"platform": "mobile", "id": "tel-1", "name": null, "online": false})
+        );
+        let asked = Request::decode(
+            "profile".into(),
+            json!({"chat": {"platform": "gadget", "id": "hg-1"}}),
+        );
+        assert!(matches!(asked, Ok(Request::Profile { chat }) if chat == Chat::gadget("hg-1")));
+    }
+
+    #[test]
     fn herald_asks_hermes_with_numbered_requests() {
         let line = OutLine::Request {
             id: 7,
