@@ -1,7 +1,8 @@
 //! docs/host.md's reverse proxy, for real: Debian's `caddy` runs the Caddyfile of
 //! `examples/caddy/` (only its site address and upstream ports changed) in front of
 //! `herald serve`, and a simulated gadget and `herald chat` talk to the demo agent
-//! through it, pairing on the way.
+//! through it, pairing on the way: once over plain HTTP, once over TLS with a
+//! certificate from caddy's own local authority, which the clients are told to trust.
 //!
 //! Without `caddy` the test is skipped with the reason, unless `CI` is set: there it
 //! fails, because CI installs caddy for it.
@@ -58,15 +59,32 @@ fn substitute(text: &str, from: &str, to: &str) -> String {
     text.replacen(from, to, 1)
 }
 
-/// The documented Caddyfile for a site on `127.0.0.1:port` (plain HTTP: no certificate
-/// to fetch), proxying to herald's ports; caddy's own admin API is off, because the
-/// Debian package may already run a caddy with one.
-fn test_caddyfile(port: u16, gadget_port: u16, mobile_port: u16) -> String {
+/// How the test site is served.
+#[derive(Clone, Copy, PartialEq)]
+enum Scheme {
+    /// Plain HTTP: no certificate at all.
+    Http,
+    /// HTTPS with a certificate from caddy's local authority instead of Let's Encrypt.
+    Https,
+}
+
+/// The documented Caddyfile for a site on `127.0.0.1:port`, proxying to herald's
+/// ports. The global options keep caddy to itself: its admin API is off (the Debian
+/// package may already run a caddy with one), and over HTTPS it neither listens on
+/// port 80 for redirects nor installs its authority into the system's trust store.
+fn test_caddyfile(scheme: Scheme, port: u16, gadget_port: u16, mobile_port: u16) -> String {
+    let (site, options) = match scheme {
+        Scheme::Http => ("http", "\tadmin off\n"),
+        Scheme::Https => (
+            "https",
+            "\tadmin off\n\tlocal_certs\n\tskip_install_trust\n\tauto_https disable_redirects\n",
+        ),
+    };
     let text = documented_caddyfile();
     let text = substitute(
         &text,
         "herald.example.com {",
-        &format!("http://127.0.0.1:{port} {{"),
+        &format!("{site}://127.0.0.1:{port} {{"),
     );
     let text = substitute(
         &text,
@@ -78,7 +96,7 @@ fn test_caddyfile(port: u16, gadget_port: u16, mobile_port: u16) -> String {
         "reverse_proxy 127.0.0.1:8787",
         &format!("reverse_proxy 127.0.0.1:{mobile_port}"),
     );
-    format!("{{\n\tadmin off\n}}\n\n{text}")
+    format!("{{\n{options}}}\n\n{text}")
 }
 
 /// Whether caddy can run here; `false` (with the reason printed) skips the test.
@@ -98,17 +116,18 @@ fn caddy_available() -> bool {
 /// `caddy run` on a Caddyfile, its state in a directory of its own; killed on drop.
 struct Caddy {
     child: Child,
+    scheme: Scheme,
     port: u16,
     log: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Caddy {
     /// Caddy on a free port; another try on another port if someone took it first.
-    fn start(gadget_port: u16, mobile_port: u16) -> Caddy {
+    fn start(scheme: Scheme, gadget_port: u16, mobile_port: u16) -> Caddy {
         let mut last = String::new();
         for _ in 0..3 {
-            match Caddy::try_start(gadget_port, mobile_port) {
+            match Caddy::try_start(scheme, gadget_port, mobile_port) {
                 Ok(caddy) => return caddy,
                 Err(log) => last = log,
             }
@@ -116,11 +135,12 @@ impl Caddy {
         panic!("caddy did not start:\n{last}");
     }
 
-    fn try_start(gadget_port: u16, mobile_port: u16) -> Result<Caddy, String> {
+    fn try_start(scheme: Scheme, gadget_port: u16, mobile_port: u16) -> Result<Caddy, String> {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let config = dir.path().join("Caddyfile");
-        std::fs::write(&config, test_caddyfile(port, gadget_port, mobile_port)).unwrap();
+        let text = test_caddyfile(scheme, port, gadget_port, mobile_port);
+        std::fs::write(&config, text).unwrap();
         let log = dir.path().join("caddy.log");
         let log_file = std::fs::File::create(&log).unwrap();
         let child = Command::new("caddy")
@@ -136,12 +156,17 @@ impl Caddy {
             .unwrap();
         let mut caddy = Caddy {
             child,
+            scheme,
             port,
             log,
-            _dir: dir,
+            dir,
         };
         let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", caddy.port)).is_err() {
+        let ready = |caddy: &Caddy| {
+            TcpStream::connect(("127.0.0.1", caddy.port)).is_ok()
+                && (scheme == Scheme::Http || caddy.root_certificate().is_file())
+        };
+        while !ready(&caddy) {
             if let Some(status) = caddy.child.try_wait().unwrap() {
                 return Err(format!("caddy exited ({status}):\n{}", caddy.log()));
             }
@@ -155,8 +180,38 @@ impl Caddy {
         Ok(caddy)
     }
 
+    /// A device URL through the proxy.
     fn url(&self, path: &str) -> String {
-        format!("ws://127.0.0.1:{}{path}", self.port)
+        let scheme = match self.scheme {
+            Scheme::Http => "ws",
+            Scheme::Https => "wss",
+        };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// An HTTP URL through the proxy.
+    fn http_url(&self, path: &str) -> String {
+        let scheme = match self.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The root of caddy's local authority, which signs the HTTPS site's certificate.
+    fn root_certificate(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join("data/caddy/pki/authorities/local/root.crt")
+    }
+
+    /// What a client needs to trust this caddy: the local authority, as the only root
+    /// (rustls-native-certs reads `SSL_CERT_FILE`).
+    fn client_env(&self) -> Vec<(&'static str, PathBuf)> {
+        match self.scheme {
+            Scheme::Http => Vec::new(),
+            Scheme::Https => vec![("SSL_CERT_FILE", self.root_certificate())],
+        }
     }
 
     fn log(&self) -> String {
@@ -197,14 +252,17 @@ struct Client {
 }
 
 impl Client {
-    fn start(args: &[&str], data_dir: &Path) -> Client {
+    fn start(args: &[&str], data_dir: &Path, env: &[(&str, PathBuf)]) -> Client {
         let mut child = Command::new(BIN)
             .args(args)
             .arg("--data-dir")
             .arg(data_dir)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("MOBILE_TOKEN")
             .env_remove("GADGET_ACCESS_TOKEN")
             .env_remove("HERALD_CONFIG")
+            // No config file of the machine's user, as for the server.
+            .env("XDG_CONFIG_HOME", data_dir.join("no-config"))
             .env("NO_COLOR", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -293,22 +351,35 @@ impl Drop for Client {
 
 #[test]
 fn the_documented_caddyfile_carries_a_gadget_and_a_phone() {
+    through_caddy(Scheme::Http);
+}
+
+#[test]
+fn the_documented_caddyfile_carries_them_over_tls() {
+    through_caddy(Scheme::Https);
+}
+
+fn through_caddy(scheme: Scheme) {
     if !caddy_available() {
         return;
     }
     let serve = Serve::start();
     let gadget_port = port_of(&serve.url("Gadgets connect to:"));
     let mobile_port = port_of(&serve.url("Phones connect to:"));
-    let caddy = Caddy::start(gadget_port, mobile_port);
+    let caddy = Caddy::start(scheme, gadget_port, mobile_port);
+    let env = caddy.client_env();
 
     // Only the two device endpoints are public, with or without the trailing slash
     // people type: herald answers a request there that is not an upgrade with 426.
-    let http = |path: &str| http_status(&format!("http://127.0.0.1:{}{path}", caddy.port));
-    for path in ["/gadget", "/gadget/", "/ws", "/ws/"] {
-        assert_eq!(http(path), 426, "{path}");
-    }
-    for path in ["/v1/info", "/healthz", "/gadgets"] {
-        assert_eq!(http(path), 404, "{path}");
+    // (The test's HTTP client speaks no TLS: the routes are the same either way.)
+    if scheme == Scheme::Http {
+        let http = |path: &str| http_status(&caddy.http_url(path));
+        for path in ["/gadget", "/gadget/", "/ws", "/ws/"] {
+            assert_eq!(http(path), 426, "{path}");
+        }
+        for path in ["/v1/info", "/healthz", "/gadgets"] {
+            assert_eq!(http(path), 404, "{path}");
+        }
     }
 
     // A gadget: handshake, a pairing code the owner approves, a typed turn.
@@ -337,6 +408,7 @@ fn the_documented_caddyfile_carries_a_gadget_and_a_phone() {
             script,
         ],
         serve.dir.path(),
+        &env,
     );
     let code = gadget.pairing_code();
     stdout(&serve.herald(&["pairing", "approve", "gadget", &code]));
@@ -347,6 +419,7 @@ fn the_documented_caddyfile_carries_a_gadget_and_a_phone() {
     let mut phone = Client::start(
         &["chat", "--url", &url, "--device-id", "proxied-phone"],
         serve.dir.path(),
+        &env,
     );
     phone.line_with("Connected (mobile:proxied-phone)");
     phone.type_line("hello");
