@@ -41,22 +41,30 @@ fn a_card_stays_15_s_by_default() {
 }
 
 #[test]
-fn a_reply_after_a_card_is_shown_but_a_picture_stays_on_top() {
+fn the_next_turn_takes_the_screen_from_a_card() {
     let mut rig = Rig::online();
-    card(&mut rig, "Timer", r#","ttl_s":0"#);
     rig.server_json(r#"{"type":"turn.start","turn":"u1"}"#);
-    assert_eq!(rig.screen(), Screen::Thinking, "the turn takes the screen");
     card(&mut rig, "Timer", r#","ttl_s":0"#);
-    rig.server_json(r#"{"type":"reply","turn":"u1","text":"Here it is"}"#);
-    assert_eq!(rig.lines(), ["Here it is"]);
+    // The card's own turn answers under it.
+    rig.server_json(r#"{"type":"reply","turn":"u1","text":"Card shown."}"#);
+    rig.server_json(r#"{"type":"turn.end","turn":"u1","outcome":"success"}"#);
+    assert_eq!(rig.screen(), Screen::Card);
+    // The next turn's replies are not hidden behind it.
+    rig.server_json(r#"{"type":"turn.start","turn":"u2"}"#);
+    rig.server_json(r#"{"type":"reply","turn":"u2","text":"Here it is"}"#);
     assert_ne!(rig.screen(), Screen::Card);
-    // A caption arrives as a reply after its picture and stays under it.
+    assert_eq!(rig.lines(), ["Here it is"]);
+    // A picture's caption arrives as a reply after it and waits under it.
     image(&mut rig, 9, 2, 2, "", &[0u8; 8]);
     rig.server_json(r#"{"type":"reply","text":"A demo picture"}"#);
     assert_eq!(rig.screen(), Screen::Image);
     rig.down(Button::Cancel);
     rig.up(Button::Cancel);
-    assert_eq!(rig.lines(), ["A demo picture"], "under the picture once it goes");
+    assert_eq!(
+        rig.lines(),
+        ["A demo picture"],
+        "under the picture once it goes"
+    );
 }
 
 #[test]

@@ -244,7 +244,7 @@ fn prompts_are_answered_yes_with_talk_and_no_with_cancel() {
     let sim = Sim::start(&serve.url("Gadgets connect to:"), &state_in(&root), script);
     let output = sim.succeeds();
     assert!(
-        output.contains("prompt | TALK = yes, CANCEL = no"),
+        output.contains("prompt | Question |") && output.contains("TALK yes, CANCEL no"),
         "{output}"
     );
 }

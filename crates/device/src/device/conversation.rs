@@ -313,6 +313,8 @@ impl<H: Host> Device<H> {
                 self.paired = false;
                 self.touch();
             }
+            // A new turn takes the screen from a card an earlier one left; within the
+            // card's own turn its replies wait under it.
             ServerMessage::TurnStart(t) => {
                 self.chat.start_turn(t.turn, now);
                 self.card = None;
@@ -330,10 +332,7 @@ impl<H: Host> Device<H> {
                 self.chat.progress(now);
                 self.touch();
             }
-            // A reply takes the screen from a card shown before it; a picture stays on
-            // top, with its caption (a reply) under it.
             ServerMessage::ReplyDelta(d) => {
-                self.card = None;
                 self.chat.show_reply(&d.text);
                 self.chat.streaming = true;
                 self.chat.replying = self.chat.awaiting;
@@ -341,7 +340,6 @@ impl<H: Host> Device<H> {
                 self.touch();
             }
             ServerMessage::Reply(r) => {
-                self.card = None;
                 self.on_reply(&r, now);
                 self.touch();
             }
