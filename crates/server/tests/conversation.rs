@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 
 use common::{capture, test_config, Gadget, Harness, WAIT};
 use herald_gadget_proto::{
-    ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, Outcome, PromptReply,
+    ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome, PromptReply,
     ServerMessage,
 };
 use herald_port::{ActionError, Chat, InboundBody, Prompt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
 
 #[tokio::test]
 async fn a_text_turn_streams_then_replies() {
@@ -556,10 +557,36 @@ async fn oversized_frames_close_the_connection() {
         "a".repeat(1024 * 1024 + 10)
     );
     conn.send_raw(&huge).await;
-    let close = conn.closed(WAIT).await;
-    if let Some(frame) = close {
-        assert_ne!(frame.code, CloseCode::Normal);
-    }
+    let error = conn
+        .until(|m| match m {
+            ServerMessage::Error(e) => Some(e),
+            _ => None,
+        })
+        .await;
+    assert_eq!(error.code, ErrorCode::Protocol);
+    assert!(error.message.contains("limited to"), "{error:?}");
+    let close = conn.closed(WAIT).await.expect("a close frame");
+    assert_eq!(close.code, CloseCode::Size, "1009: too big");
+}
+
+#[tokio::test]
+async fn text_that_is_not_utf8_closes_with_1007() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    let bad = Frame::message(vec![b'{', 0xff, 0xfe, b'}'], OpCode::Data(Data::Text), true);
+    conn.ws.send(Message::Frame(bad)).await.unwrap();
+    let error = conn
+        .until(|m| match m {
+            ServerMessage::Error(e) => Some(e),
+            _ => None,
+        })
+        .await;
+    assert_eq!(error.code, ErrorCode::Protocol);
+    let close = conn.closed(WAIT).await.expect("a close frame");
+    assert_eq!(close.code, CloseCode::Invalid, "1007: invalid payload");
 }
 
 #[tokio::test]

@@ -69,6 +69,9 @@ pub(crate) enum Event {
     BadFrame {
         conn: u64,
         reason: String,
+        /// Close the connection with this code after the error frame: the reader
+        /// cannot go on (a frame over the limit, text that is not UTF-8).
+        close: Option<CloseCode>,
     },
     Binary {
         conn: u64,
@@ -227,7 +230,11 @@ impl Session {
                 self.touch();
                 self.on_message(*msg).await;
             }
-            Event::BadFrame { conn, reason } if self.is_current(conn) => {
+            Event::BadFrame {
+                conn,
+                reason,
+                close,
+            } if self.is_current(conn) => {
                 self.touch();
                 debug!(device = %self.device_id, %reason, "bad frame");
                 self.hub.metrics.error(Platform::Gadget, "protocol");
@@ -236,6 +243,9 @@ impl Session {
                     message: reason,
                 });
                 self.send(&error).await;
+                if let Some(code) = close {
+                    self.drop_conn(code, "protocol").await;
+                }
             }
             Event::Binary { conn, data } if self.is_current(conn) => {
                 self.touch();

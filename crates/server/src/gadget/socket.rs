@@ -4,10 +4,10 @@
 
 use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
-use herald_gadget_proto::{DeviceMessage, ErrorCode, ServerMessage};
+use herald_gadget_proto::{limits, DeviceMessage, ErrorCode, ServerMessage};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
@@ -40,6 +40,9 @@ pub(crate) async fn read<S>(
 {
     let mut writer = writer;
     let mut writer_done = false;
+    // Set when the stream broke in a way the device is told about: the session's error
+    // frame and close must get out before the connection goes.
+    let mut telling = false;
     loop {
         let next = if writer_done {
             match tokio::time::timeout(CLOSE_GRACE, stream.next()).await {
@@ -66,6 +69,7 @@ pub(crate) async fn read<S>(
                 Err(err) => Event::BadFrame {
                     conn,
                     reason: err.to_string(),
+                    close: None,
                 },
             },
             Some(Ok(Message::Binary(data))) => Event::Binary {
@@ -81,6 +85,31 @@ pub(crate) async fn read<S>(
                 break;
             }
             None => break,
+            // The stream cannot go on after these; the device hears why, with the close
+            // code RFC 6455 gives for each.
+            Some(Err(tungstenite::Error::Capacity(_))) => {
+                let reason = format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME);
+                let _ = session
+                    .send(Event::BadFrame {
+                        conn,
+                        reason,
+                        close: Some(CloseCode::Size),
+                    })
+                    .await;
+                telling = true;
+                break;
+            }
+            Some(Err(tungstenite::Error::Utf8(_))) => {
+                let _ = session
+                    .send(Event::BadFrame {
+                        conn,
+                        reason: "a text frame that is not UTF-8".into(),
+                        close: Some(CloseCode::Invalid),
+                    })
+                    .await;
+                telling = true;
+                break;
+            }
             Some(Err(err)) => {
                 debug!(%err, "gadget read failed");
                 break;
@@ -89,6 +118,9 @@ pub(crate) async fn read<S>(
         if session.send(event).await.is_err() {
             break;
         }
+    }
+    if telling && !writer_done {
+        writer_done = tokio::time::timeout(CLOSE_GRACE, &mut writer).await.is_ok();
     }
     let _ = session.send(Event::Closed { conn }).await;
     if !writer_done {
