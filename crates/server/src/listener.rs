@@ -3,9 +3,10 @@
 //! [`Handler`] and [`Endpoint`]. Plain HTTP on the same port gets `/healthz`, the
 //! endpoint's pages, `426` on the WebSocket path and `404` elsewhere.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -53,6 +54,7 @@ pub(crate) async fn run<H: Handler>(
     handler: Arc<H>,
 ) {
     let endpoint = Arc::new(endpoint);
+    let gate = Arc::new(UpgradeGate::default());
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -63,13 +65,18 @@ pub(crate) async fn run<H: Handler>(
                 continue;
             }
         };
+        // Shed at once what is over the cap: the descriptor is the scarce thing.
+        let Some(permit) = UpgradeGate::enter(&gate, peer.ip()) else {
+            debug!(%peer, "too many connections still upgrading: shed");
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let (handler, endpoint, tls) = (handler.clone(), endpoint.clone(), tls.clone());
         tokio::spawn(async move {
             match tls {
-                None => upgrade(tcp, peer, &endpoint, handler).await,
+                None => upgrade(tcp, peer, &endpoint, handler, permit).await,
                 Some(tls) => match tokio::time::timeout(UPGRADE_TIMEOUT, tls.accept(tcp)).await {
-                    Ok(Ok(stream)) => upgrade(stream, peer, &endpoint, handler).await,
+                    Ok(Ok(stream)) => upgrade(stream, peer, &endpoint, handler, permit).await,
                     Ok(Err(err)) => debug!(%peer, %err, "TLS handshake failed"),
                     Err(_) => debug!(%peer, "TLS handshake timed out"),
                 },
@@ -79,12 +86,18 @@ pub(crate) async fn run<H: Handler>(
 }
 
 /// Read the request head and either upgrade it for the transport or answer it plainly.
-async fn upgrade<S, H>(mut stream: S, peer: SocketAddr, endpoint: &Endpoint, handler: Arc<H>)
-where
+async fn upgrade<S, H>(
+    mut stream: S,
+    peer: SocketAddr,
+    endpoint: &Endpoint,
+    handler: Arc<H>,
+    permit: UpgradePermit,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Handler,
 {
     let opened = tokio::time::timeout(UPGRADE_TIMEOUT, open(&mut stream, endpoint)).await;
+    drop(permit);
     match opened {
         Ok(Some(rest)) => {
             let ws =
@@ -174,5 +187,88 @@ fn plain<'a>(endpoint: &'a Endpoint, head: &Head) -> Response<'a> {
             header: None,
         },
         None => Response::text(404, "not found\n"),
+    }
+}
+
+/// Connections accepted but not yet upgraded (TLS, then the HTTP request), in all
+/// and per source address. Each costs a descriptor for up to [`UPGRADE_TIMEOUT`], so
+/// a host that opens sockets and says nothing could otherwise starve real devices.
+#[derive(Default)]
+struct UpgradeGate {
+    upgrading: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// Connections upgrading at once, from everywhere.
+const MAX_UPGRADING: usize = 1024;
+/// … and from one address: a reconnecting fleet behind one NAT fits, a flood does not.
+const MAX_UPGRADING_PER_ADDR: usize = 64;
+
+/// One place in the gate, given back when dropped.
+struct UpgradePermit {
+    gate: Arc<UpgradeGate>,
+    addr: IpAddr,
+}
+
+impl UpgradeGate {
+    fn enter(gate: &Arc<UpgradeGate>, addr: IpAddr) -> Option<UpgradePermit> {
+        let mut upgrading = gate.lock();
+        let total: usize = upgrading.values().sum();
+        let here = upgrading.entry(addr).or_default();
+        if total >= MAX_UPGRADING || *here >= MAX_UPGRADING_PER_ADDR {
+            if *here == 0 {
+                upgrading.remove(&addr);
+            }
+            return None;
+        }
+        *here += 1;
+        Some(UpgradePermit {
+            gate: gate.clone(),
+            addr,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.upgrading.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for UpgradePermit {
+    fn drop(&mut self) {
+        let mut upgrading = self.gate.lock();
+        if let Some(count) = upgrading.get_mut(&self.addr) {
+            *count -= 1;
+            if *count == 0 {
+                upgrading.remove(&self.addr);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_caps_per_address_and_in_all() {
+        let gate = Arc::new(UpgradeGate::default());
+        let one = IpAddr::from([10, 0, 0, 1]);
+        let held: Vec<_> = (0..MAX_UPGRADING_PER_ADDR)
+            .map(|_| UpgradeGate::enter(&gate, one).unwrap())
+            .collect();
+        assert!(UpgradeGate::enter(&gate, one).is_none());
+        drop(held);
+        assert!(UpgradeGate::enter(&gate, one).is_some(), "places come back");
+        let mut held = Vec::new();
+        for i in 0..MAX_UPGRADING {
+            let addr = IpAddr::from([10, 1, (i / 256) as u8, (i % 256) as u8]);
+            held.push(UpgradeGate::enter(&gate, addr).unwrap());
+        }
+        assert!(UpgradeGate::enter(&gate, IpAddr::from([10, 2, 0, 1])).is_none());
+        held.pop();
+        assert!(UpgradeGate::enter(&gate, IpAddr::from([10, 2, 0, 1])).is_some());
+        assert!(
+            gate.lock().len() <= MAX_UPGRADING,
+            "no entry kept for refused addresses"
+        );
     }
 }

@@ -115,3 +115,50 @@ async fn devices_connect_on_paths_with_a_trailing_slash() {
     phone.text("m1", "hi").await;
     assert_eq!(phone.reply().await, "You said: hi");
 }
+
+#[tokio::test]
+async fn silent_connections_are_shed_per_address_while_devices_still_connect() {
+    use tokio::net::TcpSocket;
+    let h = Harness::start().await;
+    let addr = h.server.gadget_addr();
+    let from = |octet: u8| {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, octet], 0).into()).unwrap();
+        socket.connect(addr)
+    };
+    // A host that opens sockets and never says a word.
+    let mut silent = Vec::new();
+    for _ in 0..64 {
+        silent.push(from(7).await.unwrap());
+    }
+    // Wait until the server has taken every one of them: a marker connection from
+    // another address that it answers was accepted after them.
+    let (status, _, _) = exchange(addr, &get("/healthz")).await;
+    assert_eq!(status, 200);
+    let mut shed = from(7).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(WAIT, shed.read(&mut byte))
+        .await
+        .expect("the 65th is closed at once, not left waiting");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+
+    // A device elsewhere connects during the flood.
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.text("during the flood").await;
+    assert_eq!(conn.reply().await, "You said: during the flood");
+
+    // Once the silent ones go (the server notices each close on its own time), their
+    // address may connect again.
+    drop(silent);
+    for attempt in 0.. {
+        let socket = from(7).await.unwrap();
+        match tokio_tungstenite::client_async(h.url.as_str(), socket).await {
+            Ok(_) => break,
+            Err(err) if attempt < 100 => {
+                let _ = err;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(err) => panic!("still shed after the flood: {err}"),
+        }
+    }
+}
