@@ -146,7 +146,7 @@ impl Head {
 }
 
 /// `/gadget/` as devices type it is `/gadget`; `/` stays `/`.
-fn normalize(path: &str) -> &str {
+pub(crate) fn normalize(path: &str) -> &str {
     match path.strip_suffix('/') {
         Some(stripped) if !stripped.is_empty() => stripped,
         _ => path,

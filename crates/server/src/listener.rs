@@ -53,7 +53,11 @@ pub(crate) async fn run<H: Handler>(
     endpoint: Endpoint,
     handler: Arc<H>,
 ) {
-    let endpoint = Arc::new(endpoint);
+    // A configured `/gadget/` is the same path as the `/gadget` requests are read as.
+    let endpoint = Arc::new(Endpoint {
+        path: http::normalize(&endpoint.path).to_owned(),
+        ..endpoint
+    });
     let gate = Arc::new(UpgradeGate::default());
     loop {
         let (tcp, peer) = match listener.accept().await {
