@@ -530,7 +530,14 @@ pub(crate) fn ago(ms: i64) -> String {
     }
 }
 
+/// Print rows under headers, in columns. Cells come from devices: control characters
+/// are shown escaped (`\u{1b}`), never sent to the terminal.
 pub(crate) fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| row.clone().map(|c| printable(&c)))
+        .collect();
+    let rows = rows.as_slice();
     let mut widths = headers.map(str::len);
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -552,6 +559,18 @@ pub(crate) fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; 
 }
 
 /// Lift the soft descriptor limit to the hard one; children inherit it.
+fn printable(cell: &str) -> String {
+    cell.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 pub(crate) fn raise_fd_limit() -> u64 {
     match rlimit::Resource::NOFILE.get() {
         Ok((soft, hard)) => {
@@ -567,6 +586,13 @@ pub(crate) fn raise_fd_limit() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn table_cells_cannot_reach_the_terminal() {
+        assert_eq!(super::printable("ok\x1b[2Jx"), "ok\\u{1b}[2Jx");
+        assert_eq!(super::printable("a\u{202E}b"), "a\\u{202e}b");
+        assert_eq!(super::printable("Küche 👋"), "Küche 👋");
+    }
+
     #[test]
     fn ages_read_naturally() {
         assert_eq!(super::ago(5_000), "5s ago");

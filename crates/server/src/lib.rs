@@ -18,6 +18,7 @@ pub mod files;
 mod gadget;
 mod http;
 mod ids;
+mod labels;
 mod listener;
 mod mailboxes;
 mod metrics;

@@ -713,3 +713,33 @@ async fn a_phone_that_drops_mid_turn_gets_the_rest_in_order() {
     assert_eq!(texts, ["part 1", "part 2", "part 3"]);
     assert_eq!(phone.recv().await, ServerFrame::Typing { stop: true });
 }
+
+#[tokio::test]
+async fn names_are_cleaned_and_capped_at_the_door() {
+    let h = Harness::start().await;
+    let mut phone = Phone::open(&h.mobile_url).await;
+    let name = format!("Bob\x1b]0;owned\x07\u{202E}{}", "x".repeat(100_000));
+    phone
+        .send(serde_json::json!({"t": "hello", "token": APP_TOKEN,
+            "device": {"id": "tel-evil", "name": name, "platform": "\x1b[31mred"}}))
+        .await;
+    assert!(matches!(
+        phone.recv().await,
+        herald_mobile_proto::ServerFrame::Ready { .. }
+    ));
+    let (_, phones) = h.admin("GET", "/v1/phones", None).await;
+    let stored = &phones[0];
+    let stored_name = stored["name"].as_str().unwrap();
+    assert!(stored_name.starts_with("Bob]0;owned"), "{stored_name:?}");
+    assert_eq!(stored_name.chars().count(), 64);
+    assert!(!stored_name
+        .chars()
+        .any(|c| c.is_control() || c == '\u{202E}'));
+    assert_eq!(stored["platform"], "[31mred");
+
+    let mut gadget = common::Gadget::new();
+    gadget.hello.name = Some("Hall\x1b[2J\u{2066}".into());
+    gadget.connect(&h.url).await;
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    assert_eq!(devices[0]["name"], "Hall[2J");
+}

@@ -22,6 +22,7 @@ use super::socket;
 use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::ids;
+use crate::labels;
 use crate::metrics::Traffic;
 use crate::socket::{write, Outgoing, OUTBOX};
 use crate::store::{blocking, DeviceProfile, Enrollment, StoreError};
@@ -250,7 +251,7 @@ fn auth_failed() -> Refusal {
 
 pub(crate) fn profile_of(hello: &Hello) -> DeviceProfile {
     DeviceProfile {
-        name: hello.name.clone(),
+        name: labels::clean_opt(hello.name.as_deref(), limits::MAX_NAME),
         board: hello.board.clone(),
         firmware: hello.firmware.clone(),
         sensors: hello.sensors.clone(),

@@ -18,7 +18,8 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
 use super::session::{Attach, Command, Event};
-use super::MobileHub;
+use super::{MobileHub, MAX_LABEL};
+use crate::labels;
 use crate::socket::{write, Outgoing, CLOSE_GRACE, OUTBOX};
 
 /// A WebSocket ping this often; a phone silent for three of them is gone.
@@ -54,7 +55,7 @@ pub(super) async fn run<S>(
                 conn,
                 outbox: outbox.clone(),
                 user_id: user_id.clone(),
-                user_name: hello.device.name.clone(),
+                user_name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
             };
             if session.send(Event::Attach(Box::new(attach))).await.is_err() {
                 writer.abort();

@@ -18,8 +18,9 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
 use super::connection::{self, Role};
-use super::MobileHub;
+use super::{MobileHub, MAX_LABEL};
 use crate::clock::now_ms;
+use crate::labels;
 use crate::metrics::Traffic;
 use crate::socket;
 use crate::store::{blocking, PhoneClaim, PhoneInfo};
@@ -120,8 +121,8 @@ async fn admit(hub: &MobileHub, hello: &proto::Hello) -> Result<Role, (ErrorCode
         return Err((ErrorCode::AuthFailed, "this device is not allowed".into()));
     }
     let info = PhoneInfo {
-        name: hello.device.name.clone(),
-        platform: hello.device.platform.clone(),
+        name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
+        platform: labels::clean_opt(hello.device.platform.as_deref(), MAX_LABEL),
     };
     let (store, id, user) = (hub.store.clone(), device.clone(), user_id.clone());
     let claim = blocking(move || store.claim_phone(&id, &user, &info, now_ms()))

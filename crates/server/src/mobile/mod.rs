@@ -40,6 +40,9 @@ pub(crate) use session::Command;
 /// Where a generated app token is kept when `MOBILE_TOKEN` is not set.
 pub const TOKEN_FILE: &str = "mobile.token";
 
+/// The longest phone name or platform kept; longer ones are cut.
+pub(crate) const MAX_LABEL: usize = 64;
+
 /// The app token kept in the data directory, created (64 hex characters) on first use,
 /// so a newcomer's phone can connect without configuring anything.
 pub(crate) fn load_or_create_token(data_dir: &std::path::Path) -> std::io::Result<String> {
