@@ -5,16 +5,17 @@ use std::io::Write;
 use std::path::Path;
 
 /// Write `contents` to `path` with mode 0600: into a temporary file beside it, synced,
-/// then renamed over the old one.
+/// then renamed over the old one. The temporary name is random and created exclusively,
+/// so a link planted in a shared directory is neither followed nor guessed.
 pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = dir.join(format!(".{name}.{}.part", crate::ids::random_hex(8)));
     let result = (|| {
-        let mut file = private_options(true).open(&tmp)?;
+        let mut file = private_options(false).create_new(true).open(&tmp)?;
         file.write_all(contents)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -39,6 +40,27 @@ fn private_options(truncate: bool) -> std::fs::OpenOptions {
         options.mode(0o600);
     }
     options
+}
+
+/// Refuse a directory other users may write to: they could plant files or links in it,
+/// or swap the store underneath the server.
+pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o022 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "other users may write to it (mode {:o}); make it yours alone: chmod 700 {}",
+                    mode & 0o777,
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Create `dir` (and parents) readable by its owner only. An existing directory is
@@ -72,5 +94,19 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_link_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let path = dir.path().join("token");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        super::write_private(&path, b"secret").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&path).unwrap(), b"secret");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
     }
 }

@@ -109,6 +109,7 @@ impl Server {
             source,
         };
         files::create_private_dir(data_dir).map_err(data_err)?;
+        files::check_private_dir(data_dir).map_err(data_err)?;
         let lock = lock_data_dir(data_dir)?;
         let tls = match config.tls() {
             Some((cert, key)) => Some(tls::acceptor(cert, key)?),

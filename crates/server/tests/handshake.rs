@@ -404,6 +404,23 @@ async fn a_second_server_on_the_same_data_directory_refuses_to_start() {
     Gadget::new().connect(&h.url).await;
 }
 
+#[cfg(unix)]
+#[tokio::test]
+async fn a_data_directory_others_may_write_to_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let started =
+        herald_server::Server::start(common::test_config(), dir.path(), common::demo()).await;
+    let err = started.err().expect("a shared data directory is refused");
+    assert!(err.to_string().contains("chmod 700"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
 #[tokio::test]
 async fn forget_lets_a_device_enroll_again() {
     let h = Harness::start().await;
