@@ -204,6 +204,8 @@ class HeraldAdapter(BasePlatformAdapter):
 
     async def on_processing_complete(self, event: MessageEvent, outcome: ProcessingOutcome) -> None:
         chat_id = event.source.chat_id
+        # Over for certain now, whatever the hooks saw; turn_ended below tells the device.
+        self._runs_over.add(chat_id)
         turn_id = self._turns.pop((chat_id, event.message_id or ""), None)
         if turn_id is not None:
             await self._quietly("turn_ended", chat=self._chat(chat_id), turn_id=turn_id, outcome=outcome.value)
@@ -446,10 +448,6 @@ class HeraldAdapter(BasePlatformAdapter):
         )
         logger.info("%s is now the %s home channel (auto_home)", chat_id, self.platform_name)
 
-    def run_started(self, chat_id: str) -> None:
-        """The agent began a run for the chat (``pre_llm_call``, the agent's thread)."""
-        self._runs_over.discard(chat_id)
-
     def run_over(self, chat_id: str) -> None:
         """The agent's run for the chat returned (``on_session_end``, the agent's thread)."""
         self._runs_over.add(chat_id)
@@ -490,7 +488,8 @@ class HeraldAdapter(BasePlatformAdapter):
     async def _release_held(self, first: MessageEvent) -> None:
         chat_id = first.source.chat_id
         try:
-            # A new run (Hermes's own queue) clears the flag: its messages may interrupt it.
+            # A turn Hermes drains from its own queue clears the mark (on_processing_start):
+            # these messages then meet a running agent, as Hermes means them to.
             while chat_id in self._runs_over:
                 task = self._owner_task(first)
                 if task is None:
@@ -709,13 +708,6 @@ def _session_adapter() -> tuple[Optional["HeraldAdapter"], str]:
     chat_id = get_session_env("HERMES_SESSION_CHAT_ID")
     adapter = live_adapter(get_session_env("HERMES_SESSION_PLATFORM")) if chat_id else None
     return adapter, chat_id
-
-
-def note_run_started(**_: Any) -> None:
-    """The ``pre_llm_call`` hook: an agent run begins (see ``_hand_over``)."""
-    adapter, chat_id = _session_adapter()
-    if adapter is not None:
-        adapter.run_started(chat_id)
 
 
 def note_run_over(**_: Any) -> None:
