@@ -63,6 +63,28 @@ pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Remove what a crash left half-written in `dir` (the `.NAME.….part` files of
+/// [`write_private`] and of recordings); returns how many. A missing `dir` has none.
+pub fn sweep_partial(dir: &Path) -> std::io::Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(err),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let partial = name.starts_with('.') && name.ends_with(".part");
+        if partial && entry.file_type()?.is_file() {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Create `dir` (and parents) readable by its owner only. An existing directory is
 /// left as it is: it may be shared on purpose (never tighten `/tmp`).
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
@@ -94,6 +116,28 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn crash_leftovers_are_swept_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let keep = ["herald.db", "a.part", ".hidden", "voice.wav"];
+        for name in keep
+            .iter()
+            .chain(&[".token.1a2b.part", ".u1.wav.77.0.part"])
+        {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        assert_eq!(super::sweep_partial(dir.path()).unwrap(), 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut expected = keep.map(String::from).to_vec();
+        expected.sort();
+        assert_eq!(left, expected);
+        assert_eq!(super::sweep_partial(&dir.path().join("none")).unwrap(), 0);
     }
 
     #[cfg(unix)]

@@ -130,6 +130,12 @@ impl Server {
         let metrics = Arc::new(Metrics::default());
         // Voice and files from devices, for the agent to read.
         let inbox = data_dir.join("inbox");
+        for dir in [data_dir, &inbox, &data_dir.join(gadget::STAGING_DIR)] {
+            let swept = files::sweep_partial(dir).map_err(data_err)?;
+            if swept > 0 {
+                info!(dir = %dir.display(), files = swept, "removed files a crash left half-written");
+            }
+        }
         let gadget = Arc::new(GadgetHub::new(
             config.gadget.clone(),
             store.clone(),

@@ -39,7 +39,7 @@ use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::store::Store;
 
-pub(crate) use ota::{forget_staged, PushError};
+pub(crate) use ota::{forget_staged, PushError, STAGING_DIR};
 pub(crate) use session::Command;
 use session::{Event, Session};
 use waiting::WaitingRoom;

@@ -47,7 +47,7 @@ use crate::socket::Outgoing;
 use crate::store::{blocking, OtaImage, OtaProgress, OtaStatus, OtaUpdate, Store, StoreError};
 
 /// Where staged images live, inside the data directory.
-const STAGING_DIR: &str = "ota";
+pub(crate) const STAGING_DIR: &str = "ota";
 
 // ---- checking and staging ----
 
