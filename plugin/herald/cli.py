@@ -103,14 +103,21 @@ def pair_waiting(platform: str, device: str | None, yes: bool, timeout: float) -
         return 1
     approved = 0
     for entry in waiting:
-        if not yes:
-            answer = input(f"Approve {label(entry)}? [y/N] ").strip().lower()
-            if answer not in ("y", "yes"):
-                continue
+        if not yes and not confirm(f"Approve {label(entry)}? [y/N] "):
+            continue
         approve_user(store, platform, entry)
         print(f"Approved {label(entry)}.")
         approved += 1
     return 0 if approved else 1
+
+
+def confirm(question: str) -> bool:
+    """Yes only when someone typed it; no terminal (a script) means no."""
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:
+        print()
+        return False
 
 
 def pending(store: Any, platform: str, device: str | None) -> list[dict[str, Any]]:
