@@ -44,8 +44,8 @@ export function applyMessage(prev: Reply | undefined, frame: MessageFrame): Repl
   };
 }
 
-/** A file from the agent being received. */
-export interface Download {
+/** What every frame of a file from the agent says about it. */
+export interface MediaInfo {
   readonly id: string;
   readonly kind: MediaKindDown;
   readonly mime: string;
@@ -53,6 +53,10 @@ export interface Download {
   readonly caption?: string;
   /** The whole file's size, as the server announced it. */
   readonly size: number;
+}
+
+/** A file from the agent being received. */
+export interface Download extends MediaInfo {
   readonly parts: number;
   readonly receivedBytes: number;
   readonly pieces: readonly (Uint8Array | undefined)[];
@@ -61,13 +65,7 @@ export interface Download {
 }
 
 /** A complete file from the agent: its bytes, or a URL to fetch it from. */
-export interface ReceivedMedia {
-  readonly id: string;
-  readonly kind: MediaKindDown;
-  readonly mime: string;
-  readonly filename?: string;
-  readonly caption?: string;
-  readonly size: number;
+export interface ReceivedMedia extends MediaInfo {
   readonly data?: Uint8Array;
   readonly url?: string;
 }
@@ -98,7 +96,7 @@ export function applyMedia(prev: Download | undefined, frame: MediaDownFrame): D
 /** The finished file, once the final frame arrived; undefined before. */
 export function completed(d: Download): ReceivedMedia | undefined {
   if (!d.final) return undefined;
-  const base = {
+  const base: MediaInfo = {
     id: d.id,
     kind: d.kind,
     mime: d.mime,

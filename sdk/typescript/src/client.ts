@@ -43,22 +43,22 @@ import {
 import { inspectWav, isVoiceWav } from "./wav.js";
 
 /**
- * The part of a WebSocket the client uses: the browser's `WebSocket` and the `ws`
- * package's both fit. Handlers take `any` events because the two type them differently.
+ * A handler the socket calls. Checked bivariantly (a method's type), so the browser's
+ * `WebSocket` (handlers of `MessageEvent`, `CloseEvent`) and the `ws` package's (their own
+ * event types) both fit without `any`: each event has at least the fields the client reads.
  */
+export type SocketHandler<E> = { handle(event: E): void }["handle"];
+
+/** The part of a WebSocket the client uses: the browser's `WebSocket` and the `ws` package's both fit. */
 export interface WebSocketLike {
   readonly readyState: number;
   readonly bufferedAmount?: number;
   send(data: string): void;
   close(code?: number, reason?: string): void;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  onopen: ((event: any) => void) | null;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  onmessage: ((event: any) => void) | null;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  onclose: ((event: any) => void) | null;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  onerror: ((event: any) => void) | null;
+  onopen: SocketHandler<unknown> | null;
+  onmessage: SocketHandler<{ data: unknown }> | null;
+  onclose: SocketHandler<{ code?: number; reason?: string }> | null;
+  onerror: SocketHandler<unknown> | null;
 }
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
@@ -163,8 +163,11 @@ export interface ClientEvents {
   /** A frame that could not be used (bad JSON, wrong fields); it was dropped. */
   invalidFrame: { reason: string; text: string };
   disconnect: Disconnect;
-  /** Close 1008: the token or device is refused. The client has stopped; show "no access". */
-  noAccess: { reason: string };
+  /**
+   * Close 1008: the token or device is refused. The client has stopped; show "no access".
+   * `code` is the refusal's error code (`auth_failed`, `forbidden`, …) when one came first.
+   */
+  noAccess: { code?: ErrorCode; reason: string };
   /**
    * Close 1000 from the server: another connection with the same `device.id` took over
    * (another tab, a second copy of the app). The client has stopped rather than fight it.
@@ -226,11 +229,11 @@ export function resolveAvatarUrl(avatarUrl: string, wsUrl: string): string {
   return origin + dir + avatarUrl;
 }
 
-/** Ids the server accepts: 1..256 bytes, no control characters. */
-function checkId(id: string): void {
+/** Ids the server accepts: 1..256 bytes, no control characters (Unicode Cc, as the server counts them). */
+function checkId(id: string, what = "an id"): void {
   // eslint-disable-next-line no-control-regex
-  if (id.length === 0 || utf8Length(id) > LIMITS.MAX_ID_BYTES || /[\u0000-\u001f\u007f]/.test(id)) {
-    throw new HeraldError("bad_frame", `an id must be 1 to ${LIMITS.MAX_ID_BYTES} bytes without control characters`, true);
+  if (id.length === 0 || utf8Length(id) > LIMITS.MAX_ID_BYTES || /[\u0000-\u001f\u007f-\u009f]/.test(id)) {
+    throw new HeraldError("bad_frame", `${what} must be 1 to ${LIMITS.MAX_ID_BYTES} bytes without control characters`, true);
   }
 }
 
@@ -250,7 +253,8 @@ export class HeraldClient {
   private cards = new Map<string, Card>();
   private attempt = 0;
   private reachedReady = false;
-  private refusal: string | undefined;
+  /** The error frame that came before `ready`: the reason for a refusal. */
+  private refusal: { code: ErrorCode; message: string } | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private readyTimer: ReturnType<typeof setTimeout> | undefined;
   private flushing = false;
@@ -262,6 +266,9 @@ export class HeraldClient {
     if (!WebSocketClass) {
       throw new Error("no WebSocket here: pass one, e.g. `import WebSocket from 'ws'` on Node 20");
     }
+    // A device id the server cannot take is refused at hello with close 1008, which would
+    // read as "no access": say what is wrong now instead.
+    checkId(options.device.id, "device.id");
     this.options = {
       backoff: DEFAULT_BACKOFF,
       readyTimeoutMs: 10_000,
@@ -375,7 +382,9 @@ export class HeraldClient {
         true,
       );
     }
-    const limit = Math.min(caps.max_media_bytes, LIMITS.MAX_MEDIA_BYTES);
+    // Voice is governed by `voice`; a server that names no file size still takes the
+    // protocol's 8 MiB of it.
+    const limit = caps.max_media_bytes > 0 ? Math.min(caps.max_media_bytes, LIMITS.MAX_MEDIA_BYTES) : LIMITS.MAX_MEDIA_BYTES;
     if (wav.length > limit) throw new HeraldError("too_big", `voice is ${wav.length} bytes, over the limit of ${limit}`, true);
     const id = options.id ?? newId("v");
     const frame: ClientFrame = {
@@ -580,13 +589,13 @@ export class HeraldClient {
       const hello: ClientFrame = { t: "hello", token: this.options.token, device: this.options.device };
       ws.send(encodeClientFrame(hello));
     };
-    ws.onmessage = (event: { data: unknown }) => {
+    ws.onmessage = (event) => {
       if (this.ws === ws && typeof event.data === "string") this.onText(event.data);
     };
     ws.onerror = () => {
       // A close event follows; that is where the client decides what to do.
     };
-    ws.onclose = (event: { code?: number; reason?: string }) => {
+    ws.onclose = (event) => {
       clearTimeout(readyTimer);
       this.lost(ws, event.code ?? 1006, event.reason ?? "");
     };
@@ -599,7 +608,8 @@ export class HeraldClient {
     this.outbox = afterDisconnect(this.outbox, this.options.now());
     if (code === CLOSE_NO_ACCESS) {
       this.stop();
-      this.emit("noAccess", { reason: this.refusal ?? (reason || "access denied") });
+      const refused = this.refusal?.code;
+      this.emit("noAccess", { ...(refused ? { code: refused } : {}), reason: this.refusalText() ?? (reason || "access denied") });
       return;
     }
     if (code === CLOSE_NORMAL) {
@@ -613,11 +623,15 @@ export class HeraldClient {
     this.attempt = nextAttempt(attempt, false);
     if (reached) this.typingOff();
     this.setState("waiting");
-    this.emit("disconnect", { code, reason: this.refusal ?? reason, retryInMs });
+    this.emit("disconnect", { code, reason: this.refusalText() ?? reason, retryInMs });
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (this._state === "waiting") this.open();
     }, retryInMs);
+  }
+
+  private refusalText(): string | undefined {
+    return this.refusal && `${this.refusal.code}: ${this.refusal.message}`;
   }
 
   private typingOff(): void {
@@ -648,7 +662,7 @@ export class HeraldClient {
         this.emit("ready", info);
         void this.flush();
       } else if (frame.t === "error") {
-        this.refusal = `${frame.code}: ${frame.message}`;
+        this.refusal = { code: frame.code, message: frame.message };
         this.emit("frame", frame);
         this.emit("error", new HeraldError(frame.code, frame.message, false));
       }

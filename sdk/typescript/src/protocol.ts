@@ -456,10 +456,10 @@ export function utf8Length(text: string): number {
     const c = text.charCodeAt(i);
     if (c < 0x80) n += 1;
     else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
       n += 4;
       i++;
-    } else n += 3;
+    } else n += 3; // a lone surrogate is written as U+FFFD, 3 bytes
   }
   return n;
 }

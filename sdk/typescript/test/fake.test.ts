@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { HeraldClient, HeraldError, type WebSocketLike } from "../src/index.js";
+import { HeraldClient, HeraldError, type WebSocketConstructor, type WebSocketLike } from "../src/index.js";
 
 /** A WebSocket whose server side the test plays. */
 class FakeSocket implements WebSocketLike {
@@ -114,12 +114,22 @@ test("messages sent while away wait for ready, then go in order; a drop resends 
 
 test("ids are checked before anything is queued", () => {
   const c = fakeClient();
-  for (const id of ["", "x".repeat(257), "m\n1"]) {
+  // Control characters as the server counts them (Unicode Cc): C0, DEL and C1.
+  for (const id of ["", "x".repeat(257), "m\n1", "m\u007f", "m\u0085"]) {
     assert.throws(() => c.send("hi", { id }), (e: unknown) => e instanceof HeraldError && e.code === "bad_frame" && e.local, JSON.stringify(id));
   }
   assert.equal(c.send("hi", { id: "é".repeat(128) }), "é".repeat(128));
   assert.equal(c.pending.length, 1);
+  // A device id the server would refuse at hello (close 1008) is refused here instead.
+  assert.throws(
+    () => new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "é".repeat(129) }, WebSocket: FakeSocket }),
+    (e: unknown) => e instanceof HeraldError && e.code === "bad_frame" && /device\.id/.test(e.message),
+  );
 });
+
+// The browser's WebSocket fits the injected type; this file would not compile otherwise.
+const browserSocketFits: typeof globalThis.WebSocket extends WebSocketConstructor ? true : false = true;
+void browserSocketFits;
 
 test("an upload held back by a full socket goes on the next connection, even one made at once", async (t) => {
   const c = new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 1, jitter: 0 } });
@@ -130,12 +140,13 @@ test("an upload held back by a full socket goes on the next connection, even one
   await new Promise((r) => setTimeout(r, 0));
   assert.equal(ws.sent.length, 1, "nothing but hello yet");
   const again = c.once("ready");
+  const lastPart = c.once("uploadProgress", (p) => p.part === 2);
   ws.close(1006, "gone");
   await new Promise((r) => setTimeout(r, 3));
   const ws2 = FakeSocket.last!;
   ws2.say({ t: "ready", session: "mobile:fake", capabilities: { max_media_bytes: 100_000, max_frame_bytes: 1_000_000, media_chunk_bytes: 8192 } });
   await again;
-  await new Promise((r) => setTimeout(r, 30));
+  await lastPart;
   const parts = ws2.sent.slice(1).map((s) => JSON.parse(s) as { id: string; part: number });
   assert.deepEqual(parts.map((p) => [p.id, p.part]), [[id, 0], [id, 1], [id, 2]]);
   c.close();

@@ -6,7 +6,7 @@ import { after, before, test } from "node:test";
 import { createServer, connect, type Server, type Socket } from "node:net";
 import WebSocket from "ws";
 
-import { HeraldClient, type Reply } from "../src/index.js";
+import { HeraldClient, type Reply, type WebSocketConstructor } from "../src/index.js";
 import { freePort, Herald, TOKEN, within } from "./herald.js";
 
 let herald: Herald;
@@ -27,6 +27,15 @@ function recorder(sent: string[]) {
   };
 }
 
+/** A client of `url` with quick retries, connected (ready) before it is returned. */
+async function connected(url: string, device: string, ws: WebSocketConstructor = WebSocket): Promise<HeraldClient> {
+  const c = new HeraldClient({ url, token: TOKEN, device: { id: `${device}-${process.pid}` }, WebSocket: ws, backoff: { initialMs: 100, maxMs: 300, jitter: 0.2 } });
+  const ready = c.once("ready");
+  c.connect();
+  await within(5000, "ready", ready);
+  return c;
+}
+
 function finals(c: HeraldClient): Reply[] {
   const out: Reply[] = [];
   c.on("message", (r) => {
@@ -37,17 +46,8 @@ function finals(c: HeraldClient): Reply[] {
 
 test("a server restart mid-conversation: reconnect, resend what was unanswered, no duplicate reply", async () => {
   const sent: string[] = [];
-  const c = new HeraldClient({
-    url: herald.url,
-    token: TOKEN,
-    device: { id: `restart-${process.pid}` },
-    WebSocket: recorder(sent),
-    backoff: { initialMs: 100, maxMs: 300, jitter: 0.2 },
-  });
+  const c = await connected(herald.url, "restart", recorder(sent));
   const replies = finals(c);
-  const ready = c.once("ready");
-  c.connect();
-  await within(5000, "ready", ready);
   const first = c.once("message", (r) => r.final && r.text === "You said: one");
   c.send("one");
   await within(5000, "reply one", first);
@@ -133,17 +133,8 @@ test("a network drop before the answer arrives: the resend is dropped by the ser
   const proxy = new Proxy(herald.mobilePort);
   await proxy.listen();
   const sent: string[] = [];
-  const c = new HeraldClient({
-    url: `ws://127.0.0.1:${proxy.port}/ws`,
-    token: TOKEN,
-    device: { id: `drop-${process.pid}` },
-    WebSocket: recorder(sent),
-    backoff: { initialMs: 100, maxMs: 300, jitter: 0.2 },
-  });
+  const c = await connected(`ws://127.0.0.1:${proxy.port}/ws`, "drop", recorder(sent));
   const replies = finals(c);
-  const ready = c.once("ready");
-  c.connect();
-  await within(5000, "ready", ready);
 
   // The server gets the message and starts answering, but the phone hears nothing.
   proxy.muted = true;
@@ -170,17 +161,8 @@ test("a network drop before the answer arrives: the resend is dropped by the ser
 test("a drop in the middle of an upload: all its parts go again, the file is answered once", async () => {
   const proxy = new Proxy(herald.mobilePort);
   await proxy.listen();
-  const c = new HeraldClient({
-    url: `ws://127.0.0.1:${proxy.port}/ws`,
-    token: TOKEN,
-    device: { id: `upload-drop-${process.pid}` },
-    WebSocket,
-    backoff: { initialMs: 100, maxMs: 300, jitter: 0.2 },
-  });
+  const c = await connected(`ws://127.0.0.1:${proxy.port}/ws`, "upload-drop");
   const replies = finals(c);
-  const ready = c.once("ready");
-  c.connect();
-  await within(5000, "ready", ready);
   const parts: number[] = [];
   c.on("uploadProgress", (p) => parts.push(p.part));
   // Cut once more than one part (4 MiB of base64) but less than the file went up.

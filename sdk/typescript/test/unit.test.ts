@@ -8,7 +8,7 @@ import { resolveAvatarUrl } from "../src/client.js";
 import { backoffDelay, DEFAULT_BACKOFF, nextAttempt } from "../src/backoff.js";
 import { base64DecodedLength, decodeBase64, encodeBase64 } from "../src/base64.js";
 import { acknowledge, afterDisconnect, due, EMPTY_OUTBOX, enqueue, markSent, openUploads, RESEND_TTL_MS, type Outbox, type Pending } from "../src/outbox.js";
-import type { MediaDownFrame, MessageFrame } from "../src/protocol.js";
+import { utf8Length, type MediaDownFrame, type MessageFrame } from "../src/protocol.js";
 import { encodeWav, inspectWav, isVoiceWav, toVoiceSamples } from "../src/wav.js";
 
 test("backoff doubles up to the cap, with jitter never under half", () => {
@@ -162,4 +162,10 @@ test("avatar_url is made absolute against the WebSocket's URL", () => {
   assert.equal(resolveAvatarUrl("//cdn.example.com/a.html", "wss://agent.example.com/ws"), "https://cdn.example.com/a.html");
   assert.equal(resolveAvatarUrl("https://faces.example.com/", "ws://h/ws"), "https://faces.example.com/");
   assert.equal(resolveAvatarUrl("/a.html", "not a url"), "/a.html");
+});
+
+test("utf8Length counts what TextEncoder writes, lone surrogates included", () => {
+  for (const text of ["", "abc", "é", "€", "😀", "a😀b", "\ud83d", "\ude00", "\ud83dx", "\ud83d\ud83d\ude00", "x\udc00\ud800"]) {
+    assert.equal(utf8Length(text), new TextEncoder().encode(text).length, JSON.stringify(text));
+  }
 });
