@@ -221,7 +221,7 @@ function utf8Length(text) {
     const c = text.charCodeAt(i);
     if (c < 128) n += 1;
     else if (c < 2048) n += 2;
-    else if (c >= 55296 && c <= 56319 && i + 1 < text.length) {
+    else if (c >= 55296 && c <= 56319 && i + 1 < text.length && (text.charCodeAt(i + 1) & 64512) === 56320) {
       n += 4;
       i++;
     } else n += 3;
@@ -531,9 +531,9 @@ function resolveAvatarUrl(avatarUrl, wsUrl) {
   const dir = (m[3] || "/").replace(/[^/]*$/, "");
   return origin + dir + avatarUrl;
 }
-function checkId(id) {
-  if (id.length === 0 || utf8Length(id) > LIMITS.MAX_ID_BYTES || /[\u0000-\u001f\u007f]/.test(id)) {
-    throw new HeraldError("bad_frame", `an id must be 1 to ${LIMITS.MAX_ID_BYTES} bytes without control characters`, true);
+function checkId(id, what = "an id") {
+  if (id.length === 0 || utf8Length(id) > LIMITS.MAX_ID_BYTES || /[\u0000-\u001f\u007f-\u009f]/.test(id)) {
+    throw new HeraldError("bad_frame", `${what} must be 1 to ${LIMITS.MAX_ID_BYTES} bytes without control characters`, true);
   }
 }
 function remember(map, key, value) {
@@ -552,6 +552,7 @@ var HeraldClient = class {
     __publicField(this, "cards", /* @__PURE__ */ new Map());
     __publicField(this, "attempt", 0);
     __publicField(this, "reachedReady", false);
+    /** The error frame that came before `ready`: the reason for a refusal. */
     __publicField(this, "refusal");
     __publicField(this, "timer");
     __publicField(this, "readyTimer");
@@ -562,6 +563,7 @@ var HeraldClient = class {
     if (!WebSocketClass) {
       throw new Error("no WebSocket here: pass one, e.g. `import WebSocket from 'ws'` on Node 20");
     }
+    checkId(options.device.id, "device.id");
     this.options = {
       backoff: DEFAULT_BACKOFF,
       readyTimeoutMs: 1e4,
@@ -661,7 +663,7 @@ var HeraldClient = class {
         true
       );
     }
-    const limit = Math.min(caps.max_media_bytes, LIMITS.MAX_MEDIA_BYTES);
+    const limit = caps.max_media_bytes > 0 ? Math.min(caps.max_media_bytes, LIMITS.MAX_MEDIA_BYTES) : LIMITS.MAX_MEDIA_BYTES;
     if (wav.length > limit) throw new HeraldError("too_big", `voice is ${wav.length} bytes, over the limit of ${limit}`, true);
     const id = options.id ?? newId("v");
     const frame = {
@@ -864,7 +866,8 @@ var HeraldClient = class {
     this.outbox = afterDisconnect(this.outbox, this.options.now());
     if (code === CLOSE_NO_ACCESS) {
       this.stop();
-      this.emit("noAccess", { reason: this.refusal ?? (reason || "access denied") });
+      const refused = this.refusal?.code;
+      this.emit("noAccess", { ...refused ? { code: refused } : {}, reason: this.refusalText() ?? (reason || "access denied") });
       return;
     }
     if (code === CLOSE_NORMAL) {
@@ -878,11 +881,14 @@ var HeraldClient = class {
     this.attempt = nextAttempt(attempt, false);
     if (reached) this.typingOff();
     this.setState("waiting");
-    this.emit("disconnect", { code, reason: this.refusal ?? reason, retryInMs });
+    this.emit("disconnect", { code, reason: this.refusalText() ?? reason, retryInMs });
     this.timer = setTimeout(() => {
       this.timer = void 0;
       if (this._state === "waiting") this.open();
     }, retryInMs);
+  }
+  refusalText() {
+    return this.refusal && `${this.refusal.code}: ${this.refusal.message}`;
   }
   typingOff() {
     this.emit("typing", false);
@@ -911,7 +917,7 @@ var HeraldClient = class {
         this.emit("ready", info);
         void this.flush();
       } else if (frame.t === "error") {
-        this.refusal = `${frame.code}: ${frame.message}`;
+        this.refusal = { code: frame.code, message: frame.message };
         this.emit("frame", frame);
         this.emit("error", new HeraldError(frame.code, frame.message, false));
       }
@@ -1027,7 +1033,7 @@ function avatar(call, arg) {
     }
   } catch {
   }
-  win.postMessage({ hermesAvatar: call, args: [arg] }, "*");
+  win.postMessage({ hermesAvatar: call, args: [arg] }, new URL(ui.avatar.src, location.href).origin);
 }
 function scrollDown() {
   ui.messages.scrollTop = ui.messages.scrollHeight;
@@ -1320,7 +1326,6 @@ function init() {
     ui.file.value = "";
   });
   let recording;
-  ui.record.textContent = "Record voice";
   ui.record.addEventListener("click", async () => {
     if (!client) return;
     if (!recording) {

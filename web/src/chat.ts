@@ -75,7 +75,8 @@ function avatar(call: AvatarCall, arg: string | number): void {
   } catch {
     // Another origin: fall through to postMessage, which the avatar page also takes.
   }
-  win.postMessage({ hermesAvatar: call, args: [arg] }, "*");
+  // Only to the page the frame was given: the lines it speaks are the agent's replies.
+  win.postMessage({ hermesAvatar: call, args: [arg] }, new URL(ui.avatar.src, location.href).origin);
 }
 
 // ---- the conversation ----
@@ -398,7 +399,6 @@ function init(): void {
   });
 
   let recording: Recording | undefined;
-  ui.record.textContent = "Record voice";
   ui.record.addEventListener("click", async () => {
     if (!client) return;
     if (!recording) {

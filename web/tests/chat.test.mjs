@@ -41,6 +41,7 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()}`));
   page.on("request", (r) => {
+    if (r.url().includes(TOKEN)) problems.push(`the token in a URL: ${r.url()}`);
     if (!r.url().startsWith(`http://127.0.0.1:${herald.mobilePort}/`) && !r.url().startsWith("blob:") && !r.url().startsWith("data:")) {
       problems.push(`request to another host: ${r.url()}`);
     }
@@ -107,7 +108,7 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
     assert.ok(code, "a code in the message");
     await shot("2-pairing");
     const out = await herald.cli("pairing", "approve", "mobile", code);
-    assert.ok(out.length >= 0);
+    assert.match(out, /^Approved mobile /);
   });
 
   await t.test("a text turn streams into one bubble; the avatar thinks, speaks, idles", async () => {
@@ -158,6 +159,9 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
   });
 
   await t.test("an upload with progress", async () => {
+    // The file picker is reachable from the keyboard, not only by a click on its label.
+    await page.focus("#file");
+    assert.equal(await page.evaluate(() => document.activeElement?.id), "file");
     const done = page.waitForFunction(() => [...document.querySelectorAll("#uploads progress")].some((p) => p.value === p.max));
     await page.setInputFiles("#file", { name: "dots.png", mimeType: "image/png", buffer: PNG });
     await done;
