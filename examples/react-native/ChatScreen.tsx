@@ -2,10 +2,10 @@
 // the typing line, and the avatar in a WebView driven by avatar frames. Keep the token
 // in the Keychain/Keystore (e.g. react-native-keychain) and pass it in.
 
-import { useEffect, useMemo, useRef, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { Button, FlatList, StyleSheet, Text, TextInput, View } from "react-native";
-import { WebView, type WebViewHandle } from "react-native-webview";
-import { HeraldClient, type Card, type Reply } from "@herald/mobile";
+import { WebView } from "react-native-webview";
+import { HeraldClient, HeraldError, type Card, type Reply } from "@herald/mobile";
 
 import { avatarCall, avatarHtml } from "./avatarHtml";
 
@@ -28,15 +28,14 @@ export function ChatScreen({ url, token, deviceId }: ChatScreenProps) {
   const [status, setStatus] = useState("Connecting…");
   const [typing, setTyping] = useState(false);
   const [avatarUrl, setAvatarUrl] = useState<string | undefined>(undefined);
-  const avatar = useRef<WebViewHandle>(null);
+  const avatar = useRef<WebView>(null);
+  const [client, setClient] = useState<HeraldClient | undefined>(undefined);
 
-  // React Native has a global WebSocket, which the SDK picks up by itself.
-  const client = useMemo(
-    () => new HeraldClient({ url, token, device: { id: deviceId, name: "React Native", platform: "react-native" } }),
-    [url, token, deviceId],
-  );
-
+  // One client per mount: a closed client cannot connect again, and React may mount an
+  // effect twice (StrictMode), so the client is made here rather than memoized.
   useEffect(() => {
+    // React Native has a global WebSocket, which the SDK picks up by itself.
+    const client = new HeraldClient({ url, token, device: { id: deviceId, name: "React Native", platform: "react-native" } });
     /** Replace the row with `key`, or add it at the end. */
     const upsert = (row: Row) =>
       setRows((old) => {
@@ -56,21 +55,28 @@ export function ChatScreen({ url, token, deviceId }: ChatScreenProps) {
         ),
       ),
       client.on("noAccess", ({ reason }) => setStatus(`No access: ${reason}`)),
+      client.on("replaced", () => setStatus("Disconnected: this device id is in use elsewhere")),
       client.on("error", (e) => setStatus(`Error ${e.code}: ${e.message}`)),
     ];
+    setClient(client);
     client.connect();
     return () => {
       for (const off of offs) off();
       client.close();
     };
-  }, [client]);
+  }, [url, token, deviceId]);
 
   const send = () => {
     const text = draft.trim();
-    if (!text) return;
-    const id = client.send(text);
-    setRows((old) => [...old, { key: id, kind: "me", text }]);
-    setDraft("");
+    if (!text || !client) return;
+    try {
+      const id = client.send(text);
+      setRows((old) => [...old, { key: id, kind: "me", text }]);
+      setDraft("");
+    } catch (e) {
+      // Checked before sending: a message over the frame limit, or a stopped client.
+      setStatus(e instanceof HeraldError ? `Not sent (${e.code}): ${e.message}` : String(e));
+    }
   };
 
   return (
@@ -106,7 +112,7 @@ export function ChatScreen({ url, token, deviceId }: ChatScreenProps) {
                         title={o.label}
                         color={o.style === "danger" ? "#d64545" : undefined}
                         disabled={item.answered !== undefined}
-                        onPress={() => client.answer(item.card.id, o.id)}
+                        onPress={() => client?.answer(item.card.id, o.id)}
                       />
                     ))}
                   {item.answered !== undefined ? <Text>{`Answered: ${item.answered}`}</Text> : null}

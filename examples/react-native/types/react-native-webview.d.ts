@@ -1,13 +1,13 @@
-// react-native-webview's WebView, as much as the example uses.
-import type { ComponentType, Ref } from "react";
+// react-native-webview's WebView, as much as the example uses. As in the real package it is
+// a class, so a ref to it is typed `WebView` and has `injectJavaScript`.
+import type { Component } from "react";
 
-export interface WebViewHandle {
-  injectJavaScript(script: string): void;
-}
-export const WebView: ComponentType<{
-  ref?: Ref<WebViewHandle>;
+export interface WebViewProps {
   source: { uri: string } | { html: string };
   style?: Record<string, string | number>;
   originWhitelist?: string[];
   javaScriptEnabled?: boolean;
-}>;
+}
+export class WebView extends Component<WebViewProps> {
+  injectJavaScript(script: string): void;
+}
