@@ -151,3 +151,29 @@ test("an upload held back by a full socket goes on the next connection, even one
   assert.deepEqual(parts.map((p) => [p.id, p.part]), [[id, 0], [id, 1], [id, 2]]);
   c.close();
 });
+
+test("the backoff doubles while attempts fail and starts over after ready", async (t) => {
+  const c = new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 100, jitter: 0 } });
+  t.after(() => c.close());
+  const waits: number[] = [];
+  c.on("disconnect", (d) => waits.push(d.retryInMs));
+  /** The socket of the next attempt, once it is open (the client says hello in onopen). */
+  const nextSocket = async (): Promise<FakeSocket> => {
+    await c.once("state", (s) => s === "connecting");
+    await new Promise((r) => setTimeout(r, 0));
+    return FakeSocket.last!;
+  };
+  let socket = nextSocket();
+  c.connect();
+  for (let i = 0; i < 3; i++) {
+    const ws = await socket;
+    socket = nextSocket();
+    ws.close(1006, "refused before ready");
+  }
+  const ws = await socket;
+  ws.say({ t: "ready", session: "mobile:fake", capabilities: {} });
+  socket = nextSocket();
+  ws.close(1006, "lost after ready");
+  await socket;
+  assert.deepEqual(waits, [1, 2, 4, 1]);
+});
