@@ -40,13 +40,14 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-/** WebSocket close codes a client acts on. */
+// WebSocket close codes a client acts on.
 /** From the server: another connection with the same device id replaced this one. */
 export const CLOSE_NORMAL = 1000;
 /** Server stopping, or keepalive timeout: reconnect with backoff. */
 export const CLOSE_GOING_AWAY = 1001;
 /** No access (wrong token, device not allowed, device id of another user): do not retry. */
 export const CLOSE_NO_ACCESS = 1008;
+/** A frame over `max_frame_bytes` (after `error{too_big}`): reconnect, do not send it again. */
 export const CLOSE_TOO_BIG = 1009;
 
 export type AvatarState = "idle" | "thinking" | "speaking";
