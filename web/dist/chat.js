@@ -1033,7 +1033,8 @@ function avatar(call, arg) {
     }
   } catch {
   }
-  win.postMessage({ hermesAvatar: call, args: [arg] }, new URL(ui.avatar.src, location.href).origin);
+  const origin = new URL(ui.avatar.src, location.href).origin;
+  if (origin !== "null") win.postMessage({ hermesAvatar: call, args: [arg] }, origin);
 }
 function scrollDown() {
   ui.messages.scrollTop = ui.messages.scrollHeight;

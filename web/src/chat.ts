@@ -75,8 +75,10 @@ function avatar(call: AvatarCall, arg: string | number): void {
   } catch {
     // Another origin: fall through to postMessage, which the avatar page also takes.
   }
-  // Only to the page the frame was given: the lines it speaks are the agent's replies.
-  win.postMessage({ hermesAvatar: call, args: [arg] }, new URL(ui.avatar.src, location.href).origin);
+  // Only to the page the frame was given: the lines it speaks are the agent's replies. An
+  // opaque origin (a data: URL) cannot be named as a target, so it gets nothing.
+  const origin = new URL(ui.avatar.src, location.href).origin;
+  if (origin !== "null") win.postMessage({ hermesAvatar: call, args: [arg] }, origin);
 }
 
 // ---- the conversation ----
