@@ -11,7 +11,7 @@ use herald_port::Backend;
 use herald_server::config::{Config, Secret};
 use herald_server::Server;
 
-const TOKEN: &str = "client-test-token";
+const TOKEN: &str = "client-test-token-0123456789abcdef01";
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn server(dir: &std::path::Path, port: u16) -> Server {

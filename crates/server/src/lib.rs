@@ -27,6 +27,7 @@ pub mod net;
 mod router;
 mod socket;
 pub mod store;
+mod throttle;
 mod tls;
 mod web;
 

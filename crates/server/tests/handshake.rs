@@ -360,6 +360,31 @@ async fn unpaired_devices_wait_four_per_address_and_sixteen_in_all() {
 }
 
 #[tokio::test]
+async fn guessing_the_access_token_is_throttled_per_address() {
+    let h = Harness::start_with(|c| {
+        c.gadget.allow_all_users = true;
+        c.gadget.access_token = Some(herald_server::config::Secret("right-token".into()));
+    })
+    .await;
+    let addr = h.server.gadget_addr();
+    let mut gadget = Gadget::new();
+    for _ in 0..10 {
+        gadget.hello.token = Some("guess".into());
+        let mut conn = open_from(&h.url, addr, 30).await;
+        conn.send(&DeviceMessage::Hello(gadget.hello.clone())).await;
+        expect_refusal(&mut conn, ErrorCode::BadToken).await;
+    }
+    // Now even the right token is turned away from that address for a while...
+    gadget.hello.token = Some("right-token".into());
+    let mut conn = open_from(&h.url, addr, 30).await;
+    conn.send(&DeviceMessage::Hello(gadget.hello.clone())).await;
+    expect_refusal(&mut conn, ErrorCode::Busy).await;
+    // ...while other addresses are not held up.
+    let mut conn = open_from(&h.url, addr, 31).await;
+    assert!(gadget.handshake(&mut conn).await.unwrap().paired);
+}
+
+#[tokio::test]
 async fn a_second_connection_replaces_the_first() {
     let h = Harness::start().await;
     let gadget = Gadget::new();

@@ -743,3 +743,27 @@ async fn names_are_cleaned_and_capped_at_the_door() {
     let (_, devices) = h.admin("GET", "/v1/devices", None).await;
     assert_eq!(devices[0]["name"], "Hall[2J");
 }
+
+#[tokio::test]
+async fn guessing_the_app_token_is_throttled() {
+    let h = Harness::start().await;
+    for i in 0..10 {
+        let mut phone = Phone::open(&h.mobile_url).await;
+        phone.hello(&format!("guess-{i}"), "tel-guess").await;
+        assert!(matches!(
+            phone.recv().await,
+            herald_mobile_proto::ServerFrame::Error {
+                code: herald_mobile_proto::ErrorCode::AuthFailed,
+                ..
+            }
+        ));
+    }
+    let mut phone = Phone::open(&h.mobile_url).await;
+    phone.hello(APP_TOKEN, "tel-guess").await;
+    match phone.recv().await {
+        herald_mobile_proto::ServerFrame::Error { code, .. } => {
+            assert_eq!(code, herald_mobile_proto::ErrorCode::RateLimited)
+        }
+        other => panic!("the right token got through the throttle: {other:?}"),
+    }
+}

@@ -67,6 +67,9 @@ where
     let admitted = match admit(&mut ws, peer, &hub).await {
         Ok(admitted) => admitted,
         Err(Refusal::Tell(code, message)) => {
+            if matches!(code, ErrorCode::BadToken | ErrorCode::AuthFailed) {
+                hub.failures.failed(peer.ip(), Instant::now());
+            }
             hub.metrics.handshake(Platform::Gadget, code.as_str());
             debug!(%peer, code = code.as_str(), %message, "gadget refused");
             socket::reject(&mut ws, code, &message).await;
@@ -122,6 +125,12 @@ where
     hello
         .validate()
         .map_err(|err| Refusal::Tell(err.code(), err.to_string()))?;
+    if hub.failures.blocked(peer.ip(), Instant::now()) {
+        return Err(Refusal::Tell(
+            ErrorCode::Busy,
+            "too many failed attempts from this address; try again in a minute".into(),
+        ));
+    }
     if let Some(expected) = &hub.config.access_token {
         let offered = hello.token.as_deref().unwrap_or("");
         if !auth::ct_eq(offered.as_bytes(), expected.expose().as_bytes()) {

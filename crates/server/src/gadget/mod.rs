@@ -38,6 +38,7 @@ use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::store::Store;
+use crate::throttle::FailureThrottle;
 
 pub(crate) use ota::{forget_staged, PushError, STAGING_DIR};
 pub(crate) use session::Command;
@@ -55,6 +56,8 @@ pub(crate) struct GadgetHub {
     online: DashMap<String, u64>,
     /// Devices that are not paired yet, capped.
     pub(crate) waiting: WaitingRoom,
+    /// Wrong access tokens and keys, per address.
+    failures: FailureThrottle,
     next_conn: AtomicU64,
     pub(crate) metrics: Arc<Metrics>,
     /// Where utterances are written for the agent.
@@ -76,6 +79,7 @@ impl GadgetHub {
             sessions: Mailboxes::default(),
             online: DashMap::new(),
             waiting: WaitingRoom::default(),
+            failures: FailureThrottle::default(),
             next_conn: AtomicU64::new(1),
             metrics,
         }

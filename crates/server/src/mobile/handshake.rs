@@ -39,9 +39,12 @@ where
         }
         Err(None) => return,
     };
-    let role = match admit(&hub, &hello).await {
+    let role = match admit(&hub, &hello, peer).await {
         Ok(role) => role,
         Err((code, message)) => {
+            if code == ErrorCode::AuthFailed {
+                hub.failures.failed(peer.ip(), std::time::Instant::now());
+            }
             hub.metrics.handshake(Platform::Mobile, code.as_str());
             debug!(%peer, device = %hello.device.id, code = code.as_str(), "phone refused");
             return refuse(&mut ws, code, &message).await;
@@ -107,7 +110,17 @@ where
     }
 }
 
-async fn admit(hub: &MobileHub, hello: &proto::Hello) -> Result<Role, (ErrorCode, String)> {
+async fn admit(
+    hub: &MobileHub,
+    hello: &proto::Hello,
+    peer: SocketAddr,
+) -> Result<Role, (ErrorCode, String)> {
+    if hub.failures.blocked(peer.ip(), std::time::Instant::now()) {
+        return Err((
+            ErrorCode::RateLimited,
+            "too many failed attempts from this address; try again in a minute".into(),
+        ));
+    }
     let token = hello.token.as_deref().unwrap_or("");
     let device = &hello.device.id;
     let allowed = &hub.config.allowed_devices;

@@ -34,6 +34,7 @@ use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::store::Store;
+use crate::throttle::FailureThrottle;
 
 pub(crate) use session::Command;
 
@@ -59,6 +60,8 @@ pub(crate) fn load_or_create_token(data_dir: &std::path::Path) -> std::io::Resul
 use session::{Event, Session};
 
 pub(crate) struct MobileHub {
+    /// Wrong tokens, per address.
+    pub(crate) failures: FailureThrottle,
     pub(crate) config: MobileConfig,
     pub(crate) store: Arc<dyn Store>,
     /// App tokens: each stands for a user.
@@ -136,6 +139,7 @@ impl MobileHub {
             .join(",");
         let deliver_tokens = TokenSet::parse(None, Some(&deliver))?;
         Ok(MobileHub {
+            failures: FailureThrottle::default(),
             config,
             store,
             tokens,
