@@ -327,3 +327,35 @@ async fn pictures_are_fitted_and_sent_in_chunks() {
         .await;
     assert!(notice.contains("cannot show pictures"), "{notice}");
 }
+
+#[tokio::test]
+async fn an_unpaired_gadget_writes_nothing_to_disk() {
+    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), common::demo()).await;
+    let (mut conn, welcome) = Gadget::new().connect(&h.url).await;
+    assert!(!welcome.paired);
+    utter(&mut conn, 4, 16_000, &tone(16_000, 1.0)).await;
+    conn.send_raw(r#"{"type":"state","sensors":{"temp_c":21.5}}"#)
+        .await;
+    let notice = conn
+        .until(|m| match m {
+            ServerMessage::Notice(n) => Some(n.text),
+            _ => None,
+        })
+        .await;
+    assert!(notice.contains("Pair this device first"), "{notice}");
+    // The session handles frames in order: once this answer arrives, the readings sent
+    // before it were handled too.
+    conn.send_raw(r#"{"type":"ping","ts":1}"#).await;
+    conn.until(|m| matches!(m, ServerMessage::Pong(_)).then_some(()))
+        .await;
+    let inbox = h.dir.path().join("inbox");
+    let files = std::fs::read_dir(&inbox).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(files, 0, "no recording of an unpaired device");
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    assert!(
+        devices[0]["sensors"]
+            .as_object()
+            .is_none_or(|s| s.is_empty()),
+        "{devices}"
+    );
+}

@@ -453,6 +453,14 @@ impl Session {
                 self.stop_speech().await;
                 self.command(ConvCommand::New).await;
             }
+            // An unpaired device may not fill the inbox or the store: its voice and
+            // readings go nowhere.
+            DeviceMessage::AudioStart(_) if !self.paired => {
+                self.notice("Pair this device first.").await;
+            }
+            DeviceMessage::State(_) if !self.paired => {
+                debug!(device = %self.device_id, "readings of an unpaired device ignored");
+            }
             DeviceMessage::AudioStart(start) => {
                 // Speaking over the agent stops it (barge-in).
                 self.stop_speech().await;
