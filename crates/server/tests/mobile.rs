@@ -767,3 +767,34 @@ async fn guessing_the_app_token_is_throttled() {
         other => panic!("the right token got through the throttle: {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn an_unpaired_phone_writes_nothing_to_disk() {
+    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), common::demo()).await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-stranger").await;
+    phone.send(media("m1", 0, 1, &[7u8; 5000])).await;
+    let first = phone.reply().await;
+    assert!(first.contains("Pairing code"), "{first}");
+    phone
+        .send(json!({"t": "audio", "id": "v1", "format": "wav", "data": encode_base64(&wav(1.0))}))
+        .await;
+    let second = phone.reply().await;
+    assert!(second.contains("Pairing code"), "{second}");
+    let files = std::fs::read_dir(h.dir.path().join("inbox"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(files, 0, "nothing of an unpaired phone is stored");
+
+    // Once paired, the same upload id counts: it was not taken as seen.
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(json!({"platform": "mobile", "user_id": herald_mobile_proto::user_id_for_token(APP_TOKEN)})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    phone.send(media("m1", 0, 1, &[7u8; 5000])).await;
+    let answer = phone.reply().await;
+    assert!(answer.starts_with("Got your document"), "{answer}");
+}

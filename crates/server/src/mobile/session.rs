@@ -263,10 +263,14 @@ impl Session {
                 if self.seen.contains(&audio.id) {
                     return;
                 }
+                // Nothing from a user who may not talk to the agent is written to disk.
+                if !self.may_reach_agent().await {
+                    return;
+                }
                 match self.save_voice(&audio).await {
                     Ok(body) => {
                         self.seen.insert(&audio.id, Instant::now());
-                        self.forward(audio.id, body).await;
+                        self.hand_over(audio.id, body).await;
                     }
                     Err((code, message)) => self.error(code, message).await,
                 }
@@ -277,9 +281,13 @@ impl Session {
                 }
                 match self.uploads.accept(media) {
                     Ok(Accepted::Complete(upload)) => {
+                        // Not marked seen when refused: sent again after pairing, it counts.
+                        if !self.may_reach_agent().await {
+                            return;
+                        }
                         self.seen.insert(&upload.id, Instant::now());
                         match self.save_upload(&upload).await {
-                            Ok(body) => self.forward(upload.id, body).await,
+                            Ok(body) => self.hand_over(upload.id, body).await,
                             Err(message) => self.error(ErrorCode::Internal, message).await,
                         }
                     }
@@ -402,23 +410,39 @@ impl Session {
 
     /// Hand an event to the agent in order, unless the user may not reach it.
     async fn forward(&mut self, message_id: String, body: InboundBody) {
-        let (Some(agent), Some(authorizer)) = (self.hub.agent(), self.hub.authorizer()) else {
-            return;
+        if self.may_reach_agent().await {
+            self.hand_over(message_id, body).await;
+        }
+    }
+
+    /// Whether the user may talk to the agent; if not, they are told how to pair.
+    async fn may_reach_agent(&mut self) -> bool {
+        let Some(authorizer) = self.hub.authorizer().cloned() else {
+            return false;
         };
-        let (agent, authorizer) = (agent.clone(), authorizer.clone());
         match authorizer
             .is_authorized(Platform::Mobile, &self.user_id)
             .await
         {
-            Ok(true) => {}
-            Ok(false) => return self.send_pairing().await,
+            Ok(true) => true,
+            Ok(false) => {
+                self.send_pairing().await;
+                false
+            }
             Err(err) => {
                 warn!(%err, "authorization failed");
-                return self
-                    .error(ErrorCode::Internal, "authorization is unavailable")
+                self.error(ErrorCode::Internal, "authorization is unavailable")
                     .await;
+                false
             }
         }
+    }
+
+    /// Hand an event to the agent in order; the user is known to be authorized.
+    async fn hand_over(&mut self, message_id: String, body: InboundBody) {
+        let Some(agent) = self.hub.agent().cloned() else {
+            return;
+        };
         let inbound = Inbound {
             source: Source {
                 chat: Chat::mobile(self.device_id.clone()),
