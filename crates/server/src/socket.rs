@@ -28,8 +28,20 @@ pub(crate) async fn refuse<S>(ws: &mut WebSocketStream<S>, error: String, reason
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    refuse_with(ws, error, CloseCode::Policy, reason).await;
+}
+
+/// [`refuse`] with another close code, for refusals a client should retry later.
+pub(crate) async fn refuse_with<S>(
+    ws: &mut WebSocketStream<S>,
+    error: String,
+    code: CloseCode,
+    reason: &str,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let close = CloseFrame {
-        code: CloseCode::Policy,
+        code,
         reason: reason.into(),
     };
     let _ = ws.send(Message::Text(error.into())).await;

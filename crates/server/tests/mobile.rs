@@ -766,6 +766,12 @@ async fn guessing_the_app_token_is_throttled() {
         }
         other => panic!("the right token got through the throttle: {other:?}"),
     }
+    let close = phone.closed(WAIT).await.expect("a close frame");
+    assert_eq!(
+        close.code,
+        CloseCode::Again,
+        "1013: worth a try later, not 'no access'"
+    );
 }
 
 #[tokio::test]

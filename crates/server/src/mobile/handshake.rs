@@ -24,6 +24,7 @@ use crate::labels;
 use crate::metrics::Traffic;
 use crate::socket;
 use crate::store::{blocking, PhoneClaim, PhoneInfo};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -161,5 +162,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let error = ServerFrame::error(code, message).encode();
-    socket::refuse(ws, error, code.as_str()).await;
+    // 1008 tells an app to stop for good; a fault of the server's or a throttle that
+    // ends in a minute are worth a later try.
+    let close = match code {
+        ErrorCode::Internal => CloseCode::Error,
+        ErrorCode::RateLimited => CloseCode::Again,
+        _ => CloseCode::Policy,
+    };
+    socket::refuse_with(ws, error, close, code.as_str()).await;
 }
