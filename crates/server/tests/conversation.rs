@@ -640,3 +640,35 @@ async fn text_is_limited_to_4000_characters() {
     assert!(matches!(conn.recv().await, ServerMessage::Notice(n) if n.text.contains("too long")));
     assert!(inbox.try_recv().is_err());
 }
+
+#[tokio::test]
+async fn sensor_readings_are_bounded() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    for i in 0..40 {
+        conn.send_raw(
+            &json!({"type": "state", "sensors": {
+                format!("key_{i}"): i,
+                format!("blob_{i}"): "x".repeat(100_000),
+                format!("nested_{i}"): {"a": [1, 2, 3]},
+                "k".repeat(200): 1,
+                "temp_c": 20 + i,
+            }})
+            .to_string(),
+        )
+        .await;
+    }
+    // Frames are handled in order: the pong comes after every reading was stored.
+    conn.send_raw(r#"{"type":"ping","ts":1}"#).await;
+    conn.until(|m| matches!(m, ServerMessage::Pong(_)).then_some(()))
+        .await;
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    let sensors = devices[0]["sensors"].as_object().unwrap();
+    assert_eq!(sensors.len(), 32, "{sensors:?}");
+    assert_eq!(
+        sensors["temp_c"], 59,
+        "a known key is still updated when full"
+    );
+    assert!(sensors.values().all(|v| v.is_number()), "{sensors:?}");
+    assert!(sensors.keys().all(|k| k.len() <= 32));
+}

@@ -229,6 +229,48 @@ pub struct OtaProgress {
     pub error: Option<String>,
 }
 
+/// Sensor readings a device keeps in the store at most; readings of new keys past
+/// it are dropped, known keys are still updated.
+pub const MAX_SENSORS: usize = 32;
+/// The longest sensor name kept.
+pub const MAX_SENSOR_KEY: usize = 32;
+/// The longest text reading kept.
+pub const MAX_SENSOR_TEXT: usize = 64;
+
+/// The readings worth keeping: scalar values (numbers, booleans, short text) under
+/// short names, at most [`MAX_SENSORS`]. A device's readings reach the owner's
+/// terminal and the agent, so nothing nested, long or unbounded gets in.
+pub fn admissible_sensors(readings: &Map<String, Value>) -> Map<String, Value> {
+    readings
+        .iter()
+        .filter(|(key, _)| {
+            (1..=MAX_SENSOR_KEY).contains(&key.chars().count())
+                && key
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || "_.-".contains(c))
+        })
+        .filter(|(_, value)| match value {
+            Value::Number(_) | Value::Bool(_) => true,
+            Value::String(text) => {
+                text.chars().count() <= MAX_SENSOR_TEXT && !text.chars().any(char::is_control)
+            }
+            _ => false,
+        })
+        .take(MAX_SENSORS)
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// Merge `readings` into `stored`: known keys are updated, new ones added while there
+/// is room.
+pub(crate) fn merge_sensors(stored: &mut Map<String, Value>, readings: &Map<String, Value>) {
+    for (key, value) in admissible_sensors(readings) {
+        if stored.contains_key(&key) || stored.len() < MAX_SENSORS {
+            stored.insert(key, value);
+        }
+    }
+}
+
 pub trait Store: Send + Sync + 'static {
     fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError>;
     fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError>;

@@ -12,8 +12,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
 use super::{
-    DeviceProfile, DeviceRecord, Enrollment, Millis, OtaImage, OtaProgress, OtaStatus, OtaUpdate,
-    PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, Store, StoreError,
+    admissible_sensors, merge_sensors, DeviceProfile, DeviceRecord, Enrollment, Millis, OtaImage,
+    OtaProgress, OtaStatus, OtaUpdate, PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, Store,
+    StoreError,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
@@ -300,7 +301,7 @@ impl Store for SqliteStore {
                         profile.board,
                         profile.firmware,
                         now,
-                        Value::Object(profile.sensors.clone()).to_string()
+                        Value::Object(admissible_sensors(&profile.sensors)).to_string()
                     ])?;
                     Enrollment::Enrolled
                 }
@@ -322,7 +323,7 @@ impl Store for SqliteStore {
                 return Ok(());
             };
             let mut sensors = sensors_from_json(id, &stored).unwrap_or_default();
-            sensors.extend(profile.sensors.clone());
+            merge_sensors(&mut sensors, &profile.sensors);
             tx.prepare_cached(
                 "UPDATE devices SET name = ?2, board = ?3, firmware = ?4, last_seen = ?5, sensors = ?6
                  WHERE id = ?1",
@@ -358,7 +359,7 @@ impl Store for SqliteStore {
                 .optional()?;
             if let Some(stored) = stored {
                 let mut merged = sensors_from_json(id, &stored).unwrap_or_default();
-                merged.extend(sensors.clone());
+                merge_sensors(&mut merged, sensors);
                 tx.execute(
                     "UPDATE devices SET sensors = ?2 WHERE id = ?1",
                     params![id, Value::Object(merged).to_string()],
