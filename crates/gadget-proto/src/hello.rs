@@ -8,7 +8,10 @@ use serde_json::{Map, Value};
 
 use crate::codes::ErrorCode;
 use crate::envelope::is_none_or_null;
-use crate::limits::{MAX_BOARD, MAX_FIRMWARE, MAX_NAME};
+use crate::limits::{
+    MAX_ACTIONS, MAX_ACTION_DESCRIPTION, MAX_ACTION_PARAMS, MAX_BOARD, MAX_FIRMWARE, MAX_ID,
+    MAX_NAME,
+};
 use crate::PROTO_VERSION;
 
 /// `hello` (device → server): the first frame of every connection.
@@ -157,6 +160,24 @@ pub enum HelloError {
         /// The limit.
         max: usize,
     },
+    /// The tool manifest is longer than the protocol allows.
+    #[error("{count} actions, more than {max}")]
+    TooManyActions {
+        /// Actions offered.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// An action's parameter schema is larger than the protocol allows.
+    #[error("the parameters of action {name:?} are {len} bytes of JSON, more than {max}")]
+    ParamsTooLarge {
+        /// The action.
+        name: String,
+        /// The schema's size, serialized.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl HelloError {
@@ -178,6 +199,33 @@ impl Hello {
         check_len("name", self.name.as_deref(), MAX_NAME)?;
         check_len("board", self.board.as_deref(), MAX_BOARD)?;
         check_len("firmware", self.firmware.as_deref(), MAX_FIRMWARE)?;
+        // The manifest reaches the agent's context: bounded, so one device cannot fill it.
+        if self.actions.len() > MAX_ACTIONS {
+            return Err(HelloError::TooManyActions {
+                count: self.actions.len(),
+                max: MAX_ACTIONS,
+            });
+        }
+        for action in &self.actions {
+            check_len("actions[].name", Some(&action.name), MAX_ID)?;
+            check_len(
+                "actions[].description",
+                action.description.as_deref(),
+                MAX_ACTION_DESCRIPTION,
+            )?;
+            let len = action
+                .params
+                .as_ref()
+                .and_then(|p| serde_json::to_string(p).ok())
+                .map_or(0, |json| json.len());
+            if len > MAX_ACTION_PARAMS {
+                return Err(HelloError::ParamsTooLarge {
+                    name: action.name.clone(),
+                    len,
+                    max: MAX_ACTION_PARAMS,
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -255,6 +303,62 @@ mod tests {
             };
             assert_eq!(h.validate(), Err(HelloError::MalformedDeviceId));
         }
+    }
+
+    #[test]
+    fn the_manifest_is_bounded() {
+        let action = |name: &str, description: usize, params: usize| ActionSpec {
+            name: name.to_string(),
+            description: Some("d".repeat(description)),
+            params: Some(Value::String("p".repeat(params))),
+        };
+        // serde_json writes the string with its two quotes.
+        let edge = action("led.set", MAX_ACTION_DESCRIPTION, MAX_ACTION_PARAMS - 2);
+        let full = Hello {
+            actions: (0..MAX_ACTIONS).map(|_| edge.clone()).collect(),
+            ..hello()
+        };
+        assert_eq!(full.validate(), Ok(()));
+        let one_more = Hello {
+            actions: (0..=MAX_ACTIONS).map(|_| edge.clone()).collect(),
+            ..hello()
+        };
+        assert_eq!(
+            one_more.validate(),
+            Err(HelloError::TooManyActions {
+                count: MAX_ACTIONS + 1,
+                max: MAX_ACTIONS
+            })
+        );
+        let wordy = Hello {
+            actions: Vec::from([action("a", MAX_ACTION_DESCRIPTION + 1, 0)]),
+            ..hello()
+        };
+        assert!(matches!(
+            wordy.validate(),
+            Err(HelloError::TooLong {
+                field: "actions[].description",
+                ..
+            })
+        ));
+        let heavy = Hello {
+            actions: Vec::from([action("a", 0, MAX_ACTION_PARAMS - 1)]),
+            ..hello()
+        };
+        assert!(
+            matches!(heavy.validate(), Err(HelloError::ParamsTooLarge { len, .. }) if len == MAX_ACTION_PARAMS + 1)
+        );
+        let long_name = Hello {
+            actions: Vec::from([action(&"n".repeat(MAX_ID + 1), 0, 0)]),
+            ..hello()
+        };
+        assert!(matches!(
+            long_name.validate(),
+            Err(HelloError::TooLong {
+                field: "actions[].name",
+                ..
+            })
+        ));
     }
 
     #[test]

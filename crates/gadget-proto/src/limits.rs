@@ -31,6 +31,12 @@ pub const MAX_FIRMWARE: usize = 32;
 pub const MAX_TEXT: usize = 4000;
 /// Longest message id (`text.id`, `audio.start.id`, ...).
 pub const MAX_ID: usize = 64;
+/// Most actions a device may offer in its manifest.
+pub const MAX_ACTIONS: usize = 32;
+/// Longest action description, in characters.
+pub const MAX_ACTION_DESCRIPTION: usize = 300;
+/// Largest action parameter schema, in bytes of JSON.
+pub const MAX_ACTION_PARAMS: usize = 4096;
 /// Longest event name passed on to the agent.
 pub const MAX_EVENT_NAME: usize = 64;
 /// Longest compact JSON of event data passed on to the agent.

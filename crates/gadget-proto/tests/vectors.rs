@@ -307,6 +307,8 @@ fn hello_kind(e: &HelloError) -> &'static str {
         HelloError::UnsupportedProto(_) => "unsupported_proto",
         HelloError::MalformedDeviceId => "malformed_device_id",
         HelloError::TooLong { .. } => "too_long",
+        HelloError::TooManyActions { .. } => "too_many_actions",
+        HelloError::ParamsTooLarge { .. } => "params_too_large",
     }
 }
 
