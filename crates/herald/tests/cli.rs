@@ -14,7 +14,7 @@ use herald_gadget_proto::{
 };
 use tokio_tungstenite::tungstenite::Message;
 
-use common::{herald_in, stdout, Serve, BIN};
+use common::{herald_in, stdout, Lines, Serve, BIN};
 
 #[test]
 fn help_lists_the_subcommands() {
@@ -39,7 +39,6 @@ fn info_without_a_server_says_so() {
 
 #[test]
 fn chat_pairs_and_talks_to_the_demo_agent() {
-    use std::io::BufRead;
     let serve = Serve::start();
     let url = serve.url("Phones connect to:");
     let mut chat = Command::new(BIN)
@@ -58,16 +57,8 @@ fn chat_pairs_and_talks_to_the_demo_agent() {
         .spawn()
         .unwrap();
     let mut input = chat.stdin.take().unwrap();
-    let mut output = std::io::BufReader::new(chat.stdout.take().unwrap()).lines();
-    let mut read_until = |needle: &str| -> String {
-        for line in output.by_ref() {
-            let line = line.unwrap();
-            if line.contains(needle) {
-                return line;
-            }
-        }
-        panic!("chat ended without {needle:?}");
-    };
+    let mut output = Lines::of(chat.stdout.take().unwrap());
+    let mut read_until = |needle: &str| output.line_with(needle);
     read_until("Connected (mobile:cli-test)");
     // A new phone's first message earns a pairing code, which the owner approves.
     input.write_all(b"hello\n").unwrap();

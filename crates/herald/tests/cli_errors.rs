@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{herald_in, stdout, Serve, BIN};
+use common::{herald_in, run_with_input, stdout, Lines, Serve, BIN};
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -95,20 +95,11 @@ fn chat_and_sim_connect_to_the_server_of_their_data_directory() {
         .spawn()
         .unwrap();
     let mut input = chat.stdin.take().unwrap();
-    let mut lines = BufReader::new(chat.stdout.take().unwrap()).lines();
-    let mut read_until = |needle: &str| {
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            if line.contains(needle) {
-                return line;
-            }
-        }
-        panic!("chat ended without {needle:?}");
-    };
-    read_until("Connected (mobile:found-it)");
+    let mut lines = Lines::of(chat.stdout.take().unwrap());
+    lines.line_with("Connected (mobile:found-it)");
     // A file from the agent lands in the data directory, private.
     input.write_all(b"/media\n").unwrap();
-    let saved = read_until("saved to ");
+    let saved = lines.line_with("saved to ");
     let path = Path::new(saved.rsplit("saved to ").next().unwrap().trim()).to_owned();
     assert!(path.starts_with(serve.dir.path()), "{}", path.display());
     #[cfg(unix)]
@@ -121,19 +112,10 @@ fn chat_and_sim_connect_to_the_server_of_their_data_directory() {
     drop(input);
     assert!(chat.wait().unwrap().success());
 
-    let sim = Command::new(BIN)
-        .args(["sim", "--headless", "--data-dir"])
-        .arg(serve.dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    sim.stdin
-        .as_ref()
-        .unwrap()
-        .write_all(b"wait pairing|ready 10\n")
-        .unwrap();
-    let output = sim.wait_with_output().unwrap();
+    let mut sim = Command::new(BIN);
+    sim.args(["sim", "--headless", "--data-dir"])
+        .arg(serve.dir.path());
+    let output = run_with_input(&mut sim, "wait pairing|ready 10\n");
     assert!(output.status.success(), "{}", stderr(&output));
 }
 
@@ -159,20 +141,10 @@ fn permanent_errors_stop_at_once_in_one_line() {
     let wrong_path = phone_url.replace("/ws", "/nowhere");
     let (_, text) = failure(&run(&["chat", "--url", &wrong_path]));
     assert!(text.contains("HTTP 404"), "{text}");
-    let sim = Command::new(BIN)
-        .args(["sim", "--headless", "--url", &phone_url, "--data-dir"])
-        .arg(serve.dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    sim.stdin
-        .as_ref()
-        .unwrap()
-        .write_all(b"wait ready 10\n")
-        .unwrap();
-    let (status, text) = failure(&sim.wait_with_output().unwrap());
+    let mut sim = Command::new(BIN);
+    sim.args(["sim", "--headless", "--url", &phone_url, "--data-dir"])
+        .arg(serve.dir.path());
+    let (status, text) = failure(&run_with_input(&mut sim, "wait ready 10\n"));
     assert_eq!(status, 1);
     assert!(text.contains("not a Herald gadget endpoint"), "{text}");
     // Usage errors exit 2.
@@ -261,43 +233,30 @@ fn chat_and_sim_speak_wss() {
     assert!(phone_url.starts_with("wss://"), "{phone_url}");
 
     // The clients trust what the system trusts; SSL_CERT_FILE adds this certificate.
-    let mut chat = Command::new(BIN)
-        .args([
-            "chat",
-            "--url",
-            &phone_url,
-            "--device-id",
-            "tls-phone",
-            "--data-dir",
-        ])
-        .arg(serve.dir.path())
-        .env("SSL_CERT_FILE", &cert_path)
-        .env_remove("MOBILE_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = chat.stdin.take().unwrap();
-    input.write_all(b"over tls\n").unwrap();
-    drop(input);
-    let output = chat.wait_with_output().unwrap();
+    let mut chat = Command::new(BIN);
+    chat.args([
+        "chat",
+        "--url",
+        &phone_url,
+        "--device-id",
+        "tls-phone",
+        "--data-dir",
+    ])
+    .arg(serve.dir.path())
+    .env("SSL_CERT_FILE", &cert_path)
+    .env_remove("MOBILE_TOKEN");
+    let output = run_with_input(&mut chat, "over tls\n");
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("< You said: over tls"), "{text}");
 
-    let sim = Command::new(BIN)
-        .args(["sim", "--headless", "--url", &gadget_url, "--data-dir"])
+    let mut sim = Command::new(BIN);
+    sim.args(["sim", "--headless", "--url", &gadget_url, "--data-dir"])
         .arg(serve.dir.path())
-        .env("SSL_CERT_FILE", &cert_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    sim.stdin
-        .as_ref()
-        .unwrap()
-        .write_all(b"wait ready 10\ntext hello\nexpect You said: hello\n")
-        .unwrap();
-    let output = sim.wait_with_output().unwrap();
+        .env("SSL_CERT_FILE", &cert_path);
+    let output = run_with_input(
+        &mut sim,
+        "wait ready 10\ntext hello\nexpect You said: hello\n",
+    );
     assert!(output.status.success(), "{}", stderr(&output));
 
     // Trusting another certificate only, the connection stops at once instead of

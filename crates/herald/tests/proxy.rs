@@ -9,14 +9,13 @@
 
 mod common;
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{stdout, Serve, BIN};
+use common::{stdout, Lines, Serve, BIN};
 
 /// How long to wait for a line from a client, or for caddy to listen.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -247,8 +246,7 @@ fn port_of(url: &str) -> u16 {
 struct Client {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
+    lines: Lines,
 }
 
 impl Client {
@@ -269,39 +267,16 @@ impl Client {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = Lines::of(child.stdout.take().unwrap());
         Client {
             stdin: child.stdin.take(),
             child,
             lines,
-            seen: Vec::new(),
         }
     }
 
-    /// The first line from now on that contains `needle`.
     fn line_with(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if line.contains(needle) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!("no {needle:?} in:\n{}", self.seen.join("\n")),
-            }
-        }
+        self.lines.line_with(needle)
     }
 
     /// The pairing code in the next line that shows one.
@@ -326,16 +301,18 @@ impl Client {
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
-                    self.seen.push(line);
-                }
-                assert!(status.success(), "{status}:\n{}", self.seen.join("\n"));
+                self.lines.drain(Duration::from_secs(2));
+                assert!(
+                    status.success(),
+                    "{status}:\n{}",
+                    self.lines.seen.join("\n")
+                );
                 return;
             }
             assert!(
                 Instant::now() < deadline,
                 "did not end:\n{}",
-                self.seen.join("\n")
+                self.lines.seen.join("\n")
             );
             std::thread::sleep(Duration::from_millis(25));
         }

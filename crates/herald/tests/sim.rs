@@ -5,18 +5,14 @@
 
 mod common;
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::ota_image::{APP_DESC_MAGIC, IMAGE_MAGIC};
 
-use common::{stdout, Serve, BIN};
+use common::{stdout, Lines, Serve, BIN, PATIENCE};
 
-/// How long a test waits for a line or for the simulator to end.
-const PATIENCE: Duration = Duration::from_secs(30);
 /// The simulator's board, and the tag firmware for it must carry.
 const BOARD: &str = "esp32s3-breadboard";
 
@@ -26,8 +22,7 @@ const ALLOW_ALL: &[(&str, &str)] = &[("GADGET_ALLOW_ALL_USERS", "1")];
 /// `herald sim --headless --script` and what it prints; killed on drop.
 struct Sim {
     child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
+    lines: Lines,
     errors: Option<std::thread::JoinHandle<String>>,
 }
 
@@ -49,16 +44,7 @@ impl Sim {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = Lines::of(child.stdout.take().unwrap());
         let mut err = child.stderr.take().unwrap();
         let errors = std::thread::spawn(move || {
             let mut text = String::new();
@@ -68,26 +54,12 @@ impl Sim {
         Sim {
             child,
             lines,
-            seen: Vec::new(),
             errors: Some(errors),
         }
     }
 
-    /// The first line from now on that contains `needle`.
     fn line_with(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if line.contains(needle) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!("no {needle:?} in:\n{}", self.seen.join("\n")),
-            }
-        }
+        self.lines.line_with(needle)
     }
 
     /// Waits for the script to end and returns everything printed; panics unless it
@@ -108,19 +80,17 @@ impl Sim {
             assert!(
                 Instant::now() < deadline,
                 "the simulator did not end:\n{}",
-                self.seen.join("\n")
+                self.lines.seen.join("\n")
             );
             std::thread::sleep(Duration::from_millis(50));
         };
         // The reader thread ends with the pipe.
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.seen.push(line);
-        }
+        self.lines.drain(Duration::from_secs(5));
         let errors = self.errors.take().map(|e| e.join().unwrap_or_default());
         let errors = errors.unwrap_or_default();
         (
             status.success(),
-            format!("{}\n{errors}", self.seen.join("\n")),
+            format!("{}\n{errors}", self.lines.seen.join("\n")),
         )
     }
 }

@@ -118,3 +118,72 @@ pub fn stdout(output: &Output) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// How long a test waits for a line a client prints.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The lines a child process prints on a stream, read on a thread of their own so a
+/// test can wait for one with a deadline.
+pub struct Lines {
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Every line read so far, for the message of a failed wait.
+    pub seen: Vec<String>,
+}
+
+impl Lines {
+    pub fn of(stream: impl std::io::Read + Send + 'static) -> Lines {
+        use std::io::BufRead;
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first line from now on that contains `needle`; panics after [`PATIENCE`].
+    pub fn line_with(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("no {needle:?} in:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// The lines still to come once the process has ended (its pipe closes).
+    pub fn drain(&mut self, wait: Duration) {
+        while let Ok(line) = self.lines.recv_timeout(wait) {
+            self.seen.push(line);
+        }
+    }
+}
+
+/// Run `command` with `input` on its standard input, to its end.
+pub fn run_with_input(command: &mut Command, input: &str) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.as_bytes()).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
