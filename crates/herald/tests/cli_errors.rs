@@ -159,24 +159,21 @@ fn permanent_errors_stop_at_once_in_one_line() {
     assert!(text.contains("access denied"), "{text}");
 }
 
+/// `herald serve` on free loopback ports with `dir` as its data directory.
+fn serve_in(dir: &Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--host", "127.0.0.1", "--gadget-port", "0"])
+        .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
+        .arg(dir)
+        .env("XDG_CONFIG_HOME", dir.join("no-config"));
+    command
+}
+
 #[test]
 fn a_second_serve_on_the_same_data_directory_refuses_to_start() {
     let serve = Serve::start();
-    let output = Command::new(BIN)
-        .args([
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--gadget-port",
-            "0",
-            "--mobile-port",
-            "0",
-        ])
-        .args(["--admin-port", "0", "--data-dir"])
-        .arg(serve.dir.path())
-        .env("XDG_CONFIG_HOME", serve.dir.path().join("no-config"))
-        .output()
-        .unwrap();
+    let output = serve_in(serve.dir.path()).output().unwrap();
     let (status, text) = failure(&output);
     assert_eq!(status, 1);
     assert!(text.contains("already running"), "{text}");
@@ -188,20 +185,8 @@ fn a_second_serve_on_the_same_data_directory_refuses_to_start() {
 #[test]
 fn a_short_mobile_token_is_refused_at_start_up_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(BIN)
-        .args([
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--gadget-port",
-            "0",
-            "--mobile-port",
-            "0",
-        ])
-        .args(["--admin-port", "0", "--data-dir"])
-        .arg(dir.path())
+    let output = serve_in(dir.path())
         .env("MOBILE_TOKEN", "hunter2")
-        .env("XDG_CONFIG_HOME", dir.path().join("no-config"))
         .output()
         .unwrap();
     let (status, text) = failure(&output);
