@@ -11,7 +11,7 @@ import logging
 import os
 from typing import Any, Callable
 
-from .adapter import HeraldAdapter, note_run_over, settle_approval
+from .adapter import HeraldAdapter, note_run_over, note_run_started, settle_approval
 from .cli import run_gadget, run_mobile, setup_gadget, setup_mobile
 from .locations import find_herald
 from .sender import standalone_sender
@@ -127,6 +127,7 @@ def register(ctx: Any) -> None:
         handler_fn=run_mobile,
     )
     ctx.register_hook("post_approval_response", settle_approval)
-    # When an agent run ends: follow-ups are held while its turn is still wrapping up
-    # (adapter.HeraldAdapter._hand_over).
+    # When a chat's agent run begins and ends: follow-ups are held while its turn is
+    # only wrapping up (adapter.HeraldAdapter._hand_over).
+    ctx.register_hook("pre_llm_call", note_run_started)
     ctx.register_hook("on_session_end", note_run_over)

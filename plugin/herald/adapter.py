@@ -28,13 +28,17 @@ from gateway.platforms.base import (
 )
 from gateway.session import build_session_key
 
-from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge
+from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge, spawn
 from .locations import data_dir, herald_argv
 from .settings import flag
 
 logger = logging.getLogger(__name__)
 
 APPROVAL_POLL_S = 1.0
+# Follow-ups held while a finished turn lets go of its chat (see _hand_over): at most
+# this many per chat (more go to Hermes at once), for at most this long.
+MAX_HELD = 64
+MAX_HOLD_S = 60.0
 CONFIRM_TTL_S = 300
 MAX_EARLY_ANSWERS = 32
 # Hermes echoes what speech-to-text heard as an ordinary message of this shape.
@@ -55,6 +59,21 @@ SEND_ERROR_KINDS = {
     "unavailable": "transient",
     "timeout": "transient",
 }
+
+# Hermes 0.19.0 internals the plugin relies on, for want of a public API: (on the
+# runner or the adapter, name, what needs it, whether the plugin is useless without it).
+# connect() checks them, so a Hermes that changed them fails loudly, not quietly.
+HERMES_INTERNALS = (
+    ("runner", "_is_user_authorized", "deciding who may talk", True),
+    ("runner", "_get_unauthorized_dm_behavior", "pairing codes", True),
+    ("runner", "pairing_store", "pairing codes and approvals", True),
+    ("runner", "_running_agents", "telling a chat's own run from subagents'", False),
+    ("runner", "_voice_mode", "spoken replies on gadgets with a speaker", False),
+    ("runner", "_voice_key", "spoken replies on gadgets with a speaker", False),
+    ("runner", "config", "auto_home", False),
+    ("adapter", "_active_sessions", "holding follow-ups while a turn ends", False),
+    ("adapter", "_session_tasks", "holding follow-ups while a turn ends", False),
+)
 
 _live_adapters: "weakref.WeakSet[HeraldAdapter]" = weakref.WeakSet()
 
@@ -90,8 +109,10 @@ class HeraldAdapter(BasePlatformAdapter):
         # Chats whose agent run is over while Hermes may still hold their session;
         # written from the agent's thread by the run hooks (set operations are atomic).
         self._runs_over: set[str] = set()
-        # Messages held until Hermes lets go of their chat's finished turn, in order.
+        # Messages held until Hermes lets go of their chat's finished turn, in order,
+        # and what wakes their release when the chat's state changes.
         self._held: dict[str, list[MessageEvent]] = {}
+        self._held_wake: dict[str, asyncio.Event] = {}
         self._watcher: Optional[asyncio.Task[None]] = None
         self._spawned: set[asyncio.Task[Any]] = set()
 
@@ -108,6 +129,19 @@ class HeraldAdapter(BasePlatformAdapter):
                 retryable=failure is None,
             )
             return False
+        missing = missing_internals(self)
+        if missing:
+            essential = [name for name, _what, needed in missing if needed]
+            detail = "; ".join(f"{name} ({what})" for name, what, _needed in missing)
+            message = (
+                f"this Hermes lacks what the Herald plugin uses: {detail}. The plugin was "
+                "checked against hermes-agent 0.19.0; install that version or a Herald plugin made for yours."
+            )
+            logger.error("%s: %s", self.platform_name, message)
+            if essential:
+                await self.bridge.detach(self.platform_name)
+                self._set_fatal_error("hermes_incompatible", message, retryable=False)
+                return False
         _live_adapters.add(self)
         self._watcher = asyncio.create_task(self._watch_approvals())
         self._mark_connected()
@@ -194,7 +228,7 @@ class HeraldAdapter(BasePlatformAdapter):
 
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
-        self._runs_over.discard(chat_id)
+        self._run_going(chat_id)
         try:
             result = await self._call("turn_started", chat=self._chat(chat_id))
         except BridgeError as err:
@@ -361,15 +395,10 @@ class HeraldAdapter(BasePlatformAdapter):
 
     async def _quietly(self, op: str, **args: Any) -> None:
         """A request whose failure only matters to the log (typing, turn ends)."""
-        try:
-            await self._call(op, **args)
-        except BridgeError as err:
-            logger.debug("herald %s failed: %s", op, err)
+        await self.bridge.request_quietly(op, {k: v for k, v in args.items() if v is not None})
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._spawned.add(task)
-        task.add_done_callback(self._spawned.discard)
+        spawn(self._spawned, coro)
 
     # -- inbound: device -> Hermes -------------------------------------------------
 
@@ -424,9 +453,10 @@ class HeraldAdapter(BasePlatformAdapter):
         """
         runner = self.gateway_runner
         modes = getattr(runner, "_voice_mode", None)
-        if not isinstance(modes, dict):
-            return
-        modes.setdefault(runner._voice_key(self.platform, chat_id), "all")
+        voice_key = getattr(runner, "_voice_key", None)
+        # Both are checked at connect (HERMES_INTERNALS), which logged it if not.
+        if isinstance(modes, dict) and callable(voice_key):
+            modes.setdefault(voice_key(self.platform, chat_id), "all")
 
     def _claim_home(self, chat_id: str) -> None:
         """``auto_home``: the first device that may talk becomes the platform's home
@@ -448,9 +478,28 @@ class HeraldAdapter(BasePlatformAdapter):
         )
         logger.info("%s is now the %s home channel (auto_home)", chat_id, self.platform_name)
 
-    def run_over(self, chat_id: str) -> None:
-        """The agent's run for the chat returned (``on_session_end``, the agent's thread)."""
-        self._runs_over.add(chat_id)
+    def run_hook(self, chat_id: str, over: bool) -> None:
+        """The chat's main agent run began or returned (a run hook, on the agent's
+        thread): Hermes may start another run in the same turn for a message it queued,
+        and then follow-ups must meet that run as busy input again."""
+        if over:
+            self._runs_over.add(chat_id)
+            return
+        # Set operations are atomic, and done here they keep the hooks' order.
+        self._runs_over.discard(chat_id)
+        loop = self.bridge.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_held, chat_id)
+
+    def _run_going(self, chat_id: str) -> None:
+        """The chat has a run in progress: held follow-ups may go to Hermes now."""
+        self._runs_over.discard(chat_id)
+        self._wake_held(chat_id)
+
+    def _wake_held(self, chat_id: str) -> None:
+        wake = self._held_wake.get(chat_id)
+        if wake is not None:
+            wake.set()
 
     async def _hand_over(self, event: MessageEvent) -> None:
         """Give Hermes a device's message, unless its chat's turn is only finishing.
@@ -460,14 +509,17 @@ class HeraldAdapter(BasePlatformAdapter):
         message arriving then takes Hermes's busy path, which interrupts the agent
         whose run is already over; the stale interrupt aborts the next run, and the
         message is answered late, twice, or not at all (DESIGN.md, "Follow-ups"). Such
-        a message waits here until the turn has let go, then starts a turn of its own.
+        a message, and those after it, wait here until the turn has let go (or a new run
+        of the chat began) and then go to Hermes in order, as if sent just then.
         """
         chat_id = event.source.chat_id
         held = self._held.get(chat_id)
-        if held is not None:
+        if held is not None and len(held) < MAX_HELD:
             held.append(event)
             return
-        if chat_id in self._runs_over and self._owner_task(event) is not None:
+        if held is not None:
+            logger.warning("%s sent over %d messages while its turn ended; passing them on", chat_id, MAX_HELD)
+        elif chat_id in self._runs_over and self._owner_task(event) is not None:
             self._held[chat_id] = [event]
             self._spawn(self._release_held(event))
             return
@@ -480,26 +532,45 @@ class HeraldAdapter(BasePlatformAdapter):
             group_sessions_per_user=self.config.extra.get("group_sessions_per_user", True),
             thread_sessions_per_user=self.config.extra.get("thread_sessions_per_user", False),
         )
-        if session_key not in self._active_sessions:
+        # Both are checked at connect (HERMES_INTERNALS); without them nothing is held.
+        sessions = getattr(self, "_active_sessions", None)
+        tasks = getattr(self, "_session_tasks", None)
+        if not isinstance(sessions, dict) or not isinstance(tasks, dict) or session_key not in sessions:
             return None
-        task: Optional[asyncio.Task[Any]] = self._session_tasks.get(session_key)
-        return task if task is not None and not task.done() else None
+        task = tasks.get(session_key)
+        return task if isinstance(task, asyncio.Task) and not task.done() else None
 
     async def _release_held(self, first: MessageEvent) -> None:
         chat_id = first.source.chat_id
+        wake = self._held_wake[chat_id] = asyncio.Event()
+        deadline = asyncio.get_running_loop().time() + MAX_HOLD_S
         try:
-            # A turn Hermes drains from its own queue clears the mark (on_processing_start):
-            # these messages then meet a running agent, as Hermes means them to.
+            # A run Hermes starts for a message it queued clears the mark (the run
+            # hooks, on_processing_start): these messages then meet a running agent,
+            # as Hermes means them to.
             while chat_id in self._runs_over:
                 task = self._owner_task(first)
+                left = deadline - asyncio.get_running_loop().time()
                 if task is None:
                     break
-                await asyncio.wait({task})
+                if left <= 0:
+                    logger.warning("Hermes still holds %s %.0f s after its turn ended; passing its messages on", chat_id, MAX_HOLD_S)
+                    break
+                wake.clear()
+                woken = asyncio.ensure_future(wake.wait())
+                try:
+                    await asyncio.wait({task, woken}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    woken.cancel()
         finally:
+            del self._held_wake[chat_id]
             # Messages that come in meanwhile join the list, so order holds.
             held = self._held[chat_id]
             while held:
-                await self.handle_message(held.pop(0))
+                try:
+                    await self.handle_message(held.pop(0))
+                except Exception:
+                    logger.exception("handing a held message from %s to Hermes failed", chat_id)
             del self._held[chat_id]
 
     def _event(self, chat_id: str, body: Json) -> Optional[MessageEvent]:
@@ -631,6 +702,16 @@ class HeraldAdapter(BasePlatformAdapter):
             known = current
 
 
+def missing_internals(adapter: "HeraldAdapter") -> list[tuple[str, str, bool]]:
+    """The HERMES_INTERNALS this Hermes lacks: (name, what needs it, essential)."""
+    owners = {"runner": adapter.gateway_runner, "adapter": adapter}
+    return [
+        (f"{'GatewayRunner' if owner == 'runner' else 'BasePlatformAdapter'}.{name}", what, essential)
+        for owner, name, what, essential in HERMES_INTERNALS
+        if not hasattr(owners[owner], name)
+    ]
+
+
 def approved_users(store: Any, platform: str) -> set[str]:
     return {str(entry.get("user_id", "")) for entry in store.list_approved(platform)}
 
@@ -710,11 +791,42 @@ def _session_adapter() -> tuple[Optional["HeraldAdapter"], str]:
     return adapter, chat_id
 
 
-def note_run_over(**_: Any) -> None:
+def note_run_started(task_id: str = "", session_id: str = "", **_: Any) -> None:
+    """The ``pre_llm_call`` hook, fired as an agent run begins (see ``_hand_over``)."""
+    _note_run(task_id, session_id, over=False)
+
+
+def note_run_over(task_id: str = "", session_id: str = "", **_: Any) -> None:
     """The ``on_session_end`` hook, fired as an agent run returns (see ``_hand_over``)."""
+    _note_run(task_id, session_id, over=True)
+
+
+def _note_run(task_id: str, session_id: str, over: bool) -> None:
     adapter, chat_id = _session_adapter()
-    if adapter is not None:
-        adapter.run_over(chat_id)
+    if adapter is None or not is_main_run(adapter, task_id, session_id):
+        return
+    adapter.run_hook(chat_id, over)
+
+
+def is_main_run(adapter: "HeraldAdapter", task_id: str, session_id: str) -> bool:
+    """Whether the run hooks speak of the chat's own conversation.
+
+    The same hooks fire for subagents and the background memory review (they carry
+    the chat's session context too, and may end during the chat's next turn); their
+    ``task_id`` is their own, while the gateway runs a chat's turn with the session id
+    as its task id. A ``/background`` task is its own session: it is not the agent
+    Hermes keeps running for the chat.
+    """
+    if not task_id or task_id != session_id:
+        return False
+    from gateway.session_context import get_session_env
+
+    running = getattr(adapter.gateway_runner, "_running_agents", None)
+    if not isinstance(running, dict):
+        return True
+    agent = running.get(get_session_env("HERMES_SESSION_KEY"))
+    agent_session = getattr(agent, "session_id", None)
+    return not isinstance(agent_session, str) or agent_session == session_id
 
 
 def settle_approval(session_key: str = "", **_: Any) -> None:

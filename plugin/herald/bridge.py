@@ -36,6 +36,9 @@ RESTART_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 # A child that stayed up this long is healthy again: the next crash restarts quickly.
 STABLE_UPTIME_S = 60.0
 STOP_GRACE_S = 10.0
+# Inbound events waiting for Hermes. The reader must never block (Hermes's answers to
+# herald come through it), so beyond this many an event is dropped, and said so.
+MAX_INBOUND_QUEUED = 1024
 KILL_GRACE_S = 5.0
 
 Json = dict[str, Any]
@@ -80,7 +83,7 @@ class HeraldBridge:
         self._ready = asyncio.Event()
         self._stopping = False
         self._write_lock = asyncio.Lock()
-        self._inbound: asyncio.Queue[Json] = asyncio.Queue()
+        self._inbound: asyncio.Queue[Json] = asyncio.Queue(MAX_INBOUND_QUEUED)
         self._inbound_worker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.info: Json = {}
@@ -159,7 +162,7 @@ class HeraldBridge:
         loop = self.loop
         if loop is None or loop.is_closed():
             return
-        loop.call_soon_threadsafe(self._spawn, self._request_logged(op, args))
+        loop.call_soon_threadsafe(spawn, self._tasks, self.request_quietly(op, args))
 
     def call_from_thread(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
         """A blocking request for code on another thread (tool handlers)."""
@@ -169,16 +172,12 @@ class HeraldBridge:
         future = asyncio.run_coroutine_threadsafe(self.request(op, args, timeout), loop)
         return future.result(timeout + 5)
 
-    async def _request_logged(self, op: str, args: Json) -> None:
+    async def request_quietly(self, op: str, args: Json) -> None:
+        """A request whose failure only matters to the log (typing, status, turn ends)."""
         try:
             await self.request(op, args)
         except BridgeError as err:
             logger.debug("herald %s failed: %s", op, err)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _write(self, message: Json) -> None:
         process = self._process
@@ -288,11 +287,14 @@ class HeraldBridge:
                     BridgeError(str(error.get("kind", "failed")), str(error.get("message", "")))
                 )
         elif kind == "request":
-            self._spawn(self._answer(message))
+            spawn(self._tasks, self._answer(message))
         elif kind == "event" and message.get("op") == "ready":
             self._on_ready(_args(message))
         elif kind == "event" and message.get("op") == "inbound":
-            self._inbound.put_nowait(_args(message))
+            try:
+                self._inbound.put_nowait(_args(message))
+            except asyncio.QueueFull:
+                logger.error("Hermes is %d device messages behind; dropped one from herald", MAX_INBOUND_QUEUED)
         else:
             logger.warning("herald sent an unknown line: %s", kind)
 
@@ -354,6 +356,13 @@ class HeraldBridge:
             if not future.done():
                 future.set_exception(BridgeError("unavailable", "herald exited"))
         self._pending.clear()
+
+
+def spawn(tasks: set[asyncio.Task[Any]], coro: Any) -> None:
+    """Run ``coro`` as a task kept in ``tasks`` until it is done (so it is not lost)."""
+    task = asyncio.ensure_future(coro)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 def _args(message: Json) -> Json:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .locations import HeraldMissing, herald_argv
 from .settings import GENERATED, SettingsError
@@ -52,6 +52,23 @@ def setup_mobile(parser: argparse.ArgumentParser) -> None:
 
 
 def run_gadget(args: argparse.Namespace) -> None:
+    guarded(gadget_command, args)
+
+
+def run_mobile(args: argparse.Namespace) -> None:
+    guarded(mobile_command, args)
+
+
+def guarded(command: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> None:
+    """Run a subcommand; `pair` without a code and `info` use Hermes internals
+    (DESIGN.md), so a Hermes that changed them gets a clear error, not a traceback."""
+    try:
+        command(args)
+    except AttributeError as err:
+        sys.exit(f"error: this Hermes differs from the one the Herald plugin was made for (hermes-agent 0.19.0): {err}")
+
+
+def gadget_command(args: argparse.Namespace) -> None:
     command = args.herald_command
     if command == "pair":
         target = args.target or ""
@@ -69,7 +86,7 @@ def run_gadget(args: argparse.Namespace) -> None:
         run_herald("ota", "push", args.device_id, str(Path(args.image).resolve()), "--wait")
 
 
-def run_mobile(args: argparse.Namespace) -> None:
+def mobile_command(args: argparse.Namespace) -> None:
     if args.herald_command == "info":
         sys.exit(info())
     elif args.herald_command == "devices":

@@ -91,6 +91,13 @@ def model_rules(victims: Path) -> list[Rule]:
             tool="terminal",
             arguments={"command": f"rm -rf {victims / 'phone'}"},
         ),
+        # A turn that keeps the agent busy until a follow-up interrupts it.
+        Rule(
+            match="take your time",
+            reply="Slept: {result}",
+            tool="terminal",
+            arguments={"command": "sleep 20; echo slept"},
+        ),
         Rule(
             match="which colour",
             reply="You chose {result}",
