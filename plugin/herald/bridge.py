@@ -36,9 +36,9 @@ RESTART_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 # A child that stayed up this long is healthy again: the next crash restarts quickly.
 STABLE_UPTIME_S = 60.0
 STOP_GRACE_S = 10.0
-# Inbound events waiting for Hermes. The reader must never block (Hermes's answers to
-# herald come through it), so beyond this many an event is dropped, and said so.
-MAX_INBOUND_QUEUED = 1024
+# Inbound events of one chat waiting for Hermes. The reader must never block (Hermes's
+# answers to herald come through it), so beyond this many an event is dropped, and said so.
+MAX_INBOUND_QUEUED = 256
 KILL_GRACE_S = 5.0
 
 Json = dict[str, Any]
@@ -83,8 +83,10 @@ class HeraldBridge:
         self._ready = asyncio.Event()
         self._stopping = False
         self._write_lock = asyncio.Lock()
-        self._inbound: asyncio.Queue[Json] = asyncio.Queue(MAX_INBOUND_QUEUED)
-        self._inbound_worker: asyncio.Task[None] | None = None
+        # Each chat's inbound events, in herald's order, with a task delivering them
+        # while there are any: one chat waiting on Hermes (a voice message it
+        # transcribes while busy) holds up no other.
+        self._inbound: dict[tuple[str, str], asyncio.Queue[Json]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.info: Json = {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -107,7 +109,6 @@ class HeraldBridge:
             self._stopping = False
             self._settled.clear()
             self._supervisor = asyncio.create_task(self._supervise(), name="herald-supervisor")
-            self._inbound_worker = asyncio.create_task(self._deliver_inbound(), name="herald-inbound")
         try:
             await asyncio.wait_for(self._settled.wait(), READY_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -133,13 +134,13 @@ class HeraldBridge:
                 if not await _exited(process, KILL_GRACE_S):
                     process.kill()
                     await process.wait()
-        for task in (self._supervisor, self._inbound_worker, *self._tasks):
+        for task in (self._supervisor, *self._tasks):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._supervisor = None
-        self._inbound_worker = None
+        self._inbound.clear()
 
     async def request(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
         """Send a request and wait for its result; raises :class:`BridgeError`."""
@@ -291,10 +292,7 @@ class HeraldBridge:
         elif kind == "event" and message.get("op") == "ready":
             self._on_ready(_args(message))
         elif kind == "event" and message.get("op") == "inbound":
-            try:
-                self._inbound.put_nowait(_args(message))
-            except asyncio.QueueFull:
-                logger.error("Hermes is %d device messages behind; dropped one from herald", MAX_INBOUND_QUEUED)
+            self._queue_inbound(_args(message))
         else:
             logger.warning("herald sent an unknown line: %s", kind)
 
@@ -337,19 +335,37 @@ class HeraldBridge:
         with contextlib.suppress(BridgeError):
             await self._write(reply)
 
-    async def _deliver_inbound(self) -> None:
-        # One consumer keeps a device's messages in the order herald sent them.
-        while True:
-            args = await self._inbound.get()
-            chat = args.get("source", {}).get("chat", {})
-            endpoint = self._endpoints.get(str(chat.get("platform", "")))
-            if endpoint is None:
-                logger.warning("inbound for %s, which Hermes does not serve; dropped", chat.get("platform"))
-                continue
-            try:
-                await endpoint.on_inbound(args)
-            except Exception:
-                logger.exception("handling an inbound message from herald failed")
+    def _queue_inbound(self, args: Json) -> None:
+        source = args.get("source")
+        chat = source.get("chat") if isinstance(source, dict) else None
+        chat = chat if isinstance(chat, dict) else {}
+        key = (str(chat.get("platform", "")), str(chat.get("id", "")))
+        queue = self._inbound.get(key)
+        if queue is None:
+            queue = self._inbound[key] = asyncio.Queue(MAX_INBOUND_QUEUED)
+            spawn(self._tasks, self._deliver_inbound(key, queue))
+        try:
+            queue.put_nowait(args)
+        except asyncio.QueueFull:
+            logger.error("Hermes is %d messages behind from %s:%s; dropped one", MAX_INBOUND_QUEUED, *key)
+
+    async def _deliver_inbound(self, key: tuple[str, str], queue: asyncio.Queue[Json]) -> None:
+        """Hand one chat's events to its platform in the order herald sent them."""
+        try:
+            while not queue.empty():
+                args = queue.get_nowait()
+                endpoint = self._endpoints.get(key[0])
+                if endpoint is None:
+                    logger.warning("inbound for %s, which Hermes does not serve; dropped", key[0])
+                    continue
+                try:
+                    await endpoint.on_inbound(args)
+                except Exception:
+                    logger.exception("handling an inbound message from herald failed")
+        finally:
+            # No await since the queue was found empty: nothing can have joined it.
+            if self._inbound.get(key) is queue:
+                del self._inbound[key]
 
     def _fail_pending(self) -> None:
         for future in self._pending.values():
