@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -87,6 +88,9 @@ class PendingPrompt:
     session_key: str
     hermes_id: str = ""
     choices: list[str] = field(default_factory=list)
+    # herald drops an unanswered card after its ttl without telling Hermes.
+    ttl_s: Optional[int] = None
+    asked: float = field(default_factory=time.monotonic)
 
 
 class HeraldAdapter(BasePlatformAdapter):
@@ -366,6 +370,11 @@ class HeraldAdapter(BasePlatformAdapter):
     ) -> SendResult:
         result = await self._call("ask", chat=self._chat(chat_id), prompt=prompt, ttl_s=ttl_s)
         prompt_id = str(result.get("prompt_id", ""))
+        # Cards herald has dropped unanswered (a turn's end withdraws the others).
+        now = time.monotonic()
+        for stale in [i for i, p in self._prompts.items() if p.ttl_s is not None and now - p.asked > p.ttl_s]:
+            del self._prompts[stale]
+        pending.ttl_s = ttl_s
         self._prompts[prompt_id] = pending
         # A quick answer can be read from herald before this coroutine resumes.
         early = self._early_answers.pop(prompt_id, None)
