@@ -97,8 +97,12 @@ pub struct MobileConfig {
     /// When not empty, only these device ids may connect.
     pub allowed_devices: Vec<String>,
     pub allow_all_users: bool,
-    /// Tokens that may send `deliver` from anywhere (loopback needs none).
+    /// Tokens that may send `deliver` to any device.
     pub deliver_tokens: Vec<Secret>,
+    /// Let an app connected from loopback `deliver` without a deliver token, to the
+    /// devices of its own user only (`MOBILE_DELIVER_FROM_LOOPBACK`). Off by default:
+    /// behind a reverse proxy on the same host every phone is on loopback.
+    pub deliver_from_loopback: bool,
     pub avatar_url: Option<String>,
     /// Longer replies are split into chunks of at most this many characters.
     pub max_message_chars: u32,
@@ -116,6 +120,7 @@ impl Default for MobileConfig {
             allowed_devices: Vec::new(),
             allow_all_users: false,
             deliver_tokens: Vec::new(),
+            deliver_from_loopback: false,
             avatar_url: None,
             max_message_chars: herald_mobile_proto::limits::MAX_MESSAGE_CHARS,
         }
@@ -215,6 +220,9 @@ impl Config {
         }
         if let Some(tokens) = var("MOBILE_DELIVER_TOKENS") {
             mobile.deliver_tokens = split_list(&tokens).into_iter().map(Secret).collect();
+        }
+        if let Some(on) = var("MOBILE_DELIVER_FROM_LOOPBACK") {
+            mobile.deliver_from_loopback = parse_bool("MOBILE_DELIVER_FROM_LOOPBACK", &on)?;
         }
         if let Some(url) = var("MOBILE_AVATAR_URL").filter(|u| !u.is_empty()) {
             mobile.avatar_url = Some(url);
@@ -335,9 +343,11 @@ mod tests {
                 "MOBILE_PATH" => Some("/app".into()),
                 "MOBILE_TOKEN" => Some("t0k3n".into()),
                 "MOBILE_ALLOWED_DEVICES" => Some("tel-1,tel-2".into()),
+                "MOBILE_DELIVER_FROM_LOOPBACK" => Some("1".into()),
                 _ => None,
             })
             .unwrap();
+        assert!(config.mobile.deliver_from_loopback);
         assert_eq!(config.mobile.port, 9999);
         assert_eq!(config.mobile.path, "/app");
         assert_eq!(config.mobile.allowed_devices, ["tel-1", "tel-2"]);

@@ -644,13 +644,34 @@ async fn deliver_reaches_connected_phones_only() {
     cron.text("m1", "chatting").await;
     expect_error(&mut cron, ErrorCode::Forbidden).await;
 
-    // From loopback an app connection may deliver too (that is where cron runs).
+    // An app connection may not deliver, loopback or not, unless the owner allows it.
+    let (mut app, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
+    app.send(json!({"t": "deliver", "to": "tel-1", "text": "from loopback"}))
+        .await;
+    expect_error(&mut app, ErrorCode::Forbidden).await;
+}
+
+#[tokio::test]
+async fn deliver_from_loopback_reaches_only_the_same_users_devices() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.deliver_from_loopback = true;
+        c.mobile.extra_tokens = Some(Secret("bob:bobs-token-0123456789abcdef0123456789".into()));
+    })
+    .await;
+    let (mut mine, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let (mut bobs, _) = Phone::connect(
+        &h.mobile_url,
+        "bobs-token-0123456789abcdef0123456789",
+        "tel-bob",
+    )
+    .await;
     let (mut app, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
     app.send(json!({"t": "deliver", "to": "tel-1", "text": "from loopback",
                     "media": [{"kind": "document", "filename": "a.txt", "data": encode_base64(b"hi")}]}))
         .await;
-    assert_eq!(target.reply().await, "from loopback");
-    let file = target
+    assert_eq!(mine.reply().await, "from loopback");
+    let file = mine
         .until(|f| match f {
             ServerFrame::Media(m) => Some(m),
             _ => None,
@@ -658,6 +679,16 @@ async fn deliver_reaches_connected_phones_only() {
         .await;
     assert_eq!(file.mime, "text/plain");
     assert_eq!(file.size, 2);
+    // Another user's phone is out of reach, connected or not.
+    app.send(
+        json!({"t": "deliver", "to": "tel-bob", "text": "hi Bob", "media": [
+        {"kind": "document", "filename": "x.txt", "data": encode_base64(b"x")}]}),
+    )
+    .await;
+    expect_error(&mut app, ErrorCode::Forbidden).await;
+    // Bob's phone got nothing: the next thing it sees is its own turn.
+    bobs.text("b1", "still mine").await;
+    assert_eq!(bobs.reply().await, "You said: still mine");
 }
 
 #[tokio::test]

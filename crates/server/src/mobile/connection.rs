@@ -65,8 +65,15 @@ pub(super) async fn run<S>(
         }
         Role::Deliverer => None,
     };
-    // Loopback is trusted to deliver: that is where cron runs.
-    let may_deliver = matches!(role, Role::Deliverer) || peer.ip().is_loopback();
+    // A deliver token may deliver anywhere; an app on loopback, when the owner allows
+    // it, only to its own user's devices.
+    let delivers_as = match &role {
+        Role::Deliverer => Some(None),
+        Role::Phone { user_id } if hub.config.deliver_from_loopback && peer.ip().is_loopback() => {
+            Some(Some(user_id.clone()))
+        }
+        Role::Phone { .. } => None,
+    };
     let reply = |frame: ServerFrame| {
         let outbox = outbox.clone();
         if let ServerFrame::Error { code, .. } = &frame {
@@ -133,8 +140,15 @@ pub(super) async fn run<S>(
                 ))
                 .await;
             }
-            Ok(ClientFrame::Deliver(deliver)) if may_deliver => {
+            Ok(ClientFrame::Deliver(deliver)) if delivers_as.is_some() => {
                 let to = deliver.to.clone();
+                if let Some(Some(user_id)) = &delivers_as {
+                    if !hub.owns(user_id, &to).await {
+                        let message = format!("{to} is not a device of yours");
+                        reply(ServerFrame::error(ErrorCode::Forbidden, message)).await;
+                        continue;
+                    }
+                }
                 let result = hub
                     .call(&to, |reply| Command::Deliver {
                         deliver: Box::new(deliver),
@@ -154,7 +168,7 @@ pub(super) async fn run<S>(
                 }
             }
             Ok(ClientFrame::Deliver(_)) => {
-                let message = "deliver needs loopback or a deliver token";
+                let message = "deliver needs a deliver token (MOBILE_DELIVER_TOKENS)";
                 reply(ServerFrame::error(ErrorCode::Forbidden, message)).await;
             }
             Ok(frame) => match &session {

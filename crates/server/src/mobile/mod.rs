@@ -154,6 +154,20 @@ impl MobileHub {
         })
     }
 
+    /// Whether the phone `device_id` belongs to `user_id` (the first user who used it).
+    pub(crate) async fn owns(&self, user_id: &str, device_id: &str) -> bool {
+        let store = self.store.clone();
+        match crate::store::blocking(move || store.phones()).await {
+            Ok(phones) => phones
+                .iter()
+                .any(|p| p.id == device_id && p.user_id == user_id),
+            Err(err) => {
+                tracing::warn!(%err, "could not look up a phone's owner");
+                false
+            }
+        }
+    }
+
     pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {
         let _ = self.backend.set((agent, authorizer));
     }
