@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
@@ -65,6 +65,11 @@ pub(crate) enum Outgoing {
     Close(CloseCode, String),
 }
 
+/// The longest one frame may take to leave. A peer that stops reading fills its socket,
+/// then this deadline ends the connection: the writer stops, the session's waits on the
+/// outbox end with it, and nothing the peer will never read is kept.
+pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(15);
+
 pub(crate) async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
     mut outbox: mpsc::Receiver<Outgoing>,
@@ -74,28 +79,45 @@ pub(crate) async fn write<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     while let Some(out) = outbox.recv().await {
-        let result = match out {
+        let message = match out {
             Outgoing::Text(text) => {
                 metrics.traffic(platform).outbound(text.len());
-                sink.send(Message::Text(text.into())).await
+                Message::Text(text.into())
             }
             Outgoing::Binary(frame) => {
                 metrics.traffic(platform).outbound(frame.len());
-                sink.send(Message::Binary(frame.into())).await
+                Message::Binary(frame.into())
             }
-            Outgoing::Ping => sink.send(Message::Ping(Default::default())).await,
+            Outgoing::Ping => Message::Ping(Default::default()),
             Outgoing::Close(code, reason) => {
                 let frame = CloseFrame {
                     code,
                     reason: reason.into(),
                 };
-                let _ = sink.send(Message::Close(Some(frame))).await;
+                let _ =
+                    tokio::time::timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
                 break;
             }
         };
-        if let Err(err) = result {
-            debug!(%err, "write failed");
-            break;
+        // Most frames leave at once; only one that waits is given a deadline, so the
+        // hot path arms no timer.
+        let send = sink.send(message);
+        tokio::pin!(send);
+        let sent = match (&mut send).now_or_never() {
+            Some(result) => Ok(result),
+            None => tokio::time::timeout(SEND_TIMEOUT, &mut send).await,
+        };
+        match sent {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                debug!(%err, "write failed");
+                break;
+            }
+            Err(_) => {
+                debug!(?platform, "the peer stopped reading: connection dropped");
+                metrics.error(platform, "send_timeout");
+                break;
+            }
         }
     }
 }

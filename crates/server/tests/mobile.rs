@@ -835,3 +835,42 @@ async fn an_unpaired_phone_writes_nothing_to_disk() {
     let answer = phone.reply().await;
     assert!(answer.starts_with("Got your document"), "{answer}");
 }
+
+#[tokio::test]
+async fn a_phone_that_stops_reading_is_dropped() {
+    let (factory, port, _inbox) = capture();
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let port = port.await.unwrap();
+    let (_deaf, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-deaf").await;
+    // Far more than the socket buffers hold, to a phone that never reads any of it.
+    let file = h.dir.path().join("big.bin");
+    std::fs::write(&file, vec![7u8; 8 * 1024 * 1024]).unwrap();
+    let pusher = tokio::spawn(async move {
+        for _ in 0..8 {
+            if port
+                .send_document(&Chat::mobile("tel-deaf"), file.clone(), None)
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let started = std::time::Instant::now();
+    loop {
+        let (_, phones) = h.admin("GET", "/v1/phones", None).await;
+        if phones[0]["online"] == false {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "still connected after 40 s: {phones}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (_, text) = common::admin_text(h.dir.path(), "GET", "/metrics", None).await;
+    assert!(text.contains("send_timeout"), "the drop is counted");
+    pusher.abort();
+}
