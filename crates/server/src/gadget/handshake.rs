@@ -150,7 +150,10 @@ where
         Some(_) => None,
         None => {
             let (reservation, expired) = hub.waiting.reserve(peer.ip(), Instant::now());
-            forget_expired(hub, expired).await;
+            if !expired.is_empty() {
+                // Off this handshake: asking the authorizer may take a round trip each.
+                tokio::spawn(forget_expired(hub.clone(), expired));
+            }
             Some(reservation.ok_or_else(|| {
                 Refusal::Tell(
                     ErrorCode::Busy,
@@ -211,7 +214,7 @@ where
 }
 
 /// Forget devices whose wait for pairing expired, unless approved meanwhile.
-async fn forget_expired(hub: &GadgetHub, expired: Vec<String>) {
+async fn forget_expired(hub: Arc<GadgetHub>, expired: Vec<String>) {
     let Some(authorizer) = hub.authorizer() else {
         return;
     };
