@@ -14,7 +14,7 @@ use herald_gadget_proto::{
 };
 use tokio_tungstenite::tungstenite::Message;
 
-use common::{herald_in, stdout, Lines, Serve, BIN};
+use common::{chat_in, herald_in, stdout, Serve, BIN};
 
 #[test]
 fn help_lists_the_subcommands() {
@@ -41,23 +41,10 @@ fn info_without_a_server_says_so() {
 fn chat_pairs_and_talks_to_the_demo_agent() {
     let serve = Serve::start();
     let url = serve.url("Phones connect to:");
-    let mut chat = Command::new(BIN)
-        .args([
-            "chat",
-            "--url",
-            &url,
-            "--device-id",
-            "cli-test",
-            "--data-dir",
-        ])
-        .arg(serve.dir.path())
-        .env_remove("MOBILE_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = chat.stdin.take().unwrap();
-    let mut output = Lines::of(chat.stdout.take().unwrap());
+    let (mut chat, mut input, mut output) = chat_in(
+        serve.dir.path(),
+        &["--url", &url, "--device-id", "cli-test"],
+    );
     let mut read_until = |needle: &str| output.line_with(needle);
     read_until("Connected (mobile:cli-test)");
     // A new phone's first message earns a pairing code, which the owner approves.

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{herald_in, run_with_input, stdout, Lines, Serve, BIN};
+use common::{chat_in, herald_in, run_with_input, stdout, Serve, BIN};
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -86,16 +86,7 @@ fn the_config_file_is_found_without_flags_and_info_names_it() {
 fn chat_and_sim_connect_to_the_server_of_their_data_directory() {
     let serve = Serve::start_with(0, &[("MOBILE_ALLOW_ALL_USERS", "1")]);
     // No --url: the ports are random, so only the data directory can lead there.
-    let mut chat = Command::new(BIN)
-        .args(["chat", "--device-id", "found-it", "--data-dir"])
-        .arg(serve.dir.path())
-        .env_remove("MOBILE_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = chat.stdin.take().unwrap();
-    let mut lines = Lines::of(chat.stdout.take().unwrap());
+    let (mut chat, mut input, mut lines) = chat_in(serve.dir.path(), &["--device-id", "found-it"]);
     lines.line_with("Connected (mobile:found-it)");
     // A file from the agent lands in the data directory, private.
     input.write_all(b"/media\n").unwrap();

@@ -557,6 +557,13 @@ async fn oversized_frames_close_the_connection() {
         "a".repeat(1024 * 1024 + 10)
     );
     conn.send_raw(&huge).await;
+    let (message, close) = protocol_error_then_close(&mut conn).await;
+    assert!(message.contains("limited to"), "{message}");
+    assert_eq!(close, CloseCode::Size, "1009: too big");
+}
+
+/// The `error{protocol}` a broken stream earns, then the close code that follows it.
+async fn protocol_error_then_close(conn: &mut common::Conn) -> (String, CloseCode) {
     let error = conn
         .until(|m| match m {
             ServerMessage::Error(e) => Some(e),
@@ -564,9 +571,8 @@ async fn oversized_frames_close_the_connection() {
         })
         .await;
     assert_eq!(error.code, ErrorCode::Protocol);
-    assert!(error.message.contains("limited to"), "{error:?}");
     let close = conn.closed(WAIT).await.expect("a close frame");
-    assert_eq!(close.code, CloseCode::Size, "1009: too big");
+    (error.message, close.code)
 }
 
 #[tokio::test]
@@ -578,15 +584,8 @@ async fn text_that_is_not_utf8_closes_with_1007() {
     let (mut conn, _) = Gadget::new().connect(&h.url).await;
     let bad = Frame::message(vec![b'{', 0xff, 0xfe, b'}'], OpCode::Data(Data::Text), true);
     conn.ws.send(Message::Frame(bad)).await.unwrap();
-    let error = conn
-        .until(|m| match m {
-            ServerMessage::Error(e) => Some(e),
-            _ => None,
-        })
-        .await;
-    assert_eq!(error.code, ErrorCode::Protocol);
-    let close = conn.closed(WAIT).await.expect("a close frame");
-    assert_eq!(close.code, CloseCode::Invalid, "1007: invalid payload");
+    let (_, close) = protocol_error_then_close(&mut conn).await;
+    assert_eq!(close, CloseCode::Invalid, "1007: invalid payload");
 }
 
 #[tokio::test]

@@ -187,3 +187,22 @@ pub fn run_with_input(command: &mut Command, input: &str) -> Output {
     }
     child.wait_with_output().unwrap()
 }
+
+/// `herald chat` on the data directory `dir` with `args`, its stdin and stdout piped:
+/// the child, its stdin, and its output line by line.
+pub fn chat_in(dir: &Path, args: &[&str]) -> (Child, std::process::ChildStdin, Lines) {
+    let mut chat = Command::new(BIN)
+        .arg("chat")
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("MOBILE_TOKEN")
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = chat.stdin.take().unwrap();
+    let lines = Lines::of(chat.stdout.take().unwrap());
+    (chat, input, lines)
+}
