@@ -156,11 +156,9 @@ impl MobileHub {
 
     /// Whether the phone `device_id` belongs to `user_id` (the first user who used it).
     pub(crate) async fn owns(&self, user_id: &str, device_id: &str) -> bool {
-        let store = self.store.clone();
-        match crate::store::blocking(move || store.phones()).await {
-            Ok(phones) => phones
-                .iter()
-                .any(|p| p.id == device_id && p.user_id == user_id),
+        let (store, id) = (self.store.clone(), device_id.to_owned());
+        match crate::store::blocking(move || store.phone_owner(&id)).await {
+            Ok(owner) => owner.as_deref() == Some(user_id),
             Err(err) => {
                 tracing::warn!(%err, "could not look up a phone's owner");
                 false

@@ -331,6 +331,8 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> Result<PhoneClaim, StoreError>;
     fn phones(&self) -> Result<Vec<PhoneRecord>, StoreError>;
+    /// The user who owns a phone's device id, if it has connected.
+    fn phone_owner(&self, device_id: &str) -> Result<Option<String>, StoreError>;
 
     /// Record a new update for a device (status `sending`, no attempt yet), replacing a
     /// finished one. Returns `None`, changing nothing, while another update of the

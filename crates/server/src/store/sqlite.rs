@@ -144,6 +144,12 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+fn phone_owner(conn: &Connection, device_id: &str) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached("SELECT user_id FROM mobile_devices WHERE id = ?1")?
+        .query_row([device_id], |r| r.get(0))
+        .optional()
+}
+
 fn sensors_from_json(id: &str, text: &str) -> Result<Map<String, Value>, StoreError> {
     match serde_json::from_str(text) {
         Ok(Value::Object(map)) => Ok(map),
@@ -519,13 +525,7 @@ impl Store for SqliteStore {
     ) -> Result<PhoneClaim, StoreError> {
         self.with(|conn| {
             let tx = conn.transaction()?;
-            let owner: Option<String> = tx
-                .query_row(
-                    "SELECT user_id FROM mobile_devices WHERE id = ?1",
-                    [device_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let owner = phone_owner(&tx, device_id)?;
             let claim = match owner {
                 Some(owner) if owner != user_id => PhoneClaim::OwnedBy(owner),
                 Some(_) => {
@@ -569,6 +569,10 @@ impl Store for SqliteStore {
             })?;
             Ok(rows.collect::<Result<_, _>>()?)
         })
+    }
+
+    fn phone_owner(&self, device_id: &str) -> Result<Option<String>, StoreError> {
+        self.with(|conn| Ok(phone_owner(conn, device_id)?))
     }
 
     fn stage_ota(
