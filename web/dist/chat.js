@@ -1079,7 +1079,7 @@ function showCard(c, client2) {
   const options = document.createElement("div");
   options.className = "options";
   for (const o of c.options) {
-    if (o.id === "other") continue;
+    if (o.id === CLARIFY_OTHER) continue;
     const b = document.createElement("button");
     b.type = "button";
     b.textContent = o.label;

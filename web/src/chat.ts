@@ -2,6 +2,7 @@
 // plain HTML, and the avatar beside it. Built by build.mjs into one file, dist/chat.js.
 
 import {
+  CLARIFY_OTHER,
   encodeWav,
   HeraldClient,
   newId,
@@ -130,7 +131,7 @@ function showCard(c: Card, client: HeraldClient): void {
   const options = document.createElement("div");
   options.className = "options";
   for (const o of c.options) {
-    if (o.id === "other") continue;
+    if (o.id === CLARIFY_OTHER) continue;
     const b = document.createElement("button");
     b.type = "button";
     b.textContent = o.label;
