@@ -5,7 +5,7 @@
 import { useEffect, useRef, useState } from "react";
 import { Button, FlatList, StyleSheet, Text, TextInput, View } from "react-native";
 import { WebView } from "react-native-webview";
-import { HeraldClient, HeraldError, type Card, type Reply } from "@herald/mobile";
+import { CLARIFY_OTHER, HeraldClient, HeraldError, type Card, type Reply } from "@herald/mobile";
 
 import { avatarCall, avatarHtml } from "./avatarHtml";
 
@@ -105,7 +105,7 @@ export function ChatScreen({ url, token, deviceId }: ChatScreenProps) {
                   <Text>{item.card.text}</Text>
                   {item.card.command ? <Text style={styles.command}>{item.card.command}</Text> : null}
                   {item.card.options
-                    .filter((o) => o.id !== "other")
+                    .filter((o) => o.id !== CLARIFY_OTHER)
                     .map((o) => (
                       <Button
                         key={o.id}

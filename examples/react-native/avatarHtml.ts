@@ -3,7 +3,9 @@
 // Use it when `ready` names no avatar_url (MOBILE_AVATAR_URL unset and an older herald),
 // or to ship your own. Herald's own page (served at /avatar.html) is web/src/avatar.html.
 
-export type AvatarState = "idle" | "thinking" | "speaking";
+import type { AvatarState } from "@herald/mobile";
+
+export type { AvatarState };
 
 export const avatarHtml = `<!doctype html>
 <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
