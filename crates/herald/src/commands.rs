@@ -305,6 +305,14 @@ pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A `ws://` or `wss://` URL, or a usage error before anything connects.
+pub(crate) fn check_ws_url(url: &str) -> anyhow::Result<()> {
+    if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+        return Err(Usage(format!("{url}: use a ws:// or wss:// URL")).into());
+    }
+    Ok(())
+}
+
 /// The URLs of the server that runs on the data directory, else where the configuration
 /// says it would listen on this machine: what `herald chat` and `herald sim` connect to
 /// without `--url`.
@@ -335,9 +343,7 @@ pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
         Some(url) => url,
         None => local_urls(&config, &dir).mobile,
     };
-    if !(url.starts_with("ws://") || url.starts_with("wss://")) {
-        return Err(Usage(format!("{url}: use a ws:// or wss:// URL")).into());
-    }
+    check_ws_url(&url)?;
     let token = match args.token {
         Some(token) => token,
         None => {
@@ -558,11 +564,10 @@ pub(crate) fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; 
     }
 }
 
-/// Lift the soft descriptor limit to the hard one; children inherit it.
 fn printable(cell: &str) -> String {
     cell.chars()
         .map(|c| {
-            if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') {
+            if c.is_control() || herald_server::labels::is_bidi_control(c) {
                 c.escape_unicode().to_string()
             } else {
                 c.to_string()
@@ -571,6 +576,7 @@ fn printable(cell: &str) -> String {
         .collect()
 }
 
+/// Lift the soft descriptor limit to the hard one; children inherit it.
 pub(crate) fn raise_fd_limit() -> u64 {
     match rlimit::Resource::NOFILE.get() {
         Ok((soft, hard)) => {

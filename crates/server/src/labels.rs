@@ -20,7 +20,7 @@ pub(crate) fn clean_opt(text: Option<&str>, max: usize) -> Option<String> {
 }
 
 /// Marks, embeddings, overrides and isolates (Unicode's Bidi_Control property).
-fn is_bidi_control(c: char) -> bool {
+pub fn is_bidi_control(c: char) -> bool {
     matches!(
         c,
         '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'

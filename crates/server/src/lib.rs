@@ -18,7 +18,7 @@ pub mod files;
 mod gadget;
 mod http;
 mod ids;
-mod labels;
+pub mod labels;
 mod listener;
 mod mailboxes;
 mod metrics;

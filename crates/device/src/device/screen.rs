@@ -26,10 +26,10 @@ use crate::view::{Image, Mode, Phase, Screen, View};
 /// Text geometry of a device without a display profile, for hosts that still show text.
 const FALLBACK_TEXT: (usize, usize) = (32, 4);
 
-/// `(text_cols, text_rows)` of the board.
 /// The last row of a question: what the two buttons answer. Fits 20 columns.
 const PROMPT_HINT: &str = "TALK yes, CANCEL no";
 
+/// `(text_cols, text_rows)` of the board.
 pub(super) fn text_geometry(config: &DeviceConfig) -> (usize, usize) {
     config.display.as_ref().map_or(FALLBACK_TEXT, |d| {
         (usize::from(d.text_cols), usize::from(d.text_rows))
@@ -346,8 +346,13 @@ impl<H: Host> Device<H> {
 
     /// `text` laid out for the text area, from its first page.
     fn paged(&self, text: &str) -> Pager {
+        self.paged_in(text, 0)
+    }
+
+    /// [`Self::paged`] with `reserved` rows of the text area left free below the text.
+    fn paged_in(&self, text: &str, reserved: usize) -> Pager {
         let (cols, rows) = text_geometry(&self.config);
-        let mut pager = Pager::new(cols, rows);
+        let mut pager = Pager::new(cols, rows.saturating_sub(reserved).max(1));
         pager.show(text);
         pager
     }
@@ -362,12 +367,9 @@ impl<H: Host> Device<H> {
 
     /// A new question replaces the one shown: the server asks one at a time.
     pub(super) fn show_prompt(&mut self, prompt: Prompt, now: Instant) {
-        let (cols, rows) = text_geometry(&self.config);
-        // One row fewer than the text area: the hint goes below the question.
-        let mut text = Pager::new(cols, rows.saturating_sub(1).max(1));
-        text.show(&prompt.text);
         self.prompt = Some(PromptShown {
-            text,
+            // The hint takes the last row.
+            text: self.paged_in(&prompt.text, 1),
             id: prompt.id,
             title: prompt.title,
             shown_at: now,

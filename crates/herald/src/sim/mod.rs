@@ -120,9 +120,7 @@ pub fn run(global: &Global, args: SimArgs) -> anyhow::Result<()> {
 
 /// A WebSocket URL, before any screen is drawn.
 fn check_url(url: &str) -> anyhow::Result<()> {
-    if !(url.starts_with("ws://") || url.starts_with("wss://")) {
-        return Err(crate::Usage(format!("{url}: use a ws:// or wss:// URL")).into());
-    }
+    crate::commands::check_ws_url(url)?;
     runner::client_request(url).with_context(|| format!("{url} is not a WebSocket URL"))?;
     Ok(())
 }
