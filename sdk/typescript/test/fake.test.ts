@@ -177,3 +177,31 @@ test("the backoff doubles while attempts fail and starts over after ready", asyn
   await socket;
   assert.deepEqual(waits, [1, 2, 4, 1]);
 });
+
+test("a server that never says ready is closed after readyTimeoutMs, then tried again", async (t) => {
+  const c = new HeraldClient({
+    url: "ws://x/ws",
+    token: "t",
+    device: { id: "fake" },
+    WebSocket: FakeSocket,
+    readyTimeoutMs: 20,
+    backoff: { initialMs: 1, maxMs: 1, jitter: 0 },
+  });
+  t.after(() => c.close());
+  const lost = c.once("disconnect");
+  c.connect();
+  const d = await lost;
+  assert.equal(d.code, 4000);
+  assert.equal(d.reason, "no ready in time");
+  assert.equal(c.state, "waiting");
+  await c.once("state", (s) => s === "connecting");
+});
+
+test("a frame over the server's max_frame_bytes is refused locally, before it is sent", async () => {
+  const c = fakeClient();
+  const ws = await readyWith(c, { max_frame_bytes: 100 });
+  const before = ws.sent.length;
+  assert.throws(() => c.send("x".repeat(200)), (e: unknown) => e instanceof HeraldError && e.code === "too_big" && e.local);
+  assert.equal(ws.sent.length, before);
+  c.close();
+});
