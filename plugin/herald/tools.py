@@ -74,8 +74,7 @@ def available() -> bool:
 
 def gadget_devices(args: dict[str, Any], **_: Any) -> str:
     try:
-        listed = _bridge().call_from_thread("devices", {"platform": "gadget"}).get("devices") or []
-        paired = [d for d in listed if isinstance(d, dict) and _paired(str(d.get("id")))]
+        paired = _paired_gadgets(_bridge())
         return json.dumps({"devices": paired, "waiting_for_approval": _waiting("gadget")})
     except (BridgeError, ToolError) as err:
         return _error(err)
@@ -126,6 +125,12 @@ def _bridge() -> HeraldBridge:
     return bridge
 
 
+def _paired_gadgets(bridge: HeraldBridge) -> list[Json]:
+    """herald's gadgets (online or not) that Hermes lets talk."""
+    listed = bridge.call_from_thread("devices", {"platform": "gadget"}).get("devices") or []
+    return [d for d in listed if isinstance(d, dict) and _paired(str(d.get("id")))]
+
+
 def _paired(device_id: str) -> bool:
     """Hermes's decision for a gadget, whose id is its user id."""
     adapter = live_adapter("gadget")
@@ -150,10 +155,7 @@ def _gadget(bridge: HeraldBridge, device: Any) -> Json:
         chat_id = get_session_env("HERMES_SESSION_CHAT_ID")
         if chat_id:
             return {"platform": "gadget", "id": chat_id}
-    listed = bridge.call_from_thread("devices", {"platform": "gadget"}).get("devices") or []
-    online = [
-        d for d in listed if isinstance(d, dict) and d.get("online") and _paired(str(d.get("id")))
-    ]
+    online = [d for d in _paired_gadgets(bridge) if d.get("online")]
     if len(online) == 1:
         return {"platform": "gadget", "id": str(online[0].get("id"))}
     names = ", ".join(str(d.get("id")) for d in online) or "none"
