@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use herald_mobile_proto::{
-    encode_base64, media_pieces, ClientFrame, DeviceInfo, Hello, MediaKind, MediaUp, ServerFrame,
+    encode_base64, media_pieces, ClientFrame, DecodeError, DeviceInfo, Hello, MediaKind, MediaUp,
+    ServerFrame,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -286,8 +287,14 @@ async fn connect_once(
                         refusal = Some(format!("{}: {message}", code.as_str()));
                     }
                     Ok(_) => {}
-                    // A phone endpoint's first answer is always a mobile frame.
-                    Err(_) => return Err(Ended::Failed(not_a_phone_endpoint(&config.url))),
+                    // Every frame of a phone endpoint has a `t`; a frame without one
+                    // (the gadget protocol's `type`) means the URL is another endpoint.
+                    // A known frame with fields this client cannot read is a newer
+                    // server's: worth another try, not the end.
+                    Err(DecodeError::MissingT | DecodeError::NotObject) => {
+                        return Err(Ended::Failed(not_a_phone_endpoint(&config.url)))
+                    }
+                    Err(err) => debug!(%err, "undecodable frame before ready ignored"),
                 },
                 Some(Ok(Message::Close(Some(frame)))) if frame.code == CloseCode::Policy => {
                     return Err(Ended::Denied(
