@@ -258,3 +258,18 @@ fn chat_and_sim_speak_wss() {
     assert_eq!(status, 1);
     assert!(text.contains("certificate"), "{text}");
 }
+
+#[test]
+fn a_simulator_the_server_refuses_stops_with_the_fix() {
+    let serve = Serve::start_with(0, &[("GADGET_ACCESS_TOKEN", "the-right-token")]);
+    let mut sim = Command::new(BIN);
+    sim.args(["sim", "--headless", "--data-dir"])
+        .arg(serve.dir.path())
+        .env("GADGET_ACCESS_TOKEN", "a-wrong-token");
+    let (status, text) = failure(&run_with_input(&mut sim, "wait ready 10\n"));
+    assert_eq!(status, 1);
+    assert!(
+        text.contains("refused the access token") && text.contains("--token"),
+        "{text}"
+    );
+}

@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use herald_device::{Action, Button, Device, DeviceConfig, Event, Instant, Mode, Phase, Screen};
 use herald_gadget_proto::limits::{AUDIO_FRAME_MS, MAX_INBOUND_FRAME};
-use herald_gadget_proto::{ActionSpec, SUBPROTOCOL};
+use herald_gadget_proto::{ActionSpec, ErrorCode, SUBPROTOCOL};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -518,15 +518,10 @@ impl Runner {
     /// cannot help.
     fn on_link(&mut self, event: LinkEvent, now: Instant) -> anyhow::Result<()> {
         if let LinkEvent::Closed {
-            code,
-            reason,
-            fatal,
-            ..
+            fatal: Some(why), ..
         } = &event
         {
-            if let Some(why) = fatal.clone().or_else(|| permanent(*code, reason)) {
-                return Err(anyhow::anyhow!(why));
-            }
+            return Err(anyhow::anyhow!(why.clone()));
         }
         match event {
             LinkEvent::Connected => self.device.handle(Event::Connected, now),
@@ -550,6 +545,11 @@ impl Runner {
                     },
                     now,
                 );
+                // The core shows its setup screen for a refusal retrying cannot mend;
+                // a simulator has nobody to read it and stops instead.
+                if let Some(code) = self.device.setup_needed() {
+                    return Err(anyhow::anyhow!(setup_message(code)));
+                }
             }
         }
         Ok(())
@@ -670,24 +670,20 @@ enum Sent {
     Broken,
 }
 
-/// A refusal a retry cannot mend: a wrong token or key, or a server that does not speak
-/// the gadget protocol. `busy` and timeouts are worth another try.
-fn permanent(code: Option<u16>, reason: &str) -> Option<String> {
-    /// Close 1008, "policy": the server's refusal.
-    const POLICY: u16 = 1008;
-    match (code, reason) {
-        (Some(POLICY), "bad_token") => Some(
-            "the server refused the access token: pass --token (its GADGET_ACCESS_TOKEN)".into(),
+/// What to do about a refusal the device core needs setup for.
+fn setup_message(code: ErrorCode) -> String {
+    match code {
+        ErrorCode::BadToken => {
+            "the server refused the access token: pass --token (its GADGET_ACCESS_TOKEN)".into()
+        }
+        ErrorCode::AuthFailed => "the server does not accept this device's key (enrolled \
+                                  elsewhere?): `herald forget ID` on the server, or another \
+                                  --state-dir"
+            .into(),
+        code => format!(
+            "the server refused the gadget protocol ({}): is it a gadget endpoint?",
+            code.as_str()
         ),
-        (Some(POLICY), "auth_failed") => Some(
-            "the server does not accept this device's key (enrolled elsewhere?): \
-             `herald forget ID` on the server, or another --state-dir"
-                .into(),
-        ),
-        (Some(POLICY), "protocol" | "unsupported") => Some(format!(
-            "the server refused the gadget protocol ({reason}): is it a gadget endpoint?"
-        )),
-        _ => None,
     }
 }
 
