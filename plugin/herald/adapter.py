@@ -169,7 +169,7 @@ class HeraldAdapter(BasePlatformAdapter):
         return {"platform": self.platform_name, "id": str(chat_id)}
 
     async def _call(self, op: str, **args: Any) -> Json:
-        return await self.bridge.request(op, {k: v for k, v in args.items() if v is not None})
+        return await self.bridge.request(op, present(args))
 
     async def send(
         self,
@@ -404,7 +404,7 @@ class HeraldAdapter(BasePlatformAdapter):
 
     async def _quietly(self, op: str, **args: Any) -> None:
         """A request whose failure only matters to the log (typing, turn ends)."""
-        await self.bridge.request_quietly(op, {k: v for k, v in args.items() if v is not None})
+        await self.bridge.request_quietly(op, present(args))
 
     def _spawn(self, coro: Any) -> None:
         spawn(self._spawned, coro)
@@ -709,6 +709,11 @@ class HeraldAdapter(BasePlatformAdapter):
                 if self.platform_name == "gadget" and user_id in current:
                     self._claim_home(user_id)
             known = current
+
+
+def present(args: dict[str, Any]) -> Json:
+    """A request's arguments without the unset ones."""
+    return {k: v for k, v in args.items() if v is not None}
 
 
 def missing_internals(adapter: "HeraldAdapter") -> list[tuple[str, str, bool]]:
