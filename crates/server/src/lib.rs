@@ -24,6 +24,7 @@ mod mailboxes;
 mod metrics;
 mod mobile;
 pub mod net;
+mod places;
 mod router;
 mod socket;
 pub mod store;

@@ -3,10 +3,9 @@
 //! [`Handler`] and [`Endpoint`]. Plain HTTP on the same port gets `/healthz`, the
 //! endpoint's pages, `426` on the WebSocket path and `404` elsewhere.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -17,6 +16,7 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, warn};
 
 use crate::http::{self, Head, HeadError, Page, Response, UpgradeError};
+use crate::places::{AddrPlace, AddrPlaces};
 
 /// Time allowed for TLS plus the HTTP upgrade.
 const UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,7 +58,7 @@ pub(crate) async fn run<H: Handler>(
         path: http::normalize(&endpoint.path).to_owned(),
         ..endpoint
     });
-    let gate = Arc::new(UpgradeGate::default());
+    let upgrading = Arc::new(AddrPlaces::default());
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -70,7 +70,7 @@ pub(crate) async fn run<H: Handler>(
             }
         };
         // Shed at once what is over the cap: the descriptor is the scarce thing.
-        let Some(permit) = UpgradeGate::enter(&gate, peer.ip()) else {
+        let Some(permit) = enter(&upgrading, peer.ip()) else {
             debug!(%peer, "too many connections still upgrading: shed");
             continue;
         };
@@ -95,7 +95,7 @@ async fn upgrade<S, H>(
     peer: SocketAddr,
     endpoint: &Endpoint,
     handler: Arc<H>,
-    permit: UpgradePermit,
+    permit: AddrPlace,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Handler,
@@ -194,58 +194,19 @@ fn plain<'a>(endpoint: &'a Endpoint, head: &Head) -> Response<'a> {
     }
 }
 
-/// Connections accepted but not yet upgraded (TLS, then the HTTP request), in all
-/// and per source address. Each costs a descriptor for up to [`UPGRADE_TIMEOUT`], so
-/// a host that opens sockets and says nothing could otherwise starve real devices.
-#[derive(Default)]
-struct UpgradeGate {
-    upgrading: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// Connections upgrading at once, from everywhere.
+/// Connections upgrading at once, from everywhere. Each costs a descriptor for up to
+/// [`UPGRADE_TIMEOUT`], so a host that opens sockets and says nothing could otherwise
+/// starve real devices.
 const MAX_UPGRADING: usize = 1024;
 /// … and from one address: a reconnecting fleet behind one NAT fits, a flood does not.
 const MAX_UPGRADING_PER_ADDR: usize = 64;
 
-/// One place in the gate, given back when dropped.
-struct UpgradePermit {
-    gate: Arc<UpgradeGate>,
-    addr: IpAddr,
-}
-
-impl UpgradeGate {
-    fn enter(gate: &Arc<UpgradeGate>, addr: IpAddr) -> Option<UpgradePermit> {
-        let mut upgrading = gate.lock();
-        let total: usize = upgrading.values().sum();
-        let here = upgrading.entry(addr).or_default();
-        if total >= MAX_UPGRADING || *here >= MAX_UPGRADING_PER_ADDR {
-            if *here == 0 {
-                upgrading.remove(&addr);
-            }
-            return None;
-        }
-        *here += 1;
-        Some(UpgradePermit {
-            gate: gate.clone(),
-            addr,
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
-        self.upgrading.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Drop for UpgradePermit {
-    fn drop(&mut self) {
-        let mut upgrading = self.gate.lock();
-        if let Some(count) = upgrading.get_mut(&self.addr) {
-            *count -= 1;
-            if *count == 0 {
-                upgrading.remove(&self.addr);
-            }
-        }
-    }
+/// A place among the connections upgrading, or `None` when `addr` or everyone is at
+/// the cap.
+fn enter(upgrading: &Arc<AddrPlaces>, addr: IpAddr) -> Option<AddrPlace> {
+    AddrPlaces::take(upgrading, addr, |here, total| {
+        here < MAX_UPGRADING_PER_ADDR && total < MAX_UPGRADING
+    })
 }
 
 #[cfg(test)]
@@ -253,25 +214,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_gate_caps_per_address_and_in_all() {
-        let gate = Arc::new(UpgradeGate::default());
+    fn upgrades_are_capped_per_address_and_in_all() {
+        let upgrading = Arc::new(AddrPlaces::default());
         let one = IpAddr::from([10, 0, 0, 1]);
         let held: Vec<_> = (0..MAX_UPGRADING_PER_ADDR)
-            .map(|_| UpgradeGate::enter(&gate, one).unwrap())
+            .map(|_| enter(&upgrading, one).unwrap())
             .collect();
-        assert!(UpgradeGate::enter(&gate, one).is_none());
+        assert!(enter(&upgrading, one).is_none());
         drop(held);
-        assert!(UpgradeGate::enter(&gate, one).is_some(), "places come back");
+        assert!(enter(&upgrading, one).is_some(), "places come back");
         let mut held = Vec::new();
         for i in 0..MAX_UPGRADING {
             let addr = IpAddr::from([10, 1, (i / 256) as u8, (i % 256) as u8]);
-            held.push(UpgradeGate::enter(&gate, addr).unwrap());
+            held.push(enter(&upgrading, addr).unwrap());
         }
-        assert!(UpgradeGate::enter(&gate, IpAddr::from([10, 2, 0, 1])).is_none());
+        assert!(enter(&upgrading, IpAddr::from([10, 2, 0, 1])).is_none());
         held.pop();
-        assert!(UpgradeGate::enter(&gate, IpAddr::from([10, 2, 0, 1])).is_some());
+        assert!(enter(&upgrading, IpAddr::from([10, 2, 0, 1])).is_some());
         assert!(
-            gate.lock().len() <= MAX_UPGRADING,
+            upgrading.addresses() <= MAX_UPGRADING,
             "no entry kept for refused addresses"
         );
     }

@@ -12,10 +12,12 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::limits;
+
+use crate::places::{AddrPlace, AddrPlaces};
 
 /// Unpaired devices (enrolled or enrolling) the server keeps in all.
 pub(crate) const MAX_WAITING: usize = limits::MAX_PENDING_ENROLLMENTS;
@@ -26,15 +28,10 @@ pub(crate) const WAITING_TTL: Duration = Duration::from_secs(3600);
 
 #[derive(Default)]
 pub(crate) struct WaitingRoom {
-    places: Mutex<Places>,
-}
-
-#[derive(Default)]
-struct Places {
-    /// Enrolled devices waiting for approval.
-    devices: HashMap<String, Waiter>,
-    /// First contacts between `challenge` and `auth`, by address.
-    enrolling: HashMap<IpAddr, usize>,
+    /// Enrolled devices waiting for approval. Locked before `enrolling`.
+    devices: Mutex<HashMap<String, Waiter>>,
+    /// First contacts between `challenge` and `auth`.
+    enrolling: Arc<AddrPlaces>,
 }
 
 struct Waiter {
@@ -43,31 +40,21 @@ struct Waiter {
     last_contact: Option<Instant>,
 }
 
-/// A place held for a first contact until it is enrolled or gives up.
-pub(crate) struct Reservation<'a> {
-    room: &'a WaitingRoom,
-    addr: IpAddr,
-}
-
 impl WaitingRoom {
     /// Hold a place for a device the server has never seen, or `None` when the room is
     /// full. Devices whose wait expired are dropped first; their ids are returned so
     /// their records can be forgotten.
-    pub(crate) fn reserve(
-        &self,
-        addr: IpAddr,
-        now: Instant,
-    ) -> (Option<Reservation<'_>>, Vec<String>) {
-        let mut places = self.lock();
-        let expired = places.expire(now);
-        let total = places.devices.len() + places.enrolling.values().sum::<usize>();
-        let here = places.devices.values().filter(|w| w.addr == addr).count()
-            + places.enrolling.get(&addr).copied().unwrap_or(0);
-        if total >= MAX_WAITING || here >= MAX_WAITING_PER_ADDR {
-            return (None, expired);
-        }
-        *places.enrolling.entry(addr).or_default() += 1;
-        (Some(Reservation { room: self, addr }), expired)
+    pub(crate) fn reserve(&self, addr: IpAddr, now: Instant) -> (Option<AddrPlace>, Vec<String>) {
+        let mut devices = self.lock();
+        let expired = expire(&mut devices, now);
+        let waiting = devices.len();
+        let waiting_here = devices.values().filter(|w| w.addr == addr).count();
+        // Under the devices' lock, so a device cannot start waiting in between.
+        let place = AddrPlaces::take(&self.enrolling, addr, |enrolling_here, enrolling| {
+            waiting + enrolling < MAX_WAITING
+                && waiting_here + enrolling_here < MAX_WAITING_PER_ADDR
+        });
+        (place, expired)
     }
 
     /// A device connected without being paired: it waits (again) from `addr`.
@@ -76,60 +63,46 @@ impl WaitingRoom {
             addr,
             last_contact: None,
         };
-        self.lock().devices.insert(device_id.to_owned(), waiter);
+        self.lock().insert(device_id.to_owned(), waiter);
     }
 
     /// A waiting device went away: its hour starts now.
     pub(crate) fn disconnected(&self, device_id: &str, now: Instant) {
-        if let Some(waiter) = self.lock().devices.get_mut(device_id) {
+        if let Some(waiter) = self.lock().get_mut(device_id) {
             waiter.last_contact = Some(now);
         }
     }
 
     /// The device was approved or forgotten: it waits no more.
     pub(crate) fn leave(&self, device_id: &str) {
-        self.lock().devices.remove(device_id);
+        self.lock().remove(device_id);
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().devices.len()
+        self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Places> {
-        self.places.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiter>> {
+        self.devices.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl Places {
-    fn expire(&mut self, now: Instant) -> Vec<String> {
-        let stale = |w: &Waiter| {
-            w.last_contact
-                .is_some_and(|at| now.saturating_duration_since(at) >= WAITING_TTL)
-        };
-        let expired: Vec<String> = self
-            .devices
-            .iter()
-            .filter(|(_, w)| stale(w))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in &expired {
-            self.devices.remove(id);
-        }
-        expired
+/// Drop the devices whose wait expired; their ids.
+fn expire(devices: &mut HashMap<String, Waiter>, now: Instant) -> Vec<String> {
+    let stale = |w: &Waiter| {
+        w.last_contact
+            .is_some_and(|at| now.saturating_duration_since(at) >= WAITING_TTL)
+    };
+    let expired: Vec<String> = devices
+        .iter()
+        .filter(|(_, w)| stale(w))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in &expired {
+        devices.remove(id);
     }
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        let mut places = self.room.lock();
-        if let Some(count) = places.enrolling.get_mut(&self.addr) {
-            *count -= 1;
-            if *count == 0 {
-                places.enrolling.remove(&self.addr);
-            }
-        }
-    }
+    expired
 }
 
 #[cfg(test)]
