@@ -210,22 +210,22 @@ impl Outbound for Router {
         let failed = |err: StoreError| DeliveryError::Failed(err.to_string());
         let gadgets = blocking(move || gadgets.devices()).await.map_err(failed)?;
         let phones = blocking(move || phones.phones()).await.map_err(failed)?;
-        let mut devices = Vec::with_capacity(gadgets.len() + phones.len());
-        for gadget in gadgets {
+        // Each connected gadget's session knows what it is; all are asked at once, and
+        // one gone meanwhile is offline.
+        let gadgets = gadgets.into_iter().map(|gadget| async move {
             let chat = Chat::gadget(gadget.id);
-            let online = self.gadget.is_online(&chat.id);
-            // Its session knows what the connected device is; gone meanwhile is offline.
-            let profile = match online {
+            let profile = match self.gadget.is_online(&chat.id) {
                 true => self.profile(&chat).await.ok(),
                 false => None,
             };
-            devices.push(DeviceSummary {
+            DeviceSummary {
                 online: profile.is_some(),
                 chat,
                 name: gadget.name,
                 profile,
-            });
-        }
+            }
+        });
+        let mut devices = futures_util::future::join_all(gadgets).await;
         devices.extend(phones.into_iter().map(|p| DeviceSummary {
             online: self.mobile.is_online(&p.id),
             chat: Chat::mobile(p.id),
