@@ -197,15 +197,12 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
             config: config_path,
         },
         Err(_) => {
-            let scheme = if config.tls().is_some() { "wss" } else { "ws" };
-            let url = |host, port, path: &str| {
-                herald_server::net::url(scheme, std::net::SocketAddr::new(host, port), path)
-            };
+            let urls = configured_urls(&config, None);
             InfoReport {
                 running: false,
                 version: None,
-                gadget_url: url(config.gadget.host, config.gadget.port, &config.gadget.path),
-                mobile_url: url(config.mobile.host, config.mobile.port, &config.mobile.path),
+                gadget_url: urls.gadget,
+                mobile_url: urls.mobile,
                 mobile_token_file: None,
                 store: data_dir.join(herald_server::STORE_FILE),
                 data_dir,
@@ -328,11 +325,19 @@ pub(crate) fn local_urls(config: &Config, data_dir: &Path) -> LocalUrls {
             mobile: info.mobile_url,
         };
     }
+    configured_urls(config, Some([127, 0, 0, 1].into()))
+}
+
+/// Where the configuration says the server listens, on its configured hosts or `host`.
+fn configured_urls(config: &Config, host: Option<std::net::IpAddr>) -> LocalUrls {
     let scheme = if config.tls().is_some() { "wss" } else { "ws" };
-    let here = |port| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let url = |configured, port, path: &str| {
+        let addr = std::net::SocketAddr::new(host.unwrap_or(configured), port);
+        herald_server::net::url(scheme, addr, path)
+    };
     LocalUrls {
-        gadget: herald_server::net::url(scheme, here(config.gadget.port), &config.gadget.path),
-        mobile: herald_server::net::url(scheme, here(config.mobile.port), &config.mobile.path),
+        gadget: url(config.gadget.host, config.gadget.port, &config.gadget.path),
+        mobile: url(config.mobile.host, config.mobile.port, &config.mobile.path),
     }
 }
 

@@ -240,8 +240,9 @@ fn chat_and_sim_speak_wss() {
     let stranger = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let stranger_path = dir.path().join("stranger.pem");
     std::fs::write(&stranger_path, stranger.cert.pem()).unwrap();
-    let mut chat = Command::new(BIN)
-        .args(["chat", "--url", &phone_url, "--data-dir"])
+    // Under `timeout`: were the error retried again, the test fails instead of hanging.
+    let mut chat = Command::new("timeout")
+        .args(["30", BIN, "chat", "--url", &phone_url, "--data-dir"])
         .arg(serve.dir.path())
         .env("SSL_CERT_FILE", &stranger_path)
         .env_remove("SSL_CERT_DIR")
