@@ -60,6 +60,7 @@ pub struct Config {
     pub gadget: GadgetConfig,
     pub mobile: MobileConfig,
     pub admin: AdminConfig,
+    pub inbox: InboxConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -134,6 +135,25 @@ pub struct AdminConfig {
     pub host: IpAddr,
     /// 0 picks a free port; the CLI finds it in the data directory either way.
     pub port: u16,
+}
+
+/// The recordings and uploads handed to the agent (`<data dir>/inbox`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InboxConfig {
+    /// The most the inbox may hold, in MiB; the oldest files make room. 0: no limit.
+    pub max_mb: u64,
+    /// Files older than this many days are removed. 0: kept until the quota needs room.
+    pub max_age_days: u32,
+}
+
+impl Default for InboxConfig {
+    fn default() -> Self {
+        InboxConfig {
+            max_mb: 2048,
+            max_age_days: 30,
+        }
+    }
 }
 
 impl Default for GadgetConfig {
@@ -227,6 +247,12 @@ impl Config {
         if let Some(url) = var("MOBILE_AVATAR_URL").filter(|u| !u.is_empty()) {
             mobile.avatar_url = Some(url);
         }
+        if let Some(mb) = var("HERALD_INBOX_MAX_MB").filter(|v| !v.is_empty()) {
+            self.inbox.max_mb = parse_number("HERALD_INBOX_MAX_MB", &mb)?;
+        }
+        if let Some(days) = var("HERALD_INBOX_MAX_AGE_DAYS").filter(|v| !v.is_empty()) {
+            self.inbox.max_age_days = parse_number("HERALD_INBOX_MAX_AGE_DAYS", &days)?;
+        }
         Ok(())
     }
 
@@ -265,6 +291,12 @@ impl Config {
         if !self.mobile.path.starts_with('/') {
             return Err(invalid("mobile.path", "must start with /"));
         }
+        if (1..16).contains(&self.inbox.max_mb) {
+            return Err(invalid(
+                "inbox.max_mb",
+                "must be 0 (no limit) or at least 16, room for the largest upload",
+            ));
+        }
         if self.mobile.max_message_chars < 16 {
             return Err(invalid("mobile.max_message_chars", "must be at least 16"));
         }
@@ -290,6 +322,13 @@ fn split_list(value: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+fn parse_number<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, ConfigError> {
+    value.trim().parse().map_err(|_| ConfigError::Invalid {
+        name: name.into(),
+        reason: format!("expected a whole number, got {value:?}"),
+    })
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
@@ -348,6 +387,15 @@ mod tests {
             })
             .unwrap();
         assert!(config.mobile.deliver_from_loopback);
+        config
+            .apply_env(|name| match name {
+                "HERALD_INBOX_MAX_MB" => Some("512".into()),
+                "HERALD_INBOX_MAX_AGE_DAYS" => Some(" 7 ".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(config.inbox.max_mb, 512);
+        assert_eq!(config.inbox.max_age_days, 7);
         assert_eq!(config.mobile.port, 9999);
         assert_eq!(config.mobile.path, "/app");
         assert_eq!(config.mobile.allowed_devices, ["tel-1", "tel-2"]);
@@ -373,5 +421,10 @@ mod tests {
         assert!(config
             .apply_env(|n| (n == "GADGET_ALLOW_ALL_USERS").then(|| "maybe".into()))
             .is_err());
+        assert!(config
+            .apply_env(|n| (n == "HERALD_INBOX_MAX_MB").then(|| "lots".into()))
+            .is_err());
+        config.inbox.max_mb = 8;
+        assert!(config.validate().is_err(), "a quota below one upload");
     }
 }

@@ -18,6 +18,7 @@ pub mod files;
 mod gadget;
 mod http;
 mod ids;
+mod inbox;
 pub mod labels;
 mod listener;
 mod mailboxes;
@@ -44,6 +45,7 @@ use tracing::info;
 use crate::access::{Access, Policy, Standalone};
 use crate::config::Config;
 use crate::gadget::GadgetHub;
+use crate::inbox::Inbox;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -130,14 +132,14 @@ impl Server {
         };
         let access = Arc::new(Access::new(store.clone(), gadget_policy, mobile_policy));
         let metrics = Arc::new(Metrics::default());
-        // Voice and files from devices, for the agent to read.
-        let inbox = data_dir.join("inbox");
-        for dir in [data_dir, &inbox, &data_dir.join(gadget::STAGING_DIR)] {
+        for dir in [data_dir, &data_dir.join(gadget::STAGING_DIR)] {
             let swept = files::sweep_partial(dir).map_err(data_err)?;
             if swept > 0 {
                 info!(dir = %dir.display(), files = swept, "removed files a crash left half-written");
             }
         }
+        // Voice and files from devices, for the agent to read.
+        let inbox = Inbox::open(data_dir.join("inbox"), &config.inbox).map_err(data_err)?;
         let gadget = Arc::new(GadgetHub::new(
             config.gadget.clone(),
             store.clone(),
@@ -152,7 +154,7 @@ impl Server {
             config.mobile.clone(),
             &app_token,
             store.clone(),
-            inbox,
+            inbox.clone(),
             metrics.clone(),
         )?);
         let outbound: Arc<dyn Outbound> =
@@ -213,6 +215,7 @@ impl Server {
             mobile::endpoint(&config.mobile.path),
             mobile.clone(),
         )));
+        tasks.push(tokio::spawn(prune_hourly(inbox)));
         let admin_app = admin::router(admin_state);
         tasks.push(tokio::spawn(async move {
             if let Err(err) = axum::serve(admin_listener, admin_app).await {
@@ -282,6 +285,18 @@ impl Server {
 /// The lock file every server of a data directory takes; the OS drops it with the
 /// process, however that ends.
 pub const LOCK_FILE: &str = "herald.lock";
+
+/// Remove what has aged out of the inbox while the server runs.
+async fn prune_hourly(inbox: Arc<Inbox>) {
+    let mut every = tokio::time::interval(inbox::PRUNE_EVERY);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        if let Err(err) = inbox.prune_old().await {
+            tracing::warn!(%err, dir = %inbox.dir().display(), "could not prune the inbox");
+        }
+    }
+}
 
 fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, StartError> {
     let path = data_dir.join(LOCK_FILE);

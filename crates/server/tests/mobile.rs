@@ -874,3 +874,51 @@ async fn a_phone_that_stops_reading_is_dropped() {
     assert!(text.contains("send_timeout"), "the drop is counted");
     pusher.abort();
 }
+
+/// A file in `dir` of `bytes` bytes, last written `days` ago.
+fn aged_file(dir: &std::path::Path, name: &str, bytes: usize, days: u64) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, vec![0u8; bytes]).unwrap();
+    let age = Duration::from_secs(days * 86_400);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - age)
+        .unwrap();
+    path
+}
+
+#[tokio::test]
+async fn the_inbox_keeps_to_its_quota_and_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox_dir = dir.path().join("inbox");
+    std::fs::create_dir(&inbox_dir).unwrap();
+    let expired = aged_file(&inbox_dir, "expired.wav", 1000, 8);
+    let oldest = aged_file(&inbox_dir, "oldest.pdf", 8 * 1024 * 1024, 3);
+    let older = aged_file(&inbox_dir, "older.pdf", 6 * 1024 * 1024, 2);
+    let crashed = aged_file(&inbox_dir, ".x.pdf.0123abcd.part", 1000, 0);
+    let (factory, _port, mut inbound) = capture();
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    config.inbox.max_mb = 16;
+    config.inbox.max_age_days = 7;
+    let h = Harness::start_in(config, dir, factory).await;
+    assert!(!expired.exists(), "older than max_age_days: removed at start-up");
+    assert!(!crashed.exists(), "a crash's leftover is swept");
+    assert!(oldest.exists() && older.exists(), "14 MiB fit in 16");
+
+    // 4 MiB more would not fit: the oldest file makes room, nothing else goes.
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    phone.send(media("f1", 0, 1, &[5u8; 4 * 1024 * 1024])).await;
+    let message = tokio::time::timeout(WAIT, inbound.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let InboundBody::Media { path, .. } = message.body else {
+        panic!("{:?}", message.body)
+    };
+    assert_eq!(std::fs::read(&path).unwrap().len(), 4 * 1024 * 1024);
+    assert!(!oldest.exists(), "the oldest file made room");
+    assert!(older.exists(), "only as much as needed was removed");
+}

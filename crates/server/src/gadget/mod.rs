@@ -21,7 +21,6 @@ mod socket;
 mod waiting;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -35,6 +34,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::config::GadgetConfig;
 use crate::listener;
+use crate::inbox::Inbox;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -61,14 +61,14 @@ pub(crate) struct GadgetHub {
     next_conn: AtomicU64,
     pub(crate) metrics: Arc<Metrics>,
     /// Where utterances are written for the agent.
-    pub(crate) inbox: PathBuf,
+    pub(crate) inbox: Arc<Inbox>,
 }
 
 impl GadgetHub {
     pub(crate) fn new(
         config: GadgetConfig,
         store: Arc<dyn Store>,
-        inbox: PathBuf,
+        inbox: Arc<Inbox>,
         metrics: Arc<Metrics>,
     ) -> Self {
         GadgetHub {

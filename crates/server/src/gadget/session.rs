@@ -31,7 +31,6 @@ use super::prompts::{PromptQueue, Question, Show};
 use super::GadgetHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
-use crate::files;
 use crate::ids;
 use crate::mailboxes::{AgentQueue, MAILBOX};
 use crate::socket::Outgoing;
@@ -969,16 +968,17 @@ impl Session {
         }
         let id = utterance.id.clone().unwrap_or_else(|| ids::random_hex(12));
         let rate = utterance.rate;
-        let path = self.hub.inbox.join(format!("{}.wav", ids::random_hex(16)));
         let pcm = utterance.into_pcm();
-        let target = path.clone();
-        let written = tokio::task::spawn_blocking(move || {
-            files::create_private_dir(target.parent().unwrap_or(&target))?;
-            herald_media::wav::write_wav(&target, rate, &pcm).map_err(std::io::Error::other)
-        })
-        .await;
+        let bytes = pcm.len() as u64;
+        let written = self
+            .hub
+            .inbox
+            .put("wav", bytes, move |path| {
+                herald_media::wav::write_wav(path, rate, &pcm).map_err(std::io::Error::other)
+            })
+            .await;
         match written {
-            Ok(Ok(duration)) => {
+            Ok((path, duration)) => {
                 let body = InboundBody::Voice {
                     path,
                     duration_ms: u32::try_from(duration.as_millis()).unwrap_or(u32::MAX),
@@ -986,11 +986,10 @@ impl Session {
                 };
                 self.forward(id, body).await;
             }
-            Ok(Err(err)) => {
+            Err(err) => {
                 warn!(%err, "could not save an utterance");
                 self.notice("Your message could not be saved.").await;
             }
-            Err(_) => {}
         }
     }
 

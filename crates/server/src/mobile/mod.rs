@@ -18,7 +18,6 @@ mod session;
 mod uploads;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
@@ -30,6 +29,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::config::MobileConfig;
+use crate::inbox::Inbox;
 use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
@@ -69,7 +69,7 @@ pub(crate) struct MobileHub {
     /// Tokens that may only `deliver`.
     deliver_tokens: TokenSet,
     /// Where uploads and voice messages are written for the agent.
-    media_dir: PathBuf,
+    inbox: Arc<Inbox>,
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
     sessions: Mailboxes<Event>,
     /// Which device each open card was shown to, so another device's answer is refused.
@@ -125,7 +125,7 @@ impl MobileHub {
         config: MobileConfig,
         app_token: &str,
         store: Arc<dyn Store>,
-        media_dir: PathBuf,
+        inbox: Arc<Inbox>,
         metrics: Arc<Metrics>,
     ) -> Result<Self, MobileSetupError> {
         check_strength(app_token, &config)?;
@@ -144,7 +144,7 @@ impl MobileHub {
             store,
             tokens,
             deliver_tokens,
-            media_dir,
+            inbox,
             backend: OnceLock::new(),
             sessions: Mailboxes::default(),
             cards: DashMap::new(),

@@ -325,8 +325,8 @@ impl Session {
         let duration = herald_media::wav::inspect(&bytes)
             .map(|info| info.duration)
             .map_err(|e| (ErrorCode::BadFrame, e.to_string()))?;
-        let path = self.media_path("wav");
-        write_file(path.clone(), bytes)
+        let path = self
+            .save("wav", bytes)
             .await
             .map_err(|e| (ErrorCode::Internal, e))?;
         Ok(InboundBody::Voice {
@@ -344,8 +344,7 @@ impl Session {
             .map(|(_, ext)| ext)
             .filter(|ext| ext.len() <= 8 && ext.bytes().all(|b| b.is_ascii_alphanumeric()))
             .unwrap_or("bin");
-        let path = self.media_path(extension);
-        write_file(path.clone(), upload.bytes.clone()).await?;
+        let path = self.save(extension, upload.bytes.clone()).await?;
         let kind = match upload.kind {
             proto::MediaKind::Image => MediaKind::Image,
             proto::MediaKind::Video => MediaKind::Video,
@@ -360,11 +359,21 @@ impl Session {
         })
     }
 
-    /// A file name of our own making: client ids and names never become paths.
-    fn media_path(&self, extension: &str) -> PathBuf {
-        self.hub
-            .media_dir
-            .join(format!("{}.{extension}", ids::random_hex(16)))
+    /// Write a file for the agent into the inbox; its name is of our own making.
+    async fn save(&self, extension: &str, bytes: Vec<u8>) -> Result<PathBuf, String> {
+        let size = bytes.len() as u64;
+        let written = self
+            .hub
+            .inbox
+            .put(extension, size, move |path| files::write_private(path, &bytes))
+            .await;
+        match written {
+            Ok((path, ())) => Ok(path),
+            Err(err) => {
+                warn!(%err, "could not save a phone's file");
+                Err("the server could not save the file".into())
+            }
+        }
     }
 
     async fn on_answer(&mut self, answer: proto::PromptAnswer) {
@@ -888,17 +897,6 @@ fn mime_for(filename: Option<&str>) -> String {
         _ => "application/octet-stream",
     }
     .to_owned()
-}
-
-async fn write_file(path: PathBuf, bytes: Vec<u8>) -> Result<(), String> {
-    tokio::task::spawn_blocking(move || {
-        if let Some(dir) = path.parent() {
-            files::create_private_dir(dir).map_err(|e| e.to_string())?;
-        }
-        files::write_private(&path, &bytes).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())?
 }
 
 #[cfg(test)]
