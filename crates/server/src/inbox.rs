@@ -233,10 +233,15 @@ mod tests {
         let older = file(dir.path(), "b.bin", 3 * MIB, 2 * DAY);
         let newer = file(dir.path(), "c.bin", 3 * MIB, DAY);
         let inbox = Inbox::open(dir.path().to_owned(), &config(10, 0)).unwrap();
-        assert!(oldest.exists() && older.exists() && newer.exists(), "9 MiB fit in 10");
+        assert!(
+            oldest.exists() && older.exists() && newer.exists(),
+            "9 MiB fit in 10"
+        );
 
         let (path, ()) = inbox
-            .put("bin", 3 * MIB as u64, |p| std::fs::write(p, vec![1u8; 3 * MIB]))
+            .put("bin", 3 * MIB as u64, |p| {
+                std::fs::write(p, vec![1u8; 3 * MIB])
+            })
             .await
             .unwrap();
         // 12 MiB would not fit: the oldest go until 9 MiB (90 %) holds the new one.
@@ -274,7 +279,13 @@ mod tests {
         let aged = file(dir.path(), "aged.wav", 10, 2 * DAY);
         let fresh = file(dir.path(), "fresh.wav", 10, Duration::ZERO);
         let pruned = inbox.prune_old().await.unwrap();
-        assert_eq!(pruned, Pruned { files: 1, bytes: 10 });
+        assert_eq!(
+            pruned,
+            Pruned {
+                files: 1,
+                bytes: 10
+            }
+        );
         assert!(!aged.exists() && fresh.exists());
     }
 }

@@ -904,7 +904,10 @@ async fn the_inbox_keeps_to_its_quota_and_age() {
     config.inbox.max_mb = 16;
     config.inbox.max_age_days = 7;
     let h = Harness::start_in(config, dir, factory).await;
-    assert!(!expired.exists(), "older than max_age_days: removed at start-up");
+    assert!(
+        !expired.exists(),
+        "older than max_age_days: removed at start-up"
+    );
     assert!(!crashed.exists(), "a crash's leftover is swept");
     assert!(oldest.exists() && older.exists(), "14 MiB fit in 16");
 
