@@ -1,12 +1,13 @@
-// Builds the pages herald serves on the phone port into OUTDIR (dist/, committed):
+// Builds the pages herald serves into OUTDIR (dist/, committed): for the phone port
 // chat.js (src/chat.ts and the SDK, bundled by esbuild), and the HTML and CSS as they
-// are. `--check OUTDIR` builds into a temporary directory instead and fails unless the
+// are; for the admin port the in-tab gadget in gadget/ (src/gadget, the same way).
+// `--check OUTDIR` builds into a temporary directory instead and fails unless the
 // result equals OUTDIR byte for byte, so the committed assets cannot drift from the source.
 // Usage: node build.mjs dist | node build.mjs --check dist
 import { build } from "esbuild";
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -17,24 +18,39 @@ const target = args[check ? 1 : 0] ?? "dist";
 const out = check ? mkdtempSync(join(tmpdir(), "herald-web-")) : target;
 
 /** The files herald serves, in the order web.rs lists them. */
-const COPIED = ["index.html", "avatar.html", "chat.css"];
+const COPIED = ["index.html", "avatar.html", "chat.css", "gadget/index.html", "gadget/gadget.css"];
+/** Bundled scripts: source, and where the bundle goes under OUTDIR. */
+const BUNDLES = [
+  ["src/chat.ts", "chat.js"],
+  ["src/gadget/gadget.ts", "gadget/gadget.js"],
+];
 
 mkdirSync(out, { recursive: true });
-await build({
-  entryPoints: ["src/chat.ts"],
-  outfile: join(out, "chat.js"),
-  bundle: true,
-  format: "esm",
-  target: "es2020",
-  platform: "browser",
-  charset: "utf8",
-  legalComments: "none",
-  logLevel: "warning",
-});
-for (const f of COPIED) copyFileSync(join("src", f), join(out, f));
+for (const [entry, bundle] of BUNDLES) {
+  await build({
+    entryPoints: [entry],
+    outfile: join(out, bundle),
+    bundle: true,
+    format: "esm",
+    target: "es2020",
+    platform: "browser",
+    charset: "utf8",
+    legalComments: "none",
+    logLevel: "warning",
+  });
+}
+for (const f of COPIED) {
+  mkdirSync(dirname(join(out, f)), { recursive: true });
+  copyFileSync(join("src", f), join(out, f));
+}
 
 if (check) {
-  const names = (dir) => readdirSync(dir).sort();
+  // Every file under dir, as paths relative to it.
+  const names = (dir) =>
+    readdirSync(dir, { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => relative(dir, join(e.parentPath ?? e.path, e.name)))
+      .sort();
   const built = names(out);
   const committed = names(target);
   const problems = [];
