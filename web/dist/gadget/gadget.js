@@ -207,15 +207,7 @@ function audioContext() {
   if (shared.state === "suspended") void shared.resume();
   return shared;
 }
-var WORKLET = `
-registerProcessor("herald-mic", class extends AudioWorkletProcessor {
-  process(inputs) {
-    const ch = inputs[0] && inputs[0][0];
-    if (ch && ch.length) this.port.postMessage(ch.slice(0));
-    return true;
-  }
-});
-`;
+var BLOCK = 1024;
 var Microphone = class {
   constructor(rate, onSamples) {
     this.rate = rate;
@@ -227,7 +219,6 @@ var Microphone = class {
     __publicField(this, "live", false);
     __publicField(this, "opening");
     __publicField(this, "closeTimer");
-    __publicField(this, "loaded", false);
     /** Peak level of the last block, 0..1, for the meter. */
     __publicField(this, "level", 0);
     __publicField(this, "error");
@@ -254,25 +245,17 @@ var Microphone = class {
   async open() {
     if (!navigator.mediaDevices?.getUserMedia) throw new Error("this browser gives no microphone here (open the page from localhost or over https)");
     const ctx = audioContext();
-    if (!this.loaded) {
-      const url = URL.createObjectURL(new Blob([WORKLET], { type: "text/javascript" }));
-      try {
-        await ctx.audioWorklet.addModule(url);
-      } finally {
-        URL.revokeObjectURL(url);
-      }
-      this.loaded = true;
-    }
     const media = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true }
     });
     this.error = void 0;
     this.media = media;
     this.source = ctx.createMediaStreamSource(media);
-    this.node = new AudioWorkletNode(ctx, "herald-mic", { numberOfInputs: 1, numberOfOutputs: 0 });
+    this.node = ctx.createScriptProcessor(BLOCK, 1, 1);
     this.resampler = new Resampler(ctx.sampleRate, this.rate);
-    this.node.port.onmessage = (e) => this.block(e.data);
+    this.node.onaudioprocess = (e) => this.block(e.inputBuffer.getChannelData(0));
     this.source.connect(this.node);
+    this.node.connect(ctx.destination);
     if (!this.live) this.stop();
   }
   block(block) {
@@ -292,7 +275,8 @@ var Microphone = class {
     this.closeTimer = void 0;
     if (this.live) return;
     this.source?.disconnect();
-    this.node?.port.close();
+    this.node?.disconnect();
+    if (this.node) this.node.onaudioprocess = null;
     for (const track of this.media?.getTracks() ?? []) track.stop();
     this.media = void 0;
     this.source = void 0;
@@ -824,7 +808,7 @@ var GadgetDevice = class {
       this.chat.show("No reply");
       changed = true;
     }
-    if (this.phase === "offline") changed = true;
+    if (this.phase === "offline" || this.recording) changed = true;
     if (changed) this.io.changed();
   }
   /** The speaker finished or started: the mode (and so the screen) may have changed. */
@@ -1633,6 +1617,8 @@ function render(view) {
   ui.led.classList.toggle("on", led !== void 0);
   ui.led.setAttribute("aria-label", led ? `LED ${led}` : "LED off");
   ui.talk.setAttribute("aria-pressed", String(view.screen === "listening"));
+  const bar = ui.level.firstElementChild;
+  if (bar instanceof HTMLElement) bar.style.width = `${Math.round((view.screen === "listening" ? mic.level : 0) * 100)}%`;
   ui.conn.textContent = connText(view);
   ui.session.textContent = device.session || "none";
   ui.mic.dataset["frames"] = String(device.stats.framesSent);

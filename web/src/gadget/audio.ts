@@ -1,7 +1,8 @@
 // The gadget's microphone and speaker, on Web Audio.
 //
-// Microphone: getUserMedia, an AudioWorklet that hands over blocks of samples at the
-// context's rate, and a resampler down to 16 kHz PCM16. The stream stays open for a
+// Microphone: getUserMedia, a ScriptProcessor that hands over blocks of samples at the
+// context's rate (old, but it needs no second script, which the page's content policy
+// would have to allow), and a resampler down to 16 kHz PCM16. The stream stays open for a
 // while after a release, so the next press does not lose its first syllable to the
 // browser opening the device again.
 //
@@ -28,26 +29,17 @@ export function audioContext(): AudioContext {
   return shared;
 }
 
-// The worklet: posts each 128-sample block of channel 0 to the page.
-const WORKLET = `
-registerProcessor("herald-mic", class extends AudioWorkletProcessor {
-  process(inputs) {
-    const ch = inputs[0] && inputs[0][0];
-    if (ch && ch.length) this.port.postMessage(ch.slice(0));
-    return true;
-  }
-});
-`;
+/** Samples per ScriptProcessor block: about 21 ms at 48 kHz. */
+const BLOCK = 1024;
 
 export class Microphone {
   private media: MediaStream | undefined;
   private source: MediaStreamAudioSourceNode | undefined;
-  private node: AudioWorkletNode | undefined;
+  private node: ScriptProcessorNode | undefined;
   private resampler: Resampler | undefined;
   private live = false;
   private opening: Promise<void> | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
-  private loaded = false;
   /** Peak level of the last block, 0..1, for the meter. */
   level = 0;
   error: string | undefined;
@@ -81,25 +73,18 @@ export class Microphone {
   private async open(): Promise<void> {
     if (!navigator.mediaDevices?.getUserMedia) throw new Error("this browser gives no microphone here (open the page from localhost or over https)");
     const ctx = audioContext();
-    if (!this.loaded) {
-      const url = URL.createObjectURL(new Blob([WORKLET], { type: "text/javascript" }));
-      try {
-        await ctx.audioWorklet.addModule(url);
-      } finally {
-        URL.revokeObjectURL(url);
-      }
-      this.loaded = true;
-    }
     const media = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true },
     });
     this.error = undefined;
     this.media = media;
     this.source = ctx.createMediaStreamSource(media);
-    this.node = new AudioWorkletNode(ctx, "herald-mic", { numberOfInputs: 1, numberOfOutputs: 0 });
+    this.node = ctx.createScriptProcessor(BLOCK, 1, 1);
     this.resampler = new Resampler(ctx.sampleRate, this.rate);
-    this.node.port.onmessage = (e: MessageEvent<Float32Array>) => this.block(e.data);
+    this.node.onaudioprocess = (e) => this.block(e.inputBuffer.getChannelData(0));
     this.source.connect(this.node);
+    // A ScriptProcessor runs only while connected to the output; it writes silence there.
+    this.node.connect(ctx.destination);
     if (!this.live) this.stop();
   }
 
@@ -121,7 +106,8 @@ export class Microphone {
     this.closeTimer = undefined;
     if (this.live) return;
     this.source?.disconnect();
-    this.node?.port.close();
+    this.node?.disconnect();
+    if (this.node) this.node.onaudioprocess = null;
     for (const track of this.media?.getTracks() ?? []) track.stop();
     this.media = undefined;
     this.source = undefined;

@@ -479,7 +479,7 @@ export class GadgetDevice {
       this.chat.show("No reply");
       changed = true;
     }
-    if (this.phase === "offline") changed = true; // the retry countdown
+    if (this.phase === "offline" || this.recording) changed = true; // the retry countdown, the level meter
     if (changed) this.io.changed();
   }
 

@@ -147,6 +147,8 @@ function render(view: View): void {
   ui.led.setAttribute("aria-label", led ? `LED ${led}` : "LED off");
 
   ui.talk.setAttribute("aria-pressed", String(view.screen === "listening"));
+  const bar = ui.level.firstElementChild;
+  if (bar instanceof HTMLElement) bar.style.width = `${Math.round((view.screen === "listening" ? mic.level : 0) * 100)}%`;
   ui.conn.textContent = connText(view);
   ui.session.textContent = device.session || "none";
   ui.mic.dataset["frames"] = String(device.stats.framesSent);
