@@ -242,7 +242,7 @@ async function waitForPort(port, child, timeoutMs = 20_000) {
 
 /** `herald serve` on fixed free ports (so a restart keeps them) with the demo agent. */
 class Herald {
-  static async start() {
+  static async start(env = {}) {
     const h = new Herald();
     h.dataDir = mkdtempSync(join(tmpdir(), "herald-gadget-"));
     h.gadgetPort = await freePort();
@@ -251,7 +251,7 @@ class Herald {
     // Heartbeats every 5 s (the least allowed), so the test sees one answered.
     h.config = join(h.dataDir, "herald.toml");
     writeFileSync(h.config, "[gadget]\nheartbeat_s = 5\n");
-    h.env = { PATH: process.env.PATH ?? "", HOME: h.dataDir, RUST_LOG: "warn", MOBILE_TOKEN: randomBytes(32).toString("hex") };
+    h.env = { PATH: process.env.PATH ?? "", HOME: h.dataDir, RUST_LOG: "warn", MOBILE_TOKEN: randomBytes(32).toString("hex"), ...env };
     h.log = "";
     await h.run();
     return h;
@@ -536,6 +536,29 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
     await send("still there?");
     await screenSays("You said: still there?");
     assert.ok(sockets.length >= 2 && sockets.every((u) => u === herald.gadgetUrl), JSON.stringify(sockets));
+  });
+
+  await t.test("a host that wants an access token: setup needed, until Settings has it", async () => {
+    const guarded = await Herald.start({ GADGET_ACCESS_TOKEN: "tab-token-1234" });
+    const other = await browser.newContext({ viewport: { width: 1200, height: 860 } });
+    try {
+      const tab = await other.newPage();
+      tab.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+      await tab.goto(`${base}/gadget/?url=${encodeURIComponent(guarded.gadgetUrl)}`);
+      await tab.locator("body[data-screen=setup]").waitFor({ state: "attached" });
+      await tab.locator("#screen-text", { hasText: "refused the access token" }).waitFor({ state: "attached" });
+      await tab.screenshot({ path: join(shots, "11-setup-needed.png"), fullPage: true });
+      await tab.click("#settings summary");
+      await tab.fill("#token", "tab-token-1234");
+      await tab.click("#save");
+      await tab.locator("body[data-screen=pairing]").waitFor({ state: "attached" });
+      assert.equal(await tab.evaluate(() => localStorage.getItem("herald.gadget.token")), "tab-token-1234");
+      const log = await tab.textContent("#log");
+      assert.ok(!log.includes("tab-token-1234"), "the token is not in the log");
+    } finally {
+      await other.close();
+      await guarded.stop();
+    }
   });
 
   assert.deepEqual(problems, []);

@@ -1614,6 +1614,7 @@ function render(view) {
   const led = device.led;
   ui.led.dataset["color"] = led ?? "";
   ui.led.style.backgroundColor = led ?? "";
+  ui.led.style.color = led ?? "";
   ui.led.classList.toggle("on", led !== void 0);
   ui.led.setAttribute("aria-label", led ? `LED ${led}` : "LED off");
   ui.talk.setAttribute("aria-pressed", String(view.screen === "listening"));

@@ -143,6 +143,7 @@ function render(view: View): void {
   const led = device.led;
   ui.led.dataset["color"] = led ?? "";
   ui.led.style.backgroundColor = led ?? "";
+  ui.led.style.color = led ?? ""; // the glow
   ui.led.classList.toggle("on", led !== undefined);
   ui.led.setAttribute("aria-label", led ? `LED ${led}` : "LED off");
 
