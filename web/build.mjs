@@ -1,6 +1,7 @@
 // Builds the pages herald serves into OUTDIR (dist/, committed): for the phone port
 // chat.js (src/chat.ts and the SDK, bundled by esbuild), and the HTML and CSS as they
-// are; for the admin port the in-tab gadget in gadget/ (src/gadget, the same way).
+// are; for the admin port the owner's console in console/ and the in-tab gadget in
+// gadget/ (src/console and src/gadget, the same way).
 // `--check OUTDIR` builds into a temporary directory instead and fails unless the
 // result equals OUTDIR byte for byte, so the committed assets cannot drift from the source.
 // Usage: node build.mjs dist | node build.mjs --check dist
@@ -18,10 +19,19 @@ const target = args[check ? 1 : 0] ?? "dist";
 const out = check ? mkdtempSync(join(tmpdir(), "herald-web-")) : target;
 
 /** The files herald serves, in the order web.rs lists them. */
-const COPIED = ["index.html", "avatar.html", "chat.css", "gadget/index.html", "gadget/gadget.css"];
+const COPIED = [
+  "index.html",
+  "avatar.html",
+  "chat.css",
+  "console/index.html",
+  "console/console.css",
+  "gadget/index.html",
+  "gadget/gadget.css",
+];
 /** Bundled scripts: source, and where the bundle goes under OUTDIR. */
 const BUNDLES = [
   ["src/chat.ts", "chat.js"],
+  ["src/console/console.ts", "console/console.js"],
   ["src/gadget/gadget.ts", "gadget/gadget.js"],
 ];
 

@@ -3,6 +3,10 @@
 //! Per-frame counters are plain atomics, so counting costs no lock on the hot path;
 //! events that happen once per connection (handshakes, errors) go into small maps behind
 //! a mutex, which is fine at that rate.
+//!
+//! [`Metrics`] is the one object every hub, the router and the admin API share, so it
+//! also carries the console's [`Activity`]: recent conversation events and the live
+//! event bus (see `admin/activity.rs`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -11,6 +15,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use herald_port::Platform;
+use serde::Serialize;
+
+use crate::admin::activity::Activity;
 
 /// Frames and bytes through one transport.
 #[derive(Default)]
@@ -76,6 +83,8 @@ pub(crate) struct Metrics {
     handshakes: Mutex<BTreeMap<(Platform, &'static str), u64>>,
     /// (platform, code) → count of errors sent to clients after the handshake.
     errors: Mutex<BTreeMap<(Platform, &'static str), u64>>,
+    /// What the console shows of conversations, and its live events.
+    pub activity: Activity,
 }
 
 impl Default for Metrics {
@@ -87,8 +96,32 @@ impl Default for Metrics {
             turns: Default::default(),
             handshakes: Mutex::default(),
             errors: Mutex::default(),
+            activity: Activity::default(),
         }
     }
+}
+
+/// The main figures of one platform, for the console's server page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct PlatformStats {
+    pub online: usize,
+    pub turns: u64,
+    pub handshakes_ok: u64,
+    pub handshakes_refused: u64,
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub errors: u64,
+}
+
+/// What `/v1/stats` answers: the figures of `/metrics` that a person reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Stats {
+    pub gadget: PlatformStats,
+    pub mobile: PlatformStats,
+    pub ota: Vec<(String, u64)>,
+    pub ota_bytes_sent: u64,
 }
 
 /// Values that live elsewhere and are read at scrape time.
@@ -130,6 +163,45 @@ impl Metrics {
 
     pub(crate) fn turn(&self, platform: Platform) {
         self.turns[index(platform)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The main figures, as JSON for the console.
+    pub(crate) fn stats(&self, gauges: &Gauges) -> Stats {
+        let handshakes = self.handshakes.lock().unwrap_or_else(|e| e.into_inner());
+        let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        let of = |platform: Platform, online: usize| {
+            let t = self.traffic(platform);
+            let (mut ok, mut refused) = (0, 0);
+            for ((p, outcome), n) in handshakes.iter() {
+                if *p == platform {
+                    match *outcome {
+                        "ok" => ok += n,
+                        _ => refused += n,
+                    }
+                }
+            }
+            PlatformStats {
+                online,
+                turns: self.turns[index(platform)].load(Ordering::Relaxed),
+                handshakes_ok: ok,
+                handshakes_refused: refused,
+                frames_in: t.frames_in.load(Ordering::Relaxed),
+                frames_out: t.frames_out.load(Ordering::Relaxed),
+                bytes_in: t.bytes_in.load(Ordering::Relaxed),
+                bytes_out: t.bytes_out.load(Ordering::Relaxed),
+                errors: errors
+                    .iter()
+                    .filter(|((p, _), _)| *p == platform)
+                    .map(|(_, n)| n)
+                    .sum(),
+            }
+        };
+        Stats {
+            gadget: of(Platform::Gadget, gauges.gadgets_online),
+            mobile: of(Platform::Mobile, gauges.phones_online),
+            ota: gauges.ota.clone(),
+            ota_bytes_sent: gauges.ota_bytes_sent,
+        }
     }
 
     /// The Prometheus text exposition of everything.
@@ -305,5 +377,29 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }
+        let stats = m.stats(&Gauges {
+            gadgets_online: 2,
+            phones_online: 1,
+            ota: vec![],
+            ota_bytes_sent: 0,
+        });
+        assert_eq!(
+            stats.gadget,
+            PlatformStats {
+                online: 2,
+                turns: 1,
+                handshakes_ok: 2,
+                handshakes_refused: 0,
+                frames_in: 1,
+                frames_out: 1,
+                bytes_in: 10,
+                bytes_out: 20,
+                errors: 0,
+            }
+        );
+        assert_eq!(
+            (stats.mobile.handshakes_refused, stats.mobile.errors),
+            (1, 1)
+        );
     }
 }

@@ -1,5 +1,8 @@
 //! The transports' side of the conversation port: each call becomes a [`Call`] for the
 //! session of the chat's device, on the hub of its platform.
+//!
+//! What reaches a device (replies, cards, prompts, files, actions) is also noted in the
+//! console's recent events (`admin/activity.rs`), whichever backend sent it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use herald_port::{
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::admin::activity::{Activity, EventKind};
 use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
 use crate::mobile::{self, MobileHub};
@@ -25,6 +29,22 @@ pub(crate) struct Router {
 impl Router {
     pub(crate) fn new(gadget: Arc<GadgetHub>, mobile: Arc<MobileHub>) -> Self {
         Router { gadget, mobile }
+    }
+
+    fn activity(&self) -> &Activity {
+        &self.gadget.metrics.activity
+    }
+
+    /// Note a call's event for the console, with its error if it failed.
+    fn note<T, E: std::fmt::Display>(
+        &self,
+        chat: &Chat,
+        kind: EventKind,
+        text: Option<&str>,
+        result: &Result<T, E>,
+    ) {
+        let error = result.as_ref().err().map(ToString::to_string);
+        self.activity().record(chat, kind, text, error);
     }
 
     /// Send `make(reply)` to the chat's session and wait for its result.
@@ -65,13 +85,17 @@ impl Outbound for Router {
         text: &str,
         options: SendOptions,
     ) -> Result<String, DeliveryError> {
-        let text = text.to_owned();
-        self.call(chat, |reply| Call::SendText {
-            text,
-            options,
-            reply,
-        })
-        .await
+        let sent = text.to_owned();
+        let result = self
+            .call(chat, |reply| Call::SendText {
+                text: sent,
+                options,
+                reply,
+            })
+            .await;
+        let noted = result.as_deref().map_err(ToString::to_string);
+        self.activity().message(chat, text, noted);
+        result
     }
 
     async fn edit_text(
@@ -81,6 +105,7 @@ impl Outbound for Router {
         text: &str,
         finalize: bool,
     ) -> Result<(), DeliveryError> {
+        self.activity().edited(chat, message_id, text);
         let (message_id, text) = (message_id.to_owned(), text.to_owned());
         self.call(chat, |reply| Call::EditText {
             message_id,
@@ -101,9 +126,12 @@ impl Outbound for Router {
     }
 
     async fn transcript(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        let text = text.to_owned();
-        self.call(chat, |reply| Call::Transcript { text, reply })
-            .await
+        let said = text.to_owned();
+        let result = self
+            .call(chat, |reply| Call::Transcript { text: said, reply })
+            .await;
+        self.note(chat, EventKind::Transcript, Some(text), &result);
+        result
     }
 
     async fn turn_started(&self, chat: &Chat) -> Result<String, DeliveryError> {
@@ -117,12 +145,16 @@ impl Outbound for Router {
         outcome: Outcome,
     ) -> Result<(), DeliveryError> {
         let turn = turn_id.to_owned();
-        self.call(chat, |reply| Call::TurnEnded {
-            turn,
-            outcome,
-            reply,
-        })
-        .await
+        let label = format!("{outcome:?}").to_lowercase();
+        let result = self
+            .call(chat, |reply| Call::TurnEnded {
+                turn,
+                outcome,
+                reply,
+            })
+            .await;
+        self.note(chat, EventKind::TurnEnded, Some(&label), &result);
+        result
     }
 
     async fn ask(
@@ -131,22 +163,32 @@ impl Outbound for Router {
         prompt: Prompt,
         ttl_s: Option<u32>,
     ) -> Result<String, DeliveryError> {
-        self.call(chat, |reply| Call::Ask {
-            prompt,
-            ttl_s,
-            reply,
-        })
-        .await
+        let question = prompt_text(&prompt);
+        let result = self
+            .call(chat, |reply| Call::Ask {
+                prompt,
+                ttl_s,
+                reply,
+            })
+            .await;
+        self.note(chat, EventKind::Prompt, Some(&question), &result);
+        result
     }
 
     async fn withdraw(&self, chat: &Chat, prompt_id: &str) -> Result<(), DeliveryError> {
         let prompt_id = prompt_id.to_owned();
-        self.call(chat, |reply| Call::Withdraw { prompt_id, reply })
-            .await
+        let result = self
+            .call(chat, |reply| Call::Withdraw { prompt_id, reply })
+            .await;
+        self.note(chat, EventKind::Withdrawn, None, &result);
+        result
     }
 
     async fn send_voice(&self, chat: &Chat, path: PathBuf) -> Result<(), DeliveryError> {
-        self.call(chat, |reply| Call::Voice { path, reply }).await
+        let name = file_name(&path);
+        let result = self.call(chat, |reply| Call::Voice { path, reply }).await;
+        self.note(chat, EventKind::Voice, Some(&name), &result);
+        result
     }
 
     async fn send_image(
@@ -155,12 +197,16 @@ impl Outbound for Router {
         path: PathBuf,
         caption: Option<String>,
     ) -> Result<(), DeliveryError> {
-        self.call(chat, |reply| Call::Image {
-            path,
-            caption,
-            reply,
-        })
-        .await
+        let name = caption.clone().unwrap_or_else(|| file_name(&path));
+        let result = self
+            .call(chat, |reply| Call::Image {
+                path,
+                caption,
+                reply,
+            })
+            .await;
+        self.note(chat, EventKind::Image, Some(&name), &result);
+        result
     }
 
     async fn send_document(
@@ -169,21 +215,35 @@ impl Outbound for Router {
         path: PathBuf,
         caption: Option<String>,
     ) -> Result<(), DeliveryError> {
-        self.call(chat, |reply| Call::Document {
-            path,
-            caption,
-            reply,
-        })
-        .await
+        let name = caption.clone().unwrap_or_else(|| file_name(&path));
+        let result = self
+            .call(chat, |reply| Call::Document {
+                path,
+                caption,
+                reply,
+            })
+            .await;
+        self.note(chat, EventKind::Document, Some(&name), &result);
+        result
     }
 
     async fn display(&self, chat: &Chat, card: Card) -> Result<(), DeliveryError> {
-        self.call(chat, |reply| Call::Display { card, reply }).await
+        let shown = format!("{}\n{}", card.title, card.body);
+        let result = self.call(chat, |reply| Call::Display { card, reply }).await;
+        self.note(chat, EventKind::Card, Some(shown.trim()), &result);
+        result
     }
 
     async fn notice(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        let text = text.to_owned();
-        self.call(chat, |reply| Call::Notice { text, reply }).await
+        let notice = text.to_owned();
+        let result = self
+            .call(chat, |reply| Call::Notice {
+                text: notice,
+                reply,
+            })
+            .await;
+        self.note(chat, EventKind::Notice, Some(text), &result);
+        result
     }
 
     async fn invoke_action(
@@ -192,9 +252,21 @@ impl Outbound for Router {
         name: &str,
         args: Value,
     ) -> Result<Value, ActionError> {
+        let called = format!("{name} {args}");
         let name = name.to_owned();
-        self.deliver(chat, |reply| Call::InvokeAction { name, args, reply })
-            .await?
+        let result = match self
+            .deliver(chat, |reply| Call::InvokeAction { name, args, reply })
+            .await
+        {
+            Ok(result) => result,
+            Err(err) => Err(err.into()),
+        };
+        let text = match &result {
+            Ok(value) => format!("{called} → {value}"),
+            Err(_) => called,
+        };
+        self.note(chat, EventKind::Action, Some(&text), &result);
+        result
     }
 
     async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError> {
@@ -246,4 +318,19 @@ impl Outbound for Router {
             Platform::Mobile => {}
         }
     }
+}
+
+/// A prompt as one line for the console.
+fn prompt_text(prompt: &Prompt) -> String {
+    match prompt {
+        Prompt::ExecApproval { command, .. } => format!("Run {command}?"),
+        Prompt::Confirm { title, text } => format!("{title}: {text}"),
+        Prompt::Clarify { question, choices } => format!("{question} ({})", choices.join(", ")),
+    }
+}
+
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

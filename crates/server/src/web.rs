@@ -1,5 +1,6 @@
-//! The pages the phone listener serves to browsers: the browser chat at `/` and the
-//! avatar page at [`AVATAR_PATH`].
+//! The pages herald serves to browsers: on the phone listener the browser chat at `/`
+//! and the avatar page at [`AVATAR_PATH`]; on the admin listener the owner's console at
+//! `/` and the in-tab gadget at `/gadget/` ([`ADMIN_PAGES`]).
 //!
 //! They are built from `web/src` (TypeScript on the SDK, bundled with esbuild from the
 //! lockfile) into `web/dist`, which is committed and compiled in here, so `herald serve`
@@ -44,6 +45,48 @@ pub(crate) static MOBILE_PAGES: &[Page] = &[
     },
 ];
 
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// Served by exact path on the admin listener, beside the API (see `admin/console.rs`).
+pub(crate) static ADMIN_PAGES: &[Page] = &[
+    Page {
+        path: "/",
+        content_type: HTML,
+        body: include_bytes!("../../../web/dist/console/index.html"),
+    },
+    Page {
+        path: "/console/console.js",
+        content_type: JS,
+        body: include_bytes!("../../../web/dist/console/console.js"),
+    },
+    Page {
+        path: "/console/console.css",
+        content_type: CSS,
+        body: include_bytes!("../../../web/dist/console/console.css"),
+    },
+    Page {
+        path: "/gadget/",
+        content_type: HTML,
+        body: include_bytes!("../../../web/dist/gadget/index.html"),
+    },
+    Page {
+        path: "/gadget/index.html",
+        content_type: HTML,
+        body: include_bytes!("../../../web/dist/gadget/index.html"),
+    },
+    Page {
+        path: "/gadget/gadget.js",
+        content_type: JS,
+        body: include_bytes!("../../../web/dist/gadget/gadget.js"),
+    },
+    Page {
+        path: "/gadget/gadget.css",
+        content_type: CSS,
+        body: include_bytes!("../../../web/dist/gadget/gadget.css"),
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,17 +95,51 @@ mod tests {
         MOBILE_PAGES.iter().find(|p| p.path == path)
     }
 
+    fn admin_page(path: &str) -> Option<&'static Page> {
+        ADMIN_PAGES.iter().find(|p| p.path == path)
+    }
+
     #[test]
     fn paths_are_unique_and_absolute() {
-        for (i, p) in MOBILE_PAGES.iter().enumerate() {
-            assert!(p.path.starts_with('/'), "{}", p.path);
-            assert!(!p.body.is_empty(), "{} is empty", p.path);
-            assert!(
-                MOBILE_PAGES[..i].iter().all(|q| q.path != p.path),
-                "{} twice",
-                p.path
-            );
+        for pages in [MOBILE_PAGES, ADMIN_PAGES] {
+            for (i, p) in pages.iter().enumerate() {
+                assert!(p.path.starts_with('/'), "{}", p.path);
+                assert!(!p.body.is_empty(), "{} is empty", p.path);
+                assert!(
+                    pages[..i].iter().all(|q| q.path != p.path),
+                    "{} twice",
+                    p.path
+                );
+            }
         }
+        // The API keeps its own namespace.
+        assert!(ADMIN_PAGES
+            .iter()
+            .all(|p| !p.path.starts_with("/v1/") && p.path != "/metrics"));
+    }
+
+    #[test]
+    fn what_the_console_and_the_gadget_load_is_served_and_nothing_comes_from_elsewhere() {
+        let text =
+            |path: &str| String::from_utf8_lossy(admin_page(path).map_or(&[][..], |p| p.body));
+        for (html, assets) in [
+            ("/", ["/console/console.js", "/console/console.css"]),
+            ("/gadget/", ["/gadget/gadget.js", "/gadget/gadget.css"]),
+        ] {
+            let index = text(html);
+            for asset in assets {
+                assert!(index.contains(asset), "{html} refers to {asset}");
+                assert!(admin_page(asset).is_some(), "{asset} is served");
+            }
+        }
+        for p in ADMIN_PAGES {
+            let body = String::from_utf8_lossy(p.body);
+            for absolute in ["http://", "https://", "src=\"//", "href=\"//", "url(//"] {
+                assert!(!body.contains(absolute), "{} names {absolute}", p.path);
+            }
+        }
+        // The console never keeps the admin token in the page's storage.
+        assert!(!text("/console/console.js").contains("localStorage"));
     }
 
     #[test]

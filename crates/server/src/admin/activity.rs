@@ -1,0 +1,295 @@
+//! What the console shows of each conversation, and what it hears live.
+//!
+//! Nothing else records conversations, and the console only needs the last few
+//! exchanges of a device, so this keeps a small ring of events per chat in memory
+//! ([`RECENT`] each, [`MAX_CHATS`] chats at most, texts cut to [`MAX_TEXT`] characters):
+//! gone on restart, bounded whatever devices do. The ring is fed where agent calls reach
+//! the transports (`router.rs`), which sees every reply, card, prompt, file and action
+//! whatever backend sent it, including the console's own messages.
+//!
+//! It lives inside [`Metrics`](crate::metrics::Metrics), the one object the hubs, the
+//! router and the admin API already share, and it doubles as the console's event bus:
+//! every recorded event, and a nudge after each change the admin API makes, goes to a
+//! broadcast channel that the live stream (`live.rs`) listens to.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use herald_port::{Chat, Platform};
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::clock::now_ms;
+
+/// Events kept per chat.
+pub(crate) const RECENT: usize = 50;
+/// Chats kept at most; past it the one quiet for longest makes room.
+pub(crate) const MAX_CHATS: usize = 1024;
+/// Characters of a text kept; longer ones are cut.
+pub(crate) const MAX_TEXT: usize = 500;
+/// Live messages a slow listener may fall behind by before it misses some.
+const LIVE_CAPACITY: usize = 256;
+
+/// What happened in a conversation, as the console lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum EventKind {
+    /// A text reply (streamed replies are one event, updated by each edit).
+    Message,
+    /// What the device's user said, as speech-to-text heard it.
+    Transcript,
+    Card,
+    /// A question for the user (yes/no, approval, choice).
+    Prompt,
+    Withdrawn,
+    Voice,
+    Image,
+    Document,
+    Notice,
+    /// A device action the agent (or the console) ran, with its result.
+    Action,
+    TurnEnded,
+}
+
+/// One entry of a conversation's ring.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ConversationEvent {
+    /// Increasing over the whole server; an edited message keeps its number.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at: i64,
+    pub kind: EventKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Why the call failed, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The reply's message id, so edits find it.
+    #[serde(skip)]
+    message_id: Option<String>,
+}
+
+/// What the live stream hears.
+#[derive(Debug, Clone)]
+pub(crate) enum Live {
+    /// A conversation event was added or (an edit) updated.
+    Conversation {
+        platform: Platform,
+        id: String,
+        event: ConversationEvent,
+    },
+    /// Something the console lists may have changed: look again now.
+    Changed,
+}
+
+type Key = (Platform, String);
+
+struct Ring {
+    events: VecDeque<ConversationEvent>,
+    /// The number of its latest event: the lowest is the quietest chat.
+    last: u64,
+}
+
+pub(crate) struct Activity {
+    chats: Mutex<HashMap<Key, Ring>>,
+    seq: AtomicU64,
+    live: broadcast::Sender<Live>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            chats: Mutex::default(),
+            seq: AtomicU64::new(1),
+            live: broadcast::channel(LIVE_CAPACITY).0,
+        }
+    }
+}
+
+/// `text` cut to [`MAX_TEXT`] characters.
+fn bounded(text: &str) -> String {
+    match text.char_indices().nth(MAX_TEXT) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+impl Activity {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Ring>> {
+        self.chats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Listen to what happens from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Live> {
+        self.live.subscribe()
+    }
+
+    /// Tell live listeners to look again (a pairing, a forget, a push).
+    pub(crate) fn changed(&self) {
+        // Nobody listening is fine.
+        let _ = self.live.send(Live::Changed);
+    }
+
+    /// Record an event of `chat`; `error` is why the call failed, if it did.
+    pub(crate) fn record(
+        &self,
+        chat: &Chat,
+        kind: EventKind,
+        text: Option<&str>,
+        error: Option<String>,
+    ) {
+        self.push(chat, kind, text, error, None);
+    }
+
+    /// Record a reply that later edits update.
+    pub(crate) fn message(&self, chat: &Chat, text: &str, result: Result<&str, String>) {
+        let (id, error) = match result {
+            Ok(id) => (Some(id.to_owned()), None),
+            Err(error) => (None, Some(error)),
+        };
+        self.push(chat, EventKind::Message, Some(text), error, id);
+    }
+
+    fn push(
+        &self,
+        chat: &Chat,
+        kind: EventKind,
+        text: Option<&str>,
+        error: Option<String>,
+        message_id: Option<String>,
+    ) {
+        let now = now_ms();
+        let event = ConversationEvent {
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            at: now,
+            kind,
+            text: text.map(bounded),
+            error: error.as_deref().map(bounded),
+            message_id,
+        };
+        {
+            let mut chats = self.lock();
+            let key = (chat.platform, chat.id.clone());
+            if !chats.contains_key(&key) && chats.len() >= MAX_CHATS {
+                let quietest = chats
+                    .iter()
+                    .min_by_key(|(_, ring)| ring.last)
+                    .map(|(k, _)| k.clone());
+                if let Some(quietest) = quietest {
+                    chats.remove(&quietest);
+                }
+            }
+            let ring = chats.entry(key).or_insert_with(|| Ring {
+                events: VecDeque::with_capacity(8),
+                last: event.seq,
+            });
+            if ring.events.len() >= RECENT {
+                ring.events.pop_front();
+            }
+            ring.last = event.seq;
+            ring.events.push_back(event.clone());
+        }
+        self.announce(chat, event);
+    }
+
+    /// A streamed reply's new text replaces the recorded one.
+    pub(crate) fn edited(&self, chat: &Chat, message_id: &str, text: &str) {
+        let updated = {
+            let mut chats = self.lock();
+            let Some(ring) = chats.get_mut(&(chat.platform, chat.id.clone())) else {
+                return;
+            };
+            let Some(event) = ring
+                .events
+                .iter_mut()
+                .rev()
+                .find(|e| e.message_id.as_deref() == Some(message_id))
+            else {
+                return;
+            };
+            event.text = Some(bounded(text));
+            event.clone()
+        };
+        self.announce(chat, updated);
+    }
+
+    fn announce(&self, chat: &Chat, event: ConversationEvent) {
+        let _ = self.live.send(Live::Conversation {
+            platform: chat.platform,
+            id: chat.id.clone(),
+            event,
+        });
+    }
+
+    /// The recent events of a chat, oldest first.
+    pub(crate) fn recent(&self, chat: &Chat) -> Vec<ConversationEvent> {
+        self.lock()
+            .get(&(chat.platform, chat.id.clone()))
+            .map(|ring| ring.events.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Drop a chat's events (its device was forgotten).
+    pub(crate) fn forget(&self, chat: &Chat) {
+        self.lock().remove(&(chat.platform, chat.id.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_chat_keeps_its_last_events_and_edits_update_in_place() {
+        let activity = Activity::default();
+        let chat = Chat::gadget("hg-a");
+        let mut live = activity.subscribe();
+        for i in 0..RECENT + 5 {
+            activity.record(&chat, EventKind::Notice, Some(&format!("n{i}")), None);
+        }
+        activity.message(&chat, "You said", Ok("m1"));
+        activity.edited(&chat, "m1", "You said: hi");
+        activity.edited(&chat, "unknown", "ignored");
+        let events = activity.recent(&chat);
+        assert_eq!(events.len(), RECENT);
+        assert_eq!(events[0].text.as_deref(), Some("n6"));
+        let last = events.last().unwrap();
+        assert_eq!(last.kind, EventKind::Message);
+        assert_eq!(last.text.as_deref(), Some("You said: hi"));
+        assert!(activity.recent(&Chat::mobile("hg-a")).is_empty());
+        // The edit was announced with the message's own number.
+        let mut seen = Vec::new();
+        while let Ok(Live::Conversation { event, .. }) = live.try_recv() {
+            seen.push(event);
+        }
+        assert_eq!(seen.len(), RECENT + 5 + 2);
+        assert_eq!(seen[seen.len() - 1].seq, seen[seen.len() - 2].seq);
+        activity.forget(&chat);
+        assert!(activity.recent(&chat).is_empty());
+    }
+
+    #[test]
+    fn texts_and_chats_are_bounded() {
+        let activity = Activity::default();
+        let long = "é".repeat(MAX_TEXT + 10);
+        activity.record(&Chat::gadget("hg-0"), EventKind::Card, Some(&long), None);
+        let text = activity.recent(&Chat::gadget("hg-0"))[0]
+            .text
+            .clone()
+            .unwrap();
+        assert_eq!(text.chars().count(), MAX_TEXT + 1);
+        assert!(text.ends_with('…'));
+        for i in 1..=MAX_CHATS {
+            activity.record(
+                &Chat::gadget(format!("hg-{i}")),
+                EventKind::Notice,
+                None,
+                None,
+            );
+        }
+        assert_eq!(activity.lock().len(), MAX_CHATS);
+        // The quietest chat (the first) made room.
+        assert!(activity.recent(&Chat::gadget("hg-0")).is_empty());
+    }
+}

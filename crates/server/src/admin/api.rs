@@ -1,0 +1,433 @@
+//! The admin API's JSON endpoints: what the CLI and the console read and change.
+//!
+//! Every handler here runs behind the authorization of `session.rs` (a bearer token or a
+//! console session); the shapes are the CLI's contract and stay as they are.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
+use herald_gadget_proto::{is_valid_device_id, OtaRefusal};
+use herald_port::{Chat, DeliveryError, Platform, SendOptions};
+use serde::{Deserialize, Serialize};
+
+use super::console::Console;
+use super::{firmware, AdminState, ApiError};
+use crate::access::Access;
+use crate::gadget::{forget_staged, Command, PushError};
+use crate::metrics::Gauges;
+use crate::store::{blocking, DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
+
+/// What `herald info` shows about a running server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Info {
+    pub version: String,
+    pub gadget_url: String,
+    pub mobile_url: String,
+    /// The file holding the generated app token, when `MOBILE_TOKEN` is not set.
+    pub mobile_token: Option<PathBuf>,
+    pub data_dir: PathBuf,
+    pub store: PathBuf,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeviceView {
+    #[serde(flatten)]
+    pub record: DeviceRecordView,
+    pub online: bool,
+}
+
+/// A device record as the API shows it: everything but the key.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeviceRecordView {
+    pub id: String,
+    pub name: Option<String>,
+    pub board: Option<String>,
+    pub firmware: Option<String>,
+    pub enrolled_at: i64,
+    pub last_seen: Option<i64>,
+    pub sensors: serde_json::Map<String, serde_json::Value>,
+}
+
+impl From<DeviceRecord> for DeviceRecordView {
+    fn from(r: DeviceRecord) -> Self {
+        DeviceRecordView {
+            id: r.id,
+            name: r.name,
+            board: r.board,
+            firmware: r.firmware,
+            enrolled_at: r.enrolled_at,
+            last_seen: r.last_seen,
+            sensors: r.sensors,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApproveRequest {
+    pub platform: Platform,
+    pub code: Option<String>,
+    pub user_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RevokeRequest {
+    pub platform: Platform,
+    pub user_id: String,
+}
+pub(super) async fn healthz() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::http::HEALTH,
+    )
+}
+
+/// Prometheus text format; scrape with the admin token as a bearer token.
+pub(super) async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> {
+    let store = state.store.clone();
+    let updates = blocking(move || store.ota_updates()).await?;
+    let mut by_status = std::collections::BTreeMap::<String, u64>::new();
+    for update in &updates {
+        *by_status
+            .entry(update.progress.status.as_str().to_owned())
+            .or_default() += 1;
+    }
+    let gauges = Gauges {
+        gadgets_online: state.gadget.online_count(),
+        phones_online: state.mobile.online_count(),
+        ota: by_status.into_iter().collect(),
+        ota_bytes_sent: updates.iter().map(|u| u.progress.bytes_sent).sum(),
+    };
+    let body = state.metrics.render(&gauges);
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
+}
+
+pub(super) async fn info(State(state): State<AdminState>) -> Json<Info> {
+    Json((*state.info).clone())
+}
+
+pub(super) async fn devices(
+    State(state): State<AdminState>,
+) -> Result<Json<Vec<DeviceView>>, ApiError> {
+    let store = state.store.clone();
+    let records = blocking(move || store.devices()).await?;
+    Ok(Json(
+        records
+            .into_iter()
+            .map(|record| DeviceView {
+                online: state.gadget.is_online(&record.id),
+                record: record.into(),
+            })
+            .collect(),
+    ))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PhoneView {
+    #[serde(flatten)]
+    pub record: PhoneRecord,
+    pub online: bool,
+}
+
+pub(super) async fn phones(
+    State(state): State<AdminState>,
+) -> Result<Json<Vec<PhoneView>>, ApiError> {
+    let store = state.store.clone();
+    let records = blocking(move || store.phones()).await?;
+    Ok(Json(
+        records
+            .into_iter()
+            .map(|record| PhoneView {
+                online: state.mobile.is_online(&record.id),
+                record,
+            })
+            .collect(),
+    ))
+}
+
+pub(super) async fn forget(
+    State(state): State<AdminState>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let store = state.store.clone();
+    let target = id.clone();
+    let forgotten = blocking(move || store.forget(&target)).await?;
+    state.gadget.tell(&id, Command::Forget).await;
+    state.gadget.waiting.leave(&id);
+    forget_staged(&state.info.data_dir, &id).await;
+    state.metrics.activity.forget(&Chat::gadget(id.as_str()));
+    state.metrics.activity.changed();
+    if !forgotten {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no device {id}")));
+    }
+    Ok(Json(serde_json::json!({ "forgotten": id })))
+}
+
+/// Herald's own pairing store, unless the backend decides access.
+pub(super) fn own_access(state: &AdminState) -> Result<Arc<Access>, ApiError> {
+    state.access.clone().ok_or_else(|| {
+        ApiError(
+            StatusCode::CONFLICT,
+            "the agent decides who may talk here: pair through it (e.g. `hermes pairing approve`)"
+                .into(),
+        )
+    })
+}
+
+pub(super) async fn pairings(
+    State(state): State<AdminState>,
+) -> Result<Json<Vec<PairingRecord>>, ApiError> {
+    let access = own_access(&state)?;
+    Ok(Json(blocking(move || access.pairings()).await?))
+}
+
+pub(super) async fn approve(
+    State(state): State<AdminState>,
+    Json(request): Json<ApproveRequest>,
+) -> Result<Json<PairingRecord>, ApiError> {
+    let access = own_access(&state)?;
+    let platform = request.platform;
+    let record = match (request.code, request.user_id) {
+        (Some(code), None) => blocking(move || access.approve_code(platform, &code))
+            .await?
+            .ok_or_else(|| {
+                ApiError(
+                    StatusCode::NOT_FOUND,
+                    "no pending pairing with that code (codes last one hour)".into(),
+                )
+            })?,
+        (None, Some(user)) => blocking(move || access.approve_user(platform, &user)).await?,
+        _ => {
+            return Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                "give either a code or a user id".into(),
+            ))
+        }
+    };
+    state
+        .outbound
+        .set_authorized(platform, &record.user_id, true)
+        .await;
+    state.metrics.activity.changed();
+    Ok(Json(record))
+}
+
+pub(super) async fn revoke(
+    State(state): State<AdminState>,
+    Json(request): Json<RevokeRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let access = own_access(&state)?;
+    let (platform, user) = (request.platform, request.user_id.clone());
+    let revoked = blocking(move || access.revoke(platform, &user)).await?;
+    if !revoked {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("{} has no pairing on {platform}", request.user_id),
+        ));
+    }
+    // Revoking a pairing does not override an allowlist.
+    let access = own_access(&state)?;
+    let user = request.user_id.clone();
+    let still = blocking(move || access.is_authorized(platform, &user)).await?;
+    state
+        .outbound
+        .set_authorized(platform, &request.user_id, still)
+        .await;
+    state.metrics.activity.changed();
+    Ok(Json(serde_json::json!({ "revoked": request.user_id })))
+}
+
+/// `POST /v1/deliver`: a message from outside any conversation (`herald send`, which
+/// `hermes send` and cron use), through the same port the agent uses.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeliverRequest {
+    pub chat: Chat,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<DeliverMedia>,
+}
+
+/// A file to deliver: an absolute path on this machine, read before the answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeliverMedia {
+    pub path: PathBuf,
+    /// Guessed from the file name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<DeliverKind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliverKind {
+    Voice,
+    Image,
+    Document,
+}
+
+impl DeliverKind {
+    fn of(path: &Path) -> DeliverKind {
+        let extension = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        match extension.as_str() {
+            "png" | "jpg" | "jpeg" | "gif" | "webp" => DeliverKind::Image,
+            "wav" | "mp3" | "ogg" | "oga" | "opus" | "flac" | "m4a" => DeliverKind::Voice,
+            _ => DeliverKind::Document,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Delivered {
+    /// The id of the text message, when there was text.
+    pub message_id: Option<String>,
+}
+
+impl From<DeliveryError> for ApiError {
+    fn from(err: DeliveryError) -> Self {
+        let status = match &err {
+            DeliveryError::Offline(_) => StatusCode::CONFLICT,
+            DeliveryError::UnknownChat(_) | DeliveryError::UnknownMessage(_) => {
+                StatusCode::NOT_FOUND
+            }
+            DeliveryError::Unsupported { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            DeliveryError::Failed(_) => StatusCode::BAD_GATEWAY,
+        };
+        ApiError(status, err.to_string())
+    }
+}
+
+pub(super) async fn deliver(
+    State(state): State<AdminState>,
+    Json(request): Json<DeliverRequest>,
+) -> Result<Json<Delivered>, ApiError> {
+    let bad = |message: &str| ApiError(StatusCode::BAD_REQUEST, message.into());
+    let text = request.text.filter(|t| !t.trim().is_empty());
+    if text.is_none() && request.media.is_empty() {
+        return Err(bad("nothing to deliver: give text or media"));
+    }
+    if request.media.iter().any(|m| !m.path.is_absolute()) {
+        return Err(bad("give media as absolute paths"));
+    }
+    let (out, chat) = (&state.outbound, &request.chat);
+    let message_id = match text {
+        Some(text) => Some(out.send_text(chat, &text, SendOptions::default()).await?),
+        None => None,
+    };
+    for media in request.media {
+        match media.kind.unwrap_or_else(|| DeliverKind::of(&media.path)) {
+            DeliverKind::Voice => out.send_voice(chat, media.path).await?,
+            DeliverKind::Image => out.send_image(chat, media.path, None).await?,
+            DeliverKind::Document => out.send_document(chat, media.path, None).await?,
+        }
+    }
+    Ok(Json(Delivered { message_id }))
+}
+
+/// `POST /v1/ota`: send a firmware image to a connected gadget. The image is a path on
+/// this machine (the CLI runs here too); the server checks it and copies it into its own
+/// staging directory before anything is sent.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct OtaRequest {
+    pub device_id: String,
+    pub image: PathBuf,
+}
+
+/// A firmware update as the API shows it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct OtaView {
+    #[serde(flatten)]
+    pub update: OtaUpdate,
+    pub online: bool,
+    /// Attempts an update gets in all.
+    pub max_attempts: u32,
+}
+
+impl From<PushError> for ApiError {
+    fn from(err: PushError) -> Self {
+        let status = match &err {
+            PushError::Offline(_)
+            | PushError::Refused {
+                refusal: OtaRefusal::Busy,
+                ..
+            } => StatusCode::CONFLICT,
+            PushError::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            PushError::Unreadable { .. } => StatusCode::BAD_REQUEST,
+            PushError::Staging { .. } | PushError::Store(_) => {
+                tracing::error!(%err, "firmware update failed to start");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        ApiError(status, err.to_string())
+    }
+}
+
+pub(super) async fn ota_push(
+    State(state): State<AdminState>,
+    State(console): State<Arc<Console>>,
+    Json(request): Json<OtaRequest>,
+) -> Result<Json<OtaView>, ApiError> {
+    if !is_valid_device_id(&request.device_id) {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("{:?} is not a gadget id (hg-...)", request.device_id),
+        ));
+    }
+    if !request.image.is_absolute() {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "give the image as an absolute path".into(),
+        ));
+    }
+    let update =
+        firmware::push_recorded(&state, &console, &request.device_id, request.image).await?;
+    Ok(Json(ota_view(&state, update)))
+}
+
+pub(super) async fn ota_list(
+    State(state): State<AdminState>,
+) -> Result<Json<Vec<OtaView>>, ApiError> {
+    let store = state.store.clone();
+    let updates = blocking(move || store.ota_updates()).await?;
+    Ok(Json(
+        updates.into_iter().map(|u| ota_view(&state, u)).collect(),
+    ))
+}
+
+pub(super) async fn ota_status(
+    State(state): State<AdminState>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<OtaView>, ApiError> {
+    let store = state.store.clone();
+    let device = id.clone();
+    let update = blocking(move || store.ota_update(&device))
+        .await?
+        .ok_or_else(|| {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                format!("no firmware update for {id}"),
+            )
+        })?;
+    Ok(Json(ota_view(&state, update)))
+}
+
+pub(super) fn ota_view(state: &AdminState, update: OtaUpdate) -> OtaView {
+    OtaView {
+        online: state.gadget.is_online(&update.device_id),
+        update,
+        max_attempts: OTA_MAX_ATTEMPTS,
+    }
+}
