@@ -293,46 +293,55 @@ class Herald {
   }
 }
 
-/** web/dist/gadget at /gadget/, for as long as herald's admin listener does not serve it. */
-async function staticGadget() {
+const GADGET_FILES = ["index.html", "gadget.js", "gadget.css"];
+
+/**
+ * web/dist/gadget at /gadget/, for when herald's admin listener does not serve these
+ * very files (a herald built before them); with herald's content policy when it has one.
+ */
+async function staticGadget(csp) {
   const dir = join(web, "dist/gadget");
   const types = { html: "text/html; charset=utf-8", js: "text/javascript; charset=utf-8", css: "text/css; charset=utf-8" };
   const server = createServer((req, res) => {
     const path = new URL(req.url ?? "/", "http://x").pathname;
     const name = path === "/gadget/" ? "index.html" : path.startsWith("/gadget/") ? path.slice("/gadget/".length) : "";
-    if (!/^[a-z]+\.(html|js|css)$/.test(name)) {
+    if (!GADGET_FILES.includes(name)) {
       res.writeHead(404).end();
       return;
     }
-    try {
-      const body = readFileSync(join(dir, name));
-      res.writeHead(200, { "content-type": types[name.split(".")[1]] }).end(body);
-    } catch {
-      res.writeHead(404).end();
-    }
+    const headers = { "content-type": types[name.split(".")[1]] };
+    if (csp) headers["content-security-policy"] = csp;
+    res.writeHead(200, headers).end(readFileSync(join(dir, name)));
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   return { base: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
 }
 
-/** Herald's admin listener, when it serves the built page at /gadget/. */
-async function heraldServesGadget(herald) {
-  try {
-    const res = await fetch(`http://127.0.0.1:${herald.adminPort}/gadget/`);
-    const body = await res.text();
-    return res.ok && body === readFileSync(join(web, "dist/gadget/index.html"), "utf8");
-  } catch {
-    return false;
+/** What herald's admin listener serves at /gadget/: whether it is web/dist/gadget, and its CSP. */
+async function heraldGadget(herald) {
+  const base = `http://127.0.0.1:${herald.adminPort}/gadget/`;
+  let csp;
+  for (const name of GADGET_FILES) {
+    const res = await fetch(name === "index.html" ? base : base + name).catch(() => undefined);
+    if (!res?.ok) return { same: false, csp };
+    if (name === "index.html") csp = res.headers.get("content-security-policy") ?? undefined;
+    const body = Buffer.from(await res.arrayBuffer());
+    if (!body.equals(readFileSync(join(web, "dist/gadget", name)))) return { same: false, csp };
   }
+  return { same: true, csp };
 }
 
 test("the gadget in a tab against herald: pairing, a typed turn, questions, led.set, card, picture, voice, reconnect", { timeout: 120_000 }, async (t) => {
   mkdirSync(shots, { recursive: true });
   const herald = await Herald.start();
-  const fromHerald = await heraldServesGadget(herald);
-  const fallback = fromHerald ? undefined : await staticGadget();
-  const base = fromHerald ? `http://127.0.0.1:${herald.adminPort}` : fallback.base;
-  t.diagnostic(fromHerald ? "the page comes from herald's admin listener" : "herald does not serve /gadget/ yet: the page comes from a static server");
+  const served = await heraldGadget(herald);
+  const fallback = served.same ? undefined : await staticGadget(served.csp);
+  const base = served.same ? `http://127.0.0.1:${herald.adminPort}` : fallback.base;
+  t.diagnostic(
+    served.same
+      ? "the page comes from herald's admin listener"
+      : `herald does not serve this web/dist/gadget (rebuild it): the page comes from a static server, ${served.csp ? "with herald's CSP" : "without a CSP"}`,
+  );
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
