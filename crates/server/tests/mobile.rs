@@ -925,3 +925,32 @@ async fn the_inbox_keeps_to_its_quota_and_age() {
     assert!(!oldest.exists(), "the oldest file made room");
     assert!(older.exists(), "only as much as needed was removed");
 }
+
+#[tokio::test]
+async fn one_user_cannot_fill_the_store_with_device_ids() {
+    let h = Harness::start().await;
+    for i in 0..herald_server::store::MAX_PHONES_PER_USER {
+        let (phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, &format!("tel-{i}")).await;
+        drop(phone);
+    }
+    let mut phone = Phone::open(&h.mobile_url).await;
+    phone.hello(APP_TOKEN, "tel-one-too-many").await;
+    match phone.recv().await {
+        herald_mobile_proto::ServerFrame::Error { code, message } => {
+            assert_eq!(code, herald_mobile_proto::ErrorCode::Forbidden);
+            assert!(message.contains("herald forget"), "{message}");
+        }
+        other => panic!("a device id over the limit was let in: {other:?}"),
+    }
+    assert_eq!(
+        phone.closed(WAIT).await.map(|c| c.code),
+        Some(CloseCode::Policy)
+    );
+    // A phone the user already has still connects.
+    Phone::connect(&h.mobile_url, APP_TOKEN, "tel-3").await;
+    let (_, phones) = h.admin("GET", "/v1/phones", None).await;
+    assert_eq!(
+        phones.as_array().map(Vec::len),
+        Some(herald_server::store::MAX_PHONES_PER_USER)
+    );
+}

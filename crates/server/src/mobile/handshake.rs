@@ -23,7 +23,7 @@ use crate::clock::now_ms;
 use crate::labels;
 use crate::metrics::Traffic;
 use crate::socket;
-use crate::store::{blocking, PhoneClaim, PhoneInfo};
+use crate::store::{blocking, PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -153,6 +153,13 @@ async fn admit(
         PhoneClaim::OwnedBy(_) => Err((
             ErrorCode::Forbidden,
             "this device id belongs to another user".into(),
+        )),
+        PhoneClaim::TooMany => Err((
+            ErrorCode::Forbidden,
+            format!(
+                "this user already has {MAX_PHONES_PER_USER} devices; forget one \
+                 (`herald forget ID`) or wait until one is unseen for {STALE_PHONE_DAYS} days"
+            ),
         )),
     }
 }

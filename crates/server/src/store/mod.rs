@@ -141,7 +141,15 @@ pub enum PhoneClaim {
     Mine,
     /// Another user connected with this device id first.
     OwnedBy(String),
+    /// A new device id, and the user already has [`MAX_PHONES_PER_USER`] phones seen
+    /// within [`STALE_PHONE_DAYS`].
+    TooMany,
 }
+
+/// The most phones (device ids) one user may own at a time.
+pub const MAX_PHONES_PER_USER: usize = 32;
+/// A phone unseen this long gives its place to a user's new one.
+pub const STALE_PHONE_DAYS: i64 = 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enrollment {

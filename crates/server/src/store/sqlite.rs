@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::{
     admissible_sensors, merge_sensors, DeviceProfile, DeviceRecord, Enrollment, Millis, OtaImage,
     OtaProgress, OtaStatus, OtaUpdate, PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, Store,
-    StoreError,
+    StoreError, MAX_PHONES_PER_USER, STALE_PHONE_DAYS,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
@@ -64,6 +64,8 @@ const MIGRATIONS: &[&str] = &[
         created_at  INTEGER NOT NULL,
         updated_at  INTEGER NOT NULL
     );",
+    // 4: a user's phones are counted when a new one connects.
+    "CREATE INDEX mobile_devices_user ON mobile_devices (user_id, last_seen);",
 ];
 
 pub struct SqliteStore {
@@ -142,6 +144,27 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     tx.pragma_update(None, "user_version", known)?;
     tx.commit()?;
     Ok(())
+}
+
+/// Whether `user_id` may add a phone: under [`MAX_PHONES_PER_USER`], after forgetting
+/// its phones unseen for [`STALE_PHONE_DAYS`] (a reinstalled app comes back with a new id).
+fn make_room_for_phone(conn: &Connection, user_id: &str, now: Millis) -> rusqlite::Result<bool> {
+    let count = |conn: &Connection| -> rusqlite::Result<usize> {
+        conn.query_row(
+            "SELECT COUNT(*) FROM mobile_devices WHERE user_id = ?1",
+            params![user_id],
+            |row| row.get(0),
+        )
+    };
+    if count(conn)? < MAX_PHONES_PER_USER {
+        return Ok(true);
+    }
+    let stale_before = now - STALE_PHONE_DAYS * 86_400_000;
+    conn.execute(
+        "DELETE FROM mobile_devices WHERE user_id = ?1 AND last_seen < ?2",
+        params![user_id, stale_before],
+    )?;
+    Ok(count(conn)? < MAX_PHONES_PER_USER)
 }
 
 fn phone_owner(conn: &Connection, device_id: &str) -> rusqlite::Result<Option<String>> {
@@ -379,13 +402,15 @@ impl Store for SqliteStore {
     fn forget(&self, id: &str) -> Result<bool, StoreError> {
         self.with(|conn| {
             let tx = conn.transaction()?;
-            let removed = tx.execute("DELETE FROM devices WHERE id = ?1", [id])?;
+            let gadget = tx.execute("DELETE FROM devices WHERE id = ?1", [id])?;
             tx.execute(
                 "DELETE FROM pairings WHERE platform = 'gadget' AND user_id = ?1",
                 [id],
             )?;
+            // A phone's pairing belongs to its user, who keeps it.
+            let phone = tx.execute("DELETE FROM mobile_devices WHERE id = ?1", [id])?;
             tx.commit()?;
-            Ok(removed > 0)
+            Ok(gadget + phone > 0)
         })
     }
 
@@ -535,6 +560,7 @@ impl Store for SqliteStore {
                     )?;
                     PhoneClaim::Mine
                 }
+                None if !make_room_for_phone(&tx, user_id, now)? => PhoneClaim::TooMany,
                 None => {
                     tx.execute(
                         "INSERT INTO mobile_devices (id, user_id, name, platform, first_seen, last_seen)
@@ -806,6 +832,54 @@ mod tests {
         let phones = store.phones().unwrap();
         assert_eq!(phones.len(), 1);
         assert_eq!((phones[0].first_seen, phones[0].last_seen), (1, 2));
+        assert!(store.forget("tel-1").unwrap(), "a phone can be forgotten");
+        assert!(store.phones().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_user_owns_a_bounded_number_of_phones_and_stale_ones_make_room() {
+        let (_dir, store) = open();
+        let info = PhoneInfo::default();
+        let day = 86_400_000;
+        // The first phone was last seen long ago; the rest are recent.
+        assert_eq!(
+            store.claim_phone("tel-0", "u1", &info, 0).unwrap(),
+            PhoneClaim::Mine
+        );
+        let now = (STALE_PHONE_DAYS + 1) * day;
+        for i in 1..MAX_PHONES_PER_USER {
+            let id = format!("tel-{i}");
+            assert_eq!(
+                store.claim_phone(&id, "u1", &info, now).unwrap(),
+                PhoneClaim::Mine
+            );
+        }
+        // Full: the stale one gives its place to the new one.
+        assert_eq!(
+            store.claim_phone("tel-new", "u1", &info, now).unwrap(),
+            PhoneClaim::Mine
+        );
+        assert_eq!(store.phone_owner("tel-0").unwrap(), None);
+        // Full of recent phones: a new id is refused, known ones still connect, and
+        // another user is not affected.
+        assert_eq!(
+            store.claim_phone("tel-more", "u1", &info, now).unwrap(),
+            PhoneClaim::TooMany
+        );
+        assert_eq!(
+            store.phone_owner("tel-more").unwrap(),
+            None,
+            "nothing stored"
+        );
+        assert_eq!(
+            store.claim_phone("tel-5", "u1", &info, now).unwrap(),
+            PhoneClaim::Mine
+        );
+        assert_eq!(
+            store.claim_phone("tel-x", "u2", &info, now).unwrap(),
+            PhoneClaim::Mine
+        );
+        assert_eq!(store.phones().unwrap().len(), MAX_PHONES_PER_USER + 1);
     }
 
     fn staged_image() -> OtaImage {
