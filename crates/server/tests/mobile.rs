@@ -954,3 +954,52 @@ async fn one_user_cannot_fill_the_store_with_device_ids() {
         Some(herald_server::store::MAX_PHONES_PER_USER)
     );
 }
+
+/// Send the first half of a two-part file, then a question: the answer comes after the
+/// session took the chunk, or the error does.
+async fn hold(
+    phone: &mut Phone,
+    half: &[u8],
+    n: usize,
+) -> Result<String, (herald_mobile_proto::ErrorCode, String)> {
+    phone.send(media("big", 0, 2, half)).await;
+    phone
+        .send(json!({"t": "text", "id": format!("q{n}"), "text": "hello"}))
+        .await;
+    phone.reply_or_error().await
+}
+
+#[tokio::test]
+async fn one_users_phones_share_an_upload_budget() {
+    let mut config = test_config();
+    config.mobile.allow_all_users = true;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), common::demo()).await;
+    let half = vec![3u8; 7 * 1024 * 1024];
+    // Four phones of one user hold 28 MiB: each within its own 8 MiB.
+    let mut phones = Vec::new();
+    for i in 0..4 {
+        let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, &format!("tel-{i}")).await;
+        hold(&mut phone, &half, i).await.expect("within the budget");
+        phones.push(phone);
+    }
+    // The fifth would take the user over 32 MiB.
+    let (mut fifth, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-4").await;
+    let (code, message) = hold(&mut fifth, &half, 4)
+        .await
+        .expect_err("over the user's budget");
+    assert_eq!(code, herald_mobile_proto::ErrorCode::TooBig);
+    assert!(message.contains("this user's devices"), "{message}");
+    // A phone that leaves gives its share back.
+    drop(phones.pop());
+    let retry = async {
+        for n in 5.. {
+            match hold(&mut fifth, &half, n).await {
+                Ok(_) => return,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, retry)
+        .await
+        .expect("the share came back");
+}

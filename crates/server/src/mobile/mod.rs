@@ -72,6 +72,8 @@ pub(crate) struct MobileHub {
     inbox: Arc<Inbox>,
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
     sessions: Mailboxes<Event>,
+    /// Unfinished uploads of every phone, per user and in all.
+    upload_budget: Arc<uploads::UploadBudget>,
     /// Which device each open card was shown to, so another device's answer is refused.
     cards: DashMap<String, String>,
     /// Devices with a live connection, with that connection's id.
@@ -147,6 +149,7 @@ impl MobileHub {
             inbox,
             backend: OnceLock::new(),
             sessions: Mailboxes::default(),
+            upload_budget: Arc::default(),
             cards: DashMap::new(),
             online: DashMap::new(),
             next_conn: std::sync::atomic::AtomicU64::new(1),

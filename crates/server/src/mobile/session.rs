@@ -97,7 +97,7 @@ pub(crate) struct Session {
 impl Session {
     pub(super) fn spawn(device_id: String, hub: Arc<MobileHub>) -> mpsc::Sender<Event> {
         let (tx, rx) = mpsc::channel(MAILBOX);
-        let max_bytes = proto::limits::MAX_MEDIA_BYTES;
+        let uploads = Uploads::new(proto::limits::MAX_MEDIA_BYTES, hub.upload_budget.clone());
         let session = Session {
             device_id,
             hub,
@@ -106,7 +106,7 @@ impl Session {
             user_id: String::new(),
             user_name: None,
             seen: SeenIds::default(),
-            uploads: Uploads::new(max_bytes),
+            uploads,
             cards: HashMap::new(),
             away: Outbox::default(),
             turn: None,
@@ -178,6 +178,7 @@ impl Session {
             id: attach.conn,
             outbox: attach.outbox,
         });
+        self.uploads.set_user(&attach.user_id);
         self.user_id = attach.user_id;
         self.user_name = attach.user_name;
         self.hub.online.insert(self.device_id.clone(), attach.conn);

@@ -3,9 +3,11 @@
 //! A phone sends a file in one `media` frame or in chunks that share an `id`. Chunks may
 //! arrive in any order and may be resent after a reconnect; a series is handed on only
 //! when every part is there. Everything held is bounded: at most
-//! [`limits::MAX_OPEN_UPLOADS`] series and `max_bytes` in all per device.
+//! [`limits::MAX_OPEN_UPLOADS`] series and `max_bytes` in all per device, and an
+//! [`UploadBudget`] shared by every phone caps the bytes per user and in all.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use herald_mobile_proto::{limits, MediaKind, MediaUp};
 
@@ -48,18 +50,112 @@ struct Series {
     bytes: usize,
 }
 
+/// Unfinished uploads one user's phones may hold together.
+pub(crate) const USER_UPLOAD_BYTES: usize = 32 * 1024 * 1024;
+/// Unfinished uploads all phones may hold together.
+pub(crate) const ALL_UPLOAD_BYTES: usize = 256 * 1024 * 1024;
+
+/// The bytes of unfinished uploads held for every phone, per user and in all, so that
+/// many device ids or many users cannot together hold more than the server can spare.
+pub(crate) struct UploadBudget {
+    per_user: usize,
+    total: usize,
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    total: usize,
+    users: HashMap<String, usize>,
+}
+
+impl Default for UploadBudget {
+    fn default() -> Self {
+        UploadBudget::new(USER_UPLOAD_BYTES, ALL_UPLOAD_BYTES)
+    }
+}
+
+impl UploadBudget {
+    pub(crate) fn new(per_user: usize, total: usize) -> Self {
+        UploadBudget {
+            per_user,
+            total,
+            held: Mutex::new(Held::default()),
+        }
+    }
+
+    fn reserve(&self, user: &str, bytes: usize) -> Result<(), UploadError> {
+        let mut held = self.lock();
+        let mine = held.users.get(user).copied().unwrap_or(0);
+        if mine + bytes > self.per_user {
+            return Err(UploadError::TooBig(format!(
+                "more than {} bytes of unfinished uploads from this user's devices",
+                self.per_user
+            )));
+        }
+        if held.total + bytes > self.total {
+            return Err(UploadError::TooBig(
+                "the server holds too many unfinished uploads; try again shortly".into(),
+            ));
+        }
+        held.total += bytes;
+        *held.users.entry(user.to_owned()).or_default() += bytes;
+        Ok(())
+    }
+
+    fn release(&self, user: &str, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let mut held = self.lock();
+        held.total = held.total.saturating_sub(bytes);
+        if let Some(mine) = held.users.get_mut(user) {
+            *mine = mine.saturating_sub(bytes);
+            if *mine == 0 {
+                held.users.remove(user);
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        // Counts are updated whole under the lock; a panic elsewhere leaves them valid.
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One phone's unfinished uploads; what they hold is drawn from the user's budget.
 pub(crate) struct Uploads {
     open: HashMap<String, Series>,
     buffered: usize,
     max_bytes: usize,
+    budget: Arc<UploadBudget>,
+    /// Whose budget the held bytes count against.
+    user: String,
+}
+
+impl Drop for Uploads {
+    fn drop(&mut self) {
+        self.clear();
+    }
 }
 
 impl Uploads {
-    pub(crate) fn new(max_bytes: usize) -> Self {
+    pub(crate) fn new(max_bytes: usize, budget: Arc<UploadBudget>) -> Self {
         Uploads {
             open: HashMap::new(),
             buffered: 0,
             max_bytes,
+            budget,
+            user: String::new(),
+        }
+    }
+
+    /// Count what comes from now on against `user`'s budget; anything unfinished is
+    /// dropped.
+    pub(crate) fn set_user(&mut self, user: &str) {
+        if self.user != user {
+            self.clear();
+            user.clone_into(&mut self.user);
         }
     }
 
@@ -127,6 +223,7 @@ impl Uploads {
                 self.max_bytes
             )));
         }
+        self.budget.reserve(&self.user, data.len())?;
         series.bytes += data.len();
         self.buffered += data.len();
         series.chunks.insert(frame.part, data);
@@ -137,6 +234,7 @@ impl Uploads {
             return Ok(Accepted::Partial);
         };
         self.buffered -= series.bytes;
+        self.budget.release(&self.user, series.bytes);
         let mut bytes = Vec::with_capacity(series.bytes);
         for chunk in series.chunks.into_values() {
             bytes.extend_from_slice(&chunk);
@@ -154,12 +252,14 @@ impl Uploads {
     fn drop_series(&mut self, id: &str) {
         if let Some(series) = self.open.remove(id) {
             self.buffered -= series.bytes;
+            self.budget.release(&self.user, series.bytes);
         }
     }
 
     /// Forget every unfinished series (the phone disconnected).
     pub(crate) fn clear(&mut self) {
         self.open.clear();
+        self.budget.release(&self.user, self.buffered);
         self.buffered = 0;
     }
 }
@@ -188,7 +288,7 @@ mod tests {
 
     #[test]
     fn reassembles_in_any_order_and_ignores_resends() {
-        let mut up = Uploads::new(1 << 20);
+        let mut up = Uploads::new(1 << 20, Arc::default());
         assert_eq!(up.accept(chunk("m", 2, 3, 10)).unwrap(), Accepted::Partial);
         assert_eq!(
             up.accept(chunk("m", 0, 3, 4096)).unwrap(),
@@ -210,7 +310,7 @@ mod tests {
 
     #[test]
     fn limits_are_enforced() {
-        let mut up = Uploads::new(20_000);
+        let mut up = Uploads::new(20_000, Arc::default());
         assert!(matches!(
             up.accept(chunk("one", 0, 1, 20_001)),
             Err(UploadError::TooBig(_))
@@ -253,5 +353,35 @@ mod tests {
             Err(UploadError::BadFrame(_))
         ));
         assert_eq!(up.buffered, 8_000);
+    }
+
+    #[test]
+    fn users_share_a_budget_per_user_and_in_all() {
+        let budget = Arc::new(UploadBudget::new(20_000, 30_000));
+        let phone = |user: &str| {
+            let mut up = Uploads::new(1 << 20, budget.clone());
+            up.set_user(user);
+            up
+        };
+        let (mut a1, mut a2, mut b) = (phone("a"), phone("a"), phone("b"));
+        a1.accept(chunk("x", 0, 3, 12_000)).unwrap();
+        // The same user's second phone: over the user's 20,000.
+        assert!(matches!(
+            a2.accept(chunk("y", 0, 3, 12_000)),
+            Err(UploadError::TooBig(_))
+        ));
+        // Another user fits under their own budget, until the 30,000 in all.
+        b.accept(chunk("z", 0, 3, 12_000)).unwrap();
+        assert!(matches!(
+            b.accept(chunk("z", 1, 3, 8_000)),
+            Err(UploadError::TooBig(_))
+        ));
+        // What a phone held comes back when it disconnects or goes away.
+        a1.clear();
+        a2.accept(chunk("y", 0, 3, 12_000)).unwrap();
+        drop(a2);
+        drop(b);
+        assert_eq!(budget.lock().total, 0);
+        assert!(budget.lock().users.is_empty());
     }
 }

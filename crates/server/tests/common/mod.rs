@@ -436,6 +436,31 @@ impl Phone {
         }
     }
 
+    /// The next complete reply, or the error that came before it.
+    pub async fn reply_or_error(
+        &mut self,
+    ) -> Result<String, (herald_mobile_proto::ErrorCode, String)> {
+        let mut text = String::new();
+        loop {
+            match self.recv().await {
+                herald_mobile_proto::ServerFrame::Error { code, message } => {
+                    return Err((code, message))
+                }
+                herald_mobile_proto::ServerFrame::Message(m) => {
+                    if m.edit {
+                        text = m.text;
+                    } else {
+                        text.push_str(&m.text);
+                    }
+                    if m.final_ {
+                        return Ok(text);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     pub async fn closed(&mut self, within: Duration) -> Option<CloseFrame> {
         close_frame(&mut self.ws, within).await
     }
