@@ -657,12 +657,26 @@ async fn sensor_readings_are_bounded() {
         )
         .await;
     }
-    // Frames are handled in order: the pong comes after every reading was stored.
+    // Frames are handled in order: the pong comes after every reading was taken.
     conn.send_raw(r#"{"type":"ping","ts":1}"#).await;
     conn.until(|m| matches!(m, ServerMessage::Pong(_)).then_some(()))
         .await;
+    // One store write per window: the first readings at once, the rest wait, merged.
+    let sensors = |devices: serde_json::Value| devices[0]["sensors"].clone();
     let (_, devices) = h.admin("GET", "/v1/devices", None).await;
-    let sensors = devices[0]["sensors"].as_object().unwrap();
+    assert_eq!(sensors(devices), json!({"key_0": 0, "temp_c": 20}));
+    // The device leaves: what waited is written, nothing lost.
+    drop(conn);
+    let started = std::time::Instant::now();
+    let sensors = loop {
+        let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+        if devices[0]["online"] == false && sensors(devices.clone())["temp_c"] != 20 {
+            break sensors(devices);
+        }
+        assert!(started.elapsed() < WAIT, "never written: {devices}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let sensors = sensors.as_object().unwrap();
     assert_eq!(sensors.len(), 32, "{sensors:?}");
     assert_eq!(
         sensors["temp_c"], 59,

@@ -16,6 +16,7 @@ mod handshake;
 mod image;
 mod ota;
 mod prompts;
+mod sensors;
 mod session;
 mod socket;
 mod waiting;

@@ -18,7 +18,7 @@ use herald_port::{
     Inbound, InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, Screen,
     SendOptions, Source,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -28,6 +28,7 @@ use super::audio::{Playback, SpeechFile, Utterance};
 use super::image;
 use super::ota::{self, Link, Updates};
 use super::prompts::{PromptQueue, Question, Show};
+use super::sensors::SensorWrites;
 use super::GadgetHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
@@ -130,6 +131,8 @@ pub(crate) struct Session {
     next_stream: u8,
     /// A `turn.end` held back until the turn's speech has played.
     deferred_end: Option<ServerMessage>,
+    /// Readings on their way to the store, at most one write per window.
+    sensors: SensorWrites,
 }
 
 impl Session {
@@ -154,6 +157,7 @@ impl Session {
             playback: None,
             next_stream: 1,
             deferred_end: None,
+            sensors: SensorWrites::default(),
         };
         // Boxed, with its handlers' futures boxed below: an idle device's task then holds
         // a pointer instead of every handler's state inline (`herald bench connect`
@@ -216,6 +220,7 @@ impl Session {
             self.prompts.next_deadline(),
             self.actions.values().map(|a| a.deadline).min(),
             self.ota.next_deadline(),
+            self.sensors.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -331,6 +336,9 @@ impl Session {
             self.ota.detached().await;
             self.fail_actions(ActionError::Disconnected);
             self.streaming = None;
+            if let Some(readings) = self.sensors.flush() {
+                self.write_sensors(readings).await;
+            }
             let (store, id) = (self.hub.store.clone(), self.device_id.clone());
             if let Err(err) = blocking(move || store.set_last_seen(&id, now_ms())).await {
                 warn!(%err, "could not record last_seen");
@@ -377,7 +385,17 @@ impl Session {
         }
     }
 
+    async fn write_sensors(&self, readings: Map<String, Value>) {
+        let (store, id) = (self.hub.store.clone(), self.device_id.clone());
+        if let Err(err) = blocking(move || store.merge_sensors(&id, &readings)).await {
+            warn!(%err, "could not store sensors");
+        }
+    }
+
     async fn on_timer(&mut self, now: Instant) {
+        if let Some(readings) = self.sensors.due(now) {
+            self.write_sensors(readings).await;
+        }
         if let Some(conn) = &mut self.conn {
             if now >= conn.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
                 info!(device = %self.device_id, "gadget silent for too long; closing");
@@ -478,9 +496,8 @@ impl Session {
             DeviceMessage::PromptReply(reply) => self.on_prompt_reply(reply).await,
             DeviceMessage::ActionResult(result) => self.on_action_result(result),
             DeviceMessage::State(state) => {
-                let (store, id) = (self.hub.store.clone(), self.device_id.clone());
-                if let Err(err) = blocking(move || store.merge_sensors(&id, &state.sensors)).await {
-                    warn!(%err, "could not store sensors");
+                if let Some(readings) = self.sensors.take(&state.sensors, Instant::now()) {
+                    self.write_sensors(readings).await;
                 }
             }
             DeviceMessage::Event(event) if event.notify => {
