@@ -34,8 +34,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::config::GadgetConfig;
-use crate::listener;
 use crate::inbox::Inbox;
+use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::store::Store;

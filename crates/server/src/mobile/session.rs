@@ -366,7 +366,9 @@ impl Session {
         let written = self
             .hub
             .inbox
-            .put(extension, size, move |path| files::write_private(path, &bytes))
+            .put(extension, size, move |path| {
+                files::write_private(path, &bytes)
+            })
             .await;
         match written {
             Ok((path, ())) => Ok(path),
