@@ -202,16 +202,18 @@ var PREBUFFER_MS = 200;
 var CAPACITY_MS = 1e3;
 var MIC_LINGER_MS = 3e4;
 var shared;
-function audioContext() {
+function audioContext(create = true) {
+  if (!create) return shared;
   shared ?? (shared = new AudioContext({ latencyHint: "interactive" }));
   if (shared.state === "suspended") void shared.resume();
   return shared;
 }
 var BLOCK = 1024;
 var Microphone = class {
-  constructor(rate, onSamples) {
+  constructor(rate, onSamples, onError) {
     this.rate = rate;
     this.onSamples = onSamples;
+    this.onError = onError;
     __publicField(this, "media");
     __publicField(this, "source");
     __publicField(this, "node");
@@ -232,6 +234,7 @@ var Microphone = class {
       this.opening = this.open().catch((e) => {
         this.error = e instanceof Error ? e.message : String(e);
         this.live = false;
+        this.onError(this.error);
       });
       void this.opening.finally(() => this.opening = void 0);
     }
@@ -772,6 +775,17 @@ var GadgetDevice = class {
       r.samples++;
       if (r.pending.length === frameSamples) this.flushFrame(r);
     }
+  }
+  /** The microphone could not open: the utterance is dropped, and the screen says why. */
+  micFailed(why, now = Date.now()) {
+    const r = this.recording;
+    if (r) {
+      this.recording = void 0;
+      this.talkIgnored = true;
+      this.io.send({ type: "audio.cancel", id: r.id, stream: r.stream, reason: "no microphone" });
+    }
+    this.showNotice(`No microphone: ${why}`, void 0, now);
+    this.io.changed();
   }
   /** The clock: ttl, the question's guard, the CANCEL hold, the recording cap, no reply. */
   tick(now = Date.now()) {
@@ -1579,7 +1593,11 @@ var redrawPending = false;
 var speaker = new Speaker(() => {
   device.speakerChanged();
 });
-var mic = new Microphone(BOARD.micRate, (samples) => device.micSamples(samples));
+var mic = new Microphone(
+  BOARD.micRate,
+  (samples) => device.micSamples(samples),
+  (why) => device.micFailed(why)
+);
 var link;
 var device = new GadgetDevice({
   send: (m) => link?.send(m) ?? false,
@@ -1628,7 +1646,8 @@ function render(view) {
   ui.speaker.dataset["state"] = speaker.state;
   ui.speaker.dataset["frames"] = String(s.frames);
   ui.speaker.dataset["scheduledMs"] = String(Math.round(s.scheduledMs));
-  ui.speaker.textContent = `${speaker.state}; ${s.streams} streams, ${(s.scheduledMs / 1e3).toFixed(1)} s played, ${s.underruns} underruns, ${s.gaps} gaps, volume ${device.speakerVolume}%`;
+  const blocked = speaker.state !== "idle" && audioContext(false)?.state === "suspended" ? " (click the page to hear it)" : "";
+  ui.speaker.textContent = `${speaker.state}${blocked}; ${s.streams} streams, ${(s.scheduledMs / 1e3).toFixed(1)} s played, ${s.underruns} underruns, ${s.gaps} gaps, volume ${device.speakerVolume}%`;
 }
 function connText(view) {
   switch (device.phase) {

@@ -22,8 +22,14 @@ const MIC_LINGER_MS = 30_000;
 
 let shared: AudioContext | undefined;
 
-/** The page's one AudioContext; resumed on every user gesture (autoplay rules). */
-export function audioContext(): AudioContext {
+/**
+ * The page's one AudioContext, made and resumed on demand (browsers let it run only after
+ * a user gesture, so every gesture calls this). `create: false` only looks.
+ */
+export function audioContext(): AudioContext;
+export function audioContext(create: false): AudioContext | undefined;
+export function audioContext(create = true): AudioContext | undefined {
+  if (!create) return shared;
   shared ??= new AudioContext({ latencyHint: "interactive" });
   if (shared.state === "suspended") void shared.resume();
   return shared;
@@ -47,6 +53,7 @@ export class Microphone {
   constructor(
     private readonly rate: number,
     private readonly onSamples: (samples: Int16Array) => void,
+    private readonly onError: (why: string) => void,
   ) {}
 
   /** Starts delivering samples (opening the device first when needed). */
@@ -58,6 +65,7 @@ export class Microphone {
       this.opening = this.open().catch((e: unknown) => {
         this.error = e instanceof Error ? e.message : String(e);
         this.live = false;
+        this.onError(this.error);
       });
       void this.opening.finally(() => (this.opening = undefined));
     }

@@ -444,6 +444,18 @@ export class GadgetDevice {
     }
   }
 
+  /** The microphone could not open: the utterance is dropped, and the screen says why. */
+  micFailed(why: string, now = Date.now()): void {
+    const r = this.recording;
+    if (r) {
+      this.recording = undefined;
+      this.talkIgnored = true;
+      this.io.send({ type: "audio.cancel", id: r.id, stream: r.stream, reason: "no microphone" });
+    }
+    this.showNotice(`No microphone: ${why}`, undefined, now);
+    this.io.changed();
+  }
+
   /** The clock: ttl, the question's guard, the CANCEL hold, the recording cap, no reply. */
   tick(now = Date.now()): void {
     let changed = false;

@@ -101,7 +101,11 @@ let redrawPending = false;
 const speaker = new Speaker(() => {
   device.speakerChanged();
 });
-const mic = new Microphone(BOARD.micRate, (samples) => device.micSamples(samples));
+const mic = new Microphone(
+  BOARD.micRate,
+  (samples) => device.micSamples(samples),
+  (why) => device.micFailed(why),
+);
 let link: GadgetLink | undefined;
 
 const device = new GadgetDevice({
@@ -158,7 +162,8 @@ function render(view: View): void {
   ui.speaker.dataset["state"] = speaker.state;
   ui.speaker.dataset["frames"] = String(s.frames);
   ui.speaker.dataset["scheduledMs"] = String(Math.round(s.scheduledMs));
-  ui.speaker.textContent = `${speaker.state}; ${s.streams} streams, ${(s.scheduledMs / 1000).toFixed(1)} s played, ${s.underruns} underruns, ${s.gaps} gaps, volume ${device.speakerVolume}%`;
+  const blocked = speaker.state !== "idle" && audioContext(false)?.state === "suspended" ? " (click the page to hear it)" : "";
+  ui.speaker.textContent = `${speaker.state}${blocked}; ${s.streams} streams, ${(s.scheduledMs / 1000).toFixed(1)} s played, ${s.underruns} underruns, ${s.gaps} gaps, volume ${device.speakerVolume}%`;
 }
 
 function connText(view: View): string {
