@@ -1458,6 +1458,13 @@ var ScreenPainter = class {
     const pages = view.pages > 1 ? `${view.page + 1}/${view.pages}` : "";
     const room = Math.floor((BOARD.width - 12 - (pages ? ctx.measureText(pages).width + 8 : 0)) / ctx.measureText("M").width);
     ctx.fillText(label.length > room ? `${label.slice(0, room - 1)}…` : label, 6, BAR / 2 + 1);
+    if (view.level !== void 0) {
+      const w = 80;
+      ctx.fillStyle = "rgb(0 0 0 / 0.35)";
+      ctx.fillRect(BOARD.width - 6 - w, 7, w, BAR - 14);
+      ctx.fillStyle = "#ff8fb1";
+      ctx.fillRect(BOARD.width - 6 - w, 7, Math.round(w * Math.min(1, view.level)), BAR - 14);
+    }
     if (pages) {
       ctx.textAlign = "right";
       ctx.fillText(pages, BOARD.width - 6, BAR / 2 + 1);
@@ -1619,6 +1626,7 @@ function redraw() {
   });
 }
 function render(view) {
+  if (view.screen === "listening") view.level = mic.level;
   painter.paint(view);
   document.body.dataset["screen"] = view.screen;
   document.body.dataset["phase"] = device.phase;

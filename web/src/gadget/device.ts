@@ -76,6 +76,8 @@ export interface View {
   armed?: boolean;
   /** Pairing code, for the big letters. */
   code?: string;
+  /** While listening: the microphone's level, 0..1 (the page fills it in). */
+  level?: number;
 }
 
 /** The speaker as the core uses it (audio.ts has the Web Audio one). */

@@ -130,6 +130,7 @@ function redraw(): void {
 }
 
 function render(view: View): void {
+  if (view.screen === "listening") view.level = mic.level;
   painter.paint(view);
   document.body.dataset["screen"] = view.screen;
   document.body.dataset["phase"] = device.phase;
