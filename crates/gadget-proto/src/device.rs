@@ -59,7 +59,7 @@ message_enum! {
 }
 
 /// `auth`: `key` on first contact (challenge `enrolled: false`), `mac` afterwards.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Auth {
     /// Standard base64 of the 32-byte device key; sent exactly once, at enrollment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,6 +67,16 @@ pub struct Auth {
     /// Standard base64 of the HMAC over the challenge nonce (see [`crate::auth::auth_mac`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+}
+
+/// The key is the device's lasting secret: a logged `auth` shows only whether it came.
+impl core::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Auth")
+            .field("key", &self.key.as_ref().map(|_| "<secret>"))
+            .field("mac", &self.mac)
+            .finish()
+    }
 }
 
 /// `text`: a typed message.
@@ -231,6 +241,17 @@ mod tests {
     use super::*;
     use crate::envelope::DecodeError;
     use alloc::string::ToString;
+
+    #[test]
+    fn debug_hides_the_key() {
+        let auth = Auth {
+            key: Some("a2V5LWtleS1rZXkta2V5".to_string()),
+            mac: None,
+        };
+        let shown = alloc::format!("{auth:?}");
+        assert!(!shown.contains("a2V5"), "{shown}");
+        assert!(shown.contains("<secret>"));
+    }
 
     #[test]
     fn unit_messages_carry_only_their_type() {

@@ -15,7 +15,7 @@ use crate::limits::{
 use crate::PROTO_VERSION;
 
 /// `hello` (device → server): the first frame of every connection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
     /// Protocol version the device speaks; the server rejects anything but 1.
     pub proto: u32,
@@ -42,6 +42,23 @@ pub struct Hello {
     /// Initial sensor readings; `state` messages merge into them.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub sensors: Map<String, Value>,
+}
+
+/// Every field but the token, which a logged `hello` must not give away.
+impl core::fmt::Debug for Hello {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Hello")
+            .field("proto", &self.proto)
+            .field("device_id", &self.device_id)
+            .field("name", &self.name)
+            .field("board", &self.board)
+            .field("firmware", &self.firmware)
+            .field("token", &self.token.as_ref().map(|_| "<secret>"))
+            .field("caps", &self.caps)
+            .field("actions", &self.actions)
+            .field("sensors", &self.sensors)
+            .finish()
+    }
 }
 
 /// Device capabilities. An absent member means the device lacks it: no `speaker`, no audio.
@@ -264,6 +281,17 @@ mod tests {
             actions: Vec::new(),
             sensors: Map::new(),
         }
+    }
+
+    #[test]
+    fn debug_hides_the_token() {
+        let hello = Hello {
+            token: Some("s3cret-access-token".to_string()),
+            ..hello()
+        };
+        let shown = alloc::format!("{hello:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("hg-630dcd2966c43366") && shown.contains("<secret>"));
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub async fn blocking<T: Send + 'static>(
 }
 
 /// An enrolled gadget.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct DeviceRecord {
     pub id: String,
     #[serde(skip)]
@@ -94,6 +94,22 @@ pub struct DeviceRecord {
     pub enrolled_at: Millis,
     pub last_seen: Option<Millis>,
     pub sensors: Map<String, Value>,
+}
+
+/// Every field but the key.
+impl std::fmt::Debug for DeviceRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceRecord")
+            .field("id", &self.id)
+            .field("key", &"<secret>")
+            .field("name", &self.name)
+            .field("board", &self.board)
+            .field("firmware", &self.firmware)
+            .field("enrolled_at", &self.enrolled_at)
+            .field("last_seen", &self.last_seen)
+            .field("sensors", &self.sensors)
+            .finish()
+    }
 }
 
 /// What a device reported about itself in its latest `hello`.
