@@ -685,3 +685,18 @@ async fn sensor_readings_are_bounded() {
     assert!(sensors.values().all(|v| v.is_number()), "{sensors:?}");
     assert!(sensors.keys().all(|k| k.len() <= 32));
 }
+
+#[tokio::test]
+async fn a_gadgets_name_is_cleaned_before_anyone_sees_it() {
+    let h = Harness::start_with(|_| {}).await;
+    let mut gadget = Gadget::new();
+    gadget.hello.name = Some("Kitchen\x1b]0;owned\x07\u{202E}lamp".into());
+    gadget.hello.board = Some("esp32\x1b[2J".into());
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    assert!(matches!(conn.recv().await, ServerMessage::Pairing(_)));
+    let (_, pairings) = h.admin("GET", "/v1/pairing", None).await;
+    assert_eq!(pairings[0]["user_name"], "Kitchen]0;ownedlamp");
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    assert_eq!(devices[0]["name"], "Kitchen]0;ownedlamp");
+    assert_eq!(devices[0]["board"], "esp32[2J");
+}

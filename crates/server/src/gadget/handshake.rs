@@ -118,13 +118,14 @@ async fn admit<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let hello = match receive(ws, "hello", &hub.metrics.gadget).await? {
+    let mut hello = match receive(ws, "hello", &hub.metrics.gadget).await? {
         DeviceMessage::Hello(hello) => hello,
         _ => return Err(Refusal::protocol("the first message must be hello")),
     };
     hello
         .validate()
         .map_err(|err| Refusal::Tell(err.code(), err.to_string()))?;
+    clean_labels(&mut hello);
     if hub.failures.blocked(peer.ip(), Instant::now()) {
         return Err(Refusal::Tell(
             ErrorCode::Busy,
@@ -261,9 +262,17 @@ fn auth_failed() -> Refusal {
     Refusal::Tell(ErrorCode::AuthFailed, "authentication failed".into())
 }
 
+/// What the device calls itself goes to the store, pairing requests, the agent and
+/// the owner's terminal: cleaned once, here, for all of them.
+fn clean_labels(hello: &mut Hello) {
+    hello.name = labels::clean_opt(hello.name.as_deref(), limits::MAX_NAME);
+    hello.board = labels::clean_opt(hello.board.as_deref(), limits::MAX_BOARD);
+    hello.firmware = labels::clean_opt(hello.firmware.as_deref(), limits::MAX_FIRMWARE);
+}
+
 pub(crate) fn profile_of(hello: &Hello) -> DeviceProfile {
     DeviceProfile {
-        name: labels::clean_opt(hello.name.as_deref(), limits::MAX_NAME),
+        name: hello.name.clone(),
         board: hello.board.clone(),
         firmware: hello.firmware.clone(),
         sensors: hello.sensors.clone(),
