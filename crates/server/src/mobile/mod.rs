@@ -96,30 +96,30 @@ pub enum MobileSetupError {
 /// The shortest app or deliver token accepted at start-up.
 pub const MIN_TOKEN_CHARS: usize = 32;
 
-/// Refuse tokens short enough to guess.
-fn check_strength(app_token: &str, config: &MobileConfig) -> Result<(), MobileSetupError> {
+/// Refuse tokens short enough to guess: each token as it will be matched, so a
+/// `label:` prefix cannot pass a short token off as a long one.
+fn check_strength(app_token: &str, extra: &str, deliver: &str) -> Result<(), MobileSetupError> {
     let weak = |token: &str| token.trim().chars().count() < MIN_TOKEN_CHARS;
     if weak(app_token) {
         return Err(MobileSetupError::WeakToken {
             which: "MOBILE_TOKEN".into(),
         });
     }
-    let extra = config.extra_tokens.as_ref().map_or("", |s| s.expose());
-    for (index, label, token) in TokenSet::entries(extra) {
-        if weak(token) {
-            let which = match label {
-                Some(label) => format!("MOBILE_EXTRA_TOKENS entry {index} ({label})"),
-                None => format!("MOBILE_EXTRA_TOKENS entry {index}"),
-            };
-            return Err(MobileSetupError::WeakToken { which });
+    for (list, entries) in [
+        ("MOBILE_EXTRA_TOKENS", TokenSet::entries(extra)),
+        ("MOBILE_DELIVER_TOKENS", TokenSet::entries(deliver)),
+    ] {
+        for (index, label, token) in entries {
+            if weak(token) {
+                let which = match label {
+                    Some(label) => format!("{list} entry {index} ({label})"),
+                    None => format!("{list} entry {index}"),
+                };
+                return Err(MobileSetupError::WeakToken { which });
+            }
         }
     }
-    match config.deliver_tokens.iter().position(|t| weak(t.expose())) {
-        Some(index) => Err(MobileSetupError::WeakToken {
-            which: format!("MOBILE_DELIVER_TOKENS entry {index}"),
-        }),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 impl MobileHub {
@@ -130,15 +130,15 @@ impl MobileHub {
         inbox: Arc<Inbox>,
         metrics: Arc<Metrics>,
     ) -> Result<Self, MobileSetupError> {
-        check_strength(app_token, &config)?;
-        let extra = config.extra_tokens.as_ref().map(|s| s.expose());
-        let tokens = TokenSet::parse(Some(app_token), extra)?;
+        let extra = config.extra_tokens.as_ref().map_or("", |s| s.expose());
         let deliver = config
             .deliver_tokens
             .iter()
             .map(|t| t.expose())
             .collect::<Vec<_>>()
             .join(",");
+        check_strength(app_token, extra, &deliver)?;
+        let tokens = TokenSet::parse(Some(app_token), Some(extra))?;
         let deliver_tokens = TokenSet::parse(None, Some(&deliver))?;
         Ok(MobileHub {
             failures: FailureThrottle::default(),
@@ -256,5 +256,24 @@ pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
         refuse_url_token: true,
         about: "Herald's phone endpoint: apps connect here with a WebSocket (mobile protocol).\n",
         pages: crate::web::MOBILE_PAGES,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_strength;
+
+    const LONG: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn every_token_is_checked_as_it_will_be_matched() {
+        assert!(check_strength(LONG, "", "").is_ok());
+        assert!(check_strength("short", "", "").is_err());
+        assert!(check_strength(LONG, &format!("alice:{LONG}"), LONG).is_ok());
+        // A long label in front of a short token: the token that works is short.
+        let err = check_strength(LONG, "", &format!("{LONG}:a")).unwrap_err();
+        assert!(err.to_string().contains("MOBILE_DELIVER_TOKENS entry 0"), "{err}");
+        let err = check_strength(LONG, &format!("{LONG}:a"), "").unwrap_err();
+        assert!(err.to_string().contains("MOBILE_EXTRA_TOKENS entry 0"), "{err}");
     }
 }
