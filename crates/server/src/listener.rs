@@ -36,7 +36,9 @@ pub(crate) struct Endpoint {
     pub pages: &'static [Page],
 }
 
-/// A transport's side of an upgraded connection.
+/// A transport's side of an upgraded connection: `handle` runs the protocol's
+/// handshake and returns once the connection is admitted or refused, leaving the
+/// connection's own tasks running.
 pub(crate) trait Handler: Send + Sync + 'static {
     fn handle<S>(
         self: Arc<Self>,
@@ -101,13 +103,15 @@ async fn upgrade<S, H>(
     H: Handler,
 {
     let opened = tokio::time::timeout(UPGRADE_TIMEOUT, open(&mut stream, endpoint)).await;
-    drop(permit);
     match opened {
         Ok(Some(rest)) => {
             let ws =
                 WebSocketStream::from_partially_read(stream, rest, Role::Server, Some(endpoint.ws))
                     .await;
+            // The place is kept through the protocol's handshake (which ends on its own
+            // deadline): a socket that upgrades and then says nothing counts too.
             handler.handle(ws, peer).await;
+            drop(permit);
         }
         Ok(None) => {}
         Err(_) => debug!(%peer, "WebSocket upgrade timed out"),
@@ -194,9 +198,9 @@ fn plain<'a>(endpoint: &'a Endpoint, head: &Head) -> Response<'a> {
     }
 }
 
-/// Connections upgrading at once, from everywhere. Each costs a descriptor for up to
-/// [`UPGRADE_TIMEOUT`], so a host that opens sockets and says nothing could otherwise
-/// starve real devices.
+/// Connections upgrading or in the protocol's handshake at once, from everywhere. Each
+/// costs a descriptor for up to [`UPGRADE_TIMEOUT`] plus the handshake's own deadline,
+/// so a host that opens sockets and says nothing could otherwise starve real devices.
 const MAX_UPGRADING: usize = 1024;
 /// … and from one address: a reconnecting fleet behind one NAT fits, a flood does not.
 const MAX_UPGRADING_PER_ADDR: usize = 64;

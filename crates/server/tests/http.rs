@@ -162,3 +162,40 @@ async fn silent_connections_are_shed_per_address_while_devices_still_connect() {
         }
     }
 }
+
+#[tokio::test]
+async fn upgraded_sockets_that_never_say_hello_count_against_the_cap() {
+    use tokio::net::TcpSocket;
+    let h = Harness::start().await;
+    let addr = h.server.gadget_addr();
+    let from = |octet: u8| {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, octet], 0).into()).unwrap();
+        socket.connect(addr)
+    };
+    // Sixty-four WebSockets from one host, upgraded and then silent.
+    let mut silent = Vec::new();
+    for _ in 0..64 {
+        let socket = from(9).await.unwrap();
+        let (ws, _) = tokio_tungstenite::client_async(h.url.as_str(), socket)
+            .await
+            .unwrap();
+        silent.push(ws);
+    }
+    // The next from that host is shed before its upgrade.
+    let socket = from(9).await.unwrap();
+    let refused = tokio::time::timeout(
+        WAIT,
+        tokio_tungstenite::client_async(h.url.as_str(), socket),
+    )
+    .await
+    .expect("shed at once, not left waiting");
+    assert!(
+        refused.is_err(),
+        "a 65th connection in the handshake was let in"
+    );
+    // Elsewhere, a device still connects.
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.text("still here").await;
+    assert_eq!(conn.reply().await, "You said: still here");
+}
