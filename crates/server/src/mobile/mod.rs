@@ -272,8 +272,14 @@ mod tests {
         assert!(check_strength(LONG, &format!("alice:{LONG}"), LONG).is_ok());
         // A long label in front of a short token: the token that works is short.
         let err = check_strength(LONG, "", &format!("{LONG}:a")).unwrap_err();
-        assert!(err.to_string().contains("MOBILE_DELIVER_TOKENS entry 0"), "{err}");
+        assert!(
+            err.to_string().contains("MOBILE_DELIVER_TOKENS entry 0"),
+            "{err}"
+        );
         let err = check_strength(LONG, &format!("{LONG}:a"), "").unwrap_err();
-        assert!(err.to_string().contains("MOBILE_EXTRA_TOKENS entry 0"), "{err}");
+        assert!(
+            err.to_string().contains("MOBILE_EXTRA_TOKENS entry 0"),
+            "{err}"
+        );
     }
 }

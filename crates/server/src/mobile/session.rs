@@ -35,6 +35,9 @@ use crate::socket::Outgoing;
 const IDLE_PAUSE: Duration = Duration::from_millis(1500);
 /// Largest file the agent may send to a phone (sent in chunks).
 const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
+/// An idle session ends this long after its last event: by then the ids it remembers
+/// have expired.
+const RETIRE_AFTER: Duration = Duration::from_secs(limits::DEDUP_TTL_SECS);
 
 /// What the agent side asks of a phone.
 pub(crate) enum Command {
@@ -92,6 +95,8 @@ pub(crate) struct Session {
     speaking: bool,
     idle_at: Option<Instant>,
     to_agent: AgentQueue,
+    /// When the mailbox last had something for the session.
+    last_event: Instant,
 }
 
 impl Session {
@@ -113,34 +118,58 @@ impl Session {
             speaking: false,
             idle_at: None,
             to_agent: AgentQueue::default(),
+            last_event: Instant::now(),
         };
         tokio::spawn(session.run(rx));
         tx
     }
 
     async fn run(mut self, mut mailbox: mpsc::Receiver<Event>) {
-        loop {
+        let retired = loop {
             let deadline = self.next_deadline();
             let event = tokio::select! {
                 event = mailbox.recv() => event,
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                    self.on_timer(Instant::now()).await;
+                    let now = Instant::now();
+                    if self.retire_at().is_some_and(|at| at <= now) {
+                        break true;
+                    }
+                    self.on_timer(now).await;
                     continue;
                 }
             };
+            self.last_event = Instant::now();
             match event {
-                None => break,
+                None => break false,
                 Some(Event::Command(Command::Shutdown)) => {
                     self.close(CloseCode::Away, "server stopping").await;
-                    break;
+                    break false;
                 }
                 Some(event) => self.handle(event).await,
             }
-        }
+        };
         for id in self.cards.keys() {
             self.hub.cards.remove(id);
         }
         self.hub.session_ended(&self.device_id, &self.mailbox);
+        if retired {
+            // What was sent before the session left the registry goes to the next one.
+            mailbox.close();
+            while let Some(event) = mailbox.recv().await {
+                let _ = self.hub.session(&self.device_id).send(event).await;
+            }
+        }
+    }
+
+    /// When an idle session ends: nothing open (no connection, turn or card) and quiet
+    /// for as long as its remembered ids count, so ending it forgets nothing that
+    /// matters and abandoned device ids do not keep a session each.
+    fn retire_at(&self) -> Option<Instant> {
+        let idle = self.conn.is_none()
+            && self.turn.is_none()
+            && self.cards.is_empty()
+            && self.idle_at.is_none();
+        idle.then(|| self.last_event + RETIRE_AFTER)
     }
 
     fn chat(&self) -> Chat {
@@ -149,7 +178,10 @@ impl Session {
 
     fn next_deadline(&self) -> Option<Instant> {
         let cards = self.cards.values().map(|c| c.expires).min();
-        [cards, self.idle_at].into_iter().flatten().min()
+        [cards, self.idle_at, self.retire_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     async fn handle(&mut self, event: Event) {
@@ -904,6 +936,73 @@ fn mime_for(filename: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
+        let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
+        let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
+        let hub = MobileHub::new(
+            Default::default(),
+            "test-app-token-0123456789abcdef0123",
+            Arc::new(store),
+            inbox,
+            Default::default(),
+        );
+        Arc::new(hub.unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_session_retires_when_its_ids_expire_and_a_new_one_takes_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path());
+        let first = hub.session("tel-1");
+        tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
+        assert!(
+            hub.sessions.get("tel-1").is_some(),
+            "kept while its ids count"
+        );
+
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(hub.sessions.get("tel-1").is_none(), "retired");
+        assert!(first.is_closed());
+
+        // The id gets a fresh session, which answers.
+        let second = hub.session("tel-1");
+        assert!(!second.same_channel(&first));
+        let answer = hub
+            .call("tel-1", |reply| {
+                Command::Port(Call::Typing { on: true, reply })
+            })
+            .await;
+        assert!(answer.is_ok(), "the new session answered: {answer:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_reaches_a_retiring_session_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path());
+        let mut raced = 0;
+        for i in 0..20 {
+            let id = format!("tel-{i}");
+            let session = hub.session(&id);
+            // Due at the very instant the session retires: whichever it sees first,
+            // the call is answered, by this session or by the next.
+            tokio::time::sleep(RETIRE_AFTER).await;
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let call = Event::Command(Command::Port(Call::Typing { on: true, reply }));
+            if session.try_send(call).is_err() {
+                continue;
+            }
+            raced += 1;
+            let answer = tokio::time::timeout(Duration::from_secs(5), answer).await;
+            assert!(matches!(answer, Ok(Ok(_))), "dropped: {answer:?}");
+        }
+        assert!(raced > 0, "no call met a retiring session");
+    }
+}
+
+#[cfg(test)]
+mod chunk_tests {
     use super::*;
 
     #[test]
