@@ -133,7 +133,12 @@ pub(crate) struct Session {
     deferred_end: Option<ServerMessage>,
     /// Readings on their way to the store, at most one write per window.
     sensors: SensorWrites,
+    /// When the mailbox last had something for the session.
+    last_event: Instant,
 }
+
+/// An idle session ends this long after its last event.
+const RETIRE_AFTER: Duration = Duration::from_secs(3600);
 
 impl Session {
     pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> mpsc::Sender<Event> {
@@ -158,6 +163,7 @@ impl Session {
             next_stream: 1,
             deferred_end: None,
             sensors: SensorWrites::default(),
+            last_event: Instant::now(),
         };
         // Boxed, with its handlers' futures boxed below: an idle device's task then holds
         // a pointer instead of every handler's state inline (`herald bench connect`
@@ -167,12 +173,16 @@ impl Session {
     }
 
     async fn run(mut self: Box<Self>, mut mailbox: mpsc::Receiver<Event>) {
-        loop {
+        let retired = loop {
             let deadline = self.next_deadline();
             let event = tokio::select! {
                 event = mailbox.recv() => event,
                 _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
-                    Box::pin(self.on_timer(Instant::now())).await;
+                    let now = Instant::now();
+                    if self.retire_at().is_some_and(|at| at <= now) {
+                        break true;
+                    }
+                    Box::pin(self.on_timer(now)).await;
                     continue;
                 }
                 Some(room) = ota::room(self.frame_outbox()) => {
@@ -180,21 +190,41 @@ impl Session {
                     continue;
                 }
             };
-            let Some(event) = event else { break };
+            let Some(event) = event else { break false };
+            self.last_event = Instant::now();
             match event {
                 Event::Command(command) if matches!(*command, Command::Forget) => {
                     self.drop_conn(CloseCode::Normal, "forgotten").await;
-                    break;
+                    break false;
                 }
                 Event::Command(command) if matches!(*command, Command::Shutdown) => {
                     self.drop_conn(CloseCode::Away, "server stopping").await;
-                    break;
+                    break false;
                 }
                 event => Box::pin(self.handle(event)).await,
             }
-        }
+        };
         self.fail_actions(ActionError::Disconnected);
         self.hub.session_ended(&self.device_id, &self.mailbox);
+        if retired {
+            // What was sent before the session left the registry goes to the next one.
+            mailbox.close();
+            while let Some(event) = mailbox.recv().await {
+                let _ = self.hub.session(&self.device_id).send(event).await;
+            }
+        }
+    }
+
+    /// When an idle session ends: nothing open (no connection, turn, question, action
+    /// or firmware transfer; updates resume from the store) and quiet for
+    /// [`RETIRE_AFTER`], so devices that never come back do not keep a session each.
+    fn retire_at(&self) -> Option<Instant> {
+        let idle = self.conn.is_none()
+            && self.turn.is_none()
+            && self.prompts.head().is_none()
+            && self.actions.is_empty()
+            && self.ota.next_deadline().is_none();
+        idle.then(|| self.last_event + RETIRE_AFTER)
     }
 
     fn chat(&self) -> Chat {
@@ -221,6 +251,7 @@ impl Session {
             self.actions.values().map(|a| a.deadline).min(),
             self.ota.next_deadline(),
             self.sensors.deadline(),
+            self.retire_at(),
         ]
         .into_iter()
         .flatten()
@@ -1171,4 +1202,52 @@ fn link(conn: Option<&Conn>) -> Option<Link<'_>> {
 
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
+        let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
+        let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
+        Arc::new(GadgetHub::new(
+            Default::default(),
+            Arc::new(store),
+            inbox,
+            Default::default(),
+        ))
+    }
+
+    fn typing(reply: Reply<()>) -> Event {
+        Event::Command(Box::new(Command::Port(Call::Typing { on: true, reply })))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_session_retires_and_what_reaches_it_meanwhile_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path());
+        let first = hub.session("hg-0000000000000001");
+        tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
+        assert!(hub.sessions.get("hg-0000000000000001").is_some());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(hub.sessions.get("hg-0000000000000001").is_none(), "retired");
+        assert!(first.is_closed());
+
+        // A call due at the very instant a session retires is answered, by it or by
+        // the next.
+        let mut raced = 0;
+        for i in 0..20 {
+            let session = hub.session(&format!("hg-{i:016x}"));
+            tokio::time::sleep(RETIRE_AFTER).await;
+            let (reply, answer) = oneshot::channel();
+            if session.try_send(typing(reply)).is_err() {
+                continue;
+            }
+            raced += 1;
+            let answer = tokio::time::timeout(Duration::from_secs(5), answer).await;
+            assert!(matches!(answer, Ok(Ok(_))), "dropped: {answer:?}");
+        }
+        assert!(raced > 0, "no call met a retiring session");
+    }
 }
