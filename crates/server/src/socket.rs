@@ -1,6 +1,11 @@
 //! The writer half every transport shares: it drains a session's bounded outbox to
 //! the socket, so a slow client makes its session wait instead of growing a buffer.
+//!
+//! The outbox is bounded twice: in frames by its channel and in bytes by
+//! [`OUTBOX_BYTES`]. A client that stops reading therefore pins at most that, the frame
+//! being written and the socket's buffers, for at most [`SEND_TIMEOUT`].
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +13,7 @@ use futures_util::stream::SplitSink;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
@@ -19,6 +24,9 @@ use crate::metrics::Metrics;
 
 /// Frames waiting for a slow client before the session has to wait too.
 pub(crate) const OUTBOX: usize = 32;
+/// Bytes waiting for a slow client before the session has to wait too. The largest
+/// frame (a phone's media chunk, 4 MiB of base64) still goes, one at a time.
+pub(crate) const OUTBOX_BYTES: usize = 256 * 1024;
 /// How long a closed connection may take to say goodbye.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -65,6 +73,119 @@ pub(crate) enum Outgoing {
     Close(CloseCode, String),
 }
 
+impl Outgoing {
+    fn len(&self) -> usize {
+        match self {
+            Outgoing::Text(text) => text.len(),
+            Outgoing::Binary(frame) => frame.len(),
+            Outgoing::Ping | Outgoing::Close(..) => 0,
+        }
+    }
+}
+
+/// The writer is gone: the connection is over.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
+/// Bytes in the outbox, shared by its two ends.
+#[derive(Default)]
+struct Queued {
+    bytes: AtomicUsize,
+    /// Woken when the bytes fall under [`OUTBOX_BYTES`].
+    drained: Notify,
+}
+
+/// A session's end of a connection's outbox.
+#[derive(Clone)]
+pub(crate) struct SendQueue {
+    tx: mpsc::Sender<Outgoing>,
+    queued: Arc<Queued>,
+}
+
+/// The writer's end.
+pub(crate) struct SendQueueReader {
+    rx: mpsc::Receiver<Outgoing>,
+    queued: Arc<Queued>,
+}
+
+/// Room for one frame, reserved in advance (firmware frames wait for it beside the
+/// session's mailbox).
+pub(crate) struct Room {
+    permit: mpsc::OwnedPermit<Outgoing>,
+    queued: Arc<Queued>,
+}
+
+pub(crate) fn send_queue() -> (SendQueue, SendQueueReader) {
+    let (tx, rx) = mpsc::channel(OUTBOX);
+    let queued = Arc::new(Queued::default());
+    (
+        SendQueue {
+            tx,
+            queued: queued.clone(),
+        },
+        SendQueueReader { rx, queued },
+    )
+}
+
+impl SendQueue {
+    /// Queue `out`, waiting while the outbox is full in frames or in bytes.
+    pub(crate) async fn send(&self, out: Outgoing) -> Result<(), Closed> {
+        self.bytes_room().await?;
+        let len = out.len();
+        self.queued.bytes.fetch_add(len, Ordering::AcqRel);
+        if self.tx.send(out).await.is_err() {
+            self.queued.bytes.fetch_sub(len, Ordering::AcqRel);
+            return Err(Closed);
+        }
+        Ok(())
+    }
+
+    /// Room for one frame, once there is some.
+    pub(crate) async fn reserve(self) -> Result<Room, Closed> {
+        self.bytes_room().await?;
+        let permit = self.tx.reserve_owned().await.map_err(|_| Closed)?;
+        Ok(Room {
+            permit,
+            queued: self.queued,
+        })
+    }
+
+    async fn bytes_room(&self) -> Result<(), Closed> {
+        loop {
+            // Made before the check, so a wake-up between the two is not missed.
+            let drained = self.queued.drained.notified();
+            if self.queued.bytes.load(Ordering::Acquire) < OUTBOX_BYTES {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = drained => {}
+                _ = self.tx.closed() => return Err(Closed),
+            }
+        }
+    }
+}
+
+impl Room {
+    pub(crate) fn send(self, out: Outgoing) {
+        self.queued.bytes.fetch_add(out.len(), Ordering::AcqRel);
+        self.permit.send(out);
+    }
+}
+
+impl SendQueueReader {
+    async fn recv(&mut self) -> Option<Outgoing> {
+        self.rx.recv().await
+    }
+
+    /// `len` bytes have left; wake a session waiting for room if that made some.
+    fn sent(&self, len: usize) {
+        let before = self.queued.bytes.fetch_sub(len, Ordering::AcqRel);
+        if before >= OUTBOX_BYTES && before - len < OUTBOX_BYTES {
+            self.queued.drained.notify_waiters();
+        }
+    }
+}
+
 /// The longest one frame may take to leave. A peer that stops reading fills its socket,
 /// then this deadline ends the connection: the writer stops, the session's waits on the
 /// outbox end with it, and nothing the peer will never read is kept.
@@ -72,13 +193,14 @@ pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(15);
 
 pub(crate) async fn write<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
-    mut outbox: mpsc::Receiver<Outgoing>,
+    mut outbox: SendQueueReader,
     metrics: Arc<Metrics>,
     platform: Platform,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     while let Some(out) = outbox.recv().await {
+        let len = out.len();
         let message = match out {
             Outgoing::Text(text) => {
                 metrics.traffic(platform).outbound(text.len());
@@ -108,7 +230,7 @@ pub(crate) async fn write<S>(
             None => tokio::time::timeout(SEND_TIMEOUT, &mut send).await,
         };
         match sent {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => outbox.sent(len),
             Ok(Err(err)) => {
                 debug!(%err, "write failed");
                 break;
@@ -119,5 +241,47 @@ pub(crate) async fn write<S>(
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(len: usize) -> Outgoing {
+        Outgoing::Binary(vec![0; len])
+    }
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_in_bytes_and_frees_room_as_frames_leave() {
+        let (queue, mut reader) = send_queue();
+        // Under the bound, frames go straight in; the one that crosses it still goes.
+        queue.send(frame(OUTBOX_BYTES - 1)).await.unwrap();
+        queue.send(frame(4 * 1024 * 1024)).await.unwrap();
+        // Now full in bytes, though the channel has room: the next waits.
+        let waiting = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.send(frame(10)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "queued past the bound");
+        // The writer takes the big frame out: room again.
+        for _ in 0..2 {
+            let out = reader.recv().await.unwrap();
+            reader.sent(out.len());
+        }
+        waiting.await.unwrap().unwrap();
+        assert_eq!(reader.queued.bytes.load(Ordering::Acquire), 10);
+
+        // A writer that is gone ends the wait instead of leaving the session stuck.
+        queue.send(frame(OUTBOX_BYTES)).await.unwrap();
+        let stuck = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.send(frame(1)).await }
+        });
+        tokio::task::yield_now().await;
+        drop(reader);
+        assert!(stuck.await.unwrap().is_err());
+        assert!(queue.reserve().await.is_err());
     }
 }

@@ -23,7 +23,7 @@ use tracing::debug;
 
 use super::session::Event;
 use crate::metrics::Metrics;
-use crate::socket::Outgoing;
+use crate::socket::{Outgoing, SendQueue};
 
 const FRAME: Duration = Duration::from_millis(limits::AUDIO_FRAME_MS as u64);
 const LEAD: Duration = Duration::from_millis(limits::AUDIO_MAX_LEAD_MS as u64);
@@ -132,7 +132,7 @@ impl Playback {
         stream: u8,
         rate: u32,
         turn: Option<String>,
-        outbox: mpsc::Sender<Outgoing>,
+        outbox: SendQueue,
         metrics: Arc<Metrics>,
         session: mpsc::Sender<Event>,
     ) -> Playback {
@@ -153,7 +153,7 @@ async fn stream_out(
     stream: u8,
     rate: u32,
     turn: Option<String>,
-    outbox: mpsc::Sender<Outgoing>,
+    outbox: SendQueue,
     metrics: Arc<Metrics>,
 ) {
     let (frames, mut decoded) = mpsc::channel::<Vec<u8>>(DECODED_AHEAD);

@@ -12,7 +12,6 @@ use herald_gadget_proto::{
 };
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
@@ -24,7 +23,7 @@ use crate::clock::now_ms;
 use crate::ids;
 use crate::labels;
 use crate::metrics::Traffic;
-use crate::socket::{write, Outgoing, OUTBOX};
+use crate::socket::{send_queue, write};
 use crate::store::{blocking, DeviceProfile, Enrollment, StoreError};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
@@ -83,7 +82,7 @@ where
 
     let conn = hub.conn_id();
     let (sink, stream) = ws.split();
-    let (outbox_tx, outbox_rx) = mpsc::channel::<Outgoing>(OUTBOX);
+    let (outbox_tx, outbox_rx) = send_queue();
     let writer = tokio::spawn(write(
         sink,
         outbox_rx,

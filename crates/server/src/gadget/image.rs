@@ -6,9 +6,8 @@ use std::path::Path;
 
 use herald_gadget_proto::{encode_frame, limits, server, Channel, FrameHeader, ServerMessage};
 use herald_media::image::fit_rgb565;
-use tokio::sync::mpsc;
 
-use crate::socket::Outgoing;
+use crate::socket::{Outgoing, SendQueue};
 
 /// How long a picture stays up unless the agent says otherwise.
 pub(super) const IMAGE_TTL_S: u32 = 30;
@@ -31,7 +30,7 @@ pub(super) async fn send(
     path: &Path,
     (width, height): (u32, u32),
     stream: u8,
-    outbox: &mpsc::Sender<Outgoing>,
+    outbox: &SendQueue,
 ) -> Result<(u32, u32), PictureError> {
     let encoded = tokio::fs::read(path)
         .await

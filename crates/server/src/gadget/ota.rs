@@ -33,7 +33,6 @@ use herald_gadget_proto::{
 };
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc::{self, OwnedPermit};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -43,7 +42,7 @@ use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::config::GadgetConfig;
 use crate::files;
-use crate::socket::Outgoing;
+use crate::socket::{Outgoing, Room, SendQueue};
 use crate::store::{blocking, OtaImage, OtaProgress, OtaStatus, OtaUpdate, Store, StoreError};
 
 /// Where staged images live, inside the data directory.
@@ -513,7 +512,7 @@ impl Transfer {
 #[derive(Clone, Copy)]
 pub(crate) struct Link<'a> {
     pub hello: &'a proto::Hello,
-    pub outbox: &'a mpsc::Sender<Outgoing>,
+    pub outbox: &'a SendQueue,
 }
 
 /// The attempt in progress.
@@ -557,7 +556,7 @@ impl Updates {
     }
 
     /// Send the next frame into the outbox room reserved for it.
-    pub(crate) async fn send_frame(&mut self, room: OwnedPermit<Outgoing>) {
+    pub(crate) async fn send_frame(&mut self, room: Room) {
         let Some(active) = &mut self.active else {
             return;
         };
@@ -846,9 +845,9 @@ async fn flush(transfer: &mut Transfer, link: Link<'_>) {
 }
 
 /// Room for one frame in `outbox`, once there is some; never, without an outbox.
-pub(crate) async fn room(outbox: Option<mpsc::Sender<Outgoing>>) -> Option<OwnedPermit<Outgoing>> {
+pub(crate) async fn room(outbox: Option<SendQueue>) -> Option<Room> {
     match outbox {
-        Some(outbox) => outbox.reserve_owned().await.ok(),
+        Some(outbox) => outbox.reserve().await.ok(),
         None => std::future::pending().await,
     }
 }

@@ -34,7 +34,7 @@ use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::ids;
 use crate::mailboxes::{AgentQueue, MAILBOX};
-use crate::socket::Outgoing;
+use crate::socket::{Outgoing, SendQueue};
 use crate::store::blocking;
 
 /// What the agent side and the admin API ask of a device.
@@ -54,7 +54,7 @@ pub(crate) enum Command {
 /// A connection that finished its handshake, handed to the session.
 pub(crate) struct Attach {
     pub conn: u64,
-    pub outbox: mpsc::Sender<Outgoing>,
+    pub outbox: SendQueue,
     pub hello: proto::Hello,
     pub paired: bool,
     pub session_id: String,
@@ -96,7 +96,7 @@ pub(crate) enum Event {
 /// The live connection of a device.
 struct Conn {
     id: u64,
-    outbox: mpsc::Sender<Outgoing>,
+    outbox: SendQueue,
     hello: proto::Hello,
     charset: Charset,
     last_inbound: Instant,
@@ -233,7 +233,7 @@ impl Session {
 
     /// Where the next firmware frame goes, once the window is open: it waits for room
     /// in the outbox alongside the mailbox, so conversation traffic is never held up.
-    fn frame_outbox(&self) -> Option<mpsc::Sender<Outgoing>> {
+    fn frame_outbox(&self) -> Option<SendQueue> {
         self.conn
             .as_ref()
             .filter(|_| self.ota.wants_frame())

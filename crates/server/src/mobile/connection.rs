@@ -10,7 +10,6 @@ use futures_util::StreamExt;
 use herald_mobile_proto::{self as proto, ClientFrame, DecodeError, ErrorCode, ServerFrame};
 use herald_port::{DeliveryError, Platform};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
 use tokio::time::{interval_at, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -20,7 +19,7 @@ use tracing::{debug, info};
 use super::session::{Attach, Command, Event};
 use super::{MobileHub, MAX_LABEL};
 use crate::labels;
-use crate::socket::{write, Outgoing, CLOSE_GRACE, OUTBOX};
+use crate::socket::{self, write, Outgoing, SendQueue, CLOSE_GRACE};
 
 /// A WebSocket ping this often; a phone silent for three of them is gone.
 const KEEPALIVE: Duration = Duration::from_secs(30);
@@ -45,7 +44,7 @@ pub(super) async fn run<S>(
 {
     let conn = hub.conn_id();
     let (sink, mut stream) = ws.split();
-    let (outbox, outbox_rx) = mpsc::channel::<Outgoing>(OUTBOX);
+    let (outbox, outbox_rx) = socket::send_queue();
     let metrics = hub.metrics.clone();
     let mut writer = tokio::spawn(write(sink, outbox_rx, metrics.clone(), Platform::Mobile));
     let session = match &role {
@@ -207,7 +206,7 @@ pub(super) async fn run<S>(
 }
 
 /// `too_big`, then close 1009: the protocol's answer to a frame over 16 MiB.
-async fn refuse_too_big(outbox: &mpsc::Sender<Outgoing>) {
+async fn refuse_too_big(outbox: &SendQueue) {
     let error = ServerFrame::error(ErrorCode::TooBig, "frames are limited to 16 MiB");
     let _ = outbox.send(Outgoing::Text(error.encode())).await;
     let _ = outbox

@@ -17,6 +17,7 @@ use herald_port::{
     ActionError, Chat, Choice, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode,
     Platform, Prompt, PromptAnswer, SendOptions, Source,
 };
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -29,7 +30,7 @@ use crate::calls::{Call, Reply};
 use crate::files;
 use crate::ids;
 use crate::mailboxes::{AgentQueue, MAILBOX};
-use crate::socket::Outgoing;
+use crate::socket::{Outgoing, SendQueue};
 
 /// The avatar rests this long after a turn before it goes idle.
 const IDLE_PAUSE: Duration = Duration::from_millis(1500);
@@ -54,7 +55,7 @@ pub(crate) enum Command {
 /// A connection that passed `hello`, handed to the session.
 pub(crate) struct Attach {
     pub conn: u64,
-    pub outbox: mpsc::Sender<Outgoing>,
+    pub outbox: SendQueue,
     pub user_id: String,
     pub user_name: Option<String>,
 }
@@ -68,7 +69,7 @@ pub(crate) enum Event {
 
 struct Conn {
     id: u64,
-    outbox: mpsc::Sender<Outgoing>,
+    outbox: SendQueue,
 }
 
 /// A card waiting for its answer.
@@ -802,13 +803,19 @@ impl Session {
                 path.display()
             )));
         }
-        let bytes = tokio::fs::read(&path)
-            .await
-            .map_err(|e| failed(format!("{}: {e}", path.display())))?;
+        let unreadable = |e: std::io::Error| failed(format!("{}: {e}", path.display()));
+        let mut file = tokio::fs::File::open(&path).await.map_err(unreadable)?;
         let filename = path.file_name().map(|n| n.to_string_lossy().into_owned());
         let mime = mime_for(filename.as_deref());
-        for frame in media_frames(kind, mime, filename, caption, &bytes) {
-            self.emit(&frame).await?;
+        let file_down = FileDown::new(kind, mime, filename, caption, size);
+        // One chunk in memory at a time, however large the file and slow the phone.
+        let chunk = limits::MEDIA_CHUNK_BYTES as u64;
+        let mut piece = Vec::new();
+        for part in 0..file_down.parts {
+            let len = chunk.min(size - u64::from(part) * chunk);
+            piece.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
+            file.read_exact(&mut piece).await.map_err(unreadable)?;
+            self.emit(&file_down.frame(part, &piece)).await?;
         }
         Ok(())
     }
@@ -827,8 +834,10 @@ impl Session {
             let mime = media
                 .mime
                 .unwrap_or_else(|| mime_for(media.filename.as_deref()));
-            for frame in media_frames(media.kind, mime, media.filename, media.caption, &bytes) {
-                self.emit(&frame).await?;
+            let size = bytes.len() as u64;
+            let file_down = FileDown::new(media.kind, mime, media.filename, media.caption, size);
+            for (part, piece) in (0..).zip(proto::media_pieces(&bytes)) {
+                self.emit(&file_down.frame(part, piece)).await?;
             }
         }
         Ok(())
@@ -879,35 +888,58 @@ pub(crate) fn split_chunks(text: &str, max: usize) -> Vec<String> {
     chunks
 }
 
-/// A file as `media` frames of at most [`limits::MEDIA_CHUNK_BYTES`] each.
-fn media_frames(
+/// A file on its way to a phone as `media` frames of at most
+/// [`limits::MEDIA_CHUNK_BYTES`] each, built one at a time.
+struct FileDown {
+    id: String,
     kind: MediaKindDown,
     mime: String,
     filename: Option<String>,
     caption: Option<String>,
-    bytes: &[u8],
-) -> Vec<ServerFrame> {
-    let id = ids::random_hex(12);
-    let pieces = proto::media_pieces(bytes);
-    let parts = u32::try_from(pieces.len()).unwrap_or(u32::MAX);
-    (0u32..)
-        .zip(pieces)
-        .map(|(part, piece)| {
-            ServerFrame::Media(MediaDown {
-                id: id.clone(),
-                kind,
-                mime: mime.clone(),
-                filename: filename.clone(),
-                caption: if part == 0 { caption.clone() } else { None },
-                part,
-                parts,
-                final_: part + 1 == parts,
-                size: bytes.len() as u64,
-                data: Some(proto::encode_base64(piece)),
-                url: None,
-            })
+    size: u64,
+    /// At least one: an empty file is one empty frame.
+    parts: u32,
+}
+
+impl FileDown {
+    fn new(
+        kind: MediaKindDown,
+        mime: String,
+        filename: Option<String>,
+        caption: Option<String>,
+        size: u64,
+    ) -> Self {
+        let parts = size.div_ceil(limits::MEDIA_CHUNK_BYTES as u64).max(1);
+        FileDown {
+            id: ids::random_hex(12),
+            kind,
+            mime,
+            filename,
+            caption,
+            size,
+            parts: u32::try_from(parts).unwrap_or(u32::MAX),
+        }
+    }
+
+    fn frame(&self, part: u32, piece: &[u8]) -> ServerFrame {
+        ServerFrame::Media(MediaDown {
+            id: self.id.clone(),
+            kind: self.kind,
+            mime: self.mime.clone(),
+            filename: self.filename.clone(),
+            caption: if part == 0 {
+                self.caption.clone()
+            } else {
+                None
+            },
+            part,
+            parts: self.parts,
+            final_: part + 1 == self.parts,
+            size: self.size,
+            data: Some(proto::encode_base64(piece)),
+            url: None,
         })
-        .collect()
+    }
 }
 
 /// The MIME type for a file name, by its extension.
@@ -1044,20 +1076,27 @@ mod chunk_tests {
     #[test]
     fn files_become_chunked_media_frames() {
         let bytes = vec![7u8; limits::MEDIA_CHUNK_BYTES + 5];
-        let frames = media_frames(
+        let size = bytes.len() as u64;
+        let file = FileDown::new(
             MediaKindDown::Image,
             "image/png".into(),
             None,
             Some("c".into()),
-            &bytes,
+            size,
         );
-        assert_eq!(frames.len(), 2);
-        let ServerFrame::Media(last) = &frames[1] else {
+        assert_eq!(file.parts, 2);
+        let pieces = proto::media_pieces(&bytes);
+        let ServerFrame::Media(first) = file.frame(0, pieces[0]) else {
             panic!()
         };
-        assert!(last.final_);
-        assert_eq!(last.size, bytes.len() as u64);
-        assert_eq!(last.caption, None);
+        let ServerFrame::Media(last) = file.frame(1, pieces[1]) else {
+            panic!()
+        };
+        assert!(!first.final_ && last.final_);
+        assert_eq!((first.id.as_str(), last.size), (last.id.as_str(), size));
+        assert_eq!((first.caption.as_deref(), last.caption), (Some("c"), None));
+        let empty = FileDown::new(MediaKindDown::Document, "text/plain".into(), None, None, 0);
+        assert_eq!(empty.parts, 1, "an empty file is one frame");
         assert_eq!(mime_for(Some("a.JPG")), "image/jpeg");
         assert_eq!(mime_for(None), "application/octet-stream");
     }
