@@ -50,6 +50,23 @@ impl DecodeError {
     }
 }
 
+/// Longest [`DecodeError::InvalidFields`] detail kept, in bytes.
+const MAX_DETAIL: usize = 256;
+
+/// `detail` cut to [`MAX_DETAIL`] bytes (marked with `…`): the error goes back to the device
+/// and into logs, and serde quotes bad values in full (`unknown variant` of a megabyte).
+pub(crate) fn shortened(mut detail: String) -> String {
+    if detail.len() > MAX_DETAIL {
+        let mut end = MAX_DETAIL;
+        while !detail.is_char_boundary(end) {
+            end -= 1;
+        }
+        detail.truncate(end);
+        detail.push('…');
+    }
+    detail
+}
+
 /// Refuses text nested deeper than `max` before serde recurses into it.
 pub(crate) fn check_depth(text: &str, max: usize) -> Result<(), DecodeError> {
     herald_json_depth::check(text.as_bytes(), max).map_err(|_| DecodeError::TooDeep)
@@ -151,7 +168,9 @@ macro_rules! message_enum {
                             .map(Self::$variant)
                             .map_err(|e| $crate::envelope::DecodeError::InvalidFields {
                                 type_name: $tag,
-                                detail: ::alloc::string::ToString::to_string(&e),
+                                detail: $crate::envelope::shortened(
+                                    ::alloc::string::ToString::to_string(&e),
+                                ),
                             }),
                     )*
                     _ => Ok(Self::Unknown($crate::common::Unknown { type_name })),
@@ -264,6 +283,25 @@ mod tests {
                 len: MAX_INBOUND_FRAME + 1
             })
         );
+    }
+
+    #[test]
+    fn details_quoting_a_huge_value_are_shortened() {
+        let code = "x".repeat(100_000);
+        let text = alloc::format!(r#"{{"type":"error","code":"{code}","message":"m"}}"#);
+        let err = crate::ServerMessage::decode(&text).unwrap_err();
+        let DecodeError::InvalidFields { detail, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            detail.len() <= MAX_DETAIL + '…'.len_utf8(),
+            "{}",
+            detail.len()
+        );
+        assert!(detail.starts_with("unknown variant `xxx") && detail.ends_with('…'));
+        // A cut never splits a character.
+        let odd = shortened(alloc::format!("a{}", "é".repeat(200)));
+        assert_eq!(odd.len(), 255 + '…'.len_utf8());
     }
 
     #[test]

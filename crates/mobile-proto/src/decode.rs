@@ -188,14 +188,19 @@ impl<'de> Visitor<'de> for TagVisitor {
 /// Keeps at most [`MAX_TAG_ECHO`] bytes of a tag. A shortened tag ends in `…`, so it can
 /// never be mistaken for a real (short, ASCII) frame type.
 fn bounded(tag: &str) -> String {
-    if tag.len() <= MAX_TAG_ECHO {
-        return tag.to_owned();
+    shortened(tag, MAX_TAG_ECHO)
+}
+
+/// At most `max` bytes of `text`, cut at a character and marked with `…` when cut.
+pub(crate) fn shortened(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
     }
-    let mut end = MAX_TAG_ECHO;
-    while !tag.is_char_boundary(end) {
+    let mut end = max;
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let mut out = tag[..end].to_owned();
+    let mut out = text[..end].to_owned();
     out.push('…');
     out
 }

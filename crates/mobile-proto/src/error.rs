@@ -71,6 +71,9 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// Longest [`DecodeError::Malformed`] reason kept, in bytes.
+const MAX_REASON: usize = 256;
+
 /// Why a text frame could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -120,10 +123,12 @@ impl DecodeError {
         }
     }
 
+    /// A `Malformed` error. The reason is shortened because the server sends it back and
+    /// logs it, and serde quotes bad values in full (`unknown variant` of a megabyte).
     pub(crate) fn malformed(frame: &str, reason: impl Into<String>) -> DecodeError {
         DecodeError::Malformed {
             frame: frame.to_owned(),
-            reason: reason.into(),
+            reason: crate::decode::shortened(&reason.into(), MAX_REASON),
         }
     }
 }
@@ -140,6 +145,22 @@ mod tests {
             assert_eq!(ErrorCode::from_wire(code.as_str()), Some(code));
         }
         assert_eq!(ErrorCode::from_wire("nope"), None);
+    }
+
+    #[test]
+    fn reasons_quoting_a_huge_value_are_shortened() {
+        let kind = "x".repeat(100_000);
+        let text = format!(r#"{{"t":"media","id":"m","kind":"{kind}","data":""}}"#);
+        let err = crate::ClientFrame::decode(&text).unwrap_err();
+        let DecodeError::Malformed { reason, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            reason.len() <= MAX_REASON + '…'.len_utf8(),
+            "{}",
+            reason.len()
+        );
+        assert!(reason.starts_with("unknown variant `xxx") && reason.ends_with('…'));
     }
 
     #[test]
