@@ -4,7 +4,7 @@
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Read {
+pub enum Read {
     /// A complete line, without its newline.
     Line(Vec<u8>),
     /// A line longer than the cap; it was skipped up to its newline.
@@ -14,7 +14,7 @@ pub(crate) enum Read {
 }
 
 /// The next line of `input`, at most `max` bytes long.
-pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
+pub async fn read_line<R: AsyncBufRead + Unpin>(
     input: &mut R,
     max: usize,
 ) -> std::io::Result<Read> {

@@ -46,6 +46,31 @@ use wire::{
 };
 pub use wire::{Ready, PROTOCOL};
 
+/// The line parsing, for the fuzz targets in `fuzz/`; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::lines::{read_line, Read};
+    use super::wire::{ErrorKind, Line, OutLine, Request, RequestId, WireError};
+
+    /// Decodes a line from Hermes as [`super::Bridge`] does, without carrying anything
+    /// out: the answer herald writes for a request it cannot decode, if it is one.
+    pub fn refusal(line: &[u8]) -> Option<String> {
+        match serde_json::from_slice::<Line>(line) {
+            Ok(Line::Request { id, op, args }) => Request::decode(op, args)
+                .err()
+                .map(|error| OutLine::answer(id, Err(error)).encode()),
+            Ok(Line::Response { .. } | Line::Event { .. }) => None,
+            Err(err) => match serde_json::from_slice::<RequestId>(line) {
+                Ok(RequestId { kind, id: Some(id) }) if kind == "request" => {
+                    let error = WireError::new(ErrorKind::BadRequest, err.to_string());
+                    Some(OutLine::answer(id, Err(error)).encode())
+                }
+                _ => None,
+            },
+        }
+    }
+}
+
 /// The longest line either side sends; longer ones are dropped.
 pub const MAX_LINE: usize = 1 << 20;
 /// How long herald waits for Hermes to answer a question.
