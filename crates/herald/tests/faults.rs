@@ -7,7 +7,9 @@
 //!
 //! Each scenario runs `HERALD_FAULT_RUNS` times (3 by default) with consecutive seeds from
 //! a random base, each printed before its run; `HERALD_FAULT_SEED=N` replays seed N (with
-//! `HERALD_FAULT_RUNS`, the seeds from N on).
+//! `HERALD_FAULT_RUNS`, the seeds from N on). Two tests pin down, without chance, what the
+//! random ones ran into: a kill between an update's staged copy and its record, and
+//! upload chunks out of order.
 
 mod common;
 
