@@ -201,8 +201,11 @@ pub(super) async fn run<S>(
     }
     info!(%peer, device = %hello.device.id, "phone disconnected");
     drop(outbox);
-    // Let queued frames (a final error, the close) reach the phone.
-    let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
+    // Let queued frames (a final error, the close) reach the phone, unless the writer
+    // is what ended the connection (a finished handle must not be awaited again).
+    if !writer.is_finished() {
+        let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
+    }
 }
 
 /// `too_big`, then close 1009: the protocol's answer to a frame over 16 MiB.

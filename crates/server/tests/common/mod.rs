@@ -30,6 +30,45 @@ pub struct Harness {
     pub url: String,
     pub mobile_url: String,
     pub config: Config,
+    _panics: PanicCheck,
+}
+
+/// Threads on which something panicked. Tokio catches a panic in a task the server
+/// spawned and the test would pass without noticing; each `#[tokio::test]` runs its
+/// server's tasks on the test's own thread, so the harness can tell its own.
+static PANICKED: std::sync::Mutex<Vec<std::thread::ThreadId>> = std::sync::Mutex::new(Vec::new());
+
+fn watch_for_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Ok(mut threads) = PANICKED.lock() {
+                threads.push(std::thread::current().id());
+            }
+            report(info);
+        }));
+    });
+}
+
+/// Fails the test, as the harness goes, if a task of the server panicked on its thread.
+pub struct PanicCheck;
+
+impl PanicCheck {
+    fn new() -> PanicCheck {
+        watch_for_panics();
+        PanicCheck
+    }
+}
+
+impl Drop for PanicCheck {
+    fn drop(&mut self) {
+        let here = std::thread::current().id();
+        let panicked = PANICKED.lock().is_ok_and(|t| t.contains(&here));
+        if panicked && !std::thread::panicking() {
+            panic!("a task of the server panicked during this test (see above)");
+        }
+    }
 }
 
 /// The app token test servers accept.
@@ -71,6 +110,7 @@ impl Harness {
             url,
             mobile_url,
             config,
+            _panics: PanicCheck::new(),
         }
     }
 
