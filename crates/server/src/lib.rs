@@ -122,6 +122,12 @@ impl Server {
 
         let store_path = data_dir.join(STORE_FILE);
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&store_path)?);
+        // Half-written copies too: only what a running update streams from stays.
+        let staging = data_dir.join(gadget::STAGING_DIR);
+        let unused = gadget::sweep_unused_staged(&staging, &*store).map_err(data_err)?;
+        if unused > 0 {
+            info!(files = unused, "removed staged firmware no update uses");
+        }
         let gadget_policy = Policy {
             allowed_users: config.gadget.allowed_users.iter().cloned().collect(),
             allow_all: config.gadget.allow_all_users,
@@ -132,11 +138,9 @@ impl Server {
         };
         let access = Arc::new(Access::new(store.clone(), gadget_policy, mobile_policy));
         let metrics = Arc::new(Metrics::default());
-        for dir in [data_dir, &data_dir.join(gadget::STAGING_DIR)] {
-            let swept = files::sweep_partial(dir).map_err(data_err)?;
-            if swept > 0 {
-                info!(dir = %dir.display(), files = swept, "removed files a crash left half-written");
-            }
+        let swept = files::sweep_partial(data_dir).map_err(data_err)?;
+        if swept > 0 {
+            info!(files = swept, "removed files a crash left half-written");
         }
         // Voice and files from devices, for the agent to read.
         let inbox = Inbox::open(data_dir.join("inbox"), &config.inbox).map_err(data_err)?;

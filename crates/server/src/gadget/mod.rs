@@ -41,7 +41,7 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::throttle::FailureThrottle;
 
-pub(crate) use ota::{forget_staged, PushError, STAGING_DIR};
+pub(crate) use ota::{forget_staged, sweep_unused_staged, PushError, STAGING_DIR};
 pub(crate) use session::Command;
 use session::{Event, Session};
 use waiting::WaitingRoom;

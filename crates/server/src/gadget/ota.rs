@@ -211,6 +211,33 @@ pub(crate) async fn forget_staged(data_dir: &Path, device_id: &str) {
     }
 }
 
+/// At start-up, remove the staged images no running update streams from: a crash
+/// between staging a copy and recording it, or between an update's end and the copy's
+/// removal, leaves one behind. Returns how many went.
+pub(crate) fn sweep_unused_staged(dir: &Path, store: &dyn Store) -> std::io::Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(err),
+    };
+    let in_use: Vec<PathBuf> = store
+        .ota_updates()
+        .map_err(std::io::Error::other)?
+        .into_iter()
+        .filter(|u| u.progress.status.is_active())
+        .map(|u| u.image.file)
+        .collect();
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_file() && !in_use.contains(&entry.path()) {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 async fn remove_staged(file: &Path) {
     match tokio::fs::remove_file(file).await {
         Ok(()) => {}

@@ -214,6 +214,13 @@ impl Uploads {
         if series.chunks.contains_key(&frame.part) {
             return Ok(Accepted::Duplicate);
         }
+        // The first part names the file, whenever it arrives (a resend after a
+        // reconnect can come before it).
+        if frame.part == 0 {
+            series.mime.clone_from(&frame.mime);
+            series.filename.clone_from(&frame.filename);
+            series.caption.clone_from(&frame.caption);
+        }
         if series.bytes + data.len() > self.max_bytes {
             return Err(too_big(series.bytes + data.len(), self.max_bytes));
         }
@@ -353,6 +360,21 @@ mod tests {
             Err(UploadError::BadFrame(_))
         ));
         assert_eq!(up.buffered, 8_000);
+    }
+
+    #[test]
+    fn the_first_part_names_the_file_whatever_the_order() {
+        let mut up = Uploads::new(1 << 20, Arc::default());
+        let mut last = chunk("m", 1, 2, 10);
+        (last.caption, last.filename) = (None, None);
+        up.accept(last).unwrap();
+        let mut first = chunk("m", 0, 2, 4096);
+        first.caption = Some("the report".into());
+        let Accepted::Complete(file) = up.accept(first).unwrap() else {
+            panic!("not complete")
+        };
+        assert_eq!(file.caption.as_deref(), Some("the report"));
+        assert_eq!(file.filename.as_deref(), Some("a.pdf"));
     }
 
     #[test]

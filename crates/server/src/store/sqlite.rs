@@ -68,6 +68,13 @@ const MIGRATIONS: &[&str] = &[
     "CREATE INDEX mobile_devices_user ON mobile_devices (user_id, last_seen);",
 ];
 
+/// Every transaction here writes: taking the write lock at `BEGIN` lets SQLite wait for
+/// another writer (a backup or the `sqlite3` shell on the same file) up to the busy
+/// timeout, where a read that turns into a write would fail at once.
+fn write_transaction(conn: &mut Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+}
+
 pub struct SqliteStore {
     path: PathBuf,
     conn: Mutex<Connection>,
@@ -310,7 +317,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> Result<Enrollment, StoreError> {
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             let existing: Option<Vec<u8>> = tx
                 .prepare_cached("SELECT key FROM devices WHERE id = ?1")?
                 .query_row([id], |r| r.get(0))
@@ -343,7 +350,7 @@ impl Store for SqliteStore {
     fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<(), StoreError> {
         // Once per handshake: statements come from the cache, not the parser.
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             let stored: Option<String> = tx
                 .prepare_cached("SELECT sensors FROM devices WHERE id = ?1")?
                 .query_row([id], |r| r.get(0))
@@ -380,7 +387,7 @@ impl Store for SqliteStore {
 
     fn merge_sensors(&self, id: &str, sensors: &Map<String, Value>) -> Result<(), StoreError> {
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             let stored: Option<String> = tx
                 .query_row("SELECT sensors FROM devices WHERE id = ?1", [id], |r| {
                     r.get(0)
@@ -401,7 +408,7 @@ impl Store for SqliteStore {
 
     fn forget(&self, id: &str) -> Result<bool, StoreError> {
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             let gadget = tx.execute("DELETE FROM devices WHERE id = ?1", [id])?;
             tx.execute(
                 "DELETE FROM pairings WHERE platform = 'gadget' AND user_id = ?1",
@@ -473,7 +480,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> Result<Option<PairingRecord>, StoreError> {
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             let user: Option<String> = tx
                 .query_row(
                     "SELECT user_id FROM pairings
@@ -510,7 +517,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> Result<PairingRecord, StoreError> {
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             tx.execute(
                 "INSERT INTO pairings (platform, user_id, user_name, code, created_at, approved_at)
                  VALUES (?1, ?2, NULL, NULL, ?3, ?3)
@@ -549,7 +556,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> Result<PhoneClaim, StoreError> {
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             let owner = phone_owner(&tx, device_id)?;
             let claim = match owner {
                 Some(owner) if owner != user_id => PhoneClaim::OwnedBy(owner),
@@ -608,7 +615,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> Result<Option<OtaUpdate>, StoreError> {
         self.with(|conn| {
-            let tx = conn.transaction()?;
+            let tx = write_transaction(conn)?;
             let status: Option<String> = tx
                 .query_row(
                     "SELECT status FROM ota_updates WHERE device_id = ?1",
