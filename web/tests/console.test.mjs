@@ -1,0 +1,386 @@
+// The owner's console (web/src/console, served at / on herald's admin listener) in a real
+// browser (Debian's chromium, headless, a fresh profile, driven by playwright-core)
+// against a real `herald serve` with the demo agent and a real simulated gadget
+// (`herald sim --headless`, the firmware's device core): a wrong token is refused in
+// words; the login; the gadget appears online and asks to pair without a reload; a click
+// approves it; a message, a card and an action reach it; a file that is no firmware is
+// refused, a real image is checked, pushed and installed with the progress reaching
+// 100%; a device that vanished says so; the server page's QR codes; logging out.
+// Screenshots go to $HERALD_ARTIFACTS/console (default: target/artifacts/console).
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, "../..");
+const shots = join(process.env.HERALD_ARTIFACTS ?? join(root, "target/artifacts"), "console");
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const HERALD_BIN = process.env.HERALD_BIN ?? join(root, "target/debug/herald");
+/** The simulator's default board, and the tag its firmware must carry. */
+const BOARD = "esp32s3-breadboard";
+const PATIENCE = 30_000;
+
+async function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.on("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+async function waitForPort(port, child) {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`herald exited with ${child.exitCode}`);
+    const up = await new Promise((res) => {
+      const sock = connect(port, "127.0.0.1");
+      sock.once("connect", () => (sock.destroy(), res(true)));
+      sock.once("error", () => res(false));
+    });
+    if (up) return;
+    if (Date.now() > deadline) throw new Error(`herald did not listen on ${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A process's output, line by line, and a way to wait for a line. */
+class Lines {
+  constructor(stream) {
+    this.seen = [];
+    this.waiters = [];
+    let rest = "";
+    stream.on("data", (chunk) => {
+      rest += chunk;
+      const lines = rest.split("\n");
+      rest = lines.pop() ?? "";
+      for (const line of lines) {
+        this.seen.push(line);
+        for (const w of [...this.waiters]) if (w.re.test(line)) w.done(line);
+      }
+    });
+  }
+
+  /** The first line from `from` on that matches, waiting for it. */
+  wait(re, what, from = 0, ms = PATIENCE) {
+    const found = this.seen.slice(from).find((l) => re.test(l));
+    if (found) return Promise.resolve(found);
+    return new Promise((res, rej) => {
+      const w = {
+        re,
+        done: (line) => {
+          clearTimeout(timer);
+          this.waiters.splice(this.waiters.indexOf(w), 1);
+          res(line);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        rej(new Error(`no ${what} within ${ms} ms; the simulator printed:\n${this.seen.join("\n")}`));
+      }, ms);
+      this.waiters.push(w);
+    });
+  }
+}
+
+/** `herald serve` on free loopback ports, with its own data dir and the demo agent. */
+async function startHerald() {
+  const h = { dataDir: mkdtempSync(join(tmpdir(), "herald-console-")), log: "" };
+  h.gadgetPort = await freePort();
+  h.mobilePort = await freePort();
+  h.adminPort = await freePort();
+  h.env = { PATH: process.env.PATH ?? "", HOME: h.dataDir, RUST_LOG: "warn", MOBILE_TOKEN: randomBytes(32).toString("hex") };
+  const args = ["serve", "--host", "127.0.0.1", "--gadget-port", h.gadgetPort, "--mobile-port", h.mobilePort, "--admin-port", h.adminPort, "--data-dir", h.dataDir];
+  h.child = spawn(HERALD_BIN, args.map(String), { env: h.env, stdio: ["ignore", "ignore", "pipe"] });
+  h.child.stderr.on("data", (d) => (h.log += d));
+  await waitForPort(h.adminPort, h.child);
+  await waitForPort(h.gadgetPort, h.child);
+  h.base = `http://127.0.0.1:${h.adminPort}`;
+  // admin.json is written once the API serves, after the token.
+  for (const deadline = Date.now() + 10_000; !existsSync(join(h.dataDir, "admin.json")); ) {
+    if (Date.now() > deadline) throw new Error(`herald published no admin endpoint:\n${h.log}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  h.token = readFileSync(join(h.dataDir, "admin.token"), "utf8").trim();
+  h.stop = async () => {
+    if (h.child.exitCode === null) {
+      const exited = new Promise((r) => h.child.once("exit", r));
+      h.child.kill("SIGTERM");
+      const t = setTimeout(() => h.child.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(t);
+    }
+    rmSync(h.dataDir, { recursive: true, force: true });
+  };
+  return h;
+}
+
+/** A simulated gadget, headless, printing each screen change; nothing on its stdin. */
+function startSim(herald, stateDir) {
+  const child = spawn(
+    HERALD_BIN,
+    ["sim", "--headless", "--name", "Console sim", "--url", `ws://127.0.0.1:${herald.gadgetPort}/gadget`, "--state-dir", stateDir],
+    { env: { ...herald.env, RUST_LOG: "warn" }, stdio: ["pipe", "pipe", "pipe"] },
+  );
+  child.stdout.setEncoding("utf8");
+  child.stderr.setEncoding("utf8");
+  let errors = "";
+  child.stderr.on("data", (d) => (errors += d));
+  const sim = { child, lines: new Lines(child.stdout), errors: () => errors };
+  sim.stop = async () => {
+    if (child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGKILL");
+    await exited;
+  };
+  return sim;
+}
+
+/** A fake ESP-IDF application image for `board`: header, app descriptor, board tag, filler. */
+function firmware(board, version) {
+  const bytes = Buffer.alloc(150_000);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = i % 251;
+  bytes[0] = 0xe9;
+  bytes.writeUInt32LE(0xabcd5432, 32);
+  bytes.fill(0, 48, 112);
+  bytes.write(version, 48, "latin1");
+  bytes.write("herald-test", 80, "latin1");
+  bytes.write(`HGBOARD=${board}\0`, 500, "latin1");
+  return bytes;
+}
+
+test("the console: login, a gadget online and paired by a click, a card, an action, firmware to 100%, bad input", { timeout: 180_000 }, async (t) => {
+  mkdirSync(shots, { recursive: true });
+  const herald = await startHerald();
+  const profile = mkdtempSync(join(tmpdir(), "herald-console-chromium-"));
+  const simState = mkdtempSync(join(tmpdir(), "herald-console-sim-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1200, height: 860 },
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+  });
+  let sim;
+  t.after(async () => {
+    await context.close();
+    await sim?.stop();
+    await herald.stop();
+    rmSync(profile, { recursive: true, force: true });
+    rmSync(simState, { recursive: true, force: true });
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("request", (r) => {
+    if (r.url().includes(herald.token)) problems.push(`the admin token in a URL: ${r.url()}`);
+    if (!r.url().startsWith(`${herald.base}/`)) problems.push(`request to another place: ${r.url()}`);
+  });
+  page.on("dialog", (d) => void d.accept());
+  const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  const notice = page.locator("#notice:not([hidden]) #notice-text");
+  let id = "";
+
+  await t.test("a wrong token is refused with a word on where the right one is", async () => {
+    await page.goto(`${herald.base}/`);
+    await page.locator("#login:not([hidden])").waitFor();
+    await page.fill("#token", "not-the-token");
+    await page.click("#login-button");
+    await page.locator("#login-error", { hasText: "not the admin token" }).waitFor();
+    assert.match(await page.locator("#login-error").textContent(), /admin\.token/);
+    assert.equal(await page.locator("#nav").isHidden(), true);
+    await shot("1-wrong-token");
+  });
+
+  await t.test("the right token logs in; the session is an HttpOnly cookie and the page keeps no token", async () => {
+    await page.fill("#token", herald.token);
+    await page.click("#login-button");
+    await page.locator("#view-devices:not([hidden])").waitFor();
+    await page.locator("#live[data-state=live]").waitFor();
+    const cookies = await context.cookies(herald.base);
+    const session = cookies.find((c) => c.name === "herald_console");
+    assert.ok(session, JSON.stringify(cookies));
+    assert.equal(session.httpOnly, true);
+    assert.equal(session.sameSite, "Strict");
+    assert.ok(session.expires > Date.now() / 1000 + 3600, "it expires, hours from now");
+    assert.equal(await page.evaluate(() => document.cookie), "", "scripts cannot read it");
+    const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }));
+    assert.ok(!stored.includes(herald.token), "the token is not kept in the page's storage");
+    await page.locator("#gadgets-empty:not([hidden])").waitFor();
+  });
+
+  await t.test("a simulated gadget appears online and waiting, without a reload", async () => {
+    const navigations = [];
+    page.on("framenavigated", (f) => f === page.mainFrame() && navigations.push(f.url()));
+    sim = startSim(herald, simState);
+    id = /(hg-[0-9a-f]{16})/.exec(await sim.lines.wait(/\* device hg-/, "the device line"))?.[1];
+    assert.ok(id, "a device id");
+    await sim.lines.wait(/Pairing code/, "a pairing code on the gadget");
+    const row = page.locator(`#gadgets tr[data-id="${id}"]`);
+    await row.locator(".state[data-online=true]").waitFor();
+    assert.match(await row.textContent(), new RegExp(BOARD));
+    assert.match(await row.textContent(), /Console sim/);
+    await page.locator("#pending-count:not([hidden])", { hasText: "1" }).waitFor();
+    assert.deepEqual(navigations, [], "nothing was reloaded");
+    await shot("2-devices-online");
+  });
+
+  await t.test("its pairing is approved by a click, and the gadget says so at once", async () => {
+    await page.click("nav a[data-view=pairing]");
+    const pending = page.locator(`#pending tr[data-user="${id}"]`);
+    await pending.waitFor();
+    const code = /Pairing code: ([A-Z0-9]+)/.exec(sim.lines.seen.join("\n"))?.[1];
+    assert.ok(code, "the code the gadget shows");
+    assert.match(await pending.textContent(), new RegExp(code));
+    await shot("3-pairing-waiting");
+    const from = sim.lines.seen.length;
+    await pending.getByRole("button", { name: "Approve" }).click();
+    await sim.lines.wait(/\] ready \| /, "the gadget ready after the approval", from);
+    await page.locator(`#approved tr[data-user="${id}"]`).waitFor();
+    await pending.waitFor({ state: "detached" });
+    await notice.filter({ hasText: "Approved" }).waitFor();
+    await shot("4-pairing-approved");
+  });
+
+  await t.test("the device page: a message, a card and an action reach the gadget and are listed", async () => {
+    await page.click("nav a[data-view=devices]");
+    await page.locator(`#gadgets tr[data-id="${id}"] a`).click();
+    await page.locator("#view-device:not([hidden])").waitFor();
+    await page.locator("#device-title", { hasText: "Console sim" }).waitFor();
+    await page.locator("#device-facts", { hasText: BOARD }).waitFor();
+
+    let from = sim.lines.seen.length;
+    await page.fill("#send-text", "Hello from the console");
+    await page.click("#send-form button[type=submit]");
+    await sim.lines.wait(/Hello from the console/, "the message on the gadget's screen", from);
+    await page.locator("#events li[data-kind=message]", { hasText: "Hello from the console" }).waitFor();
+
+    from = sim.lines.seen.length;
+    await page.fill("#card-title", "Console card");
+    await page.fill("#card-body", "Sent from the browser");
+    await page.fill("#card-seconds", "0");
+    await page.click("#card-form button[type=submit]");
+    await sim.lines.wait(/\] card \| .*Console card/, "the card on the gadget's screen", from);
+    await page.locator("#events li[data-kind=card]", { hasText: "Console card" }).waitFor();
+    await page.locator("#device-result", { hasText: "Card shown." }).waitFor();
+
+    await page.locator("#action-name option[value='led.set']").waitFor({ state: "attached" });
+    await page.selectOption("#action-name", "led.set");
+    await page.locator("#action-about", { hasText: "LED" }).waitFor();
+    await page.fill("#action-args", '{"color": "green"}');
+    await page.click("#action-form button[type=submit]");
+    await page.locator("#action-result", { hasText: '"led": "green"' }).waitFor({ timeout: 10_000 }).catch(async (e) => {
+      throw new Error(`${e.message}\nthe page says: ${await page.locator("#action-result").textContent()}`);
+    });
+    await page.locator("#events li[data-kind=action]", { hasText: "led.set" }).waitFor();
+    // A wrong argument comes back as the device's own words.
+    await page.fill("#action-args", "{}");
+    await page.click("#action-form button[type=submit]");
+    await page.locator("#action-result", { hasText: "color is required" }).waitFor();
+    await shot("5-device-page");
+  });
+
+  await t.test("a file that is no firmware is refused in words", async () => {
+    await page.click("nav a[data-view=firmware]");
+    await page.locator(`#ota-device option[value="${id}"]`).waitFor({ state: "attached" });
+    await page.selectOption("#ota-device", id);
+    await page.setInputFiles("#ota-file", { name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("just some notes\n") });
+    await page.click("#ota-check");
+    await page.locator("#ota-error", { hasText: "not an ESP-IDF application image" }).waitFor();
+    assert.equal(await page.locator("#ota-checked").isHidden(), true);
+    await shot("6-not-an-image");
+  });
+
+  await t.test("an image for another board is checked and cannot be pushed", async () => {
+    await page.setInputFiles("#ota-file", { name: "other.bin", mimeType: "application/octet-stream", buffer: firmware("esp32s3-other", "0.2.0") });
+    await page.click("#ota-check");
+    await page.locator("#checks li[data-check=board][data-outcome=fail]", { hasText: "esp32s3-other" }).waitFor();
+    assert.equal(await page.locator("#ota-push").isDisabled(), true);
+  });
+
+  await t.test("a real image is checked, pushed, and its progress reaches 100% as the gadget installs it", async () => {
+    await page.setInputFiles("#ota-file", { name: "firmware.bin", mimeType: "application/octet-stream", buffer: firmware(BOARD, "0.2.0") });
+    await page.click("#ota-check");
+    for (const check of ["image", "board", "online", "idle"]) {
+      await page.locator(`#checks li[data-check=${check}][data-outcome=ok]`).waitFor();
+    }
+    await shot("7-checks");
+    // Progress as the page shows it, every time it changes.
+    await page.evaluate(() => {
+      window.__progress = [];
+      new MutationObserver(() => {
+        for (const bar of document.querySelectorAll("#updates progress")) {
+          const v = Number(bar.getAttribute("value"));
+          if (window.__progress.at(-1) !== v) window.__progress.push(v);
+        }
+      }).observe(document.getElementById("updates"), { subtree: true, childList: true, attributes: true });
+    });
+    const from = sim.lines.seen.length;
+    await page.click("#ota-push");
+    await notice.filter({ hasText: "Sending 0.2.0" }).waitFor();
+    const row = page.locator(`#updates tr[data-device="${id}"]`);
+    await row.waitFor();
+    await sim.lines.wait(/\] updating \| /, "the gadget updating", from);
+    await page.locator(`#updates tr[data-device="${id}"][data-status=done]`).waitFor({ timeout: 60_000 });
+    assert.equal(await row.locator("progress").getAttribute("value"), "100");
+    assert.match(await row.locator(".percent").textContent(), /100%/);
+    const seen = await page.evaluate(() => window.__progress);
+    assert.equal(seen.at(-1), 100, JSON.stringify(seen));
+    for (let i = 1; i < seen.length; i++) assert.ok(seen[i] >= seen[i - 1], `progress only grows: ${seen}`);
+    await sim.lines.wait(/firmware 0\.2\.0 confirmed/, "the gadget keeping 0.2.0", from, 60_000);
+    await page.locator(`#gadgets tr[data-id="${id}"]`, { hasText: "0.2.0" }).waitFor({ state: "attached" });
+    await page.locator("#history tbody tr", { hasText: "0.2.0" }).first().waitFor();
+    await shot("8-firmware-done");
+  });
+
+  await t.test("the server page: the URLs devices use, their QR codes, the figures", async () => {
+    await page.click("nav a[data-view=server]");
+    await page.locator("#url-gadget", { hasText: `ws://127.0.0.1:${herald.gadgetPort}/gadget` }).waitFor();
+    await page.locator("#url-chat", { hasText: `127.0.0.1:${herald.mobilePort}/` }).waitFor();
+    for (const name of ["gadget", "mobile", "chat"]) {
+      await page.waitForFunction((n) => document.getElementById(`qr-${n}`)?.naturalWidth > 0, name);
+    }
+    await page.locator("#stats tbody tr", { hasText: "Turns" }).waitFor();
+    await page.locator("#stats-ota", { hasText: "1 done" }).waitFor();
+    await shot("11-server");
+  });
+
+  await t.test("a device that vanished says so: offline, then forgotten", async () => {
+    await page.goto(`${herald.base}/#/device/gadget/${id}`);
+    await page.locator("#device-facts .state[data-online=true]").waitFor();
+    await sim.stop();
+    await page.locator("#device-facts .state[data-online=false]").waitFor();
+    await page.fill("#card-title", "Anyone there?");
+    await page.click("#card-form button[type=submit]");
+    await notice.filter({ hasText: "not connected" }).waitFor();
+    await shot("9-device-offline");
+    await page.click("#forget");
+    await notice.filter({ hasText: `Forgot ${id}` }).waitFor();
+    await page.locator("#view-devices:not([hidden])").waitFor();
+    await page.locator(`#gadgets tr[data-id="${id}"]`).waitFor({ state: "detached" });
+    await page.goto(`${herald.base}/#/device/gadget/${id}`);
+    await page.locator("#device-gone:not([hidden])", { hasText: "forgotten" }).waitFor();
+    await shot("10-device-gone");
+  });
+
+  await t.test("logging out ends the session", async () => {
+    await page.click("#logout");
+    await page.locator("#login:not([hidden])").waitFor();
+    await page.reload();
+    await page.locator("#login:not([hidden])").waitFor();
+    const status = await page.evaluate(async () => (await fetch("/v1/devices")).status);
+    assert.equal(status, 401);
+  });
+
+  assert.deepEqual(problems, []);
+  assert.ok(!herald.log.includes("panicked"), herald.log);
+});
