@@ -14,6 +14,7 @@ use crate::uploads::{Accepted, UploadBudget, Uploads};
 
 /// Series ids: one more than the open-series cap, so the cap is reachable.
 const IDS: [&str; MAX_OPEN_UPLOADS + 1] = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+/// Users a phone may switch to; until it does, it counts against `""`.
 const USERS: [&str; 2] = ["u1", "u2"];
 const KINDS: [MediaKind; 4] = [
     MediaKind::Image,
@@ -93,7 +94,7 @@ fn run(u: &mut Unstructured) -> Result<()> {
                 }
             }
         }
-        for user in USERS {
+        for user in ["", USERS[0], USERS[1]] {
             let mine: usize = phones
                 .iter()
                 .filter(|p| p.user == user)
