@@ -526,7 +526,7 @@ function addEvent(event) {
     el("span", { class: "kind" }, KIND[event.kind] ?? event.kind),
     el("span", { class: "when" }, new Date(event.at).toLocaleTimeString()),
     el("span", { class: "text" }, event.text ?? ""),
-    event.error ? el("span", { class: "why" }, `Not delivered: ${event.error}`) : null
+    event.error ? el("span", { class: "why" }, `Failed: ${event.error}`) : null
   );
   if (event.error) item.classList.add("failed");
   const shown = shownSeq.get(event.seq);
