@@ -4,16 +4,17 @@
 //! - [`connection`] reads frames, answers what needs no state (`ping`, `deliver`) and
 //!   forwards the rest to the device's session;
 //! - [`session`] is the per-device actor: duplicate suppression, uploads, cards, the
-//!   outbox that keeps a turn's frames while the phone is away, replies shaped into
-//!   chunks and streaming edits;
-//! - [`uploads`] and [`outbox`] hold the bounded buffers, free of I/O.
+//!   outbox (in the store) that keeps a turn's frames while the phone is away, replies
+//!   shaped into chunks and streaming edits;
+//! - [`uploads`] and [`seen`] hold the bounded buffers, free of I/O.
 //!
 //! Like gadgets, a session outlives its connections: a phone that drops mid-turn gets
-//! the rest of the turn when it comes back, and an id it already sent stays known.
+//! the rest of the turn when it comes back, even across a restart of the server, and
+//! an id it already sent stays known.
 
 mod connection;
 mod handshake;
-mod outbox;
+mod seen;
 mod session;
 mod uploads;
 

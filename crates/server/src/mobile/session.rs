@@ -23,19 +23,23 @@ use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
 
-use super::outbox::{Outbox, SeenIds};
+use super::seen::SeenIds;
 use super::uploads::{Accepted, Upload, UploadError, Uploads};
 use super::MobileHub;
 use crate::calls::{Call, Reply};
+use crate::clock::now_ms;
 use crate::files;
 use crate::ids;
 use crate::mailboxes::{AgentQueue, MAILBOX};
 use crate::socket::{Outgoing, SendQueue};
+use crate::store::blocking;
 
 /// The avatar rests this long after a turn before it goes idle.
 const IDLE_PAUSE: Duration = Duration::from_millis(1500);
 /// Largest file the agent may send to a phone (sent in chunks).
 const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
+/// Frames kept for a phone that is away lapse after this long.
+const OUTBOX_TTL_MS: i64 = limits::OUTBOX_TTL_SECS as i64 * 1000;
 /// An idle session ends this long after its last event: by then the ids it remembers
 /// have expired.
 const RETIRE_AFTER: Duration = Duration::from_secs(limits::DEDUP_TTL_SECS);
@@ -89,8 +93,6 @@ pub(crate) struct Session {
     seen: SeenIds,
     uploads: Uploads,
     cards: HashMap<String, OpenCard>,
-    /// Frames of a running turn kept while the phone is away.
-    away: Outbox,
     turn: Option<String>,
     /// The turn has shown a reply, so the avatar is speaking.
     speaking: bool,
@@ -114,7 +116,6 @@ impl Session {
             seen: SeenIds::default(),
             uploads,
             cards: HashMap::new(),
-            away: Outbox::default(),
             turn: None,
             speaking: false,
             idle_at: None,
@@ -216,7 +217,14 @@ impl Session {
         self.user_name = attach.user_name;
         self.hub.online.insert(self.device_id.clone(), attach.conn);
         // Whatever the phone missed of a turn, in order.
-        let missed = self.away.drain(Instant::now());
+        let (store, id) = (self.hub.store.clone(), self.device_id.clone());
+        let since = now_ms() - OUTBOX_TTL_MS;
+        let missed = blocking(move || store.outbox_take(&id, since))
+            .await
+            .unwrap_or_else(|err| {
+                warn!(%err, "could not read what a phone missed");
+                Vec::new()
+            });
         if let Some(conn) = &self.conn {
             for frame in missed {
                 let _ = conn.outbox.send(Outgoing::Text(frame)).await;
@@ -240,8 +248,17 @@ impl Session {
                 Ok(())
             }
             None if self.turn.is_some() => {
-                self.away.push(frame.encode(), Instant::now());
-                Ok(())
+                // Kept in the store: a restart in the meantime loses nothing.
+                let (store, id, frame) = (
+                    self.hub.store.clone(),
+                    self.device_id.clone(),
+                    frame.encode(),
+                );
+                blocking(move || store.outbox_push(&id, &frame, now_ms()))
+                    .await
+                    .map_err(|err| {
+                        DeliveryError::Failed(format!("could not keep the reply: {err}"))
+                    })
             }
             None => Err(DeliveryError::Offline(self.chat())),
         }

@@ -357,6 +357,12 @@ pub trait Store: Send + Sync + 'static {
     fn phones(&self) -> Result<Vec<PhoneRecord>, StoreError>;
     /// The user who owns a phone's device id, if it has connected.
     fn phone_owner(&self, device_id: &str) -> Result<Option<String>, StoreError>;
+    /// Keep a frame of a running turn for a phone that is away, within the outbox's
+    /// bounds (the oldest go first).
+    fn outbox_push(&self, device_id: &str, frame: &str, now: Millis) -> Result<(), StoreError>;
+    /// Take what waits for a phone, oldest first, leaving nothing; frames kept before
+    /// `since` have lapsed and are dropped.
+    fn outbox_take(&self, device_id: &str, since: Millis) -> Result<Vec<String>, StoreError>;
 
     /// Record a new update for a device (status `sending`, no attempt yet), replacing a
     /// finished one. Returns `None`, changing nothing, while another update of the

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use herald_mobile_proto::limits::{OUTBOX_BYTES, OUTBOX_FRAMES};
 use herald_port::Platform;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
@@ -66,6 +67,14 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 4: a user's phones are counted when a new one connects.
     "CREATE INDEX mobile_devices_user ON mobile_devices (user_id, last_seen);",
+    // 5: the frames of a turn kept for a phone that is away, surviving a restart.
+    "CREATE TABLE mobile_outbox (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        device_id   TEXT NOT NULL,
+        frame       TEXT NOT NULL,
+        at          INTEGER NOT NULL
+    );
+    CREATE INDEX mobile_outbox_device ON mobile_outbox (device_id, seq);",
 ];
 
 /// Every transaction here writes: taking the write lock at `BEGIN` lets SQLite wait for
@@ -416,6 +425,7 @@ impl Store for SqliteStore {
             )?;
             // A phone's pairing belongs to its user, who keeps it.
             let phone = tx.execute("DELETE FROM mobile_devices WHERE id = ?1", [id])?;
+            tx.execute("DELETE FROM mobile_outbox WHERE device_id = ?1", [id])?;
             tx.commit()?;
             Ok(gadget + phone > 0)
         })
@@ -606,6 +616,48 @@ impl Store for SqliteStore {
 
     fn phone_owner(&self, device_id: &str) -> Result<Option<String>, StoreError> {
         self.with(|conn| Ok(phone_owner(conn, device_id)?))
+    }
+
+    fn outbox_push(&self, device_id: &str, frame: &str, now: Millis) -> Result<(), StoreError> {
+        self.with(|conn| {
+            let tx = write_transaction(conn)?;
+            tx.execute(
+                "INSERT INTO mobile_outbox (device_id, frame, at) VALUES (?1, ?2, ?3)",
+                params![device_id, frame, now],
+            )?;
+            // Newest first, the running totals tell where the bounds are crossed.
+            let oldest_kept: Option<i64> = tx.query_row(
+                "SELECT MIN(seq) FROM (
+                     SELECT seq, SUM(length(CAST(frame AS BLOB))) OVER (ORDER BY seq DESC) AS bytes,
+                            ROW_NUMBER() OVER (ORDER BY seq DESC) AS n
+                     FROM mobile_outbox WHERE device_id = ?1)
+                 WHERE bytes <= ?2 AND n <= ?3",
+                params![device_id, OUTBOX_BYTES as i64, OUTBOX_FRAMES as i64],
+                |row| row.get(0),
+            )?;
+            tx.execute(
+                "DELETE FROM mobile_outbox WHERE device_id = ?1 AND seq < ?2",
+                params![device_id, oldest_kept.unwrap_or(i64::MAX)],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn outbox_take(&self, device_id: &str, since: Millis) -> Result<Vec<String>, StoreError> {
+        self.with(|conn| {
+            let tx = write_transaction(conn)?;
+            let frames = {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT frame FROM mobile_outbox WHERE device_id = ?1 AND at >= ?2 ORDER BY seq",
+                )?;
+                let rows = stmt.query_map(params![device_id, since], |row| row.get(0))?;
+                rows.collect::<Result<Vec<String>, _>>()?
+            };
+            tx.execute("DELETE FROM mobile_outbox WHERE device_id = ?1", [device_id])?;
+            tx.commit()?;
+            Ok(frames)
+        })
     }
 
     fn stage_ota(
@@ -887,6 +939,40 @@ mod tests {
             PhoneClaim::Mine
         );
         assert_eq!(store.phones().unwrap().len(), MAX_PHONES_PER_USER + 1);
+    }
+
+    #[test]
+    fn the_outbox_keeps_the_newest_within_bounds_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("herald.db");
+        let store = SqliteStore::open(&path).unwrap();
+        for i in 0..300 {
+            store.outbox_push("tel-1", &format!("f{i}"), 1_000).unwrap();
+        }
+        store.outbox_push("tel-2", "other", 1_000).unwrap();
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        let kept = store.outbox_take("tel-1", 0).unwrap();
+        assert_eq!(kept.len(), OUTBOX_FRAMES);
+        assert_eq!(kept[0], "f44");
+        assert!(
+            store.outbox_take("tel-1", 0).unwrap().is_empty(),
+            "taken once"
+        );
+        assert_eq!(store.outbox_take("tel-2", 0).unwrap(), ["other"]);
+
+        store
+            .outbox_push("tel-1", &"x".repeat(OUTBOX_BYTES - 10), 1)
+            .unwrap();
+        store.outbox_push("tel-1", &"y".repeat(20), 1).unwrap();
+        assert_eq!(store.outbox_take("tel-1", 0).unwrap(), ["y".repeat(20)]);
+
+        store.outbox_push("tel-1", "old", 1_000).unwrap();
+        store.outbox_push("tel-1", "new", 300_000).unwrap();
+        assert_eq!(store.outbox_take("tel-1", 100_000).unwrap(), ["new"]);
+        store.outbox_push("tel-1", "forgotten", 1).unwrap();
+        store.forget("tel-1").unwrap();
+        assert!(store.outbox_take("tel-1", 0).unwrap().is_empty());
     }
 
     fn staged_image() -> OtaImage {
