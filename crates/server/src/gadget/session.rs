@@ -483,7 +483,7 @@ impl Session {
                     self.notice("That message is too long.").await;
                     return;
                 }
-                let id = text.id.unwrap_or_else(|| ids::random_hex(12));
+                let id = message_id(text.id);
                 self.forward(
                     id,
                     InboundBody::Text {
@@ -1014,7 +1014,7 @@ impl Session {
         if utterance.gaps > 0 || utterance.dropped > 0 {
             debug!(device = %self.device_id, gaps = utterance.gaps, dropped = utterance.dropped, "utterance was incomplete");
         }
-        let id = utterance.id.clone().unwrap_or_else(|| ids::random_hex(12));
+        let id = message_id(utterance.id.clone());
         let rate = utterance.rate;
         let pcm = utterance.into_pcm();
         let bytes = pcm.len() as u64;
@@ -1204,9 +1204,33 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365)
 }
 
+/// The device's id for a message when it is a short, printable one (it reaches the
+/// agent and its logs), else one of ours.
+fn message_id(id: Option<String>) -> String {
+    id.filter(|id| {
+        (1..=limits::MAX_ID).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic())
+    })
+    .unwrap_or_else(|| ids::random_hex(12))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_short_printable_message_ids_are_kept() {
+        assert_eq!(message_id(Some("m-1".into())), "m-1");
+        for bad in [
+            "x".repeat(limits::MAX_ID + 1),
+            "a\u{1b}[2J".into(),
+            String::new(),
+        ] {
+            let id = message_id(Some(bad.clone()));
+            assert_ne!(id, bad);
+            assert_eq!(id.len(), 12);
+        }
+        assert_eq!(message_id(None).len(), 12);
+    }
 
     fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
         let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
