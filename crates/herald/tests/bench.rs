@@ -30,7 +30,7 @@ fn table(args: &[&str]) -> String {
     stdout
 }
 
-/// The HERALD and BARE cells of the row named `metric`.
+/// The HERALD and BARE cells of the row named `metric` (the soak's: VALUE and GOAL).
 fn row<'a>(table: &'a str, metric: &str) -> (&'a str, &'a str) {
     let cells: Vec<&str> = table
         .lines()
@@ -42,7 +42,7 @@ fn row<'a>(table: &'a str, metric: &str) -> (&'a str, &'a str) {
         })
         .find(|cells| cells.first() == Some(&metric))
         .unwrap_or_else(|| panic!("no row {metric:?} in\n{table}"));
-    (cells[1], cells[2])
+    (cells[1], cells.get(2).copied().unwrap_or(""))
 }
 
 /// The number a cell starts with ("123/s", "0.4 ms", "20").
@@ -131,4 +131,45 @@ fn only_loopback_is_loaded() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("127.0.0.0/8"), "{stderr}");
+}
+
+#[test]
+fn soak_samples_memory_and_drops_nothing() {
+    let out = table(&[
+        "soak",
+        "--devices",
+        "20",
+        "--minutes",
+        "0.08",
+        "--sample",
+        "1",
+        "--warmup",
+        "1",
+        "--every",
+        "1",
+        "--typing",
+        "25",
+        "--speaking",
+        "25",
+        "--phones",
+        "25",
+    ]);
+    // A sample line every second (the last at 4.8 s), none with a failure.
+    let samples = out
+        .lines()
+        .filter(|l| l.contains(" MiB ") && l.ends_with(" 0"));
+    assert_eq!(samples.count(), 5, "{out}");
+    assert_eq!(row(&out, "devices connected").0, "20 of 20");
+    assert_eq!(row(&out, "connections dropped").0, "0");
+    assert_eq!(row(&out, "turns unanswered or refused").0, "0");
+    assert_eq!(row(&out, "streams aborted or short").0, "0");
+    for metric in [
+        "typed turns answered",
+        "voice turns answered",
+        "speech streams ended",
+        "phone turns answered",
+    ] {
+        let (answered, _) = row(&out, metric);
+        assert!(number(answered) > 0.0, "{metric}: {answered}\n{out}");
+    }
 }

@@ -231,27 +231,28 @@ pub(super) async fn connect_all(
 }
 
 /// Stay connected, answering the server's pings, until told to stop. Returns the
-/// pongs sent and whether the connection was lost before that.
-async fn hold(mut ws: Ws, mut stop: watch::Receiver<bool>) -> (u64, bool) {
+/// pongs sent and, if the connection was lost before that, why.
+pub(super) async fn hold(mut ws: Ws, mut stop: watch::Receiver<bool>) -> (u64, Option<String>) {
     let mut pongs = 0;
     loop {
         tokio::select! {
             _ = stop.changed() => {
                 let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
-                return (pongs, false);
+                return (pongs, None);
             }
             next = ws.next() => match next {
                 Some(Ok(Message::Text(text))) => {
                     if let Ok(ServerMessage::Ping(ping)) = ServerMessage::decode(&text) {
                         let pong = DeviceMessage::Pong(Pong { ts: ping.ts }).encode();
-                        if ws.send(Message::Text(pong.into())).await.is_err() {
-                            return (pongs, true);
+                        if let Err(err) = ws.send(Message::Text(pong.into())).await {
+                            return (pongs, Some(err.to_string()));
                         }
                         pongs += 1;
                     }
                 }
                 Some(Ok(_)) => {}
-                Some(Err(_)) | None => return (pongs, true),
+                Some(Err(err)) => return (pongs, Some(err.to_string())),
+                None => return (pongs, Some("connection closed".into())),
             }
         }
     }
@@ -283,8 +284,8 @@ pub(super) async fn work(job: Job, mut control: Control) -> anyhow::Result<()> {
     for holder in holders {
         if let Ok((pongs, lost)) = holder.await {
             report.add("pongs", pongs);
-            report.add("held", u64::from(!lost));
-            report.add("lost", u64::from(lost));
+            report.add("held", u64::from(lost.is_none()));
+            report.add("lost", u64::from(lost.is_some()));
         }
     }
     report.elapsed_s = started.elapsed().as_secs_f64();

@@ -44,6 +44,30 @@ async fn hello(job: &Job, device_id: String, index: usize) -> Result<Ws, Failure
     }
 }
 
+/// Connect `count` phones, one after the other, named after `tag`; counted in `report`
+/// as connected or failed.
+pub(super) async fn connect_phones(
+    job: &Job,
+    tag: &str,
+    count: usize,
+    report: &mut Report,
+) -> Vec<Ws> {
+    let mut phones = Vec::new();
+    for index in 0..count {
+        match hello(job, format!("bench-{tag}-{index}"), index).await {
+            Ok(ws) => {
+                report.add("connected", 1);
+                phones.push(ws);
+            }
+            Err(failure) => {
+                report.add("failed", 1);
+                report.error(failure);
+            }
+        }
+    }
+    phones
+}
+
 /// The next text frame.
 async fn answer(ws: &mut Ws) -> Result<String, Failure> {
     let wait = async {
@@ -65,7 +89,7 @@ async fn answer(ws: &mut Ws) -> Result<String, Failure> {
 
 /// Wait for the answer to `frames` requests: the final reply frame from Herald (other
 /// frames of the turn are skipped), one frame per request from the baseline.
-async fn reply(ws: &mut Ws, bare: bool, frames: usize) -> Result<(), Failure> {
+pub(super) async fn reply(ws: &mut Ws, bare: bool, frames: usize) -> Result<(), Failure> {
     let mut left = frames;
     loop {
         let text = answer(ws).await?;
@@ -167,19 +191,7 @@ pub(super) async fn work(job: Job, mut control: Control) -> anyhow::Result<()> {
     control.go().await?;
     let started = Instant::now();
     let mut setup = Report::default();
-    let mut phones = Vec::new();
-    for index in 0..job.clients {
-        match hello(&job, format!("bench-{tag}-{index}"), index).await {
-            Ok(ws) => {
-                setup.add("connected", 1);
-                phones.push(ws);
-            }
-            Err(failure) => {
-                setup.add("failed", 1);
-                setup.error(failure);
-            }
-        }
-    }
+    let phones = connect_phones(&job, &tag, job.clients, &mut setup).await;
     setup.elapsed_s = started.elapsed().as_secs_f64();
     control.report(setup)?;
 

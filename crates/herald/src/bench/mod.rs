@@ -10,7 +10,7 @@
 //!
 //! Scenarios: [`connect`] (handshakes and memory at rest), [`talk`] (typed turns from
 //! gadgets), [`speak`] (paced speech to gadgets), [`mobile`] (phones' messages and
-//! uploads).
+//! uploads), [`soak`] (a long mixed run against the demo agent, Herald only).
 //!
 //! Everything is bounded: a run has a fixed number of clients, each phase a deadline,
 //! and the only addresses used are on 127.0.0.0/8.
@@ -18,6 +18,7 @@
 mod baseline;
 mod connect;
 mod mobile;
+mod soak;
 mod speak;
 mod stats;
 mod talk;
@@ -61,6 +62,8 @@ pub enum Scenario {
     Speak,
     /// Phones exchange messages and chunked media: messages/s, MiB/s, latency
     Mobile,
+    /// Minutes at the descriptor limit with the demo agent: memory curve, nothing dropped
+    Soak,
     /// A client process of a running bench
     #[value(hide = true)]
     Worker,
@@ -70,8 +73,9 @@ pub enum Scenario {
 pub struct BenchArgs {
     #[arg(value_enum)]
     scenario: Scenario,
-    /// Simulated clients [default: connect 1000, talk 200, speak 200, mobile 50]
-    #[arg(long)]
+    /// Simulated clients [default: connect 1000, talk 200, speak 200, mobile 50, soak:
+    /// as many as the descriptor limit allows]
+    #[arg(long, visible_alias = "devices")]
     clients: Option<usize>,
     /// Seconds of load (talk, mobile), of speech (speak) or of rest with every gadget
     /// connected (connect)
@@ -100,6 +104,8 @@ pub struct BenchArgs {
     /// mobile: the app token of a running server [default: its generated token]
     #[arg(long, env = "MOBILE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    #[command(flatten)]
+    soak: soak::SoakArgs,
 }
 
 /// The scenario a worker runs.
@@ -109,6 +115,7 @@ enum Load {
     Talk,
     Speak,
     Mobile,
+    Soak,
 }
 
 /// Where a run sends its load.
@@ -212,6 +219,7 @@ impl Run {
             Load::Connect => 1000,
             Load::Talk | Load::Speak => 200,
             Load::Mobile => 50,
+            Load::Soak => soak::default_devices(fd_limit),
         });
         if clients == 0 {
             bail!("--clients must be at least 1");
@@ -279,6 +287,7 @@ impl Run {
                     media_bytes: self.media_bytes,
                     admin: target.admin.clone(),
                     voice: self.voice.clone(),
+                    soak: None,
                 }
             })
             .collect()
@@ -306,16 +315,24 @@ fn random_hex(bytes: usize) -> anyhow::Result<String> {
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Start Herald on loopback with free ports, the echo agent, every device allowed.
-fn start_server() -> anyhow::Result<(Spawned, Info)> {
+/// Start Herald on loopback with free ports, the echo agent (the soak: the demo agent),
+/// every device allowed.
+fn start_server(load: Load) -> anyhow::Result<(Spawned, Info)> {
     let dir = tempfile::Builder::new().prefix("herald-bench-").tempdir()?;
     let config = dir.path().join("bench.toml");
-    std::fs::write(&config, format!("[gadget]\nheartbeat_s = {HEARTBEAT_S}\n"))?;
+    let (backend, extra) = match load {
+        Load::Soak => ("demo", soak::SERVER_CONFIG),
+        Load::Connect | Load::Talk | Load::Speak | Load::Mobile => ("echo", ""),
+    };
+    std::fs::write(
+        &config,
+        format!("[gadget]\nheartbeat_s = {HEARTBEAT_S}\n{extra}"),
+    )?;
     let log_path = dir.path().join("serve.log");
     let log = std::fs::File::create(&log_path)?;
     let token = random_hex(32)?;
     let child = Command::new(std::env::current_exe()?)
-        .args(["serve", "--backend", "echo", "--host", "127.0.0.1"])
+        .args(["serve", "--backend", backend, "--host", "127.0.0.1"])
         .args([
             "--gadget-port",
             "0",
@@ -368,16 +385,17 @@ fn on_loopback(url: &str) -> anyhow::Result<String> {
     Ok(format!("ws://127.0.0.1:{port}{}", uri.path()))
 }
 
-/// Herald's endpoint for `load`: a server the bench starts, or the one named.
+/// Herald's endpoint for `load`: a server the bench starts, or the one named; and what
+/// the server said of itself, when it could be asked.
 fn herald_target(
     global: &Global,
     args: &BenchArgs,
     load: Load,
-) -> anyhow::Result<(Target, Option<Spawned>)> {
+) -> anyhow::Result<(Target, Option<Spawned>, Option<Info>)> {
     let (info, pid, spawned) = match &global.data_dir {
         None if args.url.is_some() => (None, None, None),
         None => {
-            let (spawned, info) = start_server()?;
+            let (spawned, info) = start_server(load)?;
             let pid = spawned.child.id();
             (Some(info), Some(pid), Some(spawned))
         }
@@ -425,6 +443,7 @@ fn herald_target(
             admin,
         },
         spawned,
+        info,
     ))
 }
 
@@ -460,6 +479,7 @@ pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Talk => Load::Talk,
         Scenario::Mobile => Load::Mobile,
         Scenario::Speak => Load::Speak,
+        Scenario::Soak => return soak::run(global, &args),
     };
     let fd_limit = crate::commands::raise_fd_limit();
     let mut run = Run::new(&args, load, fd_limit)?;
@@ -473,10 +493,10 @@ pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let (herald, _server) = herald_target(global, &args, load)?;
+    let (herald, _server, _) = herald_target(global, &args, load)?;
     let baseline = Baseline::start(match load {
         Load::Mobile => baseline::MOBILE_READ_BUFFER,
-        Load::Connect | Load::Talk | Load::Speak => baseline::GADGET_READ_BUFFER,
+        Load::Connect | Load::Talk | Load::Speak | Load::Soak => baseline::GADGET_READ_BUFFER,
     })?;
     let bare = baseline.target();
 
@@ -512,6 +532,8 @@ pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
             let h = Loaded::measure(&run, &herald, "exchanging")?;
             mobile::tabulate(&h, &b, &mut table);
         }
+        // Ran on its own above: it has no baseline.
+        Load::Soak => {}
     }
     println!("machine: {}", machine());
     println!(

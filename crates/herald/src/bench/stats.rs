@@ -57,6 +57,16 @@ impl Report {
         *self.errors.entry(key).or_default() += 1;
     }
 
+    /// The counts and errors so far, without the samples: a progress report.
+    pub fn without_samples(&self) -> Report {
+        Report {
+            elapsed_s: self.elapsed_s,
+            counts: self.counts.clone(),
+            latencies: BTreeMap::new(),
+            errors: self.errors.clone(),
+        }
+    }
+
     pub fn merge(&mut self, other: Report) {
         self.elapsed_s = self.elapsed_s.max(other.elapsed_s);
         for (what, n) in other.counts {

@@ -31,10 +31,10 @@ const GRACE: Duration = Duration::from_secs(5);
 const GOAL_P99_MS: f64 = 1.0;
 const GOAL_RATE: f64 = 1000.0;
 /// Frames of one utterance: 520 ms, over the server's 250 ms minimum.
-const UTTERANCE_FRAMES: u16 = 13;
+pub(super) const UTTERANCE_FRAMES: u16 = 13;
 
 /// A turn waiting for its answer.
-struct Pending {
+pub(super) struct Pending {
     sent: Instant,
     answered: bool,
     voice: bool,
@@ -55,13 +55,13 @@ impl Pending {
 
 /// One gadget's turns in flight, oldest first, and what they measured.
 #[derive(Default)]
-struct Turns {
-    pending: VecDeque<Pending>,
-    report: Report,
+pub(super) struct Turns {
+    pub pending: VecDeque<Pending>,
+    pub report: Report,
 }
 
 impl Turns {
-    fn sent(&mut self, voice: bool) {
+    pub fn sent(&mut self, voice: bool) {
         self.pending.push_back(Pending {
             sent: Instant::now(),
             answered: false,
@@ -78,7 +78,7 @@ impl Turns {
     }
 
     /// Account for a frame from the server; returns a `pong` to send, if any.
-    fn on_text(&mut self, text: &str, bare: bool) -> Option<String> {
+    pub fn on_text(&mut self, text: &str, bare: bool) -> Option<String> {
         if bare {
             // Any frame answers the oldest request.
             let done = self.pending.front_mut().is_some_and(|turn| {
@@ -130,7 +130,7 @@ impl Turns {
 }
 
 /// Turn `n`: a typed message, or an utterance on `stream`.
-async fn send_turn(ws: &mut Ws, n: u64, stream: Option<u8>) -> Result<(), String> {
+pub(super) async fn send_turn(ws: &mut Ws, n: u64, stream: Option<u8>) -> Result<(), String> {
     let id = format!("t{n}");
     let Some(stream) = stream else {
         let text = DeviceMessage::Text(Text {

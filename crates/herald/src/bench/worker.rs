@@ -25,7 +25,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
 use super::stats::Report;
-use super::{connect, mobile, speak, talk, Load};
+use super::{connect, mobile, soak, speak, talk, Load};
 
 /// The longest a worker waits for its next instruction before giving up.
 const IDLE_LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -62,6 +62,9 @@ pub(super) struct Job {
     /// Speak: Herald's data directory (its admin API) and the speech to send.
     pub admin: Option<PathBuf>,
     pub voice: Option<PathBuf>,
+    /// Soak: this worker's share of the mix.
+    #[serde(default)]
+    pub soak: Option<soak::Mix>,
 }
 
 impl Job {
@@ -238,6 +241,7 @@ pub(super) fn run() -> anyhow::Result<()> {
             Load::Talk => talk::work(job, control).await,
             Load::Speak => speak::work(job, control).await,
             Load::Mobile => mobile::work(job, control).await,
+            Load::Soak => soak::work(job, control).await,
         }
     });
     // A worker that fails says why on the line the parent is waiting for.
