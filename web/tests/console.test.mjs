@@ -113,7 +113,7 @@ async function startHerald() {
   }
   h.token = readFileSync(join(h.dataDir, "admin.token"), "utf8").trim();
   h.stop = async () => {
-    if (h.child.exitCode === null) {
+    if (h.child.exitCode === null && h.child.signalCode === null) {
       const exited = new Promise((r) => h.child.once("exit", r));
       h.child.kill("SIGTERM");
       const t = setTimeout(() => h.child.kill("SIGKILL"), 5000);
@@ -138,7 +138,7 @@ function startSim(herald, stateDir) {
   child.stderr.on("data", (d) => (errors += d));
   const sim = { child, lines: new Lines(child.stdout), errors: () => errors };
   sim.stop = async () => {
-    if (child.exitCode !== null) return;
+    if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGKILL");
     await exited;
