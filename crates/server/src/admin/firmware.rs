@@ -392,3 +392,68 @@ pub(crate) async fn history(
     entries.sort_by_key(|e| std::cmp::Reverse(e.update.update.created_at));
     Ok(Json(entries))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{OtaImage, OtaProgress, OtaStatus};
+
+    fn update(id: i64) -> OtaUpdate {
+        OtaUpdate {
+            id,
+            device_id: "hg-0123456789abcdef".into(),
+            image: OtaImage {
+                file: PathBuf::from("/x.bin"),
+                sha256: "00".repeat(32),
+                size: 10,
+                version: format!("0.{id}.0"),
+            },
+            progress: OtaProgress {
+                status: OtaStatus::Done,
+                attempts: 1,
+                bytes_sent: 10,
+                error: None,
+            },
+            created_at: id,
+            updated_at: id,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_history_keeps_the_latest_replaced_updates_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let firmware = Firmware::new(dir.path());
+        for id in 0..(MAX_HISTORY as i64 + 3) {
+            firmware.remember(update(id)).await;
+        }
+        // A new server on the same directory reads what the last one wrote.
+        let again = Firmware::new(dir.path());
+        let past = again.past().await;
+        assert_eq!(past.len(), MAX_HISTORY);
+        assert_eq!(past[0].id, 3);
+        assert_eq!(past.last().map(|u| u.id), Some(MAX_HISTORY as i64 + 2));
+    }
+
+    #[test]
+    fn uploads_are_bounded_and_left_overs_are_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let uploads = dir.path().join(UPLOAD_DIR);
+        std::fs::create_dir_all(&uploads).unwrap();
+        std::fs::write(uploads.join("u-old.bin"), b"x").unwrap();
+        let firmware = Firmware::new(dir.path());
+        assert_eq!(std::fs::read_dir(&uploads).unwrap().count(), 0);
+        let mut dropped = Vec::new();
+        for i in 0..MAX_UPLOADS + 2 {
+            dropped.extend(firmware.keep(Upload {
+                id: format!("u-{i}"),
+                device_id: "hg-0123456789abcdef".into(),
+                file: uploads.join(format!("u-{i}.bin")),
+            }));
+        }
+        assert_eq!(dropped, [uploads.join("u-0.bin"), uploads.join("u-1.bin")]);
+        assert!(firmware.find("u-0").is_none());
+        assert!(firmware.find("u-2").is_some());
+        assert_eq!(firmware.take("u-2"), Some(uploads.join("u-2.bin")));
+        assert!(firmware.find("u-2").is_none());
+    }
+}
