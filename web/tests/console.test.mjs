@@ -178,6 +178,14 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
     rmSync(profile, { recursive: true, force: true });
     rmSync(simState, { recursive: true, force: true });
   });
+  // Anything the content policy blocks is a bug: the page would be missing part of itself.
+  await context.addInitScript(() =>
+    document.addEventListener("securitypolicyviolation", (e) => {
+      const seen = JSON.parse(sessionStorage.getItem("csp") ?? "[]");
+      seen.push(`${e.violatedDirective} ${e.blockedURI}`);
+      sessionStorage.setItem("csp", JSON.stringify(seen));
+    }),
+  );
   const page = context.pages()[0] ?? (await context.newPage());
   const problems = [];
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
@@ -370,6 +378,10 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
     await page.goto(`${herald.base}/#/device/gadget/${id}`);
     await page.locator("#device-gone:not([hidden])", { hasText: "forgotten" }).waitFor();
     await shot("10-device-gone");
+  });
+
+  await t.test("nothing was blocked by the content policy", async () => {
+    assert.deepEqual(await page.evaluate(() => JSON.parse(sessionStorage.getItem("csp") ?? "[]")), []);
   });
 
   await t.test("logging out ends the session", async () => {
