@@ -1,13 +1,16 @@
 //! The JSON envelope shared by both directions: size and depth checks, the `type` tag,
 //! and the macro that builds one message enum per direction.
 //!
-//! Decoding goes through a `serde_json::Value` first rather than serde's internally tagged
-//! enums: that is what lets an unknown `type` become [`crate::Unknown`] carrying its name,
-//! and lets a bad field be reported together with the message type it belongs to.
+//! Decoding probes the object for its `type` without building it, then parses the text
+//! once more straight into the type that names (no `serde_json::Value` in between).
+//! Rather than serde's internally tagged enums, which buffer the whole frame: that is
+//! what lets an unknown `type` become [`crate::Unknown`] carrying its name, and lets a
+//! bad field be reported together with the message type it belongs to.
 
 use alloc::string::{String, ToString};
 
-use serde_json::{Map, Value};
+use herald_json_depth::probe::{probe, Shape};
+use serde_json::Value;
 
 use crate::codes::ErrorCode;
 use crate::limits::{MAX_INBOUND_FRAME, MAX_JSON_DEPTH};
@@ -72,26 +75,33 @@ pub(crate) fn check_depth(text: &str, max: usize) -> Result<(), DecodeError> {
     herald_json_depth::check(text.as_bytes(), max).map_err(|_| DecodeError::TooDeep)
 }
 
-/// Runs the checks every text frame goes through and splits off its `type`.
-pub(crate) fn parse_envelope(text: &str) -> Result<(String, Map<String, Value>), DecodeError> {
+/// Runs the checks every text frame goes through and finds its `type`.
+pub(crate) fn frame_type(text: &str) -> Result<String, DecodeError> {
     if text.len() > MAX_INBOUND_FRAME {
         return Err(DecodeError::TooLarge { len: text.len() });
     }
     check_depth(text, MAX_JSON_DEPTH)?;
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| DecodeError::NotJson(e.to_string()))?;
-    split_type(value)
+    match probe(text, "type").map_err(|e| DecodeError::NotJson(e.to_string()))? {
+        Shape::NotObject => Err(DecodeError::NotObject),
+        Shape::Object { tag: None, .. } => Err(DecodeError::MissingType),
+        Shape::Object {
+            tag: Some(_),
+            duplicate: true,
+        } => Err(DecodeError::NotJson("\"type\" given twice".to_string())),
+        Shape::Object { tag: Some(t), .. } => Ok(t),
+    }
 }
 
-/// Takes a parsed value apart into its `type` and the object it came in.
-pub(crate) fn split_type(value: Value) -> Result<(String, Map<String, Value>), DecodeError> {
-    let Value::Object(map) = value else {
-        return Err(DecodeError::NotObject);
-    };
-    match map.get("type") {
-        Some(Value::String(t)) => Ok((t.clone(), map)),
-        _ => Err(DecodeError::MissingType),
-    }
+/// The typed body of a frame of a known `type`; `type` itself is skipped as an unknown
+/// field.
+pub(crate) fn body<'a, T: serde::Deserialize<'a>>(
+    type_name: &'static str,
+    text: &'a str,
+) -> Result<T, DecodeError> {
+    serde_json::from_str(text).map_err(|e| DecodeError::InvalidFields {
+        type_name,
+        detail: shortened(e.to_string()),
+    })
 }
 
 /// `skip_serializing_if` helper: optional JSON payloads are omitted when absent or null,
@@ -145,8 +155,13 @@ macro_rules! message_enum {
 
             /// Decodes one text frame, enforcing the size and depth limits first.
             pub fn decode(text: &str) -> Result<Self, $crate::envelope::DecodeError> {
-                let (type_name, map) = $crate::envelope::parse_envelope(text)?;
-                Self::from_parts(type_name, map)
+                let type_name = $crate::envelope::frame_type(text)?;
+                match type_name.as_str() {
+                    $(
+                        $tag => $crate::envelope::body::<$ty>($tag, text).map(Self::$variant),
+                    )*
+                    _ => Ok(Self::Unknown($crate::common::Unknown { type_name })),
+                }
             }
 
             /// Decodes an already parsed JSON value. No size or depth limit applies here:
@@ -154,17 +169,17 @@ macro_rules! message_enum {
             pub fn from_value(
                 value: ::serde_json::Value,
             ) -> Result<Self, $crate::envelope::DecodeError> {
-                let (type_name, map) = $crate::envelope::split_type(value)?;
-                Self::from_parts(type_name, map)
-            }
-
-            fn from_parts(
-                type_name: ::alloc::string::String,
-                map: ::serde_json::Map<::alloc::string::String, ::serde_json::Value>,
-            ) -> Result<Self, $crate::envelope::DecodeError> {
+                let ::serde_json::Value::Object(map) = value else {
+                    return Err($crate::envelope::DecodeError::NotObject);
+                };
+                let type_name = match map.get("type") {
+                    Some(::serde_json::Value::String(t)) => t.clone(),
+                    _ => return Err($crate::envelope::DecodeError::MissingType),
+                };
+                let value = ::serde_json::Value::Object(map);
                 match type_name.as_str() {
                     $(
-                        $tag => ::serde_json::from_value::<$ty>(::serde_json::Value::Object(map))
+                        $tag => ::serde_json::from_value::<$ty>(value)
                             .map(Self::$variant)
                             .map_err(|e| $crate::envelope::DecodeError::InvalidFields {
                                 type_name: $tag,
@@ -203,13 +218,6 @@ macro_rules! message_enum {
                         map.end()
                     }
                 }
-            }
-        }
-
-        impl<'de> ::serde::Deserialize<'de> for $name {
-            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let value = <::serde_json::Value as ::serde::Deserialize>::deserialize(deserializer)?;
-                Self::from_value(value).map_err(<D::Error as ::serde::de::Error>::custom)
             }
         }
 
@@ -262,23 +270,25 @@ mod tests {
     #[test]
     fn envelope_errors() {
         assert!(matches!(
-            parse_envelope("{\"type\":"),
+            frame_type("{\"type\":"),
             Err(DecodeError::NotJson(_))
         ));
-        assert_eq!(parse_envelope("[1]"), Err(DecodeError::NotObject));
-        assert_eq!(parse_envelope("\"hello\""), Err(DecodeError::NotObject));
-        assert_eq!(parse_envelope("{}"), Err(DecodeError::MissingType));
+        assert_eq!(frame_type("[1]"), Err(DecodeError::NotObject));
+        assert_eq!(frame_type("\"hello\""), Err(DecodeError::NotObject));
+        assert_eq!(frame_type("{}"), Err(DecodeError::MissingType));
+        assert_eq!(frame_type("{\"type\":7}"), Err(DecodeError::MissingType));
+        assert_eq!(frame_type("{\"type\":null}"), Err(DecodeError::MissingType));
+        assert!(matches!(
+            frame_type(r#"{"type":"ping","type":"pong"}"#),
+            Err(DecodeError::NotJson(_))
+        ));
         assert_eq!(
-            parse_envelope("{\"type\":7}"),
-            Err(DecodeError::MissingType)
-        );
-        assert_eq!(
-            parse_envelope("{\"type\":null}"),
-            Err(DecodeError::MissingType)
+            frame_type(r#"{"a":{"type":"x"},"type":"ping"}"#),
+            Ok("ping".to_string())
         );
         let big = " ".repeat(MAX_INBOUND_FRAME + 1);
         assert_eq!(
-            parse_envelope(&big),
+            frame_type(&big),
             Err(DecodeError::TooLarge {
                 len: MAX_INBOUND_FRAME + 1
             })

@@ -5,9 +5,16 @@
 //! counts brackets outside strings only, and jumps across each string with `memchr`:
 //! frames are mostly long strings (base64 media), so that is where the time would go.
 //! It does not validate JSON; the parser that runs next does.
+//!
+//! [`probe`] is the second step: it finds the frame's type tag without building the rest,
+//! so each protocol can parse the body straight into the type the tag names.
 
 #![no_std]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+extern crate alloc;
+
+pub mod probe;
 
 /// The text nests deeper than allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +60,6 @@ fn string_end(text: &[u8], mut from: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    extern crate alloc;
     use alloc::format;
     use alloc::string::String;
 

@@ -11,16 +11,11 @@
 //! client) without serde's internally tagged enums, which buffer the whole frame (base64
 //! payload included) into an intermediate tree and blur those cases into one error string.
 
-use std::fmt;
-
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use herald_json_depth::probe::{probe, Shape};
+use serde::de::Deserialize;
 
 use crate::error::DecodeError;
 use crate::limits::{MAX_DEPTH, MAX_FRAME_BYTES};
-
-/// Longest `t` kept verbatim in [`DecodeError::UnknownFrame`]; a hostile client must not be
-/// able to make the server echo megabytes back.
-const MAX_TAG_ECHO: usize = 64;
 
 /// Runs passes 1 and 2: returns the frame's `t`.
 pub(crate) fn frame_tag(text: &str) -> Result<String, DecodeError> {
@@ -28,16 +23,15 @@ pub(crate) fn frame_tag(text: &str) -> Result<String, DecodeError> {
         return Err(DecodeError::TooBig { len: text.len() });
     }
     check_depth(text)?;
-    let shape: Shape =
-        serde_json::from_str(text).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+    let shape = probe(text, "t").map_err(|e| DecodeError::NotJson(e.to_string()))?;
     match shape {
         Shape::NotObject => Err(DecodeError::NotObject),
-        Shape::Object { t: None, .. } => Err(DecodeError::MissingT),
+        Shape::Object { tag: None, .. } => Err(DecodeError::MissingT),
         Shape::Object {
-            t: Some(t),
-            duplicate_t: true,
+            tag: Some(t),
+            duplicate: true,
         } => Err(DecodeError::malformed(&t, "duplicate field `t`")),
-        Shape::Object { t: Some(t), .. } => Ok(t),
+        Shape::Object { tag: Some(t), .. } => Ok(t),
     }
 }
 
@@ -51,159 +45,7 @@ fn check_depth(text: &str) -> Result<(), DecodeError> {
     herald_json_depth::check(text.as_bytes(), MAX_DEPTH).map_err(|_| DecodeError::TooDeep)
 }
 
-/// What the probe learns about a frame.
-enum Shape {
-    Object {
-        t: Option<String>,
-        duplicate_t: bool,
-    },
-    NotObject,
-}
-
-impl<'de> Deserialize<'de> for Shape {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ShapeVisitor)
-    }
-}
-
-struct ShapeVisitor;
-
-impl<'de> Visitor<'de> for ShapeVisitor {
-    type Value = Shape;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Shape, E> {
-        Ok(Shape::NotObject)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Shape, E> {
-        Ok(Shape::NotObject)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Shape, E> {
-        Ok(Shape::NotObject)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Shape, E> {
-        Ok(Shape::NotObject)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Shape, E> {
-        Ok(Shape::NotObject)
-    }
-    fn visit_unit<E>(self) -> Result<Shape, E> {
-        Ok(Shape::NotObject)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Shape::NotObject)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
-        let mut t = None;
-        let mut seen = false;
-        let mut duplicate_t = false;
-        while let Some(key) = map.next_key::<Key>()? {
-            if key.is_t {
-                let value = map.next_value::<Tag>()?;
-                if seen {
-                    duplicate_t = true;
-                } else {
-                    seen = true;
-                    t = value.0;
-                }
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(Shape::Object { t, duplicate_t })
-    }
-}
-
-/// An object key, remembered only as "is it `t`".
-struct Key {
-    is_t: bool,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object key")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-                Ok(Key { is_t: v == "t" })
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
-
-/// The value of `t`: `Some` if it is a string, `None` for any other JSON value.
-struct Tag(Option<String>);
-
-impl<'de> Deserialize<'de> for Tag {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TagVisitor)
-    }
-}
-
-struct TagVisitor;
-
-impl<'de> Visitor<'de> for TagVisitor {
-    type Value = Tag;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a frame type")
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Tag, E> {
-        Ok(Tag(Some(bounded(v))))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Tag, E> {
-        Ok(Tag(None))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Tag, E> {
-        Ok(Tag(None))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Tag, E> {
-        Ok(Tag(None))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Tag, E> {
-        Ok(Tag(None))
-    }
-    fn visit_unit<E>(self) -> Result<Tag, E> {
-        Ok(Tag(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tag, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Tag(None))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tag, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Tag(None))
-    }
-}
-
-/// Keeps at most [`MAX_TAG_ECHO`] bytes of a tag. A shortened tag ends in `…`, so it can
-/// never be mistaken for a real (short, ASCII) frame type.
-fn bounded(tag: &str) -> String {
-    shortened(tag, MAX_TAG_ECHO)
-}
-
-/// At most `max` bytes of `text`, cut at a character and marked with `…` when cut.
-pub(crate) fn shortened(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = text[..end].to_owned();
-    out.push('…');
-    out
-}
+pub(crate) use herald_json_depth::probe::shortened;
 
 #[cfg(test)]
 mod tests {
@@ -269,10 +111,9 @@ mod tests {
 
     #[test]
     fn long_tags_are_shortened() {
-        let t = "é".repeat(100);
-        let b = bounded(&t);
-        assert!(b.len() <= MAX_TAG_ECHO + '…'.len_utf8());
-        assert!(b.ends_with('…'));
-        assert_eq!(bounded("ping"), "ping");
+        let frame = format!(r#"{{"t":"{}"}}"#, "é".repeat(100));
+        let t = frame_tag(&frame).unwrap();
+        assert!(t.len() <= herald_json_depth::probe::MAX_TAG + '…'.len_utf8());
+        assert!(t.ends_with('…'));
     }
 }
