@@ -20,6 +20,7 @@ use clap::Args;
 use futures_util::{SinkExt, StreamExt};
 use herald_gadget_proto::ServerMessage;
 use herald_mobile_proto::{ClientFrame, Text};
+use herald_server::store::MAX_PHONES_PER_USER;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::sleep_until;
@@ -39,9 +40,9 @@ use crate::Global;
 /// Descriptors the server keeps beyond its connections: the store, its listeners,
 /// recordings being written and speech being read.
 const SERVER_SPARE_FDS: u64 = 1000;
-/// The server's inbox is kept small, so recordings are pruned during the soak as in a
-/// household whose inbox has filled up.
-pub(super) const SERVER_CONFIG: &str = "[inbox]\nmax_mb = 64\n";
+/// The server's inbox is kept small, so that it fills up within the warm-up and the
+/// oldest recordings are pruned through the rest of the soak, as in a long-running home.
+pub(super) const SERVER_CONFIG: &str = "[inbox]\nmax_mb = 16\n";
 /// A turn not answered (and, for an utterance, not played back) within this is lost.
 const TURN_LIMIT: Duration = Duration::from_secs(30);
 /// The longest the workers may take to report their counts.
@@ -61,9 +62,9 @@ pub struct SoakArgs {
     /// soak: percent that are gadgets sending utterances, which the agent plays back
     #[arg(long, default_value_t = 2.0)]
     speaking: f64,
-    /// soak: percent that are phones sending text (the rest are idle gadgets)
-    #[arg(long, default_value_t = 1.0)]
-    phones: f64,
+    /// soak: phones sending text; one app token (one user) may have 32
+    #[arg(long, default_value_t = MAX_PHONES_PER_USER)]
+    phones: usize,
     /// soak: seconds from one turn of a client to its next
     #[arg(long, default_value_t = 10.0)]
     every: f64,
@@ -93,9 +94,13 @@ impl SoakArgs {
         if self.warmup.is_nan() || self.warmup < 0.0 {
             bail!("--warmup must not be negative");
         }
-        let shares = [self.typing, self.speaking, self.phones];
+        let shares = [self.typing, self.speaking];
         if shares.iter().any(|p| p.is_nan() || *p < 0.0) || shares.iter().sum::<f64>() > 100.0 {
-            bail!("--typing, --speaking and --phones are percentages adding up to 100 at most");
+            bail!("--typing and --speaking are percentages adding up to 100 at most");
+        }
+        // The server refuses a user's phones beyond this; the bench has one user.
+        if self.phones > MAX_PHONES_PER_USER {
+            bail!("--phones: one app token may have {MAX_PHONES_PER_USER} phones at most");
         }
         Ok(())
     }
@@ -127,8 +132,8 @@ pub(super) struct Mix {
 impl Mix {
     fn of(devices: usize, args: &SoakArgs) -> Mix {
         let part = |percent: f64| (devices as f64 * percent / 100.0).round() as usize;
-        // Rounding may overshoot by one or two; the idle gadgets take what is left.
-        let phones = part(args.phones).min(devices);
+        // Rounding may overshoot by one; the idle gadgets take what is left.
+        let phones = args.phones.min(devices);
         let speaking = part(args.speaking).min(devices - phones);
         let typing = part(args.typing).min(devices - phones - speaking);
         Mix {
@@ -603,6 +608,15 @@ impl Summary<'_> {
         let lost = end.count("unanswered") + end.count("refused");
         let broken = end.count("aborted") + end.count("speech_short");
         let dropped = end.count("dropped");
+        let per_conn = match (self.rss_idle, self.rss_connected) {
+            (Some(idle), Some(all)) if connected > 0 => {
+                format!(
+                    "{:.1} KiB",
+                    all.saturating_sub(idle) as f64 / connected as f64
+                )
+            }
+            _ => "n/a".into(),
+        };
         let mut rows = vec![
             [
                 "devices connected".into(),
@@ -691,6 +705,7 @@ impl Summary<'_> {
                 format!("{} / {}", mib(self.rss_idle), mib(self.rss_connected)),
                 String::new(),
             ],
+            ["  per connection".into(), per_conn, String::new()],
             [
                 format!("server RSS at {:.0} s (warm)", memory.warmup_s),
                 mib(memory.start),
@@ -857,7 +872,7 @@ mod tests {
             minutes: 1.0,
             typing: 33.4,
             speaking: 33.4,
-            phones: 33.2,
+            phones: 32,
             every: 10.0,
             sample: 10.0,
             warmup: 0.0,
