@@ -9,7 +9,10 @@
 //! Conversation events arrive as they happen, from the [`Activity`] bus.
 //!
 //! Event names: `devices`, `phones`, `pairing`, `ota`, `stats`, `conversation`, and
-//! `problem` when a look failed. At most [`MAX_STREAMS`] streams are open at once.
+//! `problem` when a look failed. At most [`MAX_STREAMS`] streams are open at once. A
+//! stream opened by a console session ends when the session does (each look checks it,
+//! and a logout makes every stream look at once); one opened with the bearer token runs
+//! until its client leaves.
 //!
 //! [`Activity`]: super::activity::Activity
 
@@ -18,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
@@ -27,6 +30,7 @@ use tokio::time::Instant;
 
 use super::activity::Live;
 use super::console::{gauges, Console};
+use super::session::SessionKey;
 use super::{api, AdminState, ApiError};
 use crate::store::blocking;
 
@@ -56,6 +60,7 @@ impl Drop for Open {
 pub(crate) async fn events(
     State(state): State<AdminState>,
     State(console): State<Arc<Console>>,
+    session: Option<Extension<SessionKey>>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let open = Open::new(console).ok_or_else(|| {
         ApiError(
@@ -64,7 +69,7 @@ pub(crate) async fn events(
         )
     })?;
     let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(watch(state, tx, open));
+    tokio::spawn(watch(state, tx, open, session.map(|Extension(key)| key)));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|event| (Ok(event), rx))
     });
@@ -121,12 +126,23 @@ async fn look(state: &AdminState) -> Result<(Vec<(&'static str, String)>, bool),
     Ok((parts, sending))
 }
 
-async fn watch(state: AdminState, tx: mpsc::Sender<Event>, _open: Open) {
+async fn watch(
+    state: AdminState,
+    tx: mpsc::Sender<Event>,
+    open: Open,
+    session: Option<SessionKey>,
+) {
     let mut live = state.metrics.activity.subscribe();
     let mut sent = Sent::default();
     let mut next = Instant::now();
     loop {
         if Instant::now() >= next {
+            // Dropping `tx` ends the response: the page's EventSource then finds out why.
+            let ended =
+                session.is_some_and(|key| !open.0.sessions.alive(&key, std::time::Instant::now()));
+            if ended {
+                return;
+            }
             let (events, period) = match look(&state).await {
                 Ok((parts, sending)) => {
                     let events: Vec<Event> = parts

@@ -16,6 +16,10 @@
 //! listener) is the same site. Bearer requests carry no ambient credential and skip
 //! these checks, so the API is unchanged for the CLI.
 //!
+//! A live event stream (`GET /v1/events`) is tied to the session that opened it: it
+//! ends within a second of that session's end (logout, expiry, or a newer login making
+//! room), so a page logged out elsewhere stops receiving device data.
+//!
 //! Wrong tokens at the login are counted: after [`MAX_FAILURES`] in a minute, the login
 //! refuses every try until the minute is over (the bearer API is not affected).
 
@@ -66,6 +70,12 @@ pub(crate) struct Sessions {
 fn digest(id: &str) -> [u8; 32] {
     Sha256::digest(id.as_bytes()).into()
 }
+
+/// The console session a request was authorized by (a request extension set by
+/// [`authorize`]; absent for a bearer token), so a long-lived response such as the event
+/// stream can end with its session.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionKey([u8; 32]);
 
 /// What the page learns of its session.
 #[derive(Debug, Serialize, Deserialize)]
@@ -128,6 +138,11 @@ impl Sessions {
         self.lock().remove(&digest(id));
     }
 
+    /// Whether the session a request was authorized by is still live.
+    pub(crate) fn alive(&self, key: &SessionKey, now: Instant) -> bool {
+        self.lock().get(&key.0).is_some_and(|s| s.expires > now)
+    }
+
     fn throttled(&self, now: Instant) -> bool {
         let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         matches!(*failures, Some((since, n)) if now.duration_since(since) < FAILURE_WINDOW && n >= MAX_FAILURES)
@@ -163,10 +178,17 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(|v| v.strip_prefix("Bearer ").unwrap_or(""))
 }
 
-/// Whether the browser's own headers say the request comes from this origin. A
-/// header the browser did not send proves nothing either way; the CSRF token decides.
-fn same_origin(headers: &HeaderMap) -> bool {
+/// Whether the browser's own headers say the request comes from this origin.
+///
+/// Every browser the console supports sends `Origin` (and `Sec-Fetch-Site`) with a
+/// `POST` or `DELETE` from `fetch`, so when `required`, a request with neither is
+/// refused: a cookie-authorized change must show where it comes from. The login is not
+/// `required` (a script on this machine may log in without them; it needs the token).
+fn same_origin(headers: &HeaderMap, required: bool) -> bool {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if required && text("sec-fetch-site").is_none() && text("origin").is_none() {
+        return false;
+    }
     if let Some(site) = text("sec-fetch-site") {
         if site != "same-origin" && site != "none" {
             return false;
@@ -191,7 +213,11 @@ fn forbidden(message: &str) -> Response {
 }
 
 /// The check in front of every API route but `/healthz` and `/v1/login`.
-pub(crate) async fn authorize(State(app): State<App>, request: Request, next: Next) -> Response {
+pub(crate) async fn authorize(
+    State(app): State<App>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let headers = request.headers();
     // An Authorization header decides alone: a wrong token is not rescued by a cookie.
     if let Some(offered) = bearer(headers) {
@@ -207,16 +233,18 @@ pub(crate) async fn authorize(State(app): State<App>, request: Request, next: Ne
     let Some((csrf, _)) = app.console.sessions.find(id, Instant::now()) else {
         return unauthorized("the console session ended; log in again");
     };
+    let key = SessionKey(digest(id));
     let safe = matches!(*request.method(), Method::GET | Method::HEAD);
     if !safe {
         let offered = headers
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        if !ct_eq(offered.as_bytes(), csrf.as_bytes()) || !same_origin(headers) {
+        if !ct_eq(offered.as_bytes(), csrf.as_bytes()) || !same_origin(headers, true) {
             return forbidden("this change did not come from the console page; reload it");
         }
     }
+    request.extensions_mut().insert(key);
     next.run(request).await
 }
 
@@ -240,7 +268,7 @@ pub(crate) async fn login(
     body: Result<Json<Login>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let now = Instant::now();
-    if !same_origin(&headers) {
+    if !same_origin(&headers, false) {
         return forbidden("log in from the console page itself");
     }
     let Ok(Json(login)) = body else {
@@ -292,10 +320,16 @@ pub(crate) async fn current(
     })
 }
 
-/// `DELETE /v1/session`: log out.
-pub(crate) async fn logout(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+/// `DELETE /v1/session`: log out; the session's event streams end with it.
+pub(crate) async fn logout(
+    State(state): State<AdminState>,
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+) -> Response {
     if let Some(id) = session_cookie(&headers) {
         console.sessions.end(id);
+        // The streams look again at once, and find their session gone.
+        state.metrics.activity.changed();
     }
     let mut response = Json(serde_json::json!({ "logged_out": true })).into_response();
     if let Some(value) = cookie("", 0) {
@@ -369,23 +403,34 @@ mod tests {
     #[test]
     fn only_this_origin_is_the_same_origin() {
         let host = ("host", "127.0.0.1:8766");
-        assert!(same_origin(&headers(&[host])));
-        assert!(same_origin(&headers(&[
-            host,
-            ("origin", "http://127.0.0.1:8766")
-        ])));
-        assert!(!same_origin(&headers(&[
-            host,
-            ("origin", "http://127.0.0.1:8787")
-        ])));
-        assert!(!same_origin(&headers(&[host, ("origin", "null")])));
-        assert!(!same_origin(&headers(&[
-            host,
-            ("sec-fetch-site", "same-site")
-        ])));
-        assert!(same_origin(&headers(&[
-            host,
-            ("sec-fetch-site", "same-origin")
-        ])));
+        assert!(same_origin(&headers(&[host]), false));
+        // A cookie-authorized change must say where it comes from.
+        assert!(!same_origin(&headers(&[host]), true));
+        assert!(!same_origin(
+            &headers(&[host, ("sec-fetch-site", "cross-site")]),
+            true
+        ));
+        for required in [false, true] {
+            assert!(same_origin(
+                &headers(&[host, ("origin", "http://127.0.0.1:8766")]),
+                required
+            ));
+            assert!(!same_origin(
+                &headers(&[host, ("origin", "http://127.0.0.1:8787")]),
+                required
+            ));
+            assert!(!same_origin(
+                &headers(&[host, ("origin", "null")]),
+                required
+            ));
+            assert!(!same_origin(
+                &headers(&[host, ("sec-fetch-site", "same-site")]),
+                required
+            ));
+            assert!(same_origin(
+                &headers(&[host, ("sec-fetch-site", "same-origin")]),
+                required
+            ));
+        }
     }
 }

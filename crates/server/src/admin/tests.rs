@@ -247,13 +247,23 @@ async fn a_session_is_a_cookie_and_changes_need_its_csrf_token_from_this_origin(
             .header("cookie", &cookie)
             .json(json!({ "platform": "gadget", "code": "ABCDEFGH" }))
     };
-    assert_eq!(h.send(approve()).await.status, 403);
     assert_eq!(
-        h.send(approve().header("x-herald-csrf", "wrong"))
-            .await
-            .status,
+        h.send(approve().header("origin", &h.origin())).await.status,
         403
     );
+    assert_eq!(
+        h.send(
+            approve()
+                .header("x-herald-csrf", "wrong")
+                .header("origin", &h.origin())
+        )
+        .await
+        .status,
+        403
+    );
+    // The right token but neither Origin nor Sec-Fetch-Site: no browser sends that.
+    let unsourced = h.send(approve().header("x-herald-csrf", &csrf)).await;
+    assert_eq!(unsourced.status, 403, "{}", unsourced.text);
     let cross = approve()
         .header("x-herald-csrf", &csrf)
         .header("origin", "http://127.0.0.1:1");
@@ -298,7 +308,8 @@ async fn a_session_is_a_cookie_and_changes_need_its_csrf_token_from_this_origin(
         .send(
             req("DELETE", "/v1/session")
                 .header("cookie", &cookie)
-                .header("x-herald-csrf", &csrf),
+                .header("x-herald-csrf", &csrf)
+                .header("origin", &h.origin()),
         )
         .await;
     assert_eq!(out.status, 200);
@@ -416,10 +427,12 @@ async fn server_page_urls_qr_codes_and_figures() {
 async fn uploads_that_are_no_image_or_for_no_device_say_so() {
     let h = start(demo()).await;
     let (cookie, csrf) = h.login().await;
+    let origin = h.origin();
     let upload = |device: &str, body: &[u8]| {
         req("POST", &format!("/v1/ota/uploads?device={device}"))
             .header("cookie", &cookie)
             .header("x-herald-csrf", &csrf)
+            .header("origin", &origin)
             .bytes(body)
     };
     let text = h
@@ -447,7 +460,8 @@ async fn uploads_that_are_no_image_or_for_no_device_say_so() {
         .send(
             req("POST", "/v1/ota/uploads/u-0000/push")
                 .header("cookie", &cookie)
-                .header("x-herald-csrf", &csrf),
+                .header("x-herald-csrf", &csrf)
+                .header("sec-fetch-site", "same-origin"),
         )
         .await;
     assert_eq!(gone.status, 404);
@@ -458,6 +472,7 @@ async fn uploads_that_are_no_image_or_for_no_device_say_so() {
             req("POST", "/v1/display")
                 .header("cookie", &cookie)
                 .header("x-herald-csrf", &csrf)
+                .header("origin", &origin)
                 .json(json!({ "chat": {"platform": "gadget", "id": "hg-0123456789abcdef"}, "title": "Hi" })),
         )
         .await;
@@ -511,6 +526,7 @@ async fn under_hermes_pairing_is_hermes_and_the_stream_says_so() {
             req("POST", "/v1/pairing/approve")
                 .header("cookie", &cookie)
                 .header("x-herald-csrf", &csrf)
+                .header("origin", &h.origin())
                 .json(json!({ "platform": "gadget", "code": "HERMES23" })),
         )
         .await;
@@ -576,4 +592,56 @@ impl Running {
             crate::store::SqliteStore::open(&self.dir.path().join(crate::STORE_FILE)).unwrap();
         crate::access::Access::new(Arc::new(store), Default::default(), Default::default())
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_ends_with_its_session() {
+    let h = start(demo()).await;
+    let (cookie, csrf) = h.login().await;
+    let url = format!("{}/v1/events", h.endpoint.url);
+    let (opened, open) = tokio::sync::oneshot::channel();
+    let reader = {
+        let cookie = cookie.clone();
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(25)))
+                .build()
+                .into();
+            let response = agent.get(&url).header("cookie", &cookie).call().unwrap();
+            let mut reader = response.into_body().into_reader();
+            let (mut text, mut buf) = (String::new(), [0u8; 4096]);
+            while !text.contains("event: stats\n") {
+                let n = reader.read(&mut buf).unwrap();
+                assert!(n > 0, "the stream ended early: {text}");
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+            let _ = opened.send(());
+            // Now read until the server ends the stream (or the agent gives up).
+            let since = Instant::now();
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) => return Ok(since.elapsed()),
+                    Ok(_) => continue,
+                    Err(err) => return Err(format!("{err} after {:?}", since.elapsed())),
+                }
+            }
+        })
+    };
+    open.await.unwrap();
+    let out = h
+        .send(
+            req("DELETE", "/v1/session")
+                .header("cookie", &cookie)
+                .header("x-herald-csrf", &csrf)
+                .header("origin", &h.origin()),
+        )
+        .await;
+    assert_eq!(out.status, 200, "{}", out.text);
+    let ended = reader.await.unwrap();
+    assert!(
+        matches!(ended, Ok(after) if after < Duration::from_secs(5)),
+        "the logged-out session's stream kept going: {ended:?}"
+    );
+    h.server.shutdown().await;
 }
