@@ -28,6 +28,10 @@ pub(crate) const RECENT: usize = 50;
 pub(crate) const MAX_CHATS: usize = 1024;
 /// Characters of a text kept; longer ones are cut.
 pub(crate) const MAX_TEXT: usize = 500;
+/// The longest chat id recorded: no gadget or phone has a longer one (the phone
+/// protocol's limit is the larger), so a call to a longer one (the agent's or the admin
+/// API's mistake) reaches nobody and is not kept, whose key would be as long as it is.
+pub(crate) const MAX_CHAT_ID: usize = herald_mobile_proto::limits::MAX_ID_BYTES;
 /// Live messages a slow listener may fall behind by before it misses some.
 const LIVE_CAPACITY: usize = 256;
 
@@ -159,6 +163,9 @@ impl Activity {
         error: Option<String>,
         message_id: Option<String>,
     ) {
+        if chat.id.len() > MAX_CHAT_ID {
+            return;
+        }
         let now = now_ms();
         let event = ConversationEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
@@ -291,5 +298,13 @@ mod tests {
         assert_eq!(activity.lock().len(), MAX_CHATS);
         // The quietest chat (the first) made room.
         assert!(activity.recent(&Chat::gadget("hg-0")).is_empty());
+        // A chat id no device can have is not kept, nor does it push a chat out.
+        let long = Chat::gadget("x".repeat(MAX_CHAT_ID + 1));
+        activity.record(&long, EventKind::Notice, Some("lost"), None);
+        assert!(activity.recent(&long).is_empty());
+        assert!(!activity.recent(&Chat::gadget("hg-1")).is_empty());
+        let longest = Chat::mobile("p".repeat(MAX_CHAT_ID));
+        activity.record(&longest, EventKind::Notice, None, None);
+        assert_eq!(activity.recent(&longest).len(), 1);
     }
 }
