@@ -159,6 +159,15 @@ function firmware(board, version) {
   return bytes;
 }
 
+test("the token field has no name: no form submission, whatever runs, can put it in a URL", () => {
+  const html = readFileSync(join(root, "web/dist/console/index.html"), "utf8");
+  const form = /<form id="login-form"[^>]*>([\s\S]*?)<\/form>/.exec(html)?.[1];
+  assert.ok(form, "the login form");
+  const fields = form.match(/<(input|textarea|select)\b[^>]*>/g) ?? [];
+  assert.ok(fields.some((f) => /id="token"/.test(f)), "the token field");
+  for (const field of fields) assert.doesNotMatch(field, /\sname=/, field);
+});
+
 test("the console: login, a gadget online and paired by a click, a card, an action, firmware to 100%, bad input", { timeout: 180_000 }, async (t) => {
   mkdirSync(shots, { recursive: true });
   const herald = await startHerald();
