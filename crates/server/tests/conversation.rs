@@ -700,3 +700,30 @@ async fn a_gadgets_name_is_cleaned_before_anyone_sees_it() {
     assert_eq!(devices[0]["name"], "Kitchen]0;ownedlamp");
     assert_eq!(devices[0]["board"], "esp32[2J");
 }
+
+#[tokio::test]
+async fn what_a_device_sends_shows_on_its_console_page() {
+    let h = Harness::start_with(|c| c.gadget.allow_all_users = true).await;
+    let gadget = Gadget::new();
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    conn.text("what time is it").await;
+    assert_eq!(conn.reply().await, "You said: what time is it");
+    let (status, device) = h
+        .admin("GET", &format!("/v1/devices/{}", gadget.id), None)
+        .await;
+    assert_eq!(status, 200);
+    let events = device["events"].as_array().unwrap();
+    let kinds: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap(),
+                e["text"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        kinds.contains(&("said", "what time is it")),
+        "the user's words are listed beside the reply: {kinds:?}"
+    );
+}

@@ -16,7 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use herald_port::{Chat, Platform};
+use herald_port::{Chat, InboundBody, Platform};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
@@ -41,6 +41,8 @@ const LIVE_CAPACITY: usize = 256;
 pub(crate) enum EventKind {
     /// A text reply (streamed replies are one event, updated by each edit).
     Message,
+    /// What the device's user sent the agent: text as typed, voice and files by kind.
+    Said,
     /// What the device's user said, as speech-to-text heard it.
     Transcript,
     Card,
@@ -144,6 +146,33 @@ impl Activity {
         error: Option<String>,
     ) {
         self.push(chat, kind, text, error, None);
+    }
+
+    /// Record what a device's user sent, as it goes to the agent.
+    pub(crate) fn said(&self, chat: &Chat, body: &InboundBody) {
+        let text = match body {
+            InboundBody::Text { text, .. } => text.clone(),
+            InboundBody::Voice {
+                duration_ms,
+                transcript,
+                ..
+            } => match transcript {
+                Some(heard) => {
+                    format!("(voice, {:.1} s) {heard}", f64::from(*duration_ms) / 1000.0)
+                }
+                None => format!("(voice, {:.1} s)", f64::from(*duration_ms) / 1000.0),
+            },
+            InboundBody::Media { kind, caption, .. } => {
+                let kind = format!("{kind:?}").to_lowercase();
+                match caption {
+                    Some(caption) => format!("({kind}) {caption}"),
+                    None => format!("({kind})"),
+                }
+            }
+            InboundBody::Command(command) => format!("({command:?})").to_lowercase(),
+            InboundBody::PromptAnswer(_) => return,
+        };
+        self.record(chat, EventKind::Said, Some(&text), None);
     }
 
     /// Record a reply that later edits update.

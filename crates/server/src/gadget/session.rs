@@ -639,6 +639,8 @@ impl Session {
             message_id,
             body,
         };
+        let chat = &inbound.source.chat;
+        self.hub.metrics.activity.said(chat, &inbound.body);
         if !self.to_agent.push(&agent, inbound) {
             self.notice("Too many messages at once; try again in a moment.")
                 .await;

@@ -514,6 +514,10 @@ impl Session {
             message_id,
             body,
         };
+        self.hub
+            .metrics
+            .activity
+            .said(&inbound.source.chat, &inbound.body);
         if !self.to_agent.push(&agent, inbound) {
             self.error(
                 ErrorCode::RateLimited,
