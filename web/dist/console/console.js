@@ -722,12 +722,21 @@ ui.otaPush.addEventListener("click", () => {
     }
   })();
 });
+function sameHost(url) {
+  try {
+    const u = new URL(url);
+    u.hostname = location.hostname;
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
 async function loadServer() {
   const server = await api("GET", "/v1/server");
   state.server = server;
   state.ownPairing = server.pairing;
   ui.version.textContent = server.version;
-  ui.gadgetLink.href = `/gadget/?url=${encodeURIComponent(server.urls.gadget)}`;
+  ui.gadgetLink.href = `/gadget/?url=${encodeURIComponent(sameHost(server.urls.gadget))}`;
   drawServer();
   drawPairing();
 }

@@ -1576,9 +1576,15 @@ function validUrl(url) {
     return false;
   }
 }
+function onThisHost(url) {
+  const loopback = (host) => host === "localhost" || host === "[::1]" || host.startsWith("127.");
+  const there = new URL(url).hostname;
+  const here = location.hostname;
+  return there === here || loopback(there) && loopback(here);
+}
 function gadgetUrl() {
   const asked = new URLSearchParams(location.search).get("url");
-  if (asked && validUrl(asked)) return asked;
+  if (asked && validUrl(asked) && onThisHost(asked)) return asked;
   const stored = localStorage.getItem(STORE.url);
   return stored && validUrl(stored) ? stored : defaultUrl();
 }

@@ -961,12 +961,24 @@ ui.otaPush.addEventListener("click", () => {
 
 // ---- server ----
 
+/** The gadget URL on the host this page was loaded from: the in-tab gadget only
+ * connects to its own host (a link naming another could relay its key). */
+function sameHost(url: string): string {
+  try {
+    const u = new URL(url);
+    u.hostname = location.hostname;
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
 async function loadServer(): Promise<void> {
   const server = await api<ServerView>("GET", "/v1/server");
   state.server = server;
   state.ownPairing = server.pairing;
   ui.version.textContent = server.version;
-  ui.gadgetLink.href = `/gadget/?url=${encodeURIComponent(server.urls.gadget)}`;
+  ui.gadgetLink.href = `/gadget/?url=${encodeURIComponent(sameHost(server.urls.gadget))}`;
   drawServer();
   drawPairing();
 }

@@ -70,9 +70,20 @@ function validUrl(url: string): boolean {
   }
 }
 
+/** Whether `url` names the host this page came from. A link that points the gadget at
+ * another host is not followed: that server would get the gadget's token and could
+ * relay its key's answers; another server is set by hand in Settings. */
+function onThisHost(url: string): boolean {
+  const loopback = (host: string) =>
+    host === "localhost" || host === "[::1]" || host.startsWith("127.");
+  const there = new URL(url).hostname;
+  const here = location.hostname;
+  return there === here || (loopback(there) && loopback(here));
+}
+
 function gadgetUrl(): string {
   const asked = new URLSearchParams(location.search).get("url");
-  if (asked && validUrl(asked)) return asked;
+  if (asked && validUrl(asked) && onThisHost(asked)) return asked;
   const stored = localStorage.getItem(STORE.url);
   return stored && validUrl(stored) ? stored : defaultUrl();
 }
