@@ -71,8 +71,9 @@ pub struct SoakArgs {
     /// soak: seconds between samples
     #[arg(long, default_value_t = 10.0)]
     sample: f64,
-    /// soak: seconds of load before the memory counts as settled (at most half the run)
-    #[arg(long, default_value_t = 60.0)]
+    /// soak: seconds of load before the memory counts as settled (at most half the run);
+    /// an idle connection's queues take 32 heartbeats (160 s) to reach their size
+    #[arg(long, default_value_t = 180.0)]
     warmup: f64,
     /// soak: also write the samples to this CSV file
     #[arg(long)]
@@ -608,7 +609,7 @@ impl Summary<'_> {
         let lost = end.count("unanswered") + end.count("refused");
         let broken = end.count("aborted") + end.count("speech_short");
         let dropped = end.count("dropped");
-        let per_conn = match (self.rss_idle, self.rss_connected) {
+        let per_conn = |rss: Option<u64>| match (self.rss_idle, rss) {
             (Some(idle), Some(all)) if connected > 0 => {
                 format!(
                     "{:.1} KiB",
@@ -705,7 +706,11 @@ impl Summary<'_> {
                 format!("{} / {}", mib(self.rss_idle), mib(self.rss_connected)),
                 String::new(),
             ],
-            ["  per connection".into(), per_conn, String::new()],
+            [
+                "  per connection".into(),
+                per_conn(self.rss_connected),
+                String::new(),
+            ],
             [
                 format!("server RSS at {:.0} s (warm)", memory.warmup_s),
                 mib(memory.start),
@@ -719,6 +724,11 @@ impl Summary<'_> {
             [
                 "server RSS max after warm-up".into(),
                 mib(memory.max),
+                String::new(),
+            ],
+            [
+                "  per connection at the end".into(),
+                per_conn(memory.end),
                 String::new(),
             ],
         ];
