@@ -15,11 +15,10 @@ use herald_gadget_proto::{is_valid_device_id, OtaRefusal};
 use herald_port::{Chat, DeliveryError, Platform, SendOptions};
 use serde::{Deserialize, Serialize};
 
-use super::console::Console;
+use super::console::{gauges, Console};
 use super::{firmware, AdminState, ApiError};
 use crate::access::Access;
 use crate::gadget::{forget_staged, Command, PushError};
-use crate::metrics::Gauges;
 use crate::store::{blocking, DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
 
 /// What `herald info` shows about a running server.
@@ -88,21 +87,7 @@ pub(super) async fn healthz() -> impl IntoResponse {
 
 /// Prometheus text format; scrape with the admin token as a bearer token.
 pub(super) async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> {
-    let store = state.store.clone();
-    let updates = blocking(move || store.ota_updates()).await?;
-    let mut by_status = std::collections::BTreeMap::<String, u64>::new();
-    for update in &updates {
-        *by_status
-            .entry(update.progress.status.as_str().to_owned())
-            .or_default() += 1;
-    }
-    let gauges = Gauges {
-        gadgets_online: state.gadget.online_count(),
-        phones_online: state.mobile.online_count(),
-        ota: by_status.into_iter().collect(),
-        ota_bytes_sent: updates.iter().map(|u| u.progress.bytes_sent).sum(),
-    };
-    let body = state.metrics.render(&gauges);
+    let body = state.metrics.render(&gauges(&state).await?);
     Ok((
         [(
             header::CONTENT_TYPE,
