@@ -69,6 +69,16 @@ impl<E> Mailboxes<E> {
     }
 }
 
+/// For a session that retired with nothing open, after it left the registry: what was
+/// sent to it before then (`rx`, closed to new senders here) goes to the session that
+/// now has its id, from `next`, so no call is dropped.
+pub(crate) async fn hand_over<E>(mut rx: mpsc::Receiver<E>, next: impl Fn() -> mpsc::Sender<E>) {
+    rx.close();
+    while let Some(event) = rx.recv().await {
+        let _ = next().send(event).await;
+    }
+}
+
 /// Inbound events waiting for the agent before new ones are refused.
 const AGENT_QUEUE: usize = 32;
 

@@ -33,7 +33,7 @@ use super::GadgetHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::ids;
-use crate::mailboxes::{AgentQueue, MAILBOX};
+use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::socket::{Outgoing, SendQueue};
 use crate::store::blocking;
 
@@ -207,11 +207,7 @@ impl Session {
         self.fail_actions(ActionError::Disconnected);
         self.hub.session_ended(&self.device_id, &self.mailbox);
         if retired {
-            // What was sent before the session left the registry goes to the next one.
-            mailbox.close();
-            while let Some(event) = mailbox.recv().await {
-                let _ = self.hub.session(&self.device_id).send(event).await;
-            }
+            hand_over(mailbox, || self.hub.session(&self.device_id)).await;
         }
     }
 
