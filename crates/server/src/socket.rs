@@ -151,10 +151,15 @@ impl SendQueue {
     }
 
     async fn bytes_room(&self) -> Result<(), Closed> {
+        let has_room = || self.queued.bytes.load(Ordering::Acquire) < OUTBOX_BYTES;
+        // The usual case, a client that keeps up, costs one load.
+        if has_room() {
+            return Ok(());
+        }
         loop {
             // Made before the check, so a wake-up between the two is not missed.
             let drained = self.queued.drained.notified();
-            if self.queued.bytes.load(Ordering::Acquire) < OUTBOX_BYTES {
+            if has_room() {
                 return Ok(());
             }
             tokio::select! {
