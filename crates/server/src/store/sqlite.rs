@@ -165,22 +165,20 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 /// Whether `user_id` may add a phone: under [`MAX_PHONES_PER_USER`], after forgetting
 /// its phones unseen for [`STALE_PHONE_DAYS`] (a reinstalled app comes back with a new id).
 fn make_room_for_phone(conn: &Connection, user_id: &str, now: Millis) -> rusqlite::Result<bool> {
-    let count = |conn: &Connection| -> rusqlite::Result<usize> {
-        conn.query_row(
-            "SELECT COUNT(*) FROM mobile_devices WHERE user_id = ?1",
-            params![user_id],
-            |row| row.get(0),
-        )
-    };
-    if count(conn)? < MAX_PHONES_PER_USER {
+    let owned: usize = conn.query_row(
+        "SELECT COUNT(*) FROM mobile_devices WHERE user_id = ?1",
+        params![user_id],
+        |row| row.get(0),
+    )?;
+    if owned < MAX_PHONES_PER_USER {
         return Ok(true);
     }
     let stale_before = now - STALE_PHONE_DAYS * 86_400_000;
-    conn.execute(
+    let forgotten = conn.execute(
         "DELETE FROM mobile_devices WHERE user_id = ?1 AND last_seen < ?2",
         params![user_id, stale_before],
     )?;
-    Ok(count(conn)? < MAX_PHONES_PER_USER)
+    Ok(owned - forgotten < MAX_PHONES_PER_USER)
 }
 
 fn phone_owner(conn: &Connection, device_id: &str) -> rusqlite::Result<Option<String>> {
