@@ -116,16 +116,18 @@ async fn devices_connect_on_paths_with_a_trailing_slash() {
     assert_eq!(phone.reply().await, "You said: hi");
 }
 
+/// A connection to `to` from 127.0.0.`octet`: each octet is a host of its own.
+async fn connect_from(octet: u8, to: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(([127, 0, 0, octet], 0).into())?;
+    socket.connect(to).await
+}
+
 #[tokio::test]
 async fn silent_connections_are_shed_per_address_while_devices_still_connect() {
-    use tokio::net::TcpSocket;
     let h = Harness::start().await;
     let addr = h.server.gadget_addr();
-    let from = |octet: u8| {
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.bind(([127, 0, 0, octet], 0).into()).unwrap();
-        socket.connect(addr)
-    };
+    let from = |octet: u8| connect_from(octet, addr);
     // A host that opens sockets and never says a word.
     let mut silent = Vec::new();
     for _ in 0..64 {
@@ -165,14 +167,9 @@ async fn silent_connections_are_shed_per_address_while_devices_still_connect() {
 
 #[tokio::test]
 async fn upgraded_sockets_that_never_say_hello_count_against_the_cap() {
-    use tokio::net::TcpSocket;
     let h = Harness::start().await;
     let addr = h.server.gadget_addr();
-    let from = |octet: u8| {
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.bind(([127, 0, 0, octet], 0).into()).unwrap();
-        socket.connect(addr)
-    };
+    let from = |octet: u8| connect_from(octet, addr);
     // Sixty-four WebSockets from one host, upgraded and then silent.
     let mut silent = Vec::new();
     for _ in 0..64 {
