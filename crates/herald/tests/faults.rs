@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use herald_device::{Action, Boot, Device, DeviceConfig, Event, FlashError, Host, Phase};
-use herald_gadget_proto::ota_image::{inspect_image, APP_DESC_MAGIC, IMAGE_MAGIC};
+use herald_gadget_proto::ota_image::inspect_image;
 use herald_gadget_proto::{auth, ServerMessage, SUBPROTOCOL};
 use herald_mobile_client::{media_frames, Backoff, Client, ClientConfig, Event as PhoneEvent};
 use herald_mobile_proto::{limits, ClientFrame, DeviceInfo, MediaKind, ServerFrame, Text};
@@ -863,18 +863,9 @@ async fn drive(
     }
 }
 
-/// A fake ESP-IDF application image of `size` bytes: header, app descriptor and board
-/// tag where the checks look, random filler.
+/// A fake ESP-IDF application image of `size` random bytes.
 fn firmware(version: &str, size: usize, rng: &mut Rng) -> Vec<u8> {
-    let mut bytes = rng.bytes(size);
-    bytes[0] = IMAGE_MAGIC;
-    bytes[32..36].copy_from_slice(&APP_DESC_MAGIC.to_le_bytes());
-    bytes[48..112].fill(0);
-    bytes[48..48 + version.len()].copy_from_slice(version.as_bytes());
-    bytes[80..91].copy_from_slice(b"herald-test");
-    let tag = format!("HGBOARD={BOARD}\0");
-    bytes[500..500 + tag.len()].copy_from_slice(tag.as_bytes());
-    bytes
+    common::firmware_image(BOARD, version, rng.bytes(size))
 }
 
 // ---- a phone: the mobile client library ----

@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use herald_gadget_proto::ota_image::{APP_DESC_MAGIC, IMAGE_MAGIC};
-
 use common::{stdout, Lines, Serve, BIN, PATIENCE};
 
 /// The simulator's board, and the tag firmware for it must carry.
@@ -113,18 +111,13 @@ fn device_id(line: &str) -> String {
     line[at..at + 19].to_owned()
 }
 
-/// A fake ESP-IDF application image: header, app descriptor and board tag where the
-/// checks look, and filler.
+/// A fake ESP-IDF application image of 150,000 bytes.
 fn firmware(board: &str, version: &str) -> Vec<u8> {
-    let mut bytes: Vec<u8> = (0..150_000).map(|i| (i % 251) as u8).collect();
-    bytes[0] = IMAGE_MAGIC;
-    bytes[32..36].copy_from_slice(&APP_DESC_MAGIC.to_le_bytes());
-    bytes[48..112].fill(0);
-    bytes[48..48 + version.len()].copy_from_slice(version.as_bytes());
-    bytes[80..91].copy_from_slice(b"herald-test");
-    let tag = format!("HGBOARD={board}\0");
-    bytes[500..500 + tag.len()].copy_from_slice(tag.as_bytes());
-    bytes
+    common::firmware_image(
+        board,
+        version,
+        (0..150_000).map(|i| (i % 251) as u8).collect(),
+    )
 }
 
 fn devices(serve: &Serve) -> serde_json::Value {
