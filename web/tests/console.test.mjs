@@ -12,12 +12,14 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+
+// The SDK's test helpers: free loopback ports, and waiting for herald to listen.
+import { freePort, waitForPort } from "../../sdk/typescript/build/test/herald.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
@@ -27,32 +29,6 @@ const HERALD_BIN = process.env.HERALD_BIN ?? join(root, "target/debug/herald");
 /** The simulator's default board, and the tag its firmware must carry. */
 const BOARD = "esp32s3-breadboard";
 const PATIENCE = 30_000;
-
-async function freePort() {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.on("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-}
-
-async function waitForPort(port, child) {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`herald exited with ${child.exitCode}`);
-    const up = await new Promise((res) => {
-      const sock = connect(port, "127.0.0.1");
-      sock.once("connect", () => (sock.destroy(), res(true)));
-      sock.once("error", () => res(false));
-    });
-    if (up) return;
-    if (Date.now() > deadline) throw new Error(`herald did not listen on ${port}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** A process's output, line by line, and a way to wait for a line. */
 class Lines {

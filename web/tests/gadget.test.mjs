@@ -16,7 +16,6 @@ import { execFile, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { connect, createServer as createTcpServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
@@ -24,6 +23,9 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { build } from "esbuild";
 import { chromium } from "playwright-core";
+
+// The SDK's test helpers: free loopback ports, and waiting for herald to listen.
+import { freePort, waitForPort } from "../../sdk/typescript/build/test/herald.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const web = resolve(here, "..");
@@ -213,32 +215,6 @@ test("the device core keeps the reference device's rules", async () => {
 });
 
 // ---- the page against herald ----
-
-async function freePort() {
-  return new Promise((res, rej) => {
-    const s = createTcpServer();
-    s.on("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-}
-
-async function waitForPort(port, child, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`herald exited with ${child.exitCode}`);
-    const up = await new Promise((res) => {
-      const sock = connect(port, "127.0.0.1");
-      sock.once("connect", () => (sock.destroy(), res(true)));
-      sock.once("error", () => res(false));
-    });
-    if (up) return;
-    if (Date.now() > deadline) throw new Error(`herald did not listen on ${port}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** `herald serve` on fixed free ports (so a restart keeps them) with the demo agent. */
 class Herald {

@@ -28,7 +28,8 @@ export async function freePort(): Promise<number> {
   });
 }
 
-async function waitForPort(port: number, child: ChildProcess, timeoutMs = 20_000): Promise<void> {
+/** Resolves once `port` on loopback accepts a connection; rejects when `child` exits first. */
+export async function waitForPort(port: number, child: ChildProcess, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`herald exited with ${child.exitCode}`);
