@@ -54,12 +54,23 @@ const TOKEN_FILE: &str = "admin.token";
 const ENDPOINT_FILE: &str = "admin.json";
 
 /// How the CLI finds and authenticates to a running server.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Endpoint {
     pub url: String,
     pub pid: u32,
     #[serde(skip)]
     pub token: String,
+}
+
+/// Everything but the token, which a logged endpoint must not give away.
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("pid", &self.pid)
+            .field("token", &"<secret>")
+            .finish()
+    }
 }
 
 impl Endpoint {

@@ -637,3 +637,15 @@ async fn a_stream_ends_with_its_session() {
     );
     h.server.shutdown().await;
 }
+
+#[test]
+fn a_logged_endpoint_hides_its_token() {
+    let endpoint = Endpoint {
+        url: "http://127.0.0.1:8766".into(),
+        pid: 7,
+        token: "0123456789abcdef0123456789abcdef".into(),
+    };
+    let shown = format!("{endpoint:?}");
+    assert!(!shown.contains("0123456789abcdef"), "{shown}");
+    assert!(shown.contains("8766") && shown.contains("<secret>"));
+}
