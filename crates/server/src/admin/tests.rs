@@ -131,7 +131,7 @@ impl Req {
 
     /// As the console page sends a change: its session cookie, its CSRF token and the
     /// console's own origin.
-    fn from_console(self, cookie: &str, csrf: &str, origin: &str) -> Req {
+    fn sent_by_console(self, cookie: &str, csrf: &str, origin: &str) -> Req {
         self.header("cookie", cookie)
             .header("x-herald-csrf", csrf)
             .header("origin", origin)
@@ -313,7 +313,7 @@ async fn a_session_is_a_cookie_and_changes_need_its_csrf_token_from_this_origin(
 
     // Logging out ends the session.
     let out = h
-        .send(req("DELETE", "/v1/session").from_console(&cookie, &csrf, &h.origin()))
+        .send(req("DELETE", "/v1/session").sent_by_console(&cookie, &csrf, &h.origin()))
         .await;
     assert_eq!(out.status, 200);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
@@ -433,7 +433,7 @@ async fn uploads_that_are_no_image_or_for_no_device_say_so() {
     let origin = h.origin();
     let upload = |device: &str, body: &[u8]| {
         req("POST", &format!("/v1/ota/uploads?device={device}"))
-            .from_console(&cookie, &csrf, &origin)
+            .sent_by_console(&cookie, &csrf, &origin)
             .bytes(body)
     };
     let text = h
@@ -471,7 +471,7 @@ async fn uploads_that_are_no_image_or_for_no_device_say_so() {
     let card = h
         .send(
             req("POST", "/v1/display")
-                .from_console(&cookie, &csrf, &origin)
+                .sent_by_console(&cookie, &csrf, &origin)
                 .json(json!({ "chat": {"platform": "gadget", "id": "hg-0123456789abcdef"}, "title": "Hi" })),
         )
         .await;
@@ -523,7 +523,7 @@ async fn under_hermes_pairing_is_hermes_and_the_stream_says_so() {
     let approve = h
         .send(
             req("POST", "/v1/pairing/approve")
-                .from_console(&cookie, &csrf, &h.origin())
+                .sent_by_console(&cookie, &csrf, &h.origin())
                 .json(json!({ "platform": "gadget", "code": "HERMES23" })),
         )
         .await;
@@ -627,7 +627,7 @@ async fn a_stream_ends_with_its_session() {
     };
     open.await.unwrap();
     let out = h
-        .send(req("DELETE", "/v1/session").from_console(&cookie, &csrf, &h.origin()))
+        .send(req("DELETE", "/v1/session").sent_by_console(&cookie, &csrf, &h.origin()))
         .await;
     assert_eq!(out.status, 200, "{}", out.text);
     let ended = reader.await.unwrap();
