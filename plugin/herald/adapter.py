@@ -31,6 +31,7 @@ from gateway.session import build_session_key
 
 from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge, spawn
 from .locations import data_dir, herald_argv
+from .pairing import drop_pending
 from .settings import flag
 
 logger = logging.getLogger(__name__)
@@ -657,7 +658,19 @@ class HeraldAdapter(BasePlatformAdapter):
         if op == "pairing_code":
             user_name = args.get("user_name")
             return self.pairing_code(user_id, str(user_name) if user_name else "")
+        if op == "pairings":
+            return {"approved": self.pairing_store().list_approved(self.platform_name)}
+        if op == "approve_pairing":
+            return {"approved": self.approve_pairing(str(args.get("code", "")))}
+        if op == "revoke_pairing":
+            return {"revoked": self.revoke_pairing(user_id)}
         raise BridgeError("bad_request", f"unknown request {op!r}")
+
+    def pairing_store(self) -> Any:
+        store = getattr(self.gateway_runner, "pairing_store", None)
+        if store is None:
+            raise BridgeError("unavailable", "Hermes is not ready")
+        return store
 
     def is_authorized(self, user_id: str) -> bool:
         """Hermes's own decision: allow-all flags, allowlists, its pairing store."""
@@ -682,6 +695,23 @@ class HeraldAdapter(BasePlatformAdapter):
             "command": f"hermes pairing approve {self.platform_name} {code}",
             "ttl_s": CODE_TTL_SECONDS,
         }
+
+    def approve_pairing(self, code: str) -> Optional[Json]:
+        """The console's approve: ``hermes pairing approve`` with a code herald showed."""
+        store = self.pairing_store()
+        approved: Optional[Json] = store.approve_code(self.platform_name, code)
+        if approved is None and store._is_locked_out(self.platform_name):
+            raise BridgeError(
+                "unavailable",
+                f"Hermes refuses {self.platform_name} approvals for now, after too many wrong codes",
+            )
+        return approved
+
+    def revoke_pairing(self, user_id: str) -> bool:
+        """The console's deny or revoke: the user's waiting code and approval both go."""
+        store = self.pairing_store()
+        waited = drop_pending(store, self.platform_name, user_id)
+        return store.revoke(self.platform_name, user_id) or waited
 
     async def _watch_approvals(self) -> None:
         """Tell herald when ``hermes pairing approve|revoke`` changed someone's access.

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .locations import HeraldMissing, herald_argv
+from .pairing import approve_user
 from .settings import GENERATED, SettingsError
 
 PAIR_WAIT_S = 300.0
@@ -145,22 +146,6 @@ def pending(store: Any, platform: str, device: str | None) -> list[dict[str, Any
 def label(entry: dict[str, Any]) -> str:
     name = entry.get("user_name")
     return f"{name} ({entry['user_id']})" if name else str(entry["user_id"])
-
-
-def approve_user(store: Any, platform: str, entry: dict[str, Any]) -> None:
-    """Approve a waiting user without its code, as ``approve_code`` does with one.
-
-    Hermes keeps only a hash of each code, so the code cannot be looked up; this takes
-    the same steps under the store's lock: drop the pending request, approve the user.
-    """
-    user_id = str(entry["user_id"])
-    with store._lock:
-        path = store._pending_path(platform)
-        requests = store._load_json(path)
-        for key in [k for k, v in requests.items() if isinstance(v, dict) and v.get("user_id") == user_id]:
-            del requests[key]
-        store._save_json(path, requests)
-        store._approve_user(platform, user_id, str(entry.get("user_name") or ""))
 
 
 def info() -> int:

@@ -228,13 +228,24 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 def admin_get(data_dir: Path, path: str) -> dict[str, Any]:
-    """A GET on herald's admin API, found the way the CLI finds it."""
-    endpoint = json.loads((data_dir / "admin.json").read_text())
-    token = (data_dir / "admin.token").read_text().strip()
-    request = urllib.request.Request(endpoint["url"] + path, headers={"Authorization": f"Bearer {token}"})
-    # Loopback: no proxy from the environment.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(request, timeout=10) as response:
-        answer = json.loads(response.read())
+    """A GET on herald's admin API that answers an object."""
+    answer = admin_request(data_dir, path)
     assert isinstance(answer, dict), answer
     return answer
+
+
+def admin_request(data_dir: Path, path: str, body: Any = None) -> Any:
+    """A GET (or, with a body, a JSON POST) on herald's admin API, found the way the CLI
+    finds it; the console makes the same calls with its session."""
+    endpoint = json.loads((data_dir / "admin.json").read_text())
+    token = (data_dir / "admin.token").read_text().strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode()
+    request = urllib.request.Request(endpoint["url"] + path, data=data, headers=headers)
+    # Loopback: no proxy from the environment.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=30) as response:
+        return json.loads(response.read())

@@ -21,7 +21,7 @@ from typing import Callable
 
 import pytest
 
-from conftest import LED_ACTION, Rig, admin_get
+from conftest import LED_ACTION, Rig, admin_get, admin_request
 from devices import Frame, auth_mac, gadget_id
 from stub_stt import TRANSCRIPT
 
@@ -76,6 +76,50 @@ def test_an_unpaired_phone_gets_hermess_code_and_talks_once_approved(rig: Rig) -
         rig.home.hermes("pairing", "approve", "mobile", code.group(1))
         phone.say("hello again")
         assert phone.message("stub: hello again")
+
+
+HERMES_PAIRINGS = """
+import json, sys
+from gateway.pairing import PairingStore
+store = PairingStore()
+print(json.dumps({
+    "approved": [e["user_id"] for e in store.list_approved(sys.argv[1])],
+    "pending": [e["user_id"] for e in store.list_pending(sys.argv[1])],
+}))
+"""
+
+
+def test_the_consoles_pairing_page_approves_denies_and_revokes_in_hermes(rig: Rig) -> None:
+    data = rig.home.path / "herald"
+
+    def hermes_store() -> dict[str, list[str]]:
+        store: dict[str, list[str]] = json.loads(rig.home.run_python(HERMES_PAIRINGS, "gadget"))
+        return store
+
+    with rig.stranger_gadget() as gadget, rig.stranger_gadget(name="Other") as other:
+        code = gadget.wait_for(is_type("pairing"))["code"]
+        other.wait_for(is_type("pairing"))
+        waiting = {p["user_id"]: p for p in admin_request(data, "/v1/pairing") if p["approved_at"] is None}
+        assert waiting[gadget.device_id]["code"] == code, waiting
+        assert waiting[other.device_id]["user_name"] == "Other", waiting
+
+        approved = admin_request(data, "/v1/pairing/approve", {"platform": "gadget", "code": code.lower()})
+        assert approved["user_id"] == gadget.device_id, approved
+        gadget.wait_for(is_type("paired"), timeout=30)
+        store = hermes_store()
+        assert gadget.device_id in store["approved"], store
+        listed = {p["user_id"]: p for p in admin_request(data, "/v1/pairing")}
+        assert listed[gadget.device_id]["approved_at"] is not None, listed
+
+        # Deny: the waiting code is gone from Hermes too, so it can no longer be approved.
+        admin_request(data, "/v1/pairing/revoke", {"platform": "gadget", "user_id": other.device_id})
+        store = hermes_store()
+        assert other.device_id not in store["pending"], store
+        assert other.device_id not in {p["user_id"] for p in admin_request(data, "/v1/pairing")}
+
+        admin_request(data, "/v1/pairing/revoke", {"platform": "gadget", "user_id": gadget.device_id})
+        gadget.wait_for(is_type("unpaired"), timeout=30)
+        assert gadget.device_id not in hermes_store()["approved"]
 
 
 # -- conversation --------------------------------------------------------------------

@@ -192,6 +192,16 @@ impl Hermes {
     async fn herald(&self, args: &[&str], stdin: &str) -> (i32, String) {
         herald_in(self.dir.path(), args, stdin).await
     }
+
+    /// [`Hermes::herald`] left running, for a command that waits on Hermes's answers.
+    fn in_background(&self, args: &[&str]) -> tokio::task::JoinHandle<(i32, String)> {
+        let dir = self.dir.path().to_owned();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        tokio::spawn(async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            herald_in(&dir, &args, "").await
+        })
+    }
 }
 
 async fn herald_in(dir: &std::path::Path, args: &[&str], stdin: &str) -> (i32, String) {
@@ -337,10 +347,69 @@ async fn hermes_decides_pairing_and_its_code_is_shown_until_used() {
     };
     assert_eq!(fresh.code, "WXYZ6789");
 
-    // Herald's own pairing store is not in force behind Hermes.
-    let (status, output) = hermes.herald(&["pairing", "list"], "").await;
+    // The owner's pairing commands (the console's too) work on Hermes's store: the
+    // waiting code is the one herald showed, the approved users are Hermes's.
+    let listing = hermes.in_background(&["pairing", "list", "--json"]);
+    for platform in ["gadget", "mobile"] {
+        let (id, args) = hermes.asked("pairings").await;
+        assert_eq!(args, json!({ "platform": platform }));
+        let approved = match platform {
+            "gadget" => json!([{"user_id": "hg-old", "user_name": "Old", "approved_at": 1.7e9}]),
+            _ => json!([]),
+        };
+        hermes.answer(id, json!({ "approved": approved })).await;
+    }
+    let (status, output) = listing.await.unwrap();
+    assert_eq!(status, 0, "{output}");
+    let listed: Vec<Value> = serde_json::from_str(&output).unwrap();
+    assert_eq!(listed.len(), 2, "{output}");
+    assert_eq!(
+        (
+            &listed[0]["user_id"],
+            &listed[0]["code"],
+            &listed[0]["approved_at"]
+        ),
+        (&json!(gadget.id), &json!("WXYZ6789"), &Value::Null)
+    );
+    assert_eq!(
+        (&listed[1]["user_id"], &listed[1]["approved_at"]),
+        (&json!("hg-old"), &json!(1_700_000_000_000_i64))
+    );
+
+    // Approving the code (typed in lower case) approves it in Hermes; the device hears.
+    let approving = hermes.in_background(&["pairing", "approve", "gadget", "wxyz6789"]);
+    let (id, args) = hermes.asked("approve_pairing").await;
+    assert_eq!(args, json!({"platform": "gadget", "code": "WXYZ6789"}));
+    let user = json!({"user_id": gadget.id, "user_name": "Test Gadget"});
+    hermes.answer(id, json!({ "approved": user })).await;
+    let (status, output) = approving.await.unwrap();
+    assert_eq!(status, 0, "{output}");
+    assert!(matches!(conn.recv().await, ServerMessage::Paired(_)));
+
+    // A code Hermes does not hold is refused with the reason.
+    let approving = hermes.in_background(&["pairing", "approve", "gadget", "NOPE2345"]);
+    let (id, _) = hermes.asked("approve_pairing").await;
+    hermes.answer(id, json!({ "approved": null })).await;
+    let (status, output) = approving.await.unwrap();
     assert_ne!(status, 0);
-    assert!(output.contains("hermes pairing approve"), "{output}");
+    assert!(output.contains("no pending pairing"), "{output}");
+
+    // Revoking asks Hermes to revoke, then whether an allowlist still lets it in.
+    let revoking = hermes.in_background(&["pairing", "revoke", "gadget", &gadget.id]);
+    let (id, args) = hermes.asked("revoke_pairing").await;
+    assert_eq!(args, json!({"platform": "gadget", "user_id": gadget.id}));
+    hermes.answer(id, json!({ "revoked": true })).await;
+    hermes.authorize(false).await;
+    let (status, output) = revoking.await.unwrap();
+    assert_eq!(status, 0, "{output}");
+    assert!(matches!(conn.recv().await, ServerMessage::Unpaired(_)));
+
+    // Approving without a code is Herald's own pairing, not in force behind Hermes.
+    let (status, output) = hermes
+        .herald(&["pairing", "approve", "gadget", "--user", &gadget.id], "")
+        .await;
+    assert_ne!(status, 0);
+    assert!(output.contains("hermes gadget pair"), "{output}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -402,6 +402,19 @@ pub struct PairingCode {
     pub command: String,
 }
 
+/// A pairing as the owner manages it: waiting for approval (with its code) or approved.
+/// Times are milliseconds since the Unix epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairingRecord {
+    pub platform: Platform,
+    pub user_id: String,
+    pub user_name: Option<String>,
+    /// Present while pending.
+    pub code: Option<String>,
+    pub created_at: i64,
+    pub approved_at: Option<i64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("authorization is unavailable: {0}")]
 pub struct AccessError(pub String);
@@ -419,6 +432,20 @@ pub trait Authorizer: Send + Sync {
         user_id: &str,
         user_name: Option<&str>,
     ) -> Result<PairingCode, AccessError>;
+
+    /// The pairings waiting for the owner and the approved ones, for the console.
+    async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError>;
+
+    /// Approve the pairing waiting with `code`; `None` when no such code is waiting.
+    async fn approve_code(
+        &self,
+        platform: Platform,
+        code: &str,
+    ) -> Result<Option<PairingRecord>, AccessError>;
+
+    /// Deny `user_id`'s waiting pairing or revoke its approved one; whether there was
+    /// one. An allowlist may still let the user in: ask [`Authorizer::is_authorized`].
+    async fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError>;
 }
 
 /// An agent backend: the demo agent, the Hermes bridge, an OpenAI-compatible model.

@@ -140,7 +140,7 @@ impl Authorizer for Standalone {
         let (access, user) = (self.0.clone(), user_id.to_owned());
         blocking(move || access.is_authorized(platform, &user))
             .await
-            .map_err(|e| AccessError(e.to_string()))
+            .map_err(unavailable)
     }
 
     async fn pairing_code(
@@ -153,12 +153,41 @@ impl Authorizer for Standalone {
         let name = user_name.map(str::to_owned);
         let code = blocking(move || access.pairing_code(platform, &user, name.as_deref()))
             .await
-            .map_err(|e| AccessError(e.to_string()))?;
+            .map_err(unavailable)?;
         Ok(PairingCode {
             command: self.0.approve_command(platform, &code),
             code,
         })
     }
+
+    async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError> {
+        let access = self.0.clone();
+        blocking(move || access.pairings())
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn approve_code(
+        &self,
+        platform: Platform,
+        code: &str,
+    ) -> Result<Option<PairingRecord>, AccessError> {
+        let (access, code) = (self.0.clone(), code.to_owned());
+        blocking(move || access.approve_code(platform, &code))
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError> {
+        let (access, user) = (self.0.clone(), user_id.to_owned());
+        blocking(move || access.revoke(platform, &user))
+            .await
+            .map_err(unavailable)
+    }
+}
+
+fn unavailable(err: StoreError) -> AccessError {
+    AccessError(err.to_string())
 }
 
 fn new_code() -> String {

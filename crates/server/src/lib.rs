@@ -171,7 +171,7 @@ impl Server {
             None => Arc::new(Standalone(access.clone())),
         };
         gadget.set_backend(backend.agent.clone(), authorizer.clone());
-        mobile.set_backend(backend.agent, authorizer);
+        mobile.set_backend(backend.agent, authorizer.clone());
 
         let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
         let gadget_addr = local_addr("gadgets", &gadget_listener)?;
@@ -187,6 +187,7 @@ impl Server {
         let admin_state = admin::AdminState {
             token: token.into(),
             store: store.clone(),
+            authorizer,
             access: own_access,
             gadget: gadget.clone(),
             mobile: mobile.clone(),

@@ -554,9 +554,8 @@ function who(p: PairingRecord): HTMLElement {
 }
 
 function drawPairing(): void {
-  const own = state.ownPairing && state.pairing !== null;
-  ui.pairingHermes.hidden = own;
-  ui.pairingOwn.hidden = !own;
+  ui.pairingHermes.hidden = state.ownPairing;
+  ui.pairingOwn.hidden = state.pairing === null;
   const pairings = state.pairing ?? [];
   const pending = pairings.filter((p) => p.approved_at === null);
   const approved = pairings.filter((p) => p.approved_at !== null);

@@ -6,7 +6,8 @@
 //!
 //! - as the [`Agent`], every [`Inbound`] becomes an `inbound` event line;
 //! - as the [`Authorizer`], `is_authorized` and `pairing_code` become request lines that
-//!   Hermes answers from its own allowlists and pairing store;
+//!   Hermes answers from its own allowlists and pairing store, and so do the console's
+//!   `pairings`, `approve_pairing` and `revoke_pairing`;
 //! - request lines from Hermes (`send_text`, `ask`, `invoke_action`, …) are carried out
 //!   on the [`Outbound`] the server built the backend with, and answered by id.
 //!
@@ -26,12 +27,12 @@ mod wire;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use herald_port::{
     AccessError, Agent, AgentFactory, Authorizer, Backend, Inbound, Outbound, PairingCode,
-    Platform, SendOptions,
+    PairingRecord, Platform, SendOptions,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -41,8 +42,8 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use wire::{
-    Authorized, ErrorKind, Event, IssuedCode, Line, OutLine, Question, Request, RequestId,
-    WireDevice, WireError, WireInbound,
+    ApprovedPairing, Authorized, ErrorKind, Event, HermesPairings, HermesUser, IssuedCode, Line,
+    OutLine, Question, Request, RequestId, RevokedPairing, WireDevice, WireError, WireInbound,
 };
 pub use wire::{Ready, PROTOCOL};
 
@@ -101,6 +102,9 @@ pub struct Bridge {
 
 struct IssuedPairing {
     code: PairingCode,
+    user_name: Option<String>,
+    /// Wall-clock milliseconds, for the console.
+    issued_at: i64,
     expires: Instant,
 }
 
@@ -474,9 +478,118 @@ impl Authorizer for Bridge {
             key,
             IssuedPairing {
                 code: code.clone(),
+                user_name: user_name.map(str::to_owned),
+                issued_at: wall_clock_ms(),
                 expires: now + ttl,
             },
         );
         Ok(code)
     }
+
+    /// Hermes keeps only hashes of its codes, so the waiting ones are those herald
+    /// showed; the approved ones are Hermes's, for each platform Hermes serves.
+    async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError> {
+        let mut approved = Vec::new();
+        for platform in [Platform::Gadget, Platform::Mobile] {
+            match self
+                .ask::<HermesPairings>(Question::Pairings { platform })
+                .await
+            {
+                Ok(answer) => approved.extend(
+                    answer
+                        .approved
+                        .into_iter()
+                        .map(|user| approved_record(platform, user)),
+                ),
+                // Hermes may serve only one of the platforms.
+                Err(err) if err.kind == ErrorKind::Denied => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let mut codes = self.codes.lock().await;
+        let now = Instant::now();
+        codes.retain(|_, issued| issued.expires > now);
+        let mut pairings: Vec<PairingRecord> = codes
+            .iter()
+            .filter(|((platform, user), _)| {
+                !approved
+                    .iter()
+                    .any(|a| a.platform == *platform && a.user_id == *user)
+            })
+            .map(|((platform, user_id), issued)| PairingRecord {
+                platform: *platform,
+                user_id: user_id.clone(),
+                user_name: issued.user_name.clone(),
+                code: Some(issued.code.code.clone()),
+                created_at: issued.issued_at,
+                approved_at: None,
+            })
+            .collect();
+        pairings.sort_by_key(|p| p.created_at);
+        pairings.extend(approved);
+        Ok(pairings)
+    }
+
+    async fn approve_code(
+        &self,
+        platform: Platform,
+        code: &str,
+    ) -> Result<Option<PairingRecord>, AccessError> {
+        let code = code.trim().to_ascii_uppercase();
+        let answer: ApprovedPairing = self
+            .ask(Question::ApprovePairing {
+                platform,
+                code: &code,
+            })
+            .await?;
+        let Some(user) = answer.approved else {
+            return Ok(None);
+        };
+        let issued = self
+            .codes
+            .lock()
+            .await
+            .remove(&(platform, user.user_id.clone()));
+        let mut record = approved_record(platform, user);
+        if let Some(issued) = issued {
+            record.created_at = issued.issued_at;
+            record.user_name = record.user_name.or(issued.user_name);
+        }
+        Ok(Some(record))
+    }
+
+    async fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError> {
+        let waiting = self
+            .codes
+            .lock()
+            .await
+            .remove(&(platform, user_id.to_owned()))
+            .is_some();
+        let answer: RevokedPairing = self
+            .ask(Question::RevokePairing { platform, user_id })
+            .await?;
+        Ok(waiting || answer.revoked)
+    }
+}
+
+/// A user Hermes approved, as the console lists it.
+fn approved_record(platform: Platform, user: HermesUser) -> PairingRecord {
+    // Hermes keeps seconds as a float; when it says nothing, the approval is now.
+    let approved_at = user
+        .approved_at
+        .map_or_else(wall_clock_ms, |s| (s * 1000.0) as i64);
+    PairingRecord {
+        platform,
+        user_id: user.user_id,
+        user_name: user.user_name.filter(|name| !name.is_empty()),
+        code: None,
+        created_at: approved_at,
+        approved_at: Some(approved_at),
+    }
+}
+
+fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -306,11 +306,49 @@ pub(crate) enum Question<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         user_name: Option<&'a str>,
     },
+    /// The users approved in Hermes's pairing store, for the console.
+    Pairings { platform: Platform },
+    /// Approve a code herald showed, as `hermes pairing approve` does.
+    ApprovePairing { platform: Platform, code: &'a str },
+    /// Drop a user's waiting code and approval, as `hermes pairing revoke` does.
+    RevokePairing {
+        platform: Platform,
+        user_id: &'a str,
+    },
 }
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Authorized {
     pub authorized: bool,
+}
+
+/// The answer to `pairings`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct HermesPairings {
+    pub approved: Vec<HermesUser>,
+}
+
+/// A user in Hermes's pairing store; `approved_at` is in seconds, as Hermes keeps it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct HermesUser {
+    pub user_id: String,
+    #[serde(default)]
+    pub user_name: Option<String>,
+    #[serde(default)]
+    pub approved_at: Option<f64>,
+}
+
+/// The answer to `approve_pairing`: who was approved, or `null` for a code Hermes does
+/// not hold.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ApprovedPairing {
+    pub approved: Option<HermesUser>,
+}
+
+/// The answer to `revoke_pairing`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RevokedPairing {
+    pub revoked: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -160,11 +160,12 @@ pub(super) async fn forget(
 }
 
 /// Herald's own pairing store, unless the backend decides access.
-pub(super) fn own_access(state: &AdminState) -> Result<Arc<Access>, ApiError> {
+fn own_access(state: &AdminState) -> Result<Arc<Access>, ApiError> {
     state.access.clone().ok_or_else(|| {
         ApiError(
             StatusCode::CONFLICT,
-            "the agent decides who may talk here: pair through it (e.g. `hermes pairing approve`)"
+            "Hermes decides who may talk here: approve by the code the device shows, \
+             or wait for it with `hermes gadget pair`"
                 .into(),
         )
     })
@@ -173,18 +174,18 @@ pub(super) fn own_access(state: &AdminState) -> Result<Arc<Access>, ApiError> {
 pub(super) async fn pairings(
     State(state): State<AdminState>,
 ) -> Result<Json<Vec<PairingRecord>>, ApiError> {
-    let access = own_access(&state)?;
-    Ok(Json(blocking(move || access.pairings()).await?))
+    Ok(Json(state.authorizer.pairings().await?))
 }
 
 pub(super) async fn approve(
     State(state): State<AdminState>,
     Json(request): Json<ApproveRequest>,
 ) -> Result<Json<PairingRecord>, ApiError> {
-    let access = own_access(&state)?;
     let platform = request.platform;
     let record = match (request.code, request.user_id) {
-        (Some(code), None) => blocking(move || access.approve_code(platform, &code))
+        (Some(code), None) => state
+            .authorizer
+            .approve_code(platform, &code)
             .await?
             .ok_or_else(|| {
                 ApiError(
@@ -192,7 +193,10 @@ pub(super) async fn approve(
                     "no pending pairing with that code (codes last one hour)".into(),
                 )
             })?,
-        (None, Some(user)) => blocking(move || access.approve_user(platform, &user)).await?,
+        (None, Some(user)) => {
+            let access = own_access(&state)?;
+            blocking(move || access.approve_user(platform, &user)).await?
+        }
         _ => {
             return Err(ApiError(
                 StatusCode::BAD_REQUEST,
@@ -212,25 +216,18 @@ pub(super) async fn revoke(
     State(state): State<AdminState>,
     Json(request): Json<RevokeRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let access = own_access(&state)?;
-    let (platform, user) = (request.platform, request.user_id.clone());
-    let revoked = blocking(move || access.revoke(platform, &user)).await?;
-    if !revoked {
+    let (platform, user) = (request.platform, request.user_id);
+    if !state.authorizer.revoke(platform, &user).await? {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
-            format!("{} has no pairing on {platform}", request.user_id),
+            format!("{user} has no pairing on {platform}"),
         ));
     }
     // Revoking a pairing does not override an allowlist.
-    let access = own_access(&state)?;
-    let user = request.user_id.clone();
-    let still = blocking(move || access.is_authorized(platform, &user)).await?;
-    state
-        .outbound
-        .set_authorized(platform, &request.user_id, still)
-        .await;
+    let still = state.authorizer.is_authorized(platform, &user).await?;
+    state.outbound.set_authorized(platform, &user, still).await;
     state.metrics.activity.changed();
-    Ok(Json(serde_json::json!({ "revoked": request.user_id })))
+    Ok(Json(serde_json::json!({ "revoked": user })))
 }
 
 /// `POST /v1/deliver`: a message from outside any conversation (`herald send`, which

@@ -27,12 +27,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
+use tracing::debug;
 
 use super::activity::Live;
 use super::console::{gauges, Console};
 use super::session::SessionKey;
 use super::{api, AdminState, ApiError};
-use crate::store::blocking;
 
 /// Streams open at most (a person has a tab or two open).
 pub(crate) const MAX_STREAMS: usize = 16;
@@ -109,13 +109,13 @@ async fn look(state: &AdminState) -> Result<(Vec<(&'static str, String)>, bool),
     parts.push(("devices", json(serde_json::to_string(&devices))?));
     let phones = api::phones(State(state.clone())).await?.0;
     parts.push(("phones", json(serde_json::to_string(&phones))?));
-    // Under Hermes the list is Hermes's: `null` says so.
-    let pairing = match &state.access {
-        Some(access) => {
-            let access = access.clone();
-            Some(blocking(move || access.pairings()).await?)
+    // `null` when the backend cannot list them (a Hermes plugin older than this herald).
+    let pairing = match state.authorizer.pairings().await {
+        Ok(pairings) => Some(pairings),
+        Err(err) => {
+            debug!(%err, "no pairing list for the console");
+            None
         }
-        None => None,
     };
     parts.push(("pairing", json(serde_json::to_string(&pairing))?));
     let updates = api::ota_list(State(state.clone())).await?.0;

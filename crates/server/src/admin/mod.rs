@@ -35,7 +35,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use herald_port::Outbound;
+use herald_port::{AccessError, Authorizer, Outbound};
 use serde::{Deserialize, Serialize};
 
 use crate::access::Access;
@@ -120,7 +120,9 @@ pub(crate) fn unpublish(data_dir: &Path) {
 pub(crate) struct AdminState {
     pub token: Arc<str>,
     pub store: Arc<dyn Store>,
-    /// `None` when the agent backend decides who may talk (Hermes): pairing is its own.
+    /// Who may talk: Herald's own pairing store, or the backend's (Hermes).
+    pub authorizer: Arc<dyn Authorizer>,
+    /// Herald's own pairing store; `None` when the backend decides who may talk.
     pub access: Option<Arc<Access>>,
     pub gadget: Arc<GadgetHub>,
     pub mobile: Arc<MobileHub>,
@@ -205,6 +207,13 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         tracing::error!(%err, "admin request failed");
         ApiError(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+    }
+}
+
+impl From<AccessError> for ApiError {
+    fn from(err: AccessError) -> Self {
+        tracing::warn!(%err, "pairing request failed");
+        ApiError(StatusCode::BAD_GATEWAY, err.to_string())
     }
 }
 

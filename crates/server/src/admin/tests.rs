@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use herald_agents::DemoAgent;
-use herald_port::{AccessError, AgentFactory, Authorizer, Backend, PairingCode, Platform};
+use herald_port::{
+    AccessError, AgentFactory, Authorizer, Backend, PairingCode, PairingRecord, Platform,
+};
 use serde_json::{json, Value};
 
 use super::Endpoint;
@@ -37,7 +39,8 @@ fn demo() -> AgentFactory {
     Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out))))
 }
 
-/// Says no to everyone, as a Hermes with no pairing would: only its authorizer matters.
+/// Says no to everyone and lists no pairings, as Hermes with a plugin older than this
+/// herald would: only its authorizer matters.
 struct Hermes;
 
 #[async_trait]
@@ -56,6 +59,22 @@ impl Authorizer for Hermes {
             code: "HERMES23".into(),
             command: "hermes pairing approve gadget HERMES23".into(),
         })
+    }
+
+    async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError> {
+        Err(AccessError("unknown request 'pairings'".into()))
+    }
+
+    async fn approve_code(
+        &self,
+        _: Platform,
+        _: &str,
+    ) -> Result<Option<PairingRecord>, AccessError> {
+        Ok(None)
+    }
+
+    async fn revoke(&self, _: Platform, _: &str) -> Result<bool, AccessError> {
+        Ok(false)
     }
 }
 
@@ -520,18 +539,32 @@ async fn under_hermes_pairing_is_hermes_and_the_stream_says_so() {
         .await
         .json();
     assert_eq!(server["pairing"], false);
-    let approve = h
-        .send(
+    // A code goes to Hermes, which holds none here; approving by user id is Herald's own.
+    let approve = |body: Value| {
+        h.send(
             req("POST", "/v1/pairing/approve")
                 .sent_by_console(&cookie, &csrf, &h.origin())
-                .json(json!({ "platform": "gadget", "code": "HERMES23" })),
+                .json(body),
         )
-        .await;
-    assert_eq!(approve.status, 409);
+    };
+    let by_code = approve(json!({ "platform": "gadget", "code": "HERMES23" })).await;
+    assert_eq!(by_code.status, 404, "{}", by_code.text);
+    let by_user = approve(json!({ "platform": "gadget", "user_id": "hg-1" })).await;
+    assert_eq!(by_user.status, 409);
     assert!(
-        approve.error().contains("hermes pairing approve"),
+        by_user.error().contains("hermes gadget pair"),
         "{}",
-        approve.text
+        by_user.text
+    );
+    // A backend that cannot list pairings: the stream says `null`, the API says why.
+    let listed = h
+        .send(req("GET", "/v1/pairing").header("cookie", &cookie))
+        .await;
+    assert_eq!(listed.status, 502);
+    assert!(
+        listed.error().contains("unknown request"),
+        "{}",
+        listed.text
     );
     let url = format!("{}/v1/events", h.endpoint.url);
     let events = tokio::task::spawn_blocking(move || read_events(&url, &cookie, "stats"))

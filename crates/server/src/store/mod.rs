@@ -7,6 +7,7 @@
 
 mod sqlite;
 
+pub use herald_port::PairingRecord;
 pub use sqlite::SqliteStore;
 
 use std::path::PathBuf;
@@ -119,18 +120,6 @@ pub struct DeviceProfile {
     pub board: Option<String>,
     pub firmware: Option<String>,
     pub sensors: Map<String, Value>,
-}
-
-/// A pairing that is waiting for the owner, or one that was approved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PairingRecord {
-    pub platform: Platform,
-    pub user_id: String,
-    pub user_name: Option<String>,
-    /// Present while pending.
-    pub code: Option<String>,
-    pub created_at: Millis,
-    pub approved_at: Option<Millis>,
 }
 
 /// What a phone says about itself in `hello`.
