@@ -191,6 +191,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/v1/login", post(session::login))
         .merge(console::pages())
+        .layer(middleware::from_fn(session::local_host))
         .with_state(app)
 }
 

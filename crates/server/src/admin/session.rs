@@ -22,8 +22,14 @@
 //!
 //! Wrong tokens at the login are counted: after [`MAX_FAILURES`] in a minute, the login
 //! refuses every try until the minute is over (the bearer API is not affected).
+//!
+//! Every request must name this machine in `Host`: an IP address or `localhost`. The
+//! admin listener is for this machine only, and a web page whose own name was made to
+//! resolve to 127.0.0.1 (DNS rebinding) reaches it with that name in `Host`; refused, it
+//! can neither read the pages nor keep the login locked with wrong tokens.
 
 use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -204,6 +210,35 @@ fn same_origin(headers: &HeaderMap, required: bool) -> bool {
     }
 }
 
+/// Whether `Host` names this machine by address or as `localhost` (port optional).
+fn names_this_machine(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        // Only a client that is not a browser leaves it out.
+        return true;
+    };
+    if let Some(bracketed) = host.strip_prefix('[') {
+        return bracketed
+            .split_once(']')
+            .is_some_and(|(ip, _)| ip.parse::<Ipv6Addr>().is_ok());
+    }
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    let name = name.to_ascii_lowercase();
+    name.parse::<Ipv4Addr>().is_ok() || name == "localhost" || name.ends_with(".localhost")
+}
+
+/// The check in front of every route; see the module docs.
+pub(crate) async fn local_host(request: Request, next: Next) -> Response {
+    if names_this_machine(request.headers()) {
+        next.run(request).await
+    } else {
+        ApiError(
+            StatusCode::MISDIRECTED_REQUEST,
+            "the admin API answers only at this machine's address or localhost".into(),
+        )
+        .into_response()
+    }
+}
+
 fn unauthorized(message: &str) -> Response {
     ApiError(StatusCode::UNAUTHORIZED, message.into()).into_response()
 }
@@ -373,6 +408,39 @@ mod tests {
         }
         assert_eq!(sessions.lock().len(), MAX_SESSIONS);
         assert!(sessions.find(&first, now).is_none(), "the oldest made room");
+    }
+
+    #[test]
+    fn only_an_address_or_localhost_names_this_machine() {
+        let with_host = |host: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            names_this_machine(&headers)
+        };
+        for host in [
+            "127.0.0.1:8766",
+            "127.0.0.1",
+            "192.168.1.20:8766",
+            "[::1]:8766",
+            "[::1]",
+            "localhost:8766",
+            "LocalHost",
+            "console.localhost:8766",
+        ] {
+            assert!(with_host(host), "{host}");
+        }
+        for host in [
+            "evil.example:8766",
+            "evil.example",
+            "127.0.0.1.evil.example",
+            "localhost.evil.example",
+            "[evil]:8766",
+            "[::1",
+            "",
+        ] {
+            assert!(!with_host(host), "{host}");
+        }
+        assert!(names_this_machine(&HeaderMap::new()));
     }
 
     #[test]

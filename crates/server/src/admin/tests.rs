@@ -366,6 +366,49 @@ async fn wrong_tokens_lock_the_login_but_not_the_bearer_api() {
     h.server.shutdown().await;
 }
 
+/// One raw HTTP/1.1 request with `host` as its Host header (ureq sets its own); the
+/// status line's code.
+fn status_with_host(url: &str, request: &str, host: &str) -> u16 {
+    use std::io::Write;
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let (line, body) = request.split_once('\n').unwrap_or((request, ""));
+    write!(
+        stream,
+        "{line} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_rebound_its_name_to_this_machine_gets_nothing() {
+    let h = start(demo()).await;
+    let url = h.endpoint.url.clone();
+    let wrong_login = "POST /v1/login\n{\"token\": \"guess\"}".to_owned();
+    let statuses = tokio::task::spawn_blocking(move || {
+        let page = status_with_host(&url, "GET /", "rebound.example:8766");
+        // Enough wrong tokens to lock the login, were they counted.
+        let logins: Vec<u16> = (0..=super::session::MAX_FAILURES)
+            .map(|_| status_with_host(&url, &wrong_login, "rebound.example"))
+            .collect();
+        let by_address = status_with_host(&url, "GET /", "127.0.0.1");
+        (page, logins, by_address)
+    })
+    .await
+    .unwrap();
+    assert_eq!(statuses.0, 421);
+    assert!(statuses.1.iter().all(|s| *s == 421), "{:?}", statuses.1);
+    assert_eq!(statuses.2, 200);
+    // The owner's login still works.
+    h.login().await;
+    h.server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pages_are_open_with_a_strict_policy_and_the_data_is_not() {
     let h = start(demo()).await;
