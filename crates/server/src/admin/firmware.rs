@@ -290,10 +290,21 @@ pub(crate) async fn upload(
     let dir = console.firmware.data_dir.join(UPLOAD_DIR);
     let file = dir.join(format!("{upload}.bin"));
     let sha256 = hex::encode(Sha256::digest(&bytes));
-    let target = file.clone();
+    let kept = Upload {
+        id: upload.clone(),
+        device_id: device_id.clone(),
+        file,
+    };
+    // Written and registered in one task, which runs to its end even when the client
+    // goes away meanwhile: no file is left that nothing knows of.
+    let firmware = console.clone();
     let staged = tokio::task::spawn_blocking(move || {
         files::create_private_dir(&dir)?;
-        files::write_private(&target, &bytes)
+        files::write_private(&kept.file, &bytes)?;
+        for old in firmware.firmware.keep(kept) {
+            let _ = std::fs::remove_file(old);
+        }
+        Ok(())
     })
     .await
     .unwrap_or_else(|e| Err(std::io::Error::other(e)));
@@ -303,13 +314,6 @@ pub(crate) async fn upload(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("could not keep the image in the data directory: {err}"),
         ));
-    }
-    for old in console.firmware.keep(Upload {
-        id: upload.clone(),
-        device_id: device_id.clone(),
-        file,
-    }) {
-        let _ = tokio::fs::remove_file(old).await;
     }
     Ok(Json(UploadView {
         upload,
