@@ -2,8 +2,8 @@
 //!
 //! Nothing else records conversations, and the console only needs the last few
 //! exchanges of a device, so this keeps a small ring of events per chat in memory
-//! ([`RECENT`] each, [`MAX_CHATS`] chats at most, texts cut to [`MAX_TEXT`] characters):
-//! gone on restart, bounded whatever devices do. The ring is fed where agent calls reach
+//! ([`RECENT`] each, [`MAX_CHATS`] chats at most, texts cut to [`MAX_TEXT`] characters,
+//! [`MAX_BYTES`] in all): gone on restart, bounded whatever devices do. The ring is fed where agent calls reach
 //! the transports (`router.rs`), which sees every reply, card, prompt, file and action
 //! whatever backend sent it, including the console's own messages.
 //!
@@ -28,6 +28,9 @@ pub(crate) const RECENT: usize = 50;
 pub(crate) const MAX_CHATS: usize = 1024;
 /// Characters of a text kept; longer ones are cut.
 pub(crate) const MAX_TEXT: usize = 500;
+/// What all rings hold at most, in bytes of events; past it the quietest chats make
+/// room. (Without it, full rings of long texts in every chat would be some 200 MB.)
+pub(crate) const MAX_BYTES: usize = 8 * 1024 * 1024;
 /// The longest chat id recorded: no gadget or phone has a longer one (the phone
 /// protocol's limit is the larger), so a call to a longer one (the agent's or the admin
 /// API's mistake) reaches nobody and is not kept, whose key would be as long as it is.
@@ -95,10 +98,53 @@ struct Ring {
     events: VecDeque<ConversationEvent>,
     /// The number of its latest event: the lowest is the quietest chat.
     last: u64,
+    /// What its events cost, by [`cost`].
+    bytes: usize,
+}
+
+/// The rings, and what they cost in all.
+#[derive(Default)]
+struct Chats {
+    rings: HashMap<Key, Ring>,
+    bytes: usize,
+}
+
+impl Chats {
+    fn remove(&mut self, key: &Key) {
+        if let Some(ring) = self.rings.remove(key) {
+            self.bytes -= ring.bytes;
+        }
+    }
+
+    /// Remove the chat quiet for longest but `keep`; false when there is no other.
+    fn evict_quietest(&mut self, keep: &Key) -> bool {
+        let quietest = self
+            .rings
+            .iter()
+            .filter(|(key, _)| *key != keep)
+            .min_by_key(|(_, ring)| ring.last)
+            .map(|(key, _)| key.clone());
+        match quietest {
+            Some(key) => {
+                self.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The memory an event holds, near enough.
+fn cost(event: &ConversationEvent) -> usize {
+    let len = |text: &Option<String>| text.as_ref().map_or(0, String::len);
+    std::mem::size_of::<ConversationEvent>()
+        + len(&event.text)
+        + len(&event.error)
+        + len(&event.message_id)
 }
 
 pub(crate) struct Activity {
-    chats: Mutex<HashMap<Key, Ring>>,
+    chats: Mutex<Chats>,
     seq: AtomicU64,
     live: broadcast::Sender<Live>,
 }
@@ -122,7 +168,7 @@ fn bounded(text: &str) -> String {
 }
 
 impl Activity {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Ring>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Chats> {
         self.chats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -207,24 +253,24 @@ impl Activity {
         {
             let mut chats = self.lock();
             let key = (chat.platform, chat.id.clone());
-            if !chats.contains_key(&key) && chats.len() >= MAX_CHATS {
-                let quietest = chats
-                    .iter()
-                    .min_by_key(|(_, ring)| ring.last)
-                    .map(|(k, _)| k.clone());
-                if let Some(quietest) = quietest {
-                    chats.remove(&quietest);
-                }
+            if !chats.rings.contains_key(&key) && chats.rings.len() >= MAX_CHATS {
+                chats.evict_quietest(&key);
             }
-            let ring = chats.entry(key).or_insert_with(|| Ring {
+            let added = cost(&event);
+            let ring = chats.rings.entry(key.clone()).or_insert_with(|| Ring {
                 events: VecDeque::with_capacity(8),
                 last: event.seq,
+                bytes: 0,
             });
+            let mut freed = 0;
             if ring.events.len() >= RECENT {
-                ring.events.pop_front();
+                freed = ring.events.pop_front().map_or(0, |old| cost(&old));
             }
             ring.last = event.seq;
+            ring.bytes = ring.bytes + added - freed;
             ring.events.push_back(event.clone());
+            chats.bytes = chats.bytes + added - freed;
+            while chats.bytes > MAX_BYTES && chats.evict_quietest(&key) {}
         }
         self.announce(chat, event);
     }
@@ -233,7 +279,8 @@ impl Activity {
     pub(crate) fn edited(&self, chat: &Chat, message_id: &str, text: &str) {
         let updated = {
             let mut chats = self.lock();
-            let Some(ring) = chats.get_mut(&(chat.platform, chat.id.clone())) else {
+            let key = (chat.platform, chat.id.clone());
+            let Some(ring) = chats.rings.get_mut(&key) else {
                 return;
             };
             let Some(event) = ring
@@ -244,8 +291,13 @@ impl Activity {
             else {
                 return;
             };
+            let before = cost(event);
             event.text = Some(bounded(text));
-            event.clone()
+            let (after, updated) = (cost(event), event.clone());
+            ring.bytes = ring.bytes + after - before;
+            chats.bytes = chats.bytes + after - before;
+            while chats.bytes > MAX_BYTES && chats.evict_quietest(&key) {}
+            updated
         };
         self.announce(chat, updated);
     }
@@ -261,6 +313,7 @@ impl Activity {
     /// The recent events of a chat, oldest first.
     pub(crate) fn recent(&self, chat: &Chat) -> Vec<ConversationEvent> {
         self.lock()
+            .rings
             .get(&(chat.platform, chat.id.clone()))
             .map(|ring| ring.events.iter().cloned().collect())
             .unwrap_or_default()
@@ -324,7 +377,7 @@ mod tests {
                 None,
             );
         }
-        assert_eq!(activity.lock().len(), MAX_CHATS);
+        assert_eq!(activity.lock().rings.len(), MAX_CHATS);
         // The quietest chat (the first) made room.
         assert!(activity.recent(&Chat::gadget("hg-0")).is_empty());
         // A chat id no device can have is not kept, nor does it push a chat out.
@@ -335,5 +388,49 @@ mod tests {
         let longest = Chat::mobile("p".repeat(MAX_CHAT_ID));
         activity.record(&longest, EventKind::Notice, None, None);
         assert_eq!(activity.recent(&longest).len(), 1);
+    }
+
+    #[test]
+    fn all_rings_together_keep_to_the_byte_budget() {
+        let activity = Activity::default();
+        // Texts of four-byte characters: a full ring is some 100 KB, far past the
+        // budget over a few hundred chats.
+        let long = "𝄞".repeat(MAX_TEXT);
+        let chats = 300;
+        for i in 0..chats {
+            let chat = Chat::gadget(format!("hg-{i}"));
+            for _ in 0..RECENT {
+                activity.record(&chat, EventKind::Message, Some(&long), None);
+            }
+        }
+        let held = activity.lock();
+        let counted: usize = held
+            .rings
+            .values()
+            .flat_map(|ring| ring.events.iter())
+            .map(cost)
+            .sum();
+        assert_eq!(held.bytes, counted);
+        assert!(held.bytes <= MAX_BYTES, "{}", held.bytes);
+        assert!(held.rings.len() < chats, "nothing was evicted");
+        // The latest chat is whole; the earliest made room.
+        let latest = (Platform::Gadget, format!("hg-{}", chats - 1));
+        assert_eq!(held.rings[&latest].events.len(), RECENT);
+        assert!(!held
+            .rings
+            .contains_key(&(Platform::Gadget, "hg-0".to_owned())));
+        drop(held);
+        // Edits are counted too.
+        let chat = Chat::gadget("hg-edit");
+        activity.message(&chat, "short", Ok("m1"));
+        activity.edited(&chat, "m1", &long);
+        let held = activity.lock();
+        let counted: usize = held
+            .rings
+            .values()
+            .map(|r| r.events.iter().map(cost).sum::<usize>())
+            .sum();
+        assert_eq!(held.bytes, counted);
+        assert!(held.bytes <= MAX_BYTES);
     }
 }
