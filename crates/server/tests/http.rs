@@ -24,7 +24,7 @@ async fn exchange(addr: std::net::SocketAddr, request: &str) -> (u16, String, St
 }
 
 fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: herald\r\nConnection: close\r\n\r\n")
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
 }
 
 #[tokio::test]

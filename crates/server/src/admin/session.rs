@@ -23,10 +23,10 @@
 //! Wrong tokens at the login are counted: after [`MAX_FAILURES`] in a minute, the login
 //! refuses every try until the minute is over (the bearer API is not affected).
 //!
-//! Every request must name this machine in `Host`: an IP address or `localhost`. The
-//! admin listener is for this machine only, and a web page whose own name was made to
-//! resolve to 127.0.0.1 (DNS rebinding) reaches it with that name in `Host`; refused, it
-//! can neither read the pages nor keep the login locked with wrong tokens.
+//! Every request but `/healthz` must name this machine in `Host`: an IP address or
+//! `localhost`. The admin listener is for this machine only, and a web page whose own
+//! name was made to resolve to 127.0.0.1 (DNS rebinding) reaches it with that name in
+//! `Host`; refused, it can neither read the pages nor keep the login locked.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
