@@ -26,6 +26,7 @@ mod metrics;
 mod mobile;
 pub mod net;
 mod places;
+mod queue;
 mod router;
 mod socket;
 pub mod store;

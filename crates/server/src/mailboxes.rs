@@ -8,11 +8,13 @@ use dashmap::DashMap;
 use herald_port::{Chat, DeliveryError};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::queue;
+
 /// Events queued for one session before its senders wait (backpressure).
 pub(crate) const MAILBOX: usize = 64;
 
 pub(crate) struct Mailboxes<E> {
-    map: DashMap<String, mpsc::Sender<E>>,
+    map: DashMap<String, queue::Sender<E>>,
 }
 
 impl<E> Default for Mailboxes<E> {
@@ -24,7 +26,7 @@ impl<E> Default for Mailboxes<E> {
 }
 
 impl<E> Mailboxes<E> {
-    pub(crate) fn get(&self, id: &str) -> Option<mpsc::Sender<E>> {
+    pub(crate) fn get(&self, id: &str) -> Option<queue::Sender<E>> {
         self.map.get(id).map(|tx| tx.clone())
     }
 
@@ -32,17 +34,17 @@ impl<E> Mailboxes<E> {
     pub(crate) fn get_or_spawn(
         &self,
         id: &str,
-        spawn: impl FnOnce() -> mpsc::Sender<E>,
-    ) -> mpsc::Sender<E> {
+        spawn: impl FnOnce() -> queue::Sender<E>,
+    ) -> queue::Sender<E> {
         self.map.entry(id.to_owned()).or_insert_with(spawn).clone()
     }
 
     /// Called by a session as it ends.
-    pub(crate) fn remove(&self, id: &str, mailbox: &mpsc::Sender<E>) {
+    pub(crate) fn remove(&self, id: &str, mailbox: &queue::Sender<E>) {
         self.map.remove_if(id, |_, tx| tx.same_channel(mailbox));
     }
 
-    pub(crate) fn all(&self) -> Vec<mpsc::Sender<E>> {
+    pub(crate) fn all(&self) -> Vec<queue::Sender<E>> {
         self.map.iter().map(|e| e.value().clone()).collect()
     }
 
@@ -72,7 +74,7 @@ impl<E> Mailboxes<E> {
 /// For a session that retired with nothing open, after it left the registry: what was
 /// sent to it before then (`rx`, closed to new senders here) goes to the session that
 /// now has its id, from `next`, so no call is dropped.
-pub(crate) async fn hand_over<E>(mut rx: mpsc::Receiver<E>, next: impl Fn() -> mpsc::Sender<E>) {
+pub(crate) async fn hand_over<E>(mut rx: queue::Receiver<E>, next: impl Fn() -> queue::Sender<E>) {
     rx.close();
     while let Some(event) = rx.recv().await {
         let _ = next().send(event).await;

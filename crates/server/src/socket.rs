@@ -13,7 +13,7 @@ use futures_util::stream::SplitSink;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
@@ -21,6 +21,7 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
 use crate::metrics::Metrics;
+use crate::queue;
 
 /// Frames waiting for a slow client before the session has to wait too.
 pub(crate) const OUTBOX: usize = 32;
@@ -98,25 +99,25 @@ struct Queued {
 /// A session's end of a connection's outbox.
 #[derive(Clone)]
 pub(crate) struct SendQueue {
-    tx: mpsc::Sender<Outgoing>,
+    tx: queue::Sender<Outgoing>,
     queued: Arc<Queued>,
 }
 
 /// The writer's end.
 pub(crate) struct SendQueueReader {
-    rx: mpsc::Receiver<Outgoing>,
+    rx: queue::Receiver<Outgoing>,
     queued: Arc<Queued>,
 }
 
 /// Room for one frame, reserved in advance (firmware frames wait for it beside the
 /// session's mailbox).
 pub(crate) struct Room {
-    permit: mpsc::OwnedPermit<Outgoing>,
+    permit: queue::Permit<Outgoing>,
     queued: Arc<Queued>,
 }
 
 pub(crate) fn send_queue() -> (SendQueue, SendQueueReader) {
-    let (tx, rx) = mpsc::channel(OUTBOX);
+    let (tx, rx) = queue::channel(OUTBOX);
     let queued = Arc::new(Queued::default());
     (
         SendQueue {
@@ -173,7 +174,8 @@ impl SendQueue {
 impl Room {
     pub(crate) fn send(self, out: Outgoing) {
         self.queued.bytes.fetch_add(out.len(), Ordering::AcqRel);
-        self.permit.send(out);
+        // A closed queue means the connection is over; nothing is waiting for the bytes.
+        let _ = self.permit.send(out);
     }
 }
 

@@ -23,6 +23,7 @@ use tracing::debug;
 
 use super::session::Event;
 use crate::metrics::Metrics;
+use crate::queue;
 use crate::socket::{Outgoing, SendQueue};
 
 const FRAME: Duration = Duration::from_millis(limits::AUDIO_FRAME_MS as u64);
@@ -134,7 +135,7 @@ impl Playback {
         turn: Option<String>,
         outbox: SendQueue,
         metrics: Arc<Metrics>,
-        session: mpsc::Sender<Event>,
+        session: queue::Sender<Event>,
     ) -> Playback {
         let task = tokio::spawn(async move {
             stream_out(speech, stream, rate, turn, outbox, metrics).await;

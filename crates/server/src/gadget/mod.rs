@@ -29,7 +29,7 @@ use dashmap::DashMap;
 use herald_gadget_proto::limits;
 use herald_port::{Agent, Authorizer, DeliveryError};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
@@ -38,6 +38,7 @@ use crate::inbox::Inbox;
 use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
+use crate::queue;
 use crate::store::Store;
 use crate::throttle::FailureThrottle;
 
@@ -113,7 +114,7 @@ impl GadgetHub {
     }
 
     /// The session of a device, started on first use.
-    fn session(self: &Arc<Self>, device_id: &str) -> mpsc::Sender<Event> {
+    fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<Event> {
         self.sessions.get_or_spawn(device_id, || {
             Session::spawn(device_id.to_owned(), self.clone())
         })
@@ -145,7 +146,7 @@ impl GadgetHub {
         }
     }
 
-    fn session_ended(&self, device_id: &str, mailbox: &mpsc::Sender<Event>) {
+    fn session_ended(&self, device_id: &str, mailbox: &queue::Sender<Event>) {
         self.sessions.remove(device_id, mailbox);
     }
 }

@@ -6,13 +6,13 @@ use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
 use herald_gadget_proto::{limits, DeviceMessage, ErrorCode, ServerMessage};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
 use super::session::Event;
 use crate::metrics::Traffic;
+use crate::queue;
 use crate::socket::{self, CLOSE_GRACE};
 
 /// Send a protocol error and close with 1008, as the handshake rules require.
@@ -32,7 +32,7 @@ where
 pub(crate) async fn read<S>(
     mut stream: SplitStream<WebSocketStream<S>>,
     conn: u64,
-    session: mpsc::Sender<Event>,
+    session: queue::Sender<Event>,
     writer: tokio::task::JoinHandle<()>,
     traffic: &Traffic,
 ) where

@@ -25,7 +25,7 @@ use dashmap::DashMap;
 use herald_mobile_proto::{limits, Capabilities, TokenSet};
 use herald_port::{Agent, Authorizer, Chat, DeliveryError};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
@@ -34,6 +34,7 @@ use crate::inbox::Inbox;
 use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
+use crate::queue;
 use crate::store::Store;
 use crate::throttle::FailureThrottle;
 
@@ -202,13 +203,13 @@ impl MobileHub {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn session(self: &Arc<Self>, device_id: &str) -> mpsc::Sender<Event> {
+    fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<Event> {
         self.sessions.get_or_spawn(device_id, || {
             Session::spawn(device_id.to_owned(), self.clone())
         })
     }
 
-    fn session_ended(&self, device_id: &str, mailbox: &mpsc::Sender<Event>) {
+    fn session_ended(&self, device_id: &str, mailbox: &queue::Sender<Event>) {
         self.sessions.remove(device_id, mailbox);
     }
 

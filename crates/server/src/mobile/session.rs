@@ -18,7 +18,6 @@ use herald_port::{
     Platform, Prompt, PromptAnswer, SendOptions, Source,
 };
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
@@ -31,6 +30,7 @@ use crate::clock::now_ms;
 use crate::files;
 use crate::ids;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
+use crate::queue;
 use crate::socket::{Outgoing, SendQueue};
 use crate::store::blocking;
 
@@ -85,7 +85,7 @@ struct OpenCard {
 pub(crate) struct Session {
     device_id: String,
     hub: Arc<MobileHub>,
-    mailbox: mpsc::Sender<Event>,
+    mailbox: queue::Sender<Event>,
     conn: Option<Conn>,
     /// The user who owns this phone (from its token); kept across connections.
     user_id: String,
@@ -103,8 +103,8 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub(super) fn spawn(device_id: String, hub: Arc<MobileHub>) -> mpsc::Sender<Event> {
-        let (tx, rx) = mpsc::channel(MAILBOX);
+    pub(super) fn spawn(device_id: String, hub: Arc<MobileHub>) -> queue::Sender<Event> {
+        let (tx, rx) = queue::channel(MAILBOX);
         let uploads = Uploads::new(proto::limits::MAX_MEDIA_BYTES, hub.upload_budget.clone());
         let session = Session {
             device_id,
@@ -126,7 +126,7 @@ impl Session {
         tx
     }
 
-    async fn run(mut self, mut mailbox: mpsc::Receiver<Event>) {
+    async fn run(mut self, mut mailbox: queue::Receiver<Event>) {
         let retired = loop {
             let deadline = self.next_deadline();
             let event = tokio::select! {
@@ -985,6 +985,8 @@ fn mime_for(filename: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use futures_util::FutureExt;
+
     use super::*;
 
     fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
@@ -1013,7 +1015,7 @@ mod tests {
 
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(hub.sessions.get("tel-1").is_none(), "retired");
-        assert!(first.is_closed());
+        assert!(first.closed().now_or_never().is_some(), "closed");
 
         // The id gets a fresh session, which answers.
         let second = hub.session("tel-1");
@@ -1039,7 +1041,8 @@ mod tests {
             tokio::time::sleep(RETIRE_AFTER).await;
             let (reply, answer) = tokio::sync::oneshot::channel();
             let call = Event::Command(Command::Port(Call::Typing { on: true, reply }));
-            if session.try_send(call).is_err() {
+            // Sent without waiting, or not at all: the session had retired.
+            if !matches!(session.send(call).now_or_never(), Some(Ok(()))) {
                 continue;
             }
             raced += 1;
