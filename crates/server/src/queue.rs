@@ -6,8 +6,9 @@
 //! second block once it has cycled through the first, and pads its counters to cache
 //! lines: some 3 KiB per idle gadget for the two queues (`herald bench connect`
 //! measures it). Here the slots are a `VecDeque` that grows with what is queued and is
-//! given back once a burst has drained; a semaphore keeps the bound (fair, and safe to
-//! cancel while waiting) and a `Notify` wakes the one receiver.
+//! given back whenever the queue empties (an allocation per burst, not per idle
+//! connection); a semaphore keeps the bound (fair, and safe to cancel while waiting)
+//! and a `Notify` wakes the one receiver.
 //!
 //! The lock is a plain mutex, held only to push or pop one item, never across an await.
 
@@ -16,10 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{Notify, Semaphore};
-
-/// Slots an empty queue keeps allocated; more are given back, so only a queue that is
-/// busy right now holds room for a burst.
-const KEEP_EMPTY: usize = 4;
 
 struct Shared<T> {
     items: Mutex<VecDeque<T>>,
@@ -59,7 +56,7 @@ impl<T> Shared<T> {
         let value = {
             let mut items = self.items();
             let value = items.pop_front()?;
-            if items.is_empty() && items.capacity() > KEEP_EMPTY {
+            if items.is_empty() {
                 *items = VecDeque::new();
             }
             value
@@ -317,14 +314,14 @@ mod tests {
         for _ in 0..64 {
             rx.recv().await.unwrap();
         }
-        assert!(rx.shared.items().capacity() <= KEEP_EMPTY);
-        // A queue that never held more than a few keeps its few slots.
+        assert_eq!(rx.shared.items().capacity(), 0);
+        // Partly drained, it keeps its slots for the rest.
         tx.send(1).await.unwrap();
-        rx.recv().await.unwrap();
-        let kept = rx.shared.items().capacity();
         tx.send(2).await.unwrap();
         rx.recv().await.unwrap();
-        assert_eq!(rx.shared.items().capacity(), kept);
+        assert!(rx.shared.items().capacity() > 0);
+        rx.recv().await.unwrap();
+        assert_eq!(rx.shared.items().capacity(), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

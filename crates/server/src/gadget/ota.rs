@@ -871,14 +871,6 @@ async fn flush(transfer: &mut Transfer, link: Link<'_>) {
     }
 }
 
-/// Room for one frame in `outbox`, once there is some; never, without an outbox.
-pub(crate) async fn room(outbox: Option<SendQueue>) -> Option<Room> {
-    match outbox {
-        Some(outbox) => outbox.reserve().await.ok(),
-        None => std::future::pending().await,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

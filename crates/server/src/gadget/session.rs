@@ -7,7 +7,9 @@
 //! from that state, so the loop sleeps until the earliest one and nothing else ticks.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +37,7 @@ use crate::clock::now_ms;
 use crate::ids;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
-use crate::socket::{Outgoing, SendQueue};
+use crate::socket::{Closed, Outgoing, Room, SendQueue};
 use crate::store::blocking;
 
 /// What the agent side and the admin API ask of a device.
@@ -141,6 +143,22 @@ pub(crate) struct Session {
 /// An idle session ends this long after its last event.
 const RETIRE_AFTER: Duration = Duration::from_secs(3600);
 
+/// A wait for room in a connection's outbox, for a firmware frame. Boxed and kept
+/// across the loop's turns while an update sends: inline, it would make every idle
+/// session's task a few hundred bytes larger.
+type RoomWait = Pin<Box<dyn Future<Output = Result<Room, Closed>> + Send>>;
+
+/// The room `wait` (for connection `.0`) found, once it does; never, with none. Either
+/// way the wait is over: the next turn of the loop starts another if one is wanted.
+async fn wait_for_room(wait: &mut Option<(u64, RoomWait)>) -> Option<Room> {
+    let Some((_, room)) = wait.as_mut() else {
+        return std::future::pending().await;
+    };
+    let found = room.as_mut().await;
+    *wait = None;
+    found.ok()
+}
+
 impl Session {
     pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> queue::Sender<Event> {
         let (tx, rx) = queue::channel(MAILBOX);
@@ -174,8 +192,16 @@ impl Session {
     }
 
     async fn run(mut self: Box<Self>, mut mailbox: queue::Receiver<Event>) {
+        let mut room = None;
         let retired = loop {
             let deadline = self.next_deadline();
+            match self.frame_conn() {
+                Some(conn) if room.as_ref().is_none_or(|(id, _)| *id != conn.id) => {
+                    room = Some((conn.id, Box::pin(conn.outbox.clone().reserve()) as RoomWait));
+                }
+                Some(_) => {}
+                None => room = None,
+            }
             let event = tokio::select! {
                 event = mailbox.recv() => event,
                 _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
@@ -186,8 +212,8 @@ impl Session {
                     Box::pin(self.on_timer(now)).await;
                     continue;
                 }
-                Some(room) = ota::room(self.frame_outbox()) => {
-                    self.ota.send_frame(room).await;
+                Some(room) = wait_for_room(&mut room) => {
+                    Box::pin(self.ota.send_frame(room)).await;
                     continue;
                 }
             };
@@ -195,11 +221,11 @@ impl Session {
             self.last_event = Instant::now();
             match event {
                 Event::Command(command) if matches!(*command, Command::Forget) => {
-                    self.drop_conn(CloseCode::Normal, "forgotten").await;
+                    Box::pin(self.drop_conn(CloseCode::Normal, "forgotten")).await;
                     break false;
                 }
                 Event::Command(command) if matches!(*command, Command::Shutdown) => {
-                    self.drop_conn(CloseCode::Away, "server stopping").await;
+                    Box::pin(self.drop_conn(CloseCode::Away, "server stopping")).await;
                     break false;
                 }
                 event => Box::pin(self.handle(event)).await,
@@ -208,7 +234,7 @@ impl Session {
         self.fail_actions(ActionError::Disconnected);
         self.hub.session_ended(&self.device_id, &self.mailbox);
         if retired {
-            hand_over(mailbox, || self.hub.session(&self.device_id)).await;
+            Box::pin(hand_over(mailbox, || self.hub.session(&self.device_id))).await;
         }
     }
 
@@ -230,11 +256,8 @@ impl Session {
 
     /// Where the next firmware frame goes, once the window is open: it waits for room
     /// in the outbox alongside the mailbox, so conversation traffic is never held up.
-    fn frame_outbox(&self) -> Option<SendQueue> {
-        self.conn
-            .as_ref()
-            .filter(|_| self.ota.wants_frame())
-            .map(|c| c.outbox.clone())
+    fn frame_conn(&self) -> Option<&Conn> {
+        self.conn.as_ref().filter(|_| self.ota.wants_frame())
     }
 
     fn next_deadline(&self) -> Option<Instant> {
