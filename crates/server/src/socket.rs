@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::SplitSink;
-use futures_util::{FutureExt, SinkExt, StreamExt};
+use futures_util::{FutureExt, Sink, SinkExt, StreamExt};
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
@@ -180,7 +180,7 @@ impl Room {
 }
 
 impl SendQueueReader {
-    async fn recv(&mut self) -> Option<Outgoing> {
+    pub(crate) async fn recv(&mut self) -> Option<Outgoing> {
         self.rx.recv().await
     }
 
@@ -207,46 +207,65 @@ pub(crate) async fn write<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     while let Some(out) = outbox.recv().await {
-        let len = out.len();
-        let message = match out {
-            Outgoing::Text(text) => {
-                metrics.traffic(platform).outbound(text.len());
-                Message::Text(text.into())
-            }
-            Outgoing::Binary(frame) => {
-                metrics.traffic(platform).outbound(frame.len());
-                Message::Binary(frame.into())
-            }
-            Outgoing::Ping => Message::Ping(Default::default()),
-            Outgoing::Close(code, reason) => {
-                let frame = CloseFrame {
-                    code,
-                    reason: reason.into(),
-                };
-                let _ =
-                    tokio::time::timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
-                break;
-            }
-        };
-        // Most frames leave at once; only one that waits is given a deadline, so the
-        // hot path arms no timer.
-        let send = sink.send(message);
-        tokio::pin!(send);
-        let sent = match (&mut send).now_or_never() {
-            Some(result) => Ok(result),
-            None => tokio::time::timeout(SEND_TIMEOUT, &mut send).await,
-        };
-        match sent {
-            Ok(Ok(())) => outbox.sent(len),
-            Ok(Err(err)) => {
-                debug!(%err, "write failed");
-                break;
-            }
-            Err(_) => {
-                debug!(?platform, "the peer stopped reading: connection dropped");
-                metrics.error(platform, "send_timeout");
-                break;
-            }
+        if !write_frame(&mut sink, out, &outbox, &metrics, platform).await {
+            break;
+        }
+    }
+}
+
+/// Write one frame of `outbox`; false once the connection takes no more: a close was
+/// sent, the write failed, or the peer stopped reading (see [`SEND_TIMEOUT`]).
+pub(crate) async fn write_frame<W>(
+    sink: &mut W,
+    out: Outgoing,
+    outbox: &SendQueueReader,
+    metrics: &Metrics,
+    platform: Platform,
+) -> bool
+where
+    W: Sink<Message, Error = tungstenite::Error> + Unpin,
+{
+    let len = out.len();
+    let message = match out {
+        Outgoing::Text(text) => {
+            metrics.traffic(platform).outbound(text.len());
+            Message::Text(text.into())
+        }
+        Outgoing::Binary(frame) => {
+            metrics.traffic(platform).outbound(frame.len());
+            Message::Binary(frame.into())
+        }
+        Outgoing::Ping => Message::Ping(Default::default()),
+        Outgoing::Close(code, reason) => {
+            let frame = CloseFrame {
+                code,
+                reason: reason.into(),
+            };
+            let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
+            return false;
+        }
+    };
+    // Most frames leave at once; only one that waits is given a deadline, so the hot
+    // path arms no timer.
+    let send = sink.send(message);
+    tokio::pin!(send);
+    let sent = match (&mut send).now_or_never() {
+        Some(result) => Ok(result),
+        None => tokio::time::timeout(SEND_TIMEOUT, &mut send).await,
+    };
+    match sent {
+        Ok(Ok(())) => {
+            outbox.sent(len);
+            true
+        }
+        Ok(Err(err)) => {
+            debug!(%err, "write failed");
+            false
+        }
+        Err(_) => {
+            debug!(?platform, "the peer stopped reading: connection dropped");
+            metrics.error(platform, "send_timeout");
+            false
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::clock::now_ms;
 use crate::ids;
 use crate::labels;
 use crate::metrics::Traffic;
-use crate::socket::{send_queue, write};
+use crate::socket::send_queue;
 use crate::store::{blocking, DeviceProfile, Enrollment, StoreError};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
@@ -81,14 +81,7 @@ where
     info!(%peer, device = %device_id, paired = admitted.paired, "gadget connected");
 
     let conn = hub.conn_id();
-    let (sink, stream) = ws.split();
     let (outbox_tx, outbox_rx) = send_queue();
-    let writer = tokio::spawn(write(
-        sink,
-        outbox_rx,
-        hub.metrics.clone(),
-        Platform::Gadget,
-    ));
     let session = hub.session(&device_id);
     let attach = Attach {
         conn,
@@ -98,13 +91,12 @@ where
         session_id: ids::random_hex(12),
     };
     if session.send(Event::Attach(Box::new(attach))).await.is_err() {
-        writer.abort();
         return;
     }
-    // The reader gets a task of its own: the handshake's state, many times a reader's,
-    // is freed now instead of living as long as the connection.
+    // The connection gets a task of its own: the handshake's state, many times the
+    // connection's, is freed now instead of living as long as it.
     tokio::spawn(async move {
-        socket::read(stream, conn, session, writer, &hub.metrics.gadget).await;
+        socket::serve(ws, conn, session, outbox_rx, &hub.metrics).await;
         info!(%peer, device = %device_id, "gadget disconnected");
     });
 }

@@ -1,19 +1,20 @@
-//! The gadget side of an admitted connection: the reader feeds decoded frames to the
-//! device's session (the writer is shared, see [`crate::socket`]), and refusals during
-//! the handshake.
+//! The gadget side of an admitted connection: one task reads decoded frames into the
+//! device's session and writes its outbox (the writing of a frame is shared, see
+//! [`crate::socket`]); and refusals during the handshake.
 
-use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
 use herald_gadget_proto::{limits, DeviceMessage, ErrorCode, ServerMessage};
+use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
 use super::session::Event;
-use crate::metrics::Traffic;
+use crate::metrics::Metrics;
 use crate::queue;
-use crate::socket::{self, CLOSE_GRACE};
+use crate::socket::{self, SendQueueReader, CLOSE_GRACE};
 
 /// Send a protocol error and close with 1008, as the handshake rules require.
 pub(crate) async fn reject<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
@@ -27,33 +28,39 @@ where
     socket::refuse(ws, error.encode(), code.as_str()).await;
 }
 
-/// Read until the connection ends (or, once the writer has gone, a short grace period
-/// for the device's close), forwarding everything to the session.
-pub(crate) async fn read<S>(
-    mut stream: SplitStream<WebSocketStream<S>>,
+/// Carry one connection until it ends: frames from the device go to its session,
+/// frames from the session's outbox go to the device. One task does both, since an idle
+/// gadget's cost is mostly its tasks; while it waits for room in the session's mailbox
+/// it keeps writing, so a session waiting for room in the outbox is never stuck on it.
+pub(crate) async fn serve<S>(
+    mut ws: WebSocketStream<S>,
     conn: u64,
     session: queue::Sender<Event>,
-    writer: tokio::task::JoinHandle<()>,
-    traffic: &Traffic,
+    mut outbox: SendQueueReader,
+    metrics: &Metrics,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut writer = writer;
-    let mut writer_done = false;
+    let traffic = &metrics.gadget;
+    // Once the writing side is over, the device gets this long to close in turn.
+    let mut closing: Option<Instant> = None;
     // Set when the stream broke in a way the device is told about: the session's error
     // frame and close must get out before the connection goes.
     let mut telling = false;
     loop {
-        let next = if writer_done {
-            match tokio::time::timeout(CLOSE_GRACE, stream.next()).await {
-                Ok(next) => next,
-                Err(_) => break,
+        let next = tokio::select! {
+            out = outbox.recv(), if closing.is_none() => {
+                let open = match out {
+                    Some(out) => socket::write_frame(&mut ws, out, &outbox, metrics, Platform::Gadget).await,
+                    None => false,
+                };
+                if !open {
+                    closing = Some(Instant::now() + CLOSE_GRACE);
+                }
+                continue;
             }
-        } else {
-            tokio::select! {
-                next = stream.next() => next,
-                _ = &mut writer => { writer_done = true; continue; }
-            }
+            _ = sleep_until(closing.unwrap_or_else(Instant::now)), if closing.is_some() => break,
+            next = ws.next() => next,
         };
         match &next {
             Some(Ok(Message::Text(text))) => traffic.inbound(text.len()),
@@ -81,7 +88,7 @@ pub(crate) async fn read<S>(
             }
             Some(Ok(Message::Close(_))) => {
                 // Reading on lets the library send its close reply.
-                let _ = tokio::time::timeout(CLOSE_GRACE, stream.next()).await;
+                let _ = tokio::time::timeout(CLOSE_GRACE, ws.next()).await;
                 break;
             }
             None => break,
@@ -89,41 +96,82 @@ pub(crate) async fn read<S>(
             // code RFC 6455 gives for each.
             Some(Err(tungstenite::Error::Capacity(_))) => {
                 let reason = format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME);
-                let _ = session
-                    .send(Event::BadFrame {
-                        conn,
-                        reason,
-                        close: Some(CloseCode::Size),
-                    })
-                    .await;
                 telling = true;
-                break;
+                Event::BadFrame {
+                    conn,
+                    reason,
+                    close: Some(CloseCode::Size),
+                }
             }
             Some(Err(tungstenite::Error::Utf8(_))) => {
-                let _ = session
-                    .send(Event::BadFrame {
-                        conn,
-                        reason: "a text frame that is not UTF-8".into(),
-                        close: Some(CloseCode::Invalid),
-                    })
-                    .await;
                 telling = true;
-                break;
+                Event::BadFrame {
+                    conn,
+                    reason: "a text frame that is not UTF-8".into(),
+                    close: Some(CloseCode::Invalid),
+                }
             }
             Some(Err(err)) => {
                 debug!(%err, "gadget read failed");
                 break;
             }
         };
-        if session.send(event).await.is_err() {
+        if !forward(&session, event, &mut ws, &mut outbox, &mut closing, metrics).await {
+            break;
+        }
+        if telling {
+            // The error frame and the close, then the end, within the grace period.
+            let _ = tokio::time::timeout(CLOSE_GRACE, async {
+                while closing.is_none() {
+                    let open = match outbox.recv().await {
+                        Some(out) => {
+                            socket::write_frame(&mut ws, out, &outbox, metrics, Platform::Gadget)
+                                .await
+                        }
+                        None => false,
+                    };
+                    if !open {
+                        closing = Some(Instant::now());
+                    }
+                }
+            })
+            .await;
             break;
         }
     }
-    if telling && !writer_done {
-        writer_done = tokio::time::timeout(CLOSE_GRACE, &mut writer).await.is_ok();
-    }
+    // The session may be waiting for room in the outbox: closing it lets the session
+    // go on to read its mailbox, where `Closed` waits.
+    drop(outbox);
     let _ = session.send(Event::Closed { conn }).await;
-    if !writer_done {
-        writer.abort();
+}
+
+/// Hand `event` to the session, writing what the outbox has meanwhile; false when the
+/// session is gone.
+async fn forward<S>(
+    session: &queue::Sender<Event>,
+    event: Event,
+    ws: &mut WebSocketStream<S>,
+    outbox: &mut SendQueueReader,
+    closing: &mut Option<Instant>,
+    metrics: &Metrics,
+) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let send = session.send(event);
+    tokio::pin!(send);
+    loop {
+        tokio::select! {
+            sent = &mut send => return sent.is_ok(),
+            out = outbox.recv(), if closing.is_none() => {
+                let open = match out {
+                    Some(out) => socket::write_frame(ws, out, outbox, metrics, Platform::Gadget).await,
+                    None => false,
+                };
+                if !open {
+                    *closing = Some(Instant::now() + CLOSE_GRACE);
+                }
+            }
+        }
     }
 }
