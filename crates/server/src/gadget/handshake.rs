@@ -17,7 +17,7 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
 use super::session::{Attach, Event};
-use super::socket;
+use super::socket::{self, Link};
 use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::ids;
@@ -95,10 +95,16 @@ where
     }
     // The connection gets a task of its own: the handshake's state, many times the
     // connection's, is freed now instead of living as long as it.
-    tokio::spawn(async move {
-        socket::serve(ws, conn, session, outbox_rx, &hub.metrics).await;
-        info!(%peer, device = %device_id, "gadget disconnected");
-    });
+    let link = Link::new(
+        ws,
+        conn,
+        session,
+        outbox_rx,
+        hub.metrics.clone(),
+        peer,
+        device_id,
+    );
+    tokio::spawn(link.serve());
 }
 
 async fn admit<S>(

@@ -2,19 +2,23 @@
 //! device's session and writes its outbox (the writing of a frame is shared, see
 //! [`crate::socket`]); and refusals during the handshake.
 
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
 use futures_util::StreamExt;
 use herald_gadget_proto::{limits, DeviceMessage, ErrorCode, ServerMessage};
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::{sleep_until, Instant};
+use tokio::time::{sleep, Sleep};
 use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode, Message};
 use tokio_tungstenite::WebSocketStream;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::session::Event;
 use crate::metrics::Metrics;
-use crate::queue;
-use crate::socket::{self, SendQueueReader, CLOSE_GRACE};
+use crate::queue::{self, TrySendError};
+use crate::socket::{self, Outgoing, SendQueueReader, CLOSE_GRACE};
 
 /// Send a protocol error and close with 1008, as the handshake rules require.
 pub(crate) async fn reject<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
@@ -28,150 +32,219 @@ where
     socket::refuse(ws, error.encode(), code.as_str()).await;
 }
 
-/// Carry one connection until it ends: frames from the device go to its session,
-/// frames from the session's outbox go to the device. One task does both, since an idle
-/// gadget's cost is mostly its tasks; while it waits for room in the session's mailbox
-/// it keeps writing, so a session waiting for room in the outbox is never stuck on it.
-pub(crate) async fn serve<S>(
-    mut ws: WebSocketStream<S>,
+/// One admitted connection: frames from the device go to its session, frames from the
+/// session's outbox go to the device. One task does both, since an idle gadget's cost is
+/// mostly its tasks; while it waits for room in the session's mailbox it keeps writing,
+/// so a session waiting for room in the outbox is never stuck on it.
+///
+/// The task's size is fixed when it is spawned, and an idle gadget should pay only for
+/// the wait: the connection is boxed (arguments of an async fn are kept beside its
+/// state), and everything else the task does is boxed as it happens (writing a frame,
+/// waiting on a full mailbox, the goodbyes).
+pub(crate) struct Link<S> {
+    ws: WebSocketStream<S>,
     conn: u64,
     session: queue::Sender<Event>,
-    mut outbox: SendQueueReader,
-    metrics: &Metrics,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
+    outbox: SendQueueReader,
+    metrics: Arc<Metrics>,
+    /// Set once the writing is over: the device has until then to close in turn.
+    closing: Option<Pin<Box<Sleep>>>,
+    peer: SocketAddr,
+    device_id: String,
+}
+
+/// What a frame from the device leads to.
+enum Step {
+    Deliver {
+        event: Event,
+        fatal: bool,
+    },
+    /// The device closed: read on, so the library sends its close reply.
+    CloseReply,
+    End,
+}
+
+impl<S> Link<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let traffic = &metrics.gadget;
-    // Once the writing side is over, the device gets this long to close in turn.
-    let mut closing: Option<Instant> = None;
-    // Set when the stream broke in a way the device is told about: the session's error
-    // frame and close must get out before the connection goes.
-    let mut telling = false;
-    loop {
-        let next = tokio::select! {
-            out = outbox.recv(), if closing.is_none() => {
-                let open = match out {
-                    Some(out) => socket::write_frame(&mut ws, out, &outbox, metrics, Platform::Gadget).await,
-                    None => false,
-                };
-                if !open {
-                    closing = Some(Instant::now() + CLOSE_GRACE);
+    pub(crate) fn new(
+        ws: WebSocketStream<S>,
+        conn: u64,
+        session: queue::Sender<Event>,
+        outbox: SendQueueReader,
+        metrics: Arc<Metrics>,
+        peer: SocketAddr,
+        device_id: String,
+    ) -> Box<Self> {
+        Box::new(Link {
+            ws,
+            conn,
+            session,
+            outbox,
+            metrics,
+            closing: None,
+            peer,
+            device_id,
+        })
+    }
+
+    /// Carry the connection until it ends, then tell the session.
+    pub(crate) async fn serve(mut self: Box<Self>) {
+        loop {
+            let next = tokio::select! {
+                out = self.outbox.recv(), if self.closing.is_none() => {
+                    Box::pin(self.write(out)).await;
+                    continue;
                 }
-                continue;
+                () = until(&mut self.closing) => break,
+                next = self.ws.next() => next,
+            };
+            match self.step(next) {
+                Step::Deliver { event, fatal } => {
+                    let delivered = match self.session.try_send(event) {
+                        Ok(()) => true,
+                        Err(TrySendError::Closed(_)) => false,
+                        Err(TrySendError::Full(event)) => Box::pin(self.forward(event)).await,
+                    };
+                    if !delivered {
+                        break;
+                    }
+                    if fatal {
+                        // The session's error frame and close go out, within the grace.
+                        let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, self.drain())).await;
+                        break;
+                    }
+                }
+                Step::CloseReply => {
+                    let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, self.ws.next())).await;
+                    break;
+                }
+                Step::End => break,
             }
-            _ = sleep_until(closing.unwrap_or_else(Instant::now)), if closing.is_some() => break,
-            next = ws.next() => next,
-        };
-        match &next {
-            Some(Ok(Message::Text(text))) => traffic.inbound(text.len()),
-            Some(Ok(Message::Binary(data))) => traffic.inbound(data.len()),
-            _ => {}
         }
-        let event = match next {
-            Some(Ok(Message::Text(text))) => match DeviceMessage::decode(&text) {
-                Ok(msg) => Event::Frame {
+        let Link {
+            ws,
+            conn,
+            session,
+            outbox,
+            peer,
+            device_id,
+            ..
+        } = *self;
+        // The session may be waiting for room in the outbox: closing it lets the
+        // session go on to read its mailbox, where `Closed` waits.
+        drop((ws, outbox));
+        let _ = session.send(Event::Closed { conn }).await;
+        info!(%peer, device = %device_id, "gadget disconnected");
+    }
+
+    fn step(&self, next: Option<Result<Message, tungstenite::Error>>) -> Step {
+        let conn = self.conn;
+        let traffic = &self.metrics.gadget;
+        let deliver = |event| Step::Deliver {
+            event,
+            fatal: false,
+        };
+        match next {
+            Some(Ok(Message::Text(text))) => {
+                traffic.inbound(text.len());
+                deliver(match DeviceMessage::decode(&text) {
+                    Ok(msg) => Event::Frame {
+                        conn,
+                        msg: Box::new(msg),
+                    },
+                    Err(err) => Event::BadFrame {
+                        conn,
+                        reason: err.to_string(),
+                        close: None,
+                    },
+                })
+            }
+            Some(Ok(Message::Binary(data))) => {
+                traffic.inbound(data.len());
+                deliver(Event::Binary {
                     conn,
-                    msg: Box::new(msg),
-                },
-                Err(err) => Event::BadFrame {
-                    conn,
-                    reason: err.to_string(),
-                    close: None,
-                },
-            },
-            Some(Ok(Message::Binary(data))) => Event::Binary {
-                conn,
-                data: data.into(),
-            },
+                    data: data.into(),
+                })
+            }
             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
-                Event::Alive { conn }
+                deliver(Event::Alive { conn })
             }
-            Some(Ok(Message::Close(_))) => {
-                // Reading on lets the library send its close reply.
-                let _ = tokio::time::timeout(CLOSE_GRACE, ws.next()).await;
-                break;
-            }
-            None => break,
+            Some(Ok(Message::Close(_))) => Step::CloseReply,
+            None => Step::End,
             // The stream cannot go on after these; the device hears why, with the close
             // code RFC 6455 gives for each.
-            Some(Err(tungstenite::Error::Capacity(_))) => {
-                let reason = format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME);
-                telling = true;
-                Event::BadFrame {
+            Some(Err(tungstenite::Error::Capacity(_))) => Step::Deliver {
+                event: Event::BadFrame {
                     conn,
-                    reason,
+                    reason: format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME),
                     close: Some(CloseCode::Size),
-                }
-            }
-            Some(Err(tungstenite::Error::Utf8(_))) => {
-                telling = true;
-                Event::BadFrame {
+                },
+                fatal: true,
+            },
+            Some(Err(tungstenite::Error::Utf8(_))) => Step::Deliver {
+                event: Event::BadFrame {
                     conn,
                     reason: "a text frame that is not UTF-8".into(),
                     close: Some(CloseCode::Invalid),
-                }
-            }
+                },
+                fatal: true,
+            },
             Some(Err(err)) => {
                 debug!(%err, "gadget read failed");
-                break;
+                Step::End
             }
-        };
-        if !forward(&session, event, &mut ws, &mut outbox, &mut closing, metrics).await {
-            break;
-        }
-        if telling {
-            // The error frame and the close, then the end, within the grace period.
-            let _ = tokio::time::timeout(CLOSE_GRACE, async {
-                while closing.is_none() {
-                    let open = match outbox.recv().await {
-                        Some(out) => {
-                            socket::write_frame(&mut ws, out, &outbox, metrics, Platform::Gadget)
-                                .await
-                        }
-                        None => false,
-                    };
-                    if !open {
-                        closing = Some(Instant::now());
-                    }
-                }
-            })
-            .await;
-            break;
         }
     }
-    // The session may be waiting for room in the outbox: closing it lets the session
-    // go on to read its mailbox, where `Closed` waits.
-    drop(outbox);
-    let _ = session.send(Event::Closed { conn }).await;
-}
 
-/// Hand `event` to the session, writing what the outbox has meanwhile; false when the
-/// session is gone.
-async fn forward<S>(
-    session: &queue::Sender<Event>,
-    event: Event,
-    ws: &mut WebSocketStream<S>,
-    outbox: &mut SendQueueReader,
-    closing: &mut Option<Instant>,
-    metrics: &Metrics,
-) -> bool
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let send = session.send(event);
-    tokio::pin!(send);
-    loop {
-        tokio::select! {
-            sent = &mut send => return sent.is_ok(),
-            out = outbox.recv(), if closing.is_none() => {
-                let open = match out {
-                    Some(out) => socket::write_frame(ws, out, outbox, metrics, Platform::Gadget).await,
-                    None => false,
-                };
-                if !open {
-                    *closing = Some(Instant::now() + CLOSE_GRACE);
-                }
+    /// Write what the outbox gave; when that ends the writing, start the goodbye.
+    async fn write(&mut self, out: Option<Outgoing>) {
+        let open = match out {
+            Some(out) => {
+                socket::write_frame(
+                    &mut self.ws,
+                    out,
+                    &self.outbox,
+                    &self.metrics,
+                    Platform::Gadget,
+                )
+                .await
+            }
+            None => false,
+        };
+        if !open {
+            self.closing = Some(Box::pin(sleep(CLOSE_GRACE)));
+        }
+    }
+
+    /// Wait for room in a full mailbox, writing what the outbox has meanwhile; false
+    /// when the session is gone.
+    async fn forward(&mut self, event: Event) -> bool {
+        let session = self.session.clone();
+        let send = session.send(event);
+        tokio::pin!(send);
+        loop {
+            tokio::select! {
+                sent = &mut send => return sent.is_ok(),
+                out = self.outbox.recv(), if self.closing.is_none() => self.write(out).await,
             }
         }
+    }
+
+    /// Write the outbox until the writing ends.
+    async fn drain(&mut self) {
+        while self.closing.is_none() {
+            let out = self.outbox.recv().await;
+            self.write(out).await;
+        }
+    }
+}
+
+/// Done when `deadline` passes; never, without one.
+async fn until(deadline: &mut Option<Pin<Box<Sleep>>>) {
+    match deadline {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
     }
 }
