@@ -126,14 +126,15 @@ pub(crate) struct Session {
     to_agent: AgentQueue,
     heartbeat: Duration,
     ota: Updates,
-    /// The utterance being received, if any.
-    utterance: Option<Utterance>,
+    /// The utterance being received, if any; boxed, as `deferred_end` is, so an idle
+    /// session does not carry their room.
+    utterance: Option<Box<Utterance>>,
     /// The speech being sent, if any.
     playback: Option<Playback>,
     /// Stream ids for audio and pictures to the device.
     next_stream: u8,
     /// A `turn.end` held back until the turn's speech has played.
-    deferred_end: Option<ServerMessage>,
+    deferred_end: Option<Box<ServerMessage>>,
     /// Readings on their way to the store, at most one write per window.
     sensors: SensorWrites,
     /// When the mailbox last had something for the session.
@@ -533,7 +534,7 @@ impl Session {
                 // Speaking over the agent stops it (barge-in).
                 self.stop_speech().await;
                 match Utterance::start(&start, self.hub.config.max_utterance_s) {
-                    Ok(utterance) => self.utterance = Some(utterance),
+                    Ok(utterance) => self.utterance = Some(Box::new(utterance)),
                     Err(why) => {
                         self.utterance = None;
                         self.notice(&why).await;
@@ -743,7 +744,7 @@ impl Session {
                         if self.playback.as_ref().is_some_and(|p| !p.is_finished()) {
                             // The turn is over when the device has heard it: end it after
                             // the speech, so the screen does not go idle in between.
-                            self.deferred_end = Some(end);
+                            self.deferred_end = Some(Box::new(end));
                             Ok(())
                         } else {
                             self.deliver(end).await
