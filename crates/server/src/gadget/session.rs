@@ -1,10 +1,10 @@
 //! One actor per device: the only owner of the device's conversation state.
 //!
-//! Events arrive on one bounded mailbox: frames from the current connection's reader,
-//! commands from the agent (through the conversation port) and from the admin API.
-//! Timers (heartbeat, silence, question ttl, action timeouts, firmware update waits) are
-//! deadlines computed
-//! from that state, so the loop sleeps until the earliest one and nothing else ticks.
+//! Events arrive on one bounded mailbox: frames from the current connection's task
+//! (`socket.rs`), commands from the agent (through the conversation port) and from the
+//! admin API. Timers (heartbeat, silence, question ttl, action timeouts, firmware update
+//! waits) are deadlines computed from that state, so the loop sleeps until the earliest
+//! one and nothing else ticks.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -72,8 +72,8 @@ pub(crate) enum Event {
     BadFrame {
         conn: u64,
         reason: String,
-        /// Close the connection with this code after the error frame: the reader
-        /// cannot go on (a frame over the limit, text that is not UTF-8).
+        /// Close the connection with this code after the error frame: the connection
+        /// cannot read on (a frame over the limit, text that is not UTF-8).
         close: Option<CloseCode>,
     },
     Binary {
