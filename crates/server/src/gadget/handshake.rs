@@ -83,10 +83,15 @@ where
     let conn = hub.conn_id();
     let (outbox_tx, outbox_rx) = send_queue();
     let session = hub.session(&device_id);
+    let mut hello = admitted.hello;
+    // The session, which keeps the hello as long as the connection, needs neither: the
+    // token was checked and the first readings are in the store.
+    hello.token = None;
+    hello.sensors = Default::default();
     let attach = Attach {
         conn,
         outbox: outbox_tx,
-        hello: admitted.hello,
+        hello,
         paired: admitted.paired,
         session_id: ids::random_hex(12),
     };
