@@ -33,6 +33,7 @@ const BUNDLES = [
   ["src/chat.ts", "chat.js"],
   ["src/console/console.ts", "console/console.js"],
   ["src/gadget/gadget.ts", "gadget/gadget.js"],
+  ["src/gadget/mic-worklet.ts", "gadget/mic-worklet.js"],
 ];
 
 mkdirSync(out, { recursive: true });

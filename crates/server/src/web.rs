@@ -81,6 +81,11 @@ pub(crate) static ADMIN_PAGES: &[Page] = &[
         body: include_bytes!("../../../web/dist/gadget/gadget.js"),
     },
     Page {
+        path: "/gadget/mic-worklet.js",
+        content_type: JS,
+        body: include_bytes!("../../../web/dist/gadget/mic-worklet.js"),
+    },
+    Page {
         path: "/gadget/gadget.css",
         content_type: CSS,
         body: include_bytes!("../../../web/dist/gadget/gadget.css"),

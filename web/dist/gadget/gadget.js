@@ -208,7 +208,8 @@ function audioContext(create = true) {
   if (shared.state === "suspended") void shared.resume();
   return shared;
 }
-var BLOCK = 1024;
+var MIC_WORKLET = "mic-worklet.js";
+var micWorklet;
 var Microphone = class {
   constructor(rate, onSamples, onError) {
     this.rate = rate;
@@ -248,15 +249,22 @@ var Microphone = class {
   async open() {
     if (!navigator.mediaDevices?.getUserMedia) throw new Error("this browser gives no microphone here (open the page from localhost or over https)");
     const ctx = audioContext();
-    const media = await navigator.mediaDevices.getUserMedia({
-      audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true }
-    });
+    micWorklet ?? (micWorklet = ctx.audioWorklet.addModule(MIC_WORKLET).catch((err) => {
+      micWorklet = void 0;
+      throw err;
+    }));
+    const [media] = await Promise.all([
+      navigator.mediaDevices.getUserMedia({
+        audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true }
+      }),
+      micWorklet
+    ]);
     this.error = void 0;
     this.media = media;
     this.source = ctx.createMediaStreamSource(media);
-    this.node = ctx.createScriptProcessor(BLOCK, 1, 1);
+    this.node = new AudioWorkletNode(ctx, "herald-mic", { numberOfInputs: 1, numberOfOutputs: 1 });
     this.resampler = new Resampler(ctx.sampleRate, this.rate);
-    this.node.onaudioprocess = (e) => this.block(e.inputBuffer.getChannelData(0));
+    this.node.port.onmessage = (e) => this.block(e.data);
     this.source.connect(this.node);
     this.node.connect(ctx.destination);
     if (!this.live) this.stop();
@@ -279,7 +287,7 @@ var Microphone = class {
     if (this.live) return;
     this.source?.disconnect();
     this.node?.disconnect();
-    if (this.node) this.node.onaudioprocess = null;
+    if (this.node) this.node.port.onmessage = null;
     for (const track of this.media?.getTracks() ?? []) track.stop();
     this.media = void 0;
     this.source = void 0;

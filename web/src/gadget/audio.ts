@@ -1,10 +1,10 @@
 // The gadget's microphone and speaker, on Web Audio.
 //
-// Microphone: getUserMedia, a ScriptProcessor that hands over blocks of samples at the
-// context's rate (old, but it needs no second script, which the page's content policy
-// would have to allow), and a resampler down to 16 kHz PCM16. The stream stays open for a
-// while after a release, so the next press does not lose its first syllable to the
-// browser opening the device again.
+// Microphone: getUserMedia, an AudioWorklet (mic-worklet.ts, served beside this script)
+// that hands over blocks of samples at the context's rate from the audio thread, and a
+// resampler down to 16 kHz PCM16. The stream stays open for a while after a release, so
+// the next press does not lose its first syllable to the browser opening the device
+// again.
 //
 // Speaker: a jitter buffer in front of Web Audio. The server paces audio to real time,
 // at most 0.5 s ahead; frames still come in bursts and gaps, so playback waits for
@@ -35,13 +35,14 @@ export function audioContext(create = true): AudioContext | undefined {
   return shared;
 }
 
-/** Samples per ScriptProcessor block: about 21 ms at 48 kHz. */
-const BLOCK = 1024;
+/** The microphone tap's module, relative to the page; loaded once per context. */
+const MIC_WORKLET = "mic-worklet.js";
+let micWorklet: Promise<void> | undefined;
 
 export class Microphone {
   private media: MediaStream | undefined;
   private source: MediaStreamAudioSourceNode | undefined;
-  private node: ScriptProcessorNode | undefined;
+  private node: AudioWorkletNode | undefined;
   private resampler: Resampler | undefined;
   private live = false;
   private opening: Promise<void> | undefined;
@@ -81,17 +82,24 @@ export class Microphone {
   private async open(): Promise<void> {
     if (!navigator.mediaDevices?.getUserMedia) throw new Error("this browser gives no microphone here (open the page from localhost or over https)");
     const ctx = audioContext();
-    const media = await navigator.mediaDevices.getUserMedia({
-      audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true },
+    micWorklet ??= ctx.audioWorklet.addModule(MIC_WORKLET).catch((err: unknown) => {
+      micWorklet = undefined; // the next press tries again
+      throw err;
     });
+    const [media] = await Promise.all([
+      navigator.mediaDevices.getUserMedia({
+        audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true },
+      }),
+      micWorklet,
+    ]);
     this.error = undefined;
     this.media = media;
     this.source = ctx.createMediaStreamSource(media);
-    this.node = ctx.createScriptProcessor(BLOCK, 1, 1);
+    this.node = new AudioWorkletNode(ctx, "herald-mic", { numberOfInputs: 1, numberOfOutputs: 1 });
     this.resampler = new Resampler(ctx.sampleRate, this.rate);
-    this.node.onaudioprocess = (e) => this.block(e.inputBuffer.getChannelData(0));
+    this.node.port.onmessage = (e: MessageEvent<Float32Array>) => this.block(e.data);
     this.source.connect(this.node);
-    // A ScriptProcessor runs only while connected to the output; it writes silence there.
+    // Pulled by the output, as every node that should run; it writes silence there.
     this.node.connect(ctx.destination);
     if (!this.live) this.stop();
   }
@@ -115,7 +123,7 @@ export class Microphone {
     if (this.live) return;
     this.source?.disconnect();
     this.node?.disconnect();
-    if (this.node) this.node.onaudioprocess = null;
+    if (this.node) this.node.port.onmessage = null;
     for (const track of this.media?.getTracks() ?? []) track.stop();
     this.media = undefined;
     this.source = undefined;
