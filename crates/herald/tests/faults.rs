@@ -865,7 +865,7 @@ async fn drive(
 
 /// A fake ESP-IDF application image of `size` random bytes.
 fn firmware(version: &str, size: usize, rng: &mut Rng) -> Vec<u8> {
-    common::firmware_image(BOARD, version, rng.bytes(size))
+    common::firmware::firmware_image(BOARD, version, rng.bytes(size))
 }
 
 // ---- a phone: the mobile client library ----

@@ -113,7 +113,7 @@ fn device_id(line: &str) -> String {
 
 /// A fake ESP-IDF application image of 150,000 bytes.
 fn firmware(board: &str, version: &str) -> Vec<u8> {
-    common::firmware_image(
+    common::firmware::firmware_image(
         board,
         version,
         (0..150_000).map(|i| (i % 251) as u8).collect(),

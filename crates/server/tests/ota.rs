@@ -8,9 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::firmware::firmware_image;
 use common::{Conn, Gadget, Harness, Incoming, WAIT};
 use herald_gadget_proto::limits::{OTA_ACK_INTERVAL, OTA_FRAME, OTA_MAX_UNACKED};
-use herald_gadget_proto::ota_image::{APP_DESC_MAGIC, IMAGE_MAGIC};
 use herald_gadget_proto::{
     auth, decode_frame, Channel, DeviceMessage, OtaAck, OtaCaps, OtaDone, OtaError, OtaErrorCode,
     OtaOffer, OtaReady, Outcome, ServerMessage,
@@ -22,18 +22,10 @@ const BOARD: &str = "esp32s3-test";
 const MAX_SIZE: u64 = 1_000_000;
 const SIZE: usize = 200_000;
 
-/// A fake ESP-IDF application image: header and app descriptor where the checks look,
-/// a board tag, and a filler that makes every byte position distinct enough to notice.
+/// A fake firmware image whose filler makes every byte position distinct enough to
+/// notice.
 fn image(board: &str, version: &str, size: usize) -> Vec<u8> {
-    let mut bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-    bytes[0] = IMAGE_MAGIC;
-    bytes[32..36].copy_from_slice(&APP_DESC_MAGIC.to_le_bytes());
-    bytes[48..112].fill(0);
-    bytes[48..48 + version.len()].copy_from_slice(version.as_bytes());
-    bytes[80..91].copy_from_slice(b"herald-test");
-    let tag = format!("HGBOARD={board}\0");
-    bytes[200..200 + tag.len()].copy_from_slice(tag.as_bytes());
-    bytes
+    firmware_image(board, version, (0..size).map(|i| (i % 251) as u8).collect())
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

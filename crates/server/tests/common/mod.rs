@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod firmware;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
