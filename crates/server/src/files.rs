@@ -8,6 +8,11 @@ use std::path::Path;
 /// then renamed over the old one. The temporary name is random and created exclusively,
 /// so a link planted in a shared directory is neither followed nor guessed.
 pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    write_private_parts(path, &[contents])
+}
+
+/// [`write_private`] of the concatenation of `parts`, without concatenating them.
+pub fn write_private_parts<P: AsRef<[u8]>>(path: &Path, parts: &[P]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -16,7 +21,9 @@ pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!(".{name}.{}.part", crate::ids::random_hex(8)));
     let result = (|| {
         let mut file = private_options(false).create_new(true).open(&tmp)?;
-        file.write_all(contents)?;
+        for part in parts {
+            file.write_all(part.as_ref())?;
+        }
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     })();

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use herald_server::admin::{Endpoint, Info};
+use herald_server::store::MAX_PHONES_PER_USER;
 use serde::{Deserialize, Serialize};
 
 use self::baseline::Baseline;
@@ -73,7 +74,7 @@ pub enum Scenario {
 pub struct BenchArgs {
     #[arg(value_enum)]
     scenario: Scenario,
-    /// Simulated clients [default: connect 1000, talk 200, speak 200, mobile 50, soak:
+    /// Simulated clients [default: connect 1000, talk 200, speak 200, mobile 32, soak:
     /// as many as the descriptor limit allows]
     #[arg(long, visible_alias = "devices")]
     clients: Option<usize>,
@@ -218,11 +219,15 @@ impl Run {
         let clients = args.clients.unwrap_or(match load {
             Load::Connect => 1000,
             Load::Talk | Load::Speak => 200,
-            Load::Mobile => 50,
+            Load::Mobile => MAX_PHONES_PER_USER,
             Load::Soak => soak::default_devices(fd_limit),
         });
         if clients == 0 {
             bail!("--clients must be at least 1");
+        }
+        // Every phone of a run uses the one app token, and so belongs to one user.
+        if load == Load::Mobile && clients > MAX_PHONES_PER_USER {
+            bail!("--clients: one app token may have {MAX_PHONES_PER_USER} phones at most");
         }
         if !(args.duration > 0.0 && args.duration <= 3600.0) {
             bail!("--duration must be between 0 and 3600 seconds");

@@ -333,8 +333,9 @@ impl Session {
                             return;
                         }
                         self.seen.insert(&upload.id, Instant::now());
-                        match self.save_upload(&upload).await {
-                            Ok(body) => self.hand_over(upload.id, body).await,
+                        let id = upload.id.clone();
+                        match self.save_upload(upload).await {
+                            Ok(body) => self.hand_over(id, body).await,
                             Err(message) => self.error(ErrorCode::Internal, message).await,
                         }
                     }
@@ -373,7 +374,7 @@ impl Session {
             .map(|info| info.duration)
             .map_err(|e| (ErrorCode::BadFrame, e.to_string()))?;
         let path = self
-            .save("wav", bytes)
+            .save("wav", vec![bytes])
             .await
             .map_err(|e| (ErrorCode::Internal, e))?;
         Ok(InboundBody::Voice {
@@ -383,7 +384,7 @@ impl Session {
         })
     }
 
-    async fn save_upload(&self, upload: &Upload) -> Result<InboundBody, String> {
+    async fn save_upload(&self, upload: Upload) -> Result<InboundBody, String> {
         let extension = upload
             .filename
             .as_deref()
@@ -391,7 +392,7 @@ impl Session {
             .map(|(_, ext)| ext)
             .filter(|ext| ext.len() <= 8 && ext.bytes().all(|b| b.is_ascii_alphanumeric()))
             .unwrap_or("bin");
-        let path = self.save(extension, upload.bytes.clone()).await?;
+        let path = self.save(extension, upload.parts).await?;
         let kind = match upload.kind {
             proto::MediaKind::Image => MediaKind::Image,
             proto::MediaKind::Video => MediaKind::Video,
@@ -401,19 +402,19 @@ impl Session {
         Ok(InboundBody::Media {
             path,
             kind,
-            mime: upload.mime.clone(),
-            caption: upload.caption.clone(),
+            mime: upload.mime,
+            caption: upload.caption,
         })
     }
 
     /// Write a file for the agent into the inbox; its name is of our own making.
-    async fn save(&self, extension: &str, bytes: Vec<u8>) -> Result<PathBuf, String> {
-        let size = bytes.len() as u64;
+    async fn save(&self, extension: &str, parts: Vec<Vec<u8>>) -> Result<PathBuf, String> {
+        let size = parts.iter().map(|part| part.len() as u64).sum();
         let written = self
             .hub
             .inbox
             .put(extension, size, move |path| {
-                files::write_private(path, &bytes)
+                files::write_private_parts(path, &parts)
             })
             .await;
         match written {
