@@ -552,3 +552,58 @@ async fn a_bad_certificate_stops_start_up() {
         assert!(err.contains("TLS"), "{err}");
     }
 }
+
+/// The store's record of a gadget, as the admin API shows it.
+async fn device_record(h: &Harness, id: &str) -> serde_json::Value {
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    let found = devices
+        .as_array()
+        .and_then(|all| all.iter().find(|d| d["id"] == id));
+    found
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} not in {devices}"))
+}
+
+/// Waits until the admin API shows the gadget offline (its `last_seen` then written).
+async fn offline_record(h: &Harness, id: &str) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let record = device_record(h, id).await;
+        if record["online"] == false {
+            return record;
+        }
+        assert!(started.elapsed() < WAIT, "still online: {record}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn each_handshake_records_when_the_device_was_seen_and_what_it_now_says() {
+    let h = Harness::start().await;
+    let mut gadget = Gadget::new();
+    let (conn, _) = gadget.connect(&h.url).await;
+    let enrolled = device_record(&h, &gadget.id).await;
+    assert_eq!(enrolled["firmware"], "0.1.0");
+    assert!(enrolled["last_seen"].as_u64().is_some(), "{enrolled}");
+    drop(conn);
+    let left = offline_record(&h, &gadget.id).await["last_seen"]
+        .as_u64()
+        .unwrap();
+
+    // The same profile again: only the time changes.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (conn, _) = gadget.connect(&h.url).await;
+    let back = device_record(&h, &gadget.id).await;
+    assert!(back["last_seen"].as_u64().unwrap() > left, "{back}");
+    assert_eq!(back["name"], "Test Gadget");
+    drop(conn);
+    offline_record(&h, &gadget.id).await;
+
+    // After a firmware update and a rename, the store learns both at the handshake.
+    gadget.hello.firmware = Some("0.2.0".into());
+    gadget.hello.name = Some("Hall Gadget".into());
+    let (_conn, _) = gadget.connect(&h.url).await;
+    let updated = device_record(&h, &gadget.id).await;
+    assert_eq!(updated["firmware"], "0.2.0");
+    assert_eq!(updated["name"], "Hall Gadget");
+}

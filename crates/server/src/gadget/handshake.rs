@@ -184,7 +184,9 @@ where
         _ => return Err(Refusal::protocol("expected auth")),
     };
     let profile = profile_of(&hello);
-    match known {
+    // What the store must learn of this connection: nothing after a fresh enrollment
+    // (it wrote the profile), only the time when the profile is the one it holds.
+    let update = match known {
         Some(record) => {
             let valid = proof.mac.as_deref().is_some_and(|mac| {
                 auth::verify_auth_mac(&record.key, &hello.device_id, &nonce, mac)
@@ -192,13 +194,28 @@ where
             if !valid {
                 return Err(auth_failed());
             }
+            if profile.sensors.is_empty()
+                && (&record.name, &record.board, &record.firmware)
+                    == (&profile.name, &profile.board, &profile.firmware)
+            {
+                Update::LastSeen
+            } else {
+                Update::Profile
+            }
         }
-        None => enroll(hub, &hello.device_id, &proof, profile.clone()).await?,
-    }
+        None => match enroll(hub, &hello.device_id, &proof, profile.clone()).await? {
+            Enrollment::Enrolled => Update::Nothing,
+            _ => Update::Profile,
+        },
+    };
 
     let store = hub.store.clone();
     let device_id = hello.device_id.clone();
-    blocking(move || store.touch(&device_id, &profile, now_ms())).await?;
+    match update {
+        Update::Nothing => {}
+        Update::LastSeen => blocking(move || store.set_last_seen(&device_id, now_ms())).await?,
+        Update::Profile => blocking(move || store.touch(&device_id, &profile, now_ms())).await?,
+    }
     let authorizer = hub.authorizer().ok_or(Refusal::Gone)?;
     let paired = authorizer
         .is_authorized(Platform::Gadget, &hello.device_id)
@@ -243,7 +260,7 @@ async fn enroll(
     device_id: &str,
     proof: &Auth,
     profile: DeviceProfile,
-) -> Result<(), Refusal> {
+) -> Result<Enrollment, Refusal> {
     let key = proof
         .key
         .as_deref()
@@ -255,9 +272,16 @@ async fn enroll(
     let store = hub.store.clone();
     let id = device_id.to_owned();
     match blocking(move || store.enroll(&id, &key, &profile, now_ms())).await? {
-        Enrollment::Enrolled | Enrollment::AlreadyEnrolled => Ok(()),
         Enrollment::Conflict => Err(auth_failed()),
+        enrolled => Ok(enrolled),
     }
+}
+
+/// The store write a handshake ends with.
+enum Update {
+    Nothing,
+    LastSeen,
+    Profile,
 }
 
 fn auth_failed() -> Refusal {
