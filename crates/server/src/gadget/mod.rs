@@ -15,6 +15,7 @@ mod audio;
 mod handshake;
 mod image;
 mod ota;
+mod peer;
 mod prompts;
 mod sensors;
 mod session;

@@ -37,6 +37,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::peer::Peer;
 use super::session::Command;
 use super::GadgetHub;
 use crate::clock::now_ms;
@@ -85,8 +86,8 @@ pub(crate) struct Target {
 
 impl Target {
     /// The device's limits, or `unsupported` when it does not take updates.
-    fn of(device_id: &str, hello: &proto::Hello) -> Result<Target, PushError> {
-        let Some(ota) = &hello.caps.ota else {
+    fn of(device_id: &str, peer: &Peer) -> Result<Target, PushError> {
+        let Some(max_size) = peer.ota_max_size else {
             return Err(refused(
                 OtaRefusal::Unsupported,
                 format!("{device_id} does not install firmware updates (no caps.ota)"),
@@ -94,8 +95,8 @@ impl Target {
         };
         Ok(Target {
             device_id: device_id.to_owned(),
-            board: hello.board.clone(),
-            max_size: ota.max_size,
+            board: peer.board.as_deref().map(str::to_owned),
+            max_size,
         })
     }
 
@@ -538,7 +539,7 @@ impl Transfer {
 /// What an update needs of the device's live connection.
 #[derive(Clone, Copy)]
 pub(crate) struct Link<'a> {
-    pub hello: &'a proto::Hello,
+    pub peer: &'a Peer,
     pub outbox: &'a SendQueue,
 }
 
@@ -694,7 +695,7 @@ impl Updates {
                 ),
             ));
         }
-        Target::of(&self.device_id, link.hello)
+        Target::of(&self.device_id, link.peer)
     }
 
     /// Record a staged image and make the first attempt.
@@ -737,7 +738,7 @@ impl Updates {
 
     /// Start the next attempt from the beginning; returns the update as it now stands.
     async fn start(&mut self, mut update: OtaUpdate, link: Link<'_>) -> OtaUpdate {
-        let ready = match Target::of(&self.device_id, link.hello) {
+        let ready = match Target::of(&self.device_id, link.peer) {
             Ok(target) => target.check_size(update.image.size),
             Err(err) => Err(err),
         };

@@ -17,8 +17,8 @@ use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{
     ActionError, ActionSpec, Chat, Choice, Command as ConvCommand, DeliveryError, DeviceProfile,
-    Inbound, InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, Screen,
-    SendOptions, Source,
+    Inbound, InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, SendOptions,
+    Source,
 };
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
@@ -29,6 +29,7 @@ use tracing::{debug, info, warn};
 use super::audio::{Playback, SpeechFile, Utterance};
 use super::image;
 use super::ota::{self, Link, Updates};
+use super::peer::Peer;
 use super::prompts::{PromptQueue, Question, Show};
 use super::sensors::SensorWrites;
 use super::GadgetHub;
@@ -100,8 +101,7 @@ pub(crate) enum Event {
 struct Conn {
     id: u64,
     outbox: SendQueue,
-    hello: proto::Hello,
-    charset: Charset,
+    peer: Peer,
     last_inbound: Instant,
     next_ping: Instant,
 }
@@ -336,19 +336,10 @@ impl Session {
         self.drop_conn(CloseCode::Normal, "replaced by a new connection")
             .await;
         let now = Instant::now();
-        let charset = Charset::from_caps(
-            attach
-                .hello
-                .caps
-                .display
-                .as_ref()
-                .and_then(|d| d.charset.as_deref()),
-        );
         self.conn = Some(Conn {
             id: attach.conn,
             outbox: attach.outbox,
-            hello: attach.hello,
-            charset,
+            peer: Peer::from(attach.hello),
             last_inbound: now,
             next_ping: now + self.heartbeat,
         });
@@ -416,7 +407,7 @@ impl Session {
     }
 
     fn shape(&self, text: &str) -> String {
-        let charset = self.conn.as_ref().map_or(Charset::Utf8, |c| c.charset);
+        let charset = self.conn.as_ref().map_or(Charset::Utf8, |c| c.peer.charset);
         shape_reply(text, charset)
     }
 
@@ -424,7 +415,7 @@ impl Session {
         let Some(authorizer) = self.hub.authorizer() else {
             return;
         };
-        let name = self.conn.as_ref().and_then(|c| c.hello.name.as_deref());
+        let name = self.conn.as_ref().and_then(|c| c.peer.name.as_deref());
         match authorizer
             .pairing_code(Platform::Gadget, &self.device_id, name)
             .await
@@ -650,7 +641,10 @@ impl Session {
         let Some(agent) = self.hub.agent().cloned() else {
             return;
         };
-        let user_name = self.conn.as_ref().and_then(|c| c.hello.name.clone());
+        let user_name = self
+            .conn
+            .as_ref()
+            .and_then(|c| c.peer.name.as_deref().map(str::to_owned));
         let inbound = Inbound {
             source: Source {
                 chat: Chat::gadget(self.device_id.clone()),
@@ -822,12 +816,12 @@ impl Session {
             Call::Actions { reply } => {
                 let result = self
                     .reachable()
-                    .map(|conn| conn.hello.actions.iter().map(action_spec).collect());
+                    .map(|conn| conn.peer.actions.iter().map(action_spec).collect());
                 let _ = reply.send(result);
             }
             Call::Profile { reply } => {
                 let result = match &self.conn {
-                    Some(conn) => Ok(profile(&conn.hello, conn.charset, self.paired)),
+                    Some(conn) => Ok(profile(&conn.peer, self.paired)),
                     None => Err(DeliveryError::Offline(self.chat())),
                 };
                 let _ = reply.send(result);
@@ -986,7 +980,7 @@ impl Session {
                 return;
             }
         };
-        if !conn.hello.actions.iter().any(|a| a.name == name) {
+        if !conn.peer.actions.iter().any(|a| a.name == name) {
             let _ = reply.send(Err(ActionError::UnknownAction(name)));
             return;
         }
@@ -1067,13 +1061,13 @@ impl Session {
     /// Speak on the device: a new stream replaces the one playing.
     async fn speak(&mut self, path: PathBuf) -> Result<(), DeliveryError> {
         let conn = self.reachable()?;
-        let Some(speaker) = &conn.hello.caps.speaker else {
+        let Some(rate) = conn.peer.speaker_rate else {
             return Err(DeliveryError::Unsupported {
                 chat: self.chat(),
                 reason: "the device has no speaker".into(),
             });
         };
-        let (rate, outbox) = (speaker.rate, conn.outbox.clone());
+        let outbox = conn.outbox.clone();
         let speech = SpeechFile::open(&path).await.map_err(|err| {
             DeliveryError::Failed(format!("cannot read {}: {err}", path.display()))
         })?;
@@ -1122,14 +1116,7 @@ impl Session {
             }
         };
         let outbox = conn.outbox.clone();
-        let image_box = conn
-            .hello
-            .caps
-            .display
-            .as_ref()
-            .and_then(|d| d.image.as_ref())
-            .map(|b| (b.width, b.height));
-        let Some(image_box) = image_box else {
+        let Some(image_box) = conn.peer.image_box else {
             self.notice("This device cannot show pictures.").await;
             let _ = reply.send(Ok(()));
             return;
@@ -1185,23 +1172,17 @@ impl Session {
 }
 
 /// The device as the agent should know it, from its `hello`.
-fn profile(hello: &proto::Hello, charset: Charset, paired: bool) -> DeviceProfile {
-    let display = hello.caps.display.as_ref();
+fn profile(peer: &Peer, paired: bool) -> DeviceProfile {
     DeviceProfile {
         paired,
-        screen: display.map(|d| Screen {
-            width: d.width,
-            height: d.height,
-            text_cols: d.text_cols,
-            text_rows: d.text_rows,
-        }),
-        charset: match charset {
+        screen: peer.screen,
+        charset: match peer.charset {
             Charset::Ascii => "ascii",
             Charset::Utf8 => "utf8",
         }
         .into(),
-        speaker_rate: hello.caps.speaker.as_ref().map(|s| s.rate),
-        actions: hello.actions.iter().map(action_spec).collect(),
+        speaker_rate: peer.speaker_rate,
+        actions: peer.actions.iter().map(action_spec).collect(),
     }
 }
 
@@ -1218,7 +1199,7 @@ fn action_spec(action: &proto::ActionSpec) -> ActionSpec {
 
 fn link(conn: Option<&Conn>) -> Option<Link<'_>> {
     conn.map(|c| Link {
-        hello: &c.hello,
+        peer: &c.peer,
         outbox: &c.outbox,
     })
 }
