@@ -551,6 +551,9 @@ async fn a_phones_cards_and_voice_reach_hermes() {
     assert_eq!(inbound["source"]["chat"], chat);
     assert_eq!(inbound["source"]["user_id"], asked["user_id"]);
     assert_eq!(inbound["body"]["text"], "hello");
+    // The answer is remembered: the next message goes straight to Hermes.
+    phone.text("m2", "again").await;
+    assert_eq!(hermes.inbound().await["body"]["text"], "again");
 
     // Without permanent approval the card offers no "always", and refuses it.
     let prompt = json!({"kind": "exec_approval", "command": "rm -rf /tmp/x",
@@ -574,7 +577,6 @@ async fn a_phones_cards_and_voice_reach_hermes() {
     phone
         .send(json!({"t": "prompt", "prompt_id": prompt_id, "option_id": "always"}))
         .await;
-    hermes.authorize(true).await;
     let answer = hermes.inbound().await;
     assert_eq!(answer["body"]["choice"], "deny");
 
@@ -599,7 +601,6 @@ async fn a_phones_cards_and_voice_reach_hermes() {
     phone
         .send(json!({"t": "prompt", "prompt_id": prompt_id, "option_id": "c1"}))
         .await;
-    hermes.authorize(true).await;
     let answer = hermes.inbound().await;
     assert_eq!(
         answer["body"],
@@ -614,12 +615,35 @@ async fn a_phones_cards_and_voice_reach_hermes() {
     phone
         .send(json!({"t": "audio", "id": "v1", "format": "wav", "data": data}))
         .await;
-    hermes.authorize(true).await;
     let voice = hermes.inbound().await;
     assert_eq!(voice["body"]["kind"], "voice");
     assert_eq!(voice["body"]["duration_ms"], 500);
     let path = voice["body"]["path"].as_str().unwrap();
     assert_eq!(std::fs::read(path).unwrap(), wav);
+
+    // `hermes pairing revoke` ran: the plugin tells herald, which asks again at the
+    // phone's next message; the answer is no, and a pairing code goes instead.
+    let user_id = asked["user_id"].clone();
+    let revoke = json!({"platform": "mobile", "user_id": user_id, "authorized": false});
+    hermes.call("set_authorized", revoke).await;
+    phone.text("m3", "still there?").await;
+    hermes.authorize(false).await;
+    let (id, args) = hermes.asked("pairing_code").await;
+    assert_eq!(args["user_id"], user_id);
+    let command = "hermes pairing approve mobile PHONE234";
+    hermes
+        .answer(
+            id,
+            json!({"code": "PHONE234", "command": command, "ttl_s": 3600}),
+        )
+        .await;
+    let notice = phone
+        .until(|f| match f {
+            ServerFrame::Message(m) => Some(m.text),
+            _ => None,
+        })
+        .await;
+    assert!(notice.contains("PHONE234"), "{notice}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

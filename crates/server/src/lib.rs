@@ -11,6 +11,7 @@
 
 mod access;
 pub mod admin;
+mod authorized;
 mod calls;
 mod clock;
 pub mod config;

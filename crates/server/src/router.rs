@@ -314,8 +314,8 @@ impl Outbound for Router {
                     .tell(user_id, gadget::Command::SetPaired(authorized))
                     .await;
             }
-            // Phones are authorized message by message; nothing to push.
-            Platform::Mobile => {}
+            // A phone's messages check the remembered answer; its connections stay.
+            Platform::Mobile => self.mobile.authorized.set(user_id, authorized),
         }
     }
 }

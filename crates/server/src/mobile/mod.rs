@@ -29,6 +29,7 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
+use crate::authorized::Authorized;
 use crate::config::MobileConfig;
 use crate::inbox::Inbox;
 use crate::listener;
@@ -73,6 +74,8 @@ pub(crate) struct MobileHub {
     /// Where uploads and voice messages are written for the agent.
     inbox: Arc<Inbox>,
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
+    /// Which users the authorizer allows, as last heard.
+    pub(crate) authorized: Authorized,
     sessions: Mailboxes<Event>,
     /// Unfinished uploads of every phone, per user and in all.
     upload_budget: Arc<uploads::UploadBudget>,
@@ -150,6 +153,7 @@ impl MobileHub {
             deliver_tokens,
             inbox,
             backend: OnceLock::new(),
+            authorized: Authorized::default(),
             sessions: Mailboxes::default(),
             upload_budget: Arc::default(),
             cards: DashMap::new(),

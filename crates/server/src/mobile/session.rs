@@ -479,10 +479,11 @@ impl Session {
         let Some(authorizer) = self.hub.authorizer().cloned() else {
             return false;
         };
-        match authorizer
-            .is_authorized(Platform::Mobile, &self.user_id)
-            .await
-        {
+        let authorized =
+            self.hub
+                .authorized
+                .check(authorizer.as_ref(), Platform::Mobile, &self.user_id);
+        match authorized.await {
             Ok(true) => true,
             Ok(false) => {
                 self.send_pairing().await;

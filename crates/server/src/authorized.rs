@@ -1,0 +1,205 @@
+//! The users the authorizer has said may reach the agent, remembered: filled by its
+//! answers and kept current by its pushes (`set_authorized`, which Herald's own pairing
+//! and the Hermes plugin send on every approval and revocation). An authorized phone's
+//! message then does not wait for a question whose answer is known; under Hermes that
+//! question is a round trip across the bridge. A "no" is not remembered: an approval
+//! made in Hermes's terminal reaches the next message even before its push does.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use herald_port::{AccessError, Authorizer, Platform};
+
+/// Users remembered at most; past it the memory starts again (answers are asked anew).
+const MAX_USERS: usize = 4096;
+
+#[derive(Default)]
+pub(crate) struct Authorized {
+    known: Mutex<Known>,
+}
+
+#[derive(Default)]
+struct Known {
+    users: HashSet<String>,
+    /// Counts pushes, so an answer asked for before a push is not remembered over it.
+    pushes: u64,
+}
+
+impl Authorized {
+    /// Whether `user_id` may reach the agent: remembered, or asked of `authorizer`.
+    pub(crate) async fn check(
+        &self,
+        authorizer: &dyn Authorizer,
+        platform: Platform,
+        user_id: &str,
+    ) -> Result<bool, AccessError> {
+        let pushes = {
+            let known = self.lock();
+            if known.users.contains(user_id) {
+                return Ok(true);
+            }
+            known.pushes
+        };
+        let authorized = authorizer.is_authorized(platform, user_id).await?;
+        let mut known = self.lock();
+        if authorized && known.pushes == pushes {
+            known.remember(user_id);
+        }
+        Ok(authorized)
+    }
+
+    /// The authorizer says `user_id` now is (or is no longer) authorized.
+    pub(crate) fn set(&self, user_id: &str, authorized: bool) {
+        let mut known = self.lock();
+        known.pushes += 1;
+        if authorized {
+            known.remember(user_id);
+        } else {
+            known.users.remove(user_id);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
+        // Every update is whole under the lock; a panic elsewhere leaves it valid.
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Known {
+    fn remember(&mut self, user_id: &str) {
+        if self.users.len() >= MAX_USERS && !self.users.contains(user_id) {
+            self.users.clear();
+        }
+        self.users.insert(user_id.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use herald_port::{PairingCode, PairingRecord};
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    /// Answers `says`, counting the questions; with `hold`, only once notified.
+    struct Counting {
+        says: AtomicBool,
+        asked: AtomicUsize,
+        hold: Option<Notify>,
+    }
+
+    impl Counting {
+        fn saying(yes: bool) -> Counting {
+            Counting {
+                says: AtomicBool::new(yes),
+                asked: AtomicUsize::new(0),
+                hold: None,
+            }
+        }
+
+        fn asked(&self) -> usize {
+            self.asked.load(Ordering::SeqCst)
+        }
+    }
+
+    #[async_trait]
+    impl Authorizer for Counting {
+        async fn is_authorized(&self, _: Platform, _: &str) -> Result<bool, AccessError> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            if let Some(hold) = &self.hold {
+                hold.notified().await;
+            }
+            Ok(self.says.load(Ordering::SeqCst))
+        }
+        async fn pairing_code(
+            &self,
+            _: Platform,
+            _: &str,
+            _: Option<&str>,
+        ) -> Result<PairingCode, AccessError> {
+            Err(AccessError("no codes here".into()))
+        }
+        async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError> {
+            Ok(Vec::new())
+        }
+        async fn approve_code(
+            &self,
+            _: Platform,
+            _: &str,
+        ) -> Result<Option<PairingRecord>, AccessError> {
+            Ok(None)
+        }
+        async fn revoke(&self, _: Platform, _: &str) -> Result<bool, AccessError> {
+            Ok(false)
+        }
+    }
+
+    async fn check(cache: &Authorized, authorizer: &Counting) -> bool {
+        cache
+            .check(authorizer, Platform::Mobile, "u")
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_yes_is_remembered_until_a_push_takes_it_back() {
+        let (cache, authorizer) = (Authorized::default(), Counting::saying(true));
+        for _ in 0..3 {
+            assert!(check(&cache, &authorizer).await);
+        }
+        assert_eq!(authorizer.asked(), 1);
+        // Revoked: the authorizer says no from now on, and the push says so at once.
+        authorizer.says.store(false, Ordering::SeqCst);
+        cache.set("u", false);
+        assert!(!check(&cache, &authorizer).await);
+        assert_eq!(authorizer.asked(), 2);
+        cache.set("u", true);
+        assert!(check(&cache, &authorizer).await);
+        assert_eq!(authorizer.asked(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_no_is_asked_again_so_an_approval_counts_before_its_push() {
+        let (cache, authorizer) = (Authorized::default(), Counting::saying(false));
+        assert!(!check(&cache, &authorizer).await);
+        authorizer.says.store(true, Ordering::SeqCst);
+        assert!(check(&cache, &authorizer).await);
+        assert_eq!(authorizer.asked(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_yes_older_than_a_push_is_used_once_not_remembered() {
+        let cache = Arc::new(Authorized::default());
+        let authorizer = Arc::new(Counting {
+            hold: Some(Notify::new()),
+            ..Counting::saying(true)
+        });
+        let asking = {
+            let (cache, authorizer) = (cache.clone(), authorizer.clone());
+            tokio::spawn(async move { check(&cache, &authorizer).await })
+        };
+        while authorizer.asked() == 0 {
+            tokio::task::yield_now().await;
+        }
+        // Revoked while the question was on its way: the late "yes" must not stick.
+        cache.set("u", false);
+        if let Some(hold) = &authorizer.hold {
+            hold.notify_one();
+        }
+        assert!(asking.await.unwrap());
+        assert!(!cache.lock().users.contains("u"));
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let cache = Authorized::default();
+        for i in 0..MAX_USERS + 10 {
+            cache.set(&format!("u{i}"), true);
+        }
+        assert!(cache.lock().users.len() <= MAX_USERS);
+    }
+}
