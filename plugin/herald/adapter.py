@@ -437,18 +437,17 @@ class HeraldAdapter(BasePlatformAdapter):
         )
         event.message_id = message_id
         if self.platform_name == "gadget":
-            await self._describe_device(event)
+            self._describe_device(event, args.get("profile") or {})
         self._claim_home(chat_id)
         await self._hand_over(event)
 
-    async def _describe_device(self, event: MessageEvent) -> None:
-        """Tell the model which device it talks to, and speak on one with a speaker."""
+    def _describe_device(self, event: MessageEvent, profile: Json) -> None:
+        """Tell the model which device it talks to, and speak on one with a speaker.
+
+        herald sends a gadget's profile with each of its messages (as it is then), so
+        describing it costs no round trip.
+        """
         chat_id = event.source.chat_id
-        try:
-            profile = (await self._call("profile", chat=self._chat(chat_id))).get("profile") or {}
-        except BridgeError as err:
-            logger.debug("no profile for %s: %s", chat_id, err)
-            return
         if not profile.get("paired"):
             return
         event.channel_prompt = device_prompt(chat_id, self._names.get(chat_id, chat_id), profile)

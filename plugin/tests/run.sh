@@ -45,8 +45,8 @@ fi
 export HERALD_BIN HERMES_VENV=$venv
 
 cd "$plugin"
-echo "==> mypy --strict (plugin and tests)"
-"$venv/bin/python" -m mypy herald tests
+echo "==> mypy --strict (plugin, tests and bench)"
+"$venv/bin/python" -m mypy herald tests bench
 
 echo "==> pytest against hermes-agent $hermes_version"
 status=0

@@ -425,6 +425,15 @@ async fn a_gadget_turn_travels_over_the_lines() {
     assert_eq!(inbound["source"]["user_id"], gadget.id.as_str());
     assert_eq!(inbound["source"]["user_name"], "Test Gadget");
     assert_eq!(inbound["body"]["text"], "turn the light on");
+    // The device comes described, so the plugin need not ask for its profile.
+    let profile = &inbound["profile"];
+    assert_eq!(profile["paired"], true);
+    assert_eq!(profile["screen"]["width"], 320);
+    assert_eq!(profile["actions"][0]["name"], "led.set");
+    assert_eq!(
+        profile,
+        &hermes.call("profile", json!({ "chat": chat })).await["profile"]
+    );
 
     let turn = hermes.call("turn_started", json!({ "chat": chat })).await;
     let turn_id = turn["turn_id"].as_str().unwrap().to_owned();

@@ -88,6 +88,9 @@ pub struct Inbound {
     /// Stable per message, so a backend can drop duplicates and thread replies.
     pub message_id: String,
     pub body: InboundBody,
+    /// A gadget's profile as it is when the message arrives, so the agent can describe
+    /// the device without asking; `None` from phones.
+    pub profile: Option<Box<DeviceProfile>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

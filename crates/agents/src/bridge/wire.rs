@@ -428,6 +428,8 @@ pub(crate) struct WireInbound<'a> {
     source: WireSource<'a>,
     message_id: &'a str,
     body: WireBody<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<&'a DeviceProfile>,
 }
 
 #[derive(Debug, Serialize)]
@@ -533,6 +535,7 @@ impl<'a> From<&'a Inbound> for WireInbound<'a> {
             },
             message_id: &inbound.message_id,
             body,
+            profile: inbound.profile.as_deref(),
         }
     }
 }
@@ -576,6 +579,7 @@ mod tests {
             },
             message_id: "m1".into(),
             body,
+            profile: None,
         };
         let line = OutLine::Event {
             event: Event::Inbound(WireInbound::from(&inbound)),

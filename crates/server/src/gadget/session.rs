@@ -653,6 +653,10 @@ impl Session {
             },
             message_id,
             body,
+            profile: self
+                .conn
+                .as_ref()
+                .map(|conn| Box::new(profile(&conn.peer, self.paired))),
         };
         let chat = &inbound.source.chat;
         self.hub.metrics.activity.said(chat, &inbound.body);

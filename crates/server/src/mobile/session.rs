@@ -511,6 +511,7 @@ impl Session {
             },
             message_id,
             body,
+            profile: None,
         };
         self.hub
             .metrics
