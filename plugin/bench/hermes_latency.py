@@ -365,13 +365,7 @@ def start_system(args: argparse.Namespace, root: Path) -> System:
             MOBILE_TOKEN=app_tokens[0],
             MOBILE_EXTRA_TOKENS=extra_tokens,
         )
-        data = home.path / "herald"
-        data.mkdir(parents=True)
-        (data / "herald.toml").write_text(
-            '[gadget]\nhost = "127.0.0.1"\nport = 0\n\n'
-            '[mobile]\nhost = "127.0.0.1"\nport = 0\n\n'
-            "[admin]\nport = 0\n"
-        )
+        home.herald_on_free_ports()
         home.install_herald(binary)
         trace = root / "trace.jsonl"
         extra = {"HERALD_BENCH_TRACE": str(trace), "HERALD_BIN": str(binary)}

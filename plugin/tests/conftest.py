@@ -194,13 +194,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         MOBILE_EXTRA_TOKENS=f"stranger:{stranger_token}",
         MOBILE_ALLOWED_USERS=phone_user(app_token),
     )
-    data = home.path / "herald"
-    data.mkdir(parents=True)
-    (data / "herald.toml").write_text(
-        '[gadget]\nhost = "127.0.0.1"\nport = 0\n\n'
-        '[mobile]\nhost = "127.0.0.1"\nport = 0\n\n'
-        "[admin]\nport = 0\n"
-    )
+    data = home.herald_on_free_ports()
     binary = herald_binary()
     home.install_herald(binary)
     # The offline engine test_voice.py switches Hermes's STT to (local_command).

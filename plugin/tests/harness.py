@@ -131,6 +131,18 @@ class HermesHome:
         lines = [f"{key}={value}" for key, value in self.env_file.items()]
         (self.path / ".env").write_text("\n".join(lines) + "\n")
 
+    def herald_on_free_ports(self) -> Path:
+        """herald's data directory, with a herald.toml that puts every listener on a free
+        port of 127.0.0.1."""
+        data = self.path / "herald"
+        data.mkdir(parents=True)
+        (data / "herald.toml").write_text(
+            '[gadget]\nhost = "127.0.0.1"\nport = 0\n\n'
+            '[mobile]\nhost = "127.0.0.1"\nport = 0\n\n'
+            "[admin]\nport = 0\n"
+        )
+        return data
+
     def install_herald(self, binary: Path) -> None:
         """The README's install command with a prebuilt binary, then ``plugins enable``."""
         subprocess.run(
