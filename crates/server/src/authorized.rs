@@ -76,69 +76,13 @@ impl Known {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
-    use async_trait::async_trait;
-    use herald_port::{PairingCode, PairingRecord};
-    use tokio::sync::Notify;
-
     use super::*;
+    use crate::fake_authorizer::FakeAuthorizer;
 
-    /// Answers `says`, counting the questions; with `hold`, only once notified.
-    struct Counting {
-        says: AtomicBool,
-        asked: AtomicUsize,
-        hold: Option<Notify>,
-    }
-
-    impl Counting {
-        fn saying(yes: bool) -> Counting {
-            Counting {
-                says: AtomicBool::new(yes),
-                asked: AtomicUsize::new(0),
-                hold: None,
-            }
-        }
-
-        fn asked(&self) -> usize {
-            self.asked.load(Ordering::SeqCst)
-        }
-    }
-
-    #[async_trait]
-    impl Authorizer for Counting {
-        async fn is_authorized(&self, _: Platform, _: &str) -> Result<bool, AccessError> {
-            self.asked.fetch_add(1, Ordering::SeqCst);
-            if let Some(hold) = &self.hold {
-                hold.notified().await;
-            }
-            Ok(self.says.load(Ordering::SeqCst))
-        }
-        async fn pairing_code(
-            &self,
-            _: Platform,
-            _: &str,
-            _: Option<&str>,
-        ) -> Result<PairingCode, AccessError> {
-            Err(AccessError("no codes here".into()))
-        }
-        async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError> {
-            Ok(Vec::new())
-        }
-        async fn approve_code(
-            &self,
-            _: Platform,
-            _: &str,
-        ) -> Result<Option<PairingRecord>, AccessError> {
-            Ok(None)
-        }
-        async fn revoke(&self, _: Platform, _: &str) -> Result<bool, AccessError> {
-            Ok(false)
-        }
-    }
-
-    async fn check(cache: &Authorized, authorizer: &Counting) -> bool {
+    async fn check(cache: &Authorized, authorizer: &FakeAuthorizer) -> bool {
         cache
             .check(authorizer, Platform::Mobile, "u")
             .await
@@ -147,7 +91,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_yes_is_remembered_until_a_push_takes_it_back() {
-        let (cache, authorizer) = (Authorized::default(), Counting::saying(true));
+        let (cache, authorizer) = (Authorized::default(), FakeAuthorizer::saying(true));
         for _ in 0..3 {
             assert!(check(&cache, &authorizer).await);
         }
@@ -164,7 +108,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_no_is_asked_again_so_an_approval_counts_before_its_push() {
-        let (cache, authorizer) = (Authorized::default(), Counting::saying(false));
+        let (cache, authorizer) = (Authorized::default(), FakeAuthorizer::saying(false));
         assert!(!check(&cache, &authorizer).await);
         authorizer.says.store(true, Ordering::SeqCst);
         assert!(check(&cache, &authorizer).await);
@@ -174,10 +118,7 @@ mod tests {
     #[tokio::test]
     async fn a_yes_older_than_a_push_is_used_once_not_remembered() {
         let cache = Arc::new(Authorized::default());
-        let authorizer = Arc::new(Counting {
-            hold: Some(Notify::new()),
-            ..Counting::saying(true)
-        });
+        let authorizer = Arc::new(FakeAuthorizer::holding(true));
         let asking = {
             let (cache, authorizer) = (cache.clone(), authorizer.clone());
             tokio::spawn(async move { check(&cache, &authorizer).await })
@@ -187,9 +128,7 @@ mod tests {
         }
         // Revoked while the question was on its way: the late "yes" must not stick.
         cache.set("u", false);
-        if let Some(hold) = &authorizer.hold {
-            hold.notify_one();
-        }
+        authorizer.release();
         assert!(asking.await.unwrap());
         assert!(!cache.lock().users.contains("u"));
     }

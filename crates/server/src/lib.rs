@@ -15,6 +15,8 @@ mod authorized;
 mod calls;
 mod clock;
 pub mod config;
+#[cfg(test)]
+mod fake_authorizer;
 pub mod files;
 mod gadget;
 mod http;

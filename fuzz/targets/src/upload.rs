@@ -155,7 +155,7 @@ fn send(phone: &mut Phone, frame: MediaUp, sent: &[u8], max_bytes: usize) {
         let Accepted::Complete(file) = accepted else {
             panic!("a single-part file was not complete: {accepted:?}")
         };
-        assert_eq!(file.bytes, sent);
+        assert_eq!(file.parts.concat(), sent);
         return;
     }
     if let Some(series) = phone.open.get(&id) {
@@ -187,7 +187,7 @@ fn send(phone: &mut Phone, frame: MediaUp, sent: &[u8], max_bytes: usize) {
             );
             assert_eq!(series.chunks.len(), series.parts as usize);
             let whole: Vec<u8> = series.chunks.values().flatten().copied().collect();
-            assert_eq!(file.bytes, whole);
+            assert_eq!(file.parts.concat(), whole);
             assert_eq!(file.kind, series.kind);
             phone.open.remove(&id);
         }

@@ -7,15 +7,13 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use herald_agents::DemoAgent;
-use herald_port::{
-    AccessError, AgentFactory, Authorizer, Backend, PairingCode, PairingRecord, Platform,
-};
+use herald_port::{AgentFactory, Backend, Platform};
 use serde_json::{json, Value};
 
 use super::Endpoint;
 use crate::config::{Config, Secret};
+use crate::fake_authorizer::FakeAuthorizer;
 use crate::Server;
 
 struct Running {
@@ -39,49 +37,12 @@ fn demo() -> AgentFactory {
     Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out))))
 }
 
-/// Says no to everyone and lists no pairings, as Hermes with a plugin older than this
-/// herald would: only its authorizer matters.
-struct Hermes;
-
-#[async_trait]
-impl Authorizer for Hermes {
-    async fn is_authorized(&self, _: Platform, _: &str) -> Result<bool, AccessError> {
-        Ok(false)
-    }
-
-    async fn pairing_code(
-        &self,
-        _: Platform,
-        _: &str,
-        _: Option<&str>,
-    ) -> Result<PairingCode, AccessError> {
-        Ok(PairingCode {
-            code: "HERMES23".into(),
-            command: "hermes pairing approve gadget HERMES23".into(),
-        })
-    }
-
-    async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError> {
-        Err(AccessError("unknown request 'pairings'".into()))
-    }
-
-    async fn approve_code(
-        &self,
-        _: Platform,
-        _: &str,
-    ) -> Result<Option<PairingRecord>, AccessError> {
-        Ok(None)
-    }
-
-    async fn revoke(&self, _: Platform, _: &str) -> Result<bool, AccessError> {
-        Ok(false)
-    }
-}
-
 fn under_hermes() -> AgentFactory {
     Box::new(|out| Backend {
         agent: Arc::new(DemoAgent::new(out)),
-        authorizer: Some(Arc::new(Hermes)),
+        // Says no to everyone and lists no pairings, as Hermes with a plugin older than
+        // this herald would: only its authorizer matters.
+        authorizer: Some(Arc::new(FakeAuthorizer::saying(false))),
     })
 }
 
