@@ -57,7 +57,7 @@ impl Baseline {
         Target {
             url: format!("ws://{}/", self.addr),
             bare: true,
-            token: None,
+            tokens: Vec::new(),
             pid: Some(std::process::id()),
             admin: None,
         }

@@ -25,7 +25,7 @@ async fn hello(job: &Job, device_id: String, index: usize) -> Result<Ws, Failure
         .await
         .map_err(|_| Failure::Timeout)??;
     let hello = ClientFrame::Hello(Hello {
-        token: job.token.clone(),
+        token: job.token_for(index),
         device: DeviceInfo {
             id: device_id,
             name: Some("bench".into()),

@@ -760,7 +760,7 @@ pub(super) fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<()> {
         let info =
             info.context("phones need the server's mobile URL: give --data-dir, or --phones 0")?;
         mix.mobile_url = Some(on_loopback(&info.mobile_url)?);
-        if target.token.is_none() {
+        if target.tokens.is_empty() {
             bail!("phones need the app token: --token or MOBILE_TOKEN");
         }
     }

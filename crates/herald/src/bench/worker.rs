@@ -42,8 +42,8 @@ pub(super) struct Job {
     pub url: String,
     /// Against the bare baseline: any text frame answers any request.
     pub bare: bool,
-    /// The mobile app token.
-    pub token: Option<String>,
+    /// App tokens for phones, taken in turn.
+    pub tokens: Vec<String>,
     /// Clients this worker opens.
     pub clients: usize,
     /// Loopback addresses this worker's sockets are bound to, in turn.
@@ -70,6 +70,11 @@ pub(super) struct Job {
 impl Job {
     pub fn source(&self, index: usize) -> Ipv4Addr {
         self.sources[index % self.sources.len()]
+    }
+
+    /// The app token of this worker's `index`th phone; none against the baseline.
+    pub fn token_for(&self, index: usize) -> Option<String> {
+        (!self.tokens.is_empty()).then(|| self.tokens[index % self.tokens.len()].clone())
     }
 
     pub fn duration(&self) -> Duration {
