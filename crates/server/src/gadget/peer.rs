@@ -1,10 +1,11 @@
 //! What a session keeps of a connected device's `hello`: only what it reads later (its
-//! name, its limits, its action manifest). Every connected gadget holds one, so its
-//! size is memory per connection: the whole `hello` was more than twice as large.
+//! name, its limits, its action manifest, already in the agent's terms, since every
+//! message hands them on). Every connected gadget holds one, so its size is memory per
+//! connection: the whole `hello` was more than twice as large.
 
 use herald_gadget_proto as proto;
 use herald_media::text::Charset;
-use herald_port::Screen;
+use herald_port::{ActionSpec, Screen};
 
 pub(crate) struct Peer {
     /// What the device calls itself (cleaned in the handshake).
@@ -19,7 +20,7 @@ pub(crate) struct Peer {
     pub speaker_rate: Option<u32>,
     /// None: the device does not install firmware updates.
     pub ota_max_size: Option<u64>,
-    pub actions: Box<[proto::ActionSpec]>,
+    pub actions: Box<[ActionSpec]>,
 }
 
 impl From<proto::Hello> for Peer {
@@ -40,7 +41,19 @@ impl From<proto::Hello> for Peer {
                 .map(|b| (b.width, b.height)),
             speaker_rate: hello.caps.speaker.as_ref().map(|s| s.rate),
             ota_max_size: hello.caps.ota.as_ref().map(|o| o.max_size),
-            actions: hello.actions.into_boxed_slice(),
+            actions: hello.actions.into_iter().map(action_spec).collect(),
         }
+    }
+}
+
+/// An action as the agent's tools take it: a missing description is empty, missing
+/// parameters an empty object schema.
+fn action_spec(action: proto::ActionSpec) -> ActionSpec {
+    ActionSpec {
+        name: action.name,
+        description: action.description.unwrap_or_default(),
+        params: action
+            .params
+            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
     }
 }

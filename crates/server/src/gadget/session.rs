@@ -16,9 +16,8 @@ use std::time::Duration;
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{
-    ActionError, ActionSpec, Chat, Choice, Command as ConvCommand, DeliveryError, DeviceProfile,
-    Inbound, InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, SendOptions,
-    Source,
+    ActionError, Chat, Choice, Command as ConvCommand, DeliveryError, DeviceProfile, Inbound,
+    InboundBody, Outcome, PairingCode, Platform, Prompt, PromptAnswer, SendOptions, Source,
 };
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
@@ -818,9 +817,7 @@ impl Session {
             }
             Call::InvokeAction { name, args, reply } => self.invoke(name, args, reply).await,
             Call::Actions { reply } => {
-                let result = self
-                    .reachable()
-                    .map(|conn| conn.peer.actions.iter().map(action_spec).collect());
+                let result = self.reachable().map(|conn| conn.peer.actions.to_vec());
                 let _ = reply.send(result);
             }
             Call::Profile { reply } => {
@@ -1186,18 +1183,7 @@ fn profile(peer: &Peer, paired: bool) -> DeviceProfile {
         }
         .into(),
         speaker_rate: peer.speaker_rate,
-        actions: peer.actions.iter().map(action_spec).collect(),
-    }
-}
-
-fn action_spec(action: &proto::ActionSpec) -> ActionSpec {
-    ActionSpec {
-        name: action.name.clone(),
-        description: action.description.clone().unwrap_or_default(),
-        params: action
-            .params
-            .clone()
-            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+        actions: peer.actions.to_vec(),
     }
 }
 
