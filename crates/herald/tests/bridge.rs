@@ -167,6 +167,14 @@ impl Hermes {
         args
     }
 
+    /// Answer the next `pairing_code` question with `code` and `command`; returns its args.
+    async fn give_code(&mut self, code: &str, command: &str) -> Value {
+        let (id, args) = self.asked("pairing_code").await;
+        let answer = json!({"code": code, "command": command, "ttl_s": 3600});
+        self.answer(id, answer).await;
+        args
+    }
+
     /// The next line, which must be an `inbound` event; returns its args.
     async fn inbound(&mut self) -> Value {
         let line = self.line().await;
@@ -275,18 +283,12 @@ async fn hermes_decides_pairing_and_its_code_is_shown_until_used() {
     let mut hermes = Hermes::start().await;
     let gadget = Gadget::new();
     let mut conn = hermes.connect(&gadget, false).await;
-    let (id, args) = hermes.asked("pairing_code").await;
+    let command = "hermes pairing approve gadget ABCD2345";
+    let args = hermes.give_code("ABCD2345", command).await;
     assert_eq!(
         args,
         json!({"platform": "gadget", "user_id": gadget.id, "user_name": "Test Gadget"})
     );
-    let command = "hermes pairing approve gadget ABCD2345";
-    hermes
-        .answer(
-            id,
-            json!({"code": "ABCD2345", "command": command, "ttl_s": 3600}),
-        )
-        .await;
     let ServerMessage::Pairing(pairing) = conn.recv().await else {
         panic!("no pairing code")
     };
@@ -334,13 +336,8 @@ async fn hermes_decides_pairing_and_its_code_is_shown_until_used() {
     let revoke = json!({"platform": "gadget", "user_id": gadget.id, "authorized": false});
     hermes.call("set_authorized", revoke).await;
     assert!(matches!(conn.recv().await, ServerMessage::Unpaired(_)));
-    let (id, _) = hermes.asked("pairing_code").await;
-    let command = "hermes pairing approve gadget WXYZ6789";
     hermes
-        .answer(
-            id,
-            json!({"code": "WXYZ6789", "command": command, "ttl_s": 3600}),
-        )
+        .give_code("WXYZ6789", "hermes pairing approve gadget WXYZ6789")
         .await;
     let ServerMessage::Pairing(fresh) = conn.recv().await else {
         panic!("no fresh pairing code")
@@ -637,15 +634,10 @@ async fn a_phones_cards_and_voice_reach_hermes() {
     hermes.call("set_authorized", revoke).await;
     phone.text("m3", "still there?").await;
     hermes.authorize(false).await;
-    let (id, args) = hermes.asked("pairing_code").await;
-    assert_eq!(args["user_id"], user_id);
-    let command = "hermes pairing approve mobile PHONE234";
-    hermes
-        .answer(
-            id,
-            json!({"code": "PHONE234", "command": command, "ttl_s": 3600}),
-        )
+    let args = hermes
+        .give_code("PHONE234", "hermes pairing approve mobile PHONE234")
         .await;
+    assert_eq!(args["user_id"], user_id);
     let notice = phone
         .until(|f| match f {
             ServerFrame::Message(m) => Some(m.text),
