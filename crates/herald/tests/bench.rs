@@ -111,6 +111,38 @@ fn mobile_measures_messages_and_media() {
 }
 
 #[test]
+fn phones_are_spread_over_users_so_their_caps_do_not_refuse_the_run() {
+    // More phones than one user may have (32), with nothing refused.
+    let out = table(&[
+        "mobile",
+        "--clients",
+        "40",
+        "--duration",
+        "1",
+        "--media-every",
+        "0",
+    ]);
+    assert_eq!(row(&out, "phones connected"), ("40", "40"));
+    assert_eq!(row(&out, "requests timed out or failed"), ("0", "0"));
+}
+
+#[test]
+fn a_running_servers_one_token_is_held_to_one_users_phones() {
+    let output = bench(&[
+        "mobile",
+        "--url",
+        "ws://127.0.0.1:9/ws",
+        "--token",
+        "some-app-token",
+        "--clients",
+        "33",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("32 phones at most"), "{stderr}");
+}
+
+#[test]
 fn speak_measures_paced_frames() {
     let out = table(&["speak", "--clients", "4", "--duration", "1"]);
     assert_eq!(row(&out, "streams started"), ("4", "4"));
