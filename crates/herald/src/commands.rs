@@ -15,11 +15,14 @@ use herald_server::config::Config;
 use herald_server::store::PairingRecord;
 use herald_server::Server;
 
-use crate::admin_client::{AdminClient, Refused};
-use crate::{BackendKind, ChatArgs, Global, PairingCommand, SendArgs, ServeArgs, Usage};
+use herald_host::{print_table, raise_fd_limit, AdminClient, AdminError};
+
+use crate::{
+    BackendKind, ChatArgs, Global, PairingCommand, SendArgs, ServeArgs, SimCommand, Usage,
+};
 
 /// Defaults, then the config file, then the environment.
-pub(crate) fn load_config(global: &Global) -> anyhow::Result<Config> {
+fn load_config(global: &Global) -> anyhow::Result<Config> {
     load_config_from(config_file(global).as_deref())
 }
 
@@ -35,7 +38,7 @@ fn load_config_from(file: Option<&Path>) -> anyhow::Result<Config> {
 /// The config file to read: `--config` / `HERALD_CONFIG`, else the first that exists of
 /// `$XDG_CONFIG_HOME/herald/herald.toml` (`~/.config/…` when unset) and
 /// `/etc/herald/herald.toml`.
-pub(crate) fn config_file(global: &Global) -> Option<PathBuf> {
+fn config_file(global: &Global) -> Option<PathBuf> {
     if let Some(path) = &global.config {
         return Some(path.clone());
     }
@@ -50,7 +53,7 @@ pub(crate) fn config_file(global: &Global) -> Option<PathBuf> {
     candidates.into_iter().flatten().find(|path| path.is_file())
 }
 
-pub(crate) fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
+fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
     if let Some(dir) = global.data_dir.clone().or_else(|| config.data_dir.clone()) {
         return Ok(dir);
     }
@@ -303,7 +306,7 @@ pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
 }
 
 /// A `ws://` or `wss://` URL, or a usage error before anything connects.
-pub(crate) fn check_ws_url(url: &str) -> anyhow::Result<()> {
+fn check_ws_url(url: &str) -> anyhow::Result<()> {
     if !(url.starts_with("ws://") || url.starts_with("wss://")) {
         return Err(Usage(format!("{url}: use a ws:// or wss:// URL")).into());
     }
@@ -313,12 +316,12 @@ pub(crate) fn check_ws_url(url: &str) -> anyhow::Result<()> {
 /// The URLs of the server that runs on the data directory, else where the configuration
 /// says it would listen on this machine: what `herald chat` and `herald sim` connect to
 /// without `--url`.
-pub(crate) struct LocalUrls {
-    pub gadget: String,
-    pub mobile: String,
+struct LocalUrls {
+    gadget: String,
+    mobile: String,
 }
 
-pub(crate) fn local_urls(config: &Config, data_dir: &Path) -> LocalUrls {
+fn local_urls(config: &Config, data_dir: &Path) -> LocalUrls {
     if let Ok(info) = AdminClient::connect(data_dir).and_then(|c| c.get::<Info>("/v1/info")) {
         return LocalUrls {
             gadget: info.gadget_url,
@@ -370,6 +373,19 @@ pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
         device_id: args.device_id,
         downloads: dir.join("downloads"),
     })
+}
+
+/// `herald sim`: the simulator on the gadget endpoint of the server that runs on the
+/// data directory, unless `--url` names another.
+pub fn sim(global: &Global, args: SimCommand) -> anyhow::Result<()> {
+    let config = load_config(global)?;
+    let dir = data_dir(global, &config)?;
+    let url = match args.url {
+        Some(url) => url,
+        None => local_urls(&config, &dir).gadget,
+    };
+    check_ws_url(&url)?;
+    herald_sim::run(url, &dir, args.device)
 }
 
 pub fn forget(global: &Global, device_id: &str) -> anyhow::Result<()> {
@@ -502,18 +518,18 @@ fn deliver(global: &Global, args: SendArgs) -> Result<Delivered, (i32, anyhow::E
     };
     let client = admin(global).map_err(usage)?;
     client.post("/v1/deliver", &request).map_err(|err| {
-        let status = if err.is::<Refused>() {
+        let status = if matches!(err, AdminError::Refused(_)) {
             NOT_DELIVERED
         } else {
             NOT_RUNNING_OR_USAGE
         };
-        (status, err)
+        (status, err.into())
     })
 }
 
 pub(crate) fn admin(global: &Global) -> anyhow::Result<AdminClient> {
     let config = load_config(global)?;
-    AdminClient::connect(&data_dir(global, &config)?)
+    Ok(AdminClient::connect(&data_dir(global, &config)?)?)
 }
 
 fn parse_platform(name: &str) -> anyhow::Result<Platform> {
@@ -541,69 +557,8 @@ pub(crate) fn ago(ms: i64) -> String {
     }
 }
 
-/// Print rows under headers, in columns. Cells come from devices: control characters
-/// are shown escaped (`\u{1b}`), never sent to the terminal.
-pub(crate) fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
-    let rows: Vec<[String; N]> = rows
-        .iter()
-        .map(|row| row.clone().map(|c| printable(&c)))
-        .collect();
-    let rows = rows.as_slice();
-    let mut widths = headers.map(str::len);
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", padded.join("  ").trim_end());
-    };
-    line(headers.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-}
-
-fn printable(cell: &str) -> String {
-    cell.chars()
-        .map(|c| {
-            if c.is_control() || herald_server::labels::is_bidi_control(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// Lift the soft descriptor limit to the hard one; children inherit it.
-pub(crate) fn raise_fd_limit() -> u64 {
-    match rlimit::Resource::NOFILE.get() {
-        Ok((soft, hard)) => {
-            if soft < hard && rlimit::Resource::NOFILE.set(hard, hard).is_ok() {
-                hard
-            } else {
-                soft
-            }
-        }
-        Err(_) => 1024,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn table_cells_cannot_reach_the_terminal() {
-        assert_eq!(super::printable("ok\x1b[2Jx"), "ok\\u{1b}[2Jx");
-        assert_eq!(super::printable("a\u{202E}b"), "a\\u{202e}b");
-        assert_eq!(super::printable("Küche 👋"), "Küche 👋");
-    }
-
     #[test]
     fn ages_read_naturally() {
         assert_eq!(super::ago(5_000), "5s ago");

@@ -2,12 +2,9 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-mod admin_client;
-mod bench;
 mod chat;
 mod commands;
 mod ota;
-mod sim;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -76,9 +73,19 @@ enum Command {
     /// cron). Exit status: 0 delivered, 1 not delivered, 2 not running or bad usage
     Send(SendArgs),
     /// Load a server with simulated gadgets or phones and print what it carries
-    Bench(bench::BenchArgs),
+    Bench(herald_bench::BenchArgs),
     /// Run a simulated gadget against a server, in the terminal or from a script
-    Sim(sim::SimArgs),
+    Sim(SimCommand),
+}
+
+#[derive(Debug, Args)]
+struct SimCommand {
+    /// The server's gadget endpoint (ws:// or wss://) [default: the server running on
+    /// the data directory, else the configured port on this machine]
+    #[arg(long)]
+    url: Option<String>,
+    #[command(flatten)]
+    device: herald_sim::SimArgs,
 }
 
 #[derive(Debug, Args)]
@@ -229,7 +236,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let status = commands::send(&cli.global, args);
             return Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)));
         }
-        Command::Bench(args) => bench::run(&cli.global, args),
-        Command::Sim(args) => sim::run(&cli.global, args),
+        Command::Bench(args) => herald_bench::run(cli.global.data_dir.as_deref(), args),
+        Command::Sim(args) => commands::sim(&cli.global, args),
     })
 }

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
+use herald_host::{print_table, AdminClient};
 use herald_server::admin::{OtaRequest, OtaView};
 use herald_server::store::OtaStatus;
 
-use crate::admin_client::AdminClient;
-use crate::commands::{admin, ago, now_ms, print_table};
+use crate::commands::{admin, ago, now_ms};
 use crate::Global;
 
 /// How often `--wait` asks the server how the update goes.

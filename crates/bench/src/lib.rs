@@ -1,4 +1,4 @@
-//! `herald bench`: how many gadgets and phones one machine carries.
+//! The load bench behind `herald bench`: how many gadgets and phones one machine carries.
 //!
 //! The bench starts `herald serve --backend echo` on loopback with a temporary data
 //! directory (or finds a running server with `--data-dir`/`--url`), starts a bare
@@ -14,6 +14,11 @@
 //!
 //! Everything is bounded: a run has a fixed number of clients, each phase a deadline,
 //! and the only addresses used are on 127.0.0.0/8.
+//!
+//! The bench runs inside the `herald` binary: it starts the server and its worker
+//! processes as `herald serve` and `herald bench worker` of the executable it runs in.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod baseline;
 mod connect;
@@ -25,12 +30,13 @@ mod talk;
 mod worker;
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use herald_host::AdminClient;
 use herald_server::admin::{Endpoint, Info};
 use herald_server::store::MAX_PHONES_PER_USER;
 use serde::{Deserialize, Serialize};
@@ -38,8 +44,6 @@ use serde::{Deserialize, Serialize};
 use self::baseline::Baseline;
 use self::stats::{Report, Table, Unit};
 use self::worker::{loopback_addr, Job, Workers, SPARE_FDS};
-use crate::admin_client::AdminClient;
-use crate::Global;
 
 /// How long a set-up phase (connecting every client) may take.
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
@@ -394,14 +398,14 @@ fn on_loopback(url: &str) -> anyhow::Result<String> {
     Ok(format!("ws://127.0.0.1:{port}{}", uri.path()))
 }
 
-/// Herald's endpoint for `load`: a server the bench starts, or the one named; and what
-/// the server said of itself, when it could be asked.
+/// Herald's endpoint for `load`: a server the bench starts, or the one named (by its
+/// data directory or its URL); and what the server said of itself, when it could be asked.
 fn herald_target(
-    global: &Global,
+    data_dir: Option<&Path>,
     args: &BenchArgs,
     load: Load,
 ) -> anyhow::Result<(Target, Option<Spawned>, Option<Info>)> {
-    let (info, pid, spawned) = match &global.data_dir {
+    let (info, pid, spawned) = match data_dir {
         None if args.url.is_some() => (None, None, None),
         None => {
             let (spawned, info) = start_server(load)?;
@@ -420,7 +424,7 @@ fn herald_target(
     let admin = spawned
         .as_ref()
         .map(|s| s.dir.path().to_owned())
-        .or_else(|| global.data_dir.clone());
+        .or_else(|| data_dir.map(Path::to_owned));
     if load == Load::Speak && admin.is_none() {
         bail!("the speak scenario asks Herald to speak through its admin API: give --data-dir");
     }
@@ -482,16 +486,18 @@ fn machine() -> String {
     format!("{cores} cores, {cpu}, {memory}")
 }
 
-pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
+/// Run the scenario `args` names. `data_dir` is a running server's data directory
+/// (`--data-dir`): that server is loaded instead of one the bench starts.
+pub fn run(data_dir: Option<&Path>, args: BenchArgs) -> anyhow::Result<()> {
     let load = match args.scenario {
         Scenario::Worker => return worker::run(),
         Scenario::Connect => Load::Connect,
         Scenario::Talk => Load::Talk,
         Scenario::Mobile => Load::Mobile,
         Scenario::Speak => Load::Speak,
-        Scenario::Soak => return soak::run(global, &args),
+        Scenario::Soak => return soak::run(data_dir, &args),
     };
-    let fd_limit = crate::commands::raise_fd_limit();
+    let fd_limit = herald_host::raise_fd_limit();
     let mut run = Run::new(&args, load, fd_limit)?;
     // Speech for every gadget: a file the server reads, as `herald send --voice` does;
     // kept until the run ends.
@@ -503,7 +509,7 @@ pub fn run(global: &Global, args: BenchArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let (herald, _server, _) = herald_target(global, &args, load)?;
+    let (herald, _server, _) = herald_target(data_dir, &args, load)?;
     let users = herald.tokens.len();
     if load == Load::Mobile && run.clients > MAX_PHONES_PER_USER * users {
         bail!(

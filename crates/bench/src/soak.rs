@@ -11,7 +11,7 @@
 //! the figures are the server's against its own start.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
 use herald_gadget_proto::ServerMessage;
+use herald_host::print_table;
 use herald_mobile_proto::{ClientFrame, Text};
 use herald_server::store::MAX_PHONES_PER_USER;
 use serde::{Deserialize, Serialize};
@@ -34,8 +35,6 @@ use super::{
     herald_target, machine, mobile, on_loopback, random_hex, share, BenchArgs, Load, Run, Target,
     HEARTBEAT_S, SETUP_LIMIT,
 };
-use crate::commands::print_table;
-use crate::Global;
 
 /// Descriptors the server keeps beyond its connections: the store, its listeners,
 /// recordings being written and speech being read.
@@ -748,14 +747,14 @@ impl Summary<'_> {
     }
 }
 
-pub(super) fn run(global: &Global, args: &BenchArgs) -> anyhow::Result<()> {
+pub(super) fn run(data_dir: Option<&Path>, args: &BenchArgs) -> anyhow::Result<()> {
     let soak = &args.soak;
     soak.check()?;
-    let fd_limit = crate::commands::raise_fd_limit();
+    let fd_limit = herald_host::raise_fd_limit();
     let mut run = Run::new(args, Load::Soak, fd_limit)?;
     run.duration = soak.duration();
     let mut mix = Mix::of(run.clients, soak);
-    let (target, _server, info) = herald_target(global, args, Load::Soak)?;
+    let (target, _server, info) = herald_target(data_dir, args, Load::Soak)?;
     if mix.phones > 0 {
         let info =
             info.context("phones need the server's mobile URL: give --data-dir, or --phones 0")?;

@@ -226,7 +226,7 @@ fn say(line: &Line) -> anyhow::Result<()> {
 /// `herald bench worker`: read a job and run it. Single-threaded on purpose: the parent
 /// decides how many processes (and so cores) the clients get.
 pub(super) fn run() -> anyhow::Result<()> {
-    crate::commands::raise_fd_limit();
+    herald_host::raise_fd_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

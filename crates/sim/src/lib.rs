@@ -1,5 +1,5 @@
-//! `herald sim`: a gadget in the terminal, running the same device core as the firmware
-//! against a real server.
+//! The gadget simulator behind `herald sim`: a gadget in the terminal, running the same
+//! device core as the firmware against a real server.
 //!
 //! The simulator is the core ([`herald_device::Device`]) with a host around it made of
 //! ordinary things: a tokio task, a WebSocket, a state directory for the key and the
@@ -10,7 +10,11 @@
 //! Layout, one responsibility a file: `boards` (the profiles), `host` (the state
 //! directory as flash), `runner` (the task that drives the core), `audio` (microphone and
 //! speaker files), `render` (the screen as text), `script` (the script language) and
-//! `tui` (interactive mode).
+//! `tui` (interactive mode). This file holds the options and [`run`], which wires them
+//! together. Where to connect is the caller's to decide (the `herald` CLI asks the server
+//! running on the data directory): [`run`] takes the URL and the data directory resolved.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod audio;
 mod boards;
@@ -21,22 +25,18 @@ mod script;
 mod tui;
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
 use herald_device::DeviceConfig;
 
-use crate::Global;
 use boards::Board;
 use runner::{Command, Settings};
 
+/// The simulated device and how it is driven (the URL it connects to is the caller's).
 #[derive(Debug, Args)]
 pub struct SimArgs {
-    /// The server's gadget endpoint (ws:// or wss://) [default: the server running on
-    /// the data directory, else the configured port on this machine]
-    #[arg(long)]
-    url: Option<String>,
     /// The board to be
     #[arg(long, value_enum, default_value_t = Board::Breadboard)]
     board: Board,
@@ -64,14 +64,10 @@ pub struct SimArgs {
     speaker: Option<PathBuf>,
 }
 
-pub fn run(global: &Global, args: SimArgs) -> anyhow::Result<()> {
-    let server = crate::commands::load_config(global)?;
-    let data_dir = crate::commands::data_dir(global, &server)?;
-    let url = match args.url {
-        Some(url) => url,
-        None => crate::commands::local_urls(&server, &data_dir).gadget,
-    };
-    check_url(&url)?;
+/// Run the device against the gadget endpoint `url` (already known to be `ws://` or
+/// `wss://`), keeping its state under `data_dir` unless `--state-dir` says otherwise.
+pub fn run(url: String, data_dir: &Path, args: SimArgs) -> anyhow::Result<()> {
+    runner::client_request(&url).with_context(|| format!("{url} is not a WebSocket URL"))?;
     let state_dir = args
         .state_dir
         .unwrap_or_else(|| data_dir.join(format!("sim-{}", args.board.name())));
@@ -116,11 +112,4 @@ pub fn run(global: &Global, args: SimArgs) -> anyhow::Result<()> {
         board.await.context("the simulator failed")??;
         outcome
     })
-}
-
-/// A WebSocket URL, before any screen is drawn.
-fn check_url(url: &str) -> anyhow::Result<()> {
-    crate::commands::check_ws_url(url)?;
-    runner::client_request(url).with_context(|| format!("{url} is not a WebSocket URL"))?;
-    Ok(())
 }

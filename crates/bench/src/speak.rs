@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use herald_gadget_proto::{limits, DeviceMessage, Pong, ServerMessage};
+use herald_host::AdminClient;
 use herald_media::pacing::Pacer;
 use herald_port::Chat;
 use herald_server::admin::{DeliverKind, DeliverMedia, DeliverRequest, Delivered};
@@ -26,7 +27,6 @@ use super::connect::{connect_all, SPEECH_RATE};
 use super::stats::{Goal, Report, Table, Unit};
 use super::worker::{Control, Job, Ws};
 use super::{Loaded, Run};
-use crate::admin_client::AdminClient;
 
 pub(super) const FRAME: Duration = Duration::from_millis(limits::AUDIO_FRAME_MS as u64);
 pub(super) const LEAD: Duration = Duration::from_millis(limits::AUDIO_MAX_LEAD_MS as u64);

@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::time::Duration;
 
+use herald_host::print_table;
 use serde::{Deserialize, Serialize};
-
-use crate::commands::print_table;
 
 /// Samples kept per measure; a bounded run stays far below it.
 const MAX_SAMPLES: usize = 4_000_000;
