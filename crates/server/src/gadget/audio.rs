@@ -4,7 +4,8 @@
 //! becomes the WAV file, so the audio is never copied. [`Playback`] streams speech: the
 //! file is decoded and resampled in small batches on the blocking pool into a small
 //! bounded queue, and a task paces the frames out to the device's outbox, at most half a
-//! second ahead of real time. The session only starts and stops them.
+//! second ahead of real time. The session only starts them, stops them and waits for
+//! their end.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,9 +22,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::session::Event;
 use crate::metrics::Metrics;
-use crate::queue;
 use crate::socket::{Outgoing, SendQueue};
 
 const FRAME: Duration = Duration::from_millis(limits::AUDIO_FRAME_MS as u64);
@@ -135,17 +134,18 @@ impl Playback {
         turn: Option<String>,
         outbox: SendQueue,
         metrics: Arc<Metrics>,
-        session: queue::Sender<Event>,
     ) -> Playback {
-        let task = tokio::spawn(async move {
-            stream_out(speech, stream, rate, turn, outbox, metrics).await;
-            let _ = session.send(Event::SpeechDone { stream }).await;
-        });
+        let task = tokio::spawn(stream_out(speech, stream, rate, turn, outbox, metrics));
         Playback { stream, task }
     }
 
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
+    }
+
+    /// Wait until the stream has played to its end (or failed); once only.
+    pub async fn finished(&mut self) {
+        let _ = (&mut self.task).await;
     }
 }
 

@@ -1,0 +1,765 @@
+//! A gadget's conversation as a state machine, with no I/O.
+//!
+//! [`Core`] is told what happens, with the time passed in: a connection attached or gone,
+//! a frame, a port call, a deadline reached, the result of an effect. It hands back
+//! frames for the device ([`Core::poll_transmit`]), effects for its shell to carry out
+//! ([`Core::poll_effect`]: the store, files, the authorizer, speech, pictures, the agent,
+//! firmware updates) and its next deadline ([`Core::poll_timeout`]). It never awaits, and
+//! reads no clock but the wall clock that stamps a ping, so its timers are unit-tested
+//! in virtual time.
+//!
+//! The sub-machines it drives are pure too: the question queue ([`PromptQueue`]), the
+//! utterance being received ([`Utterance`]) and the sensor write window
+//! ([`SensorWrites`]). Agent → device calls are in `calls.rs`.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
+use herald_media::text::{shape_reply, Charset};
+use herald_port::{
+    ActionError, Chat, Choice, Command as ConvCommand, DeviceProfile, Inbound, InboundBody,
+    PairingCode, Platform, Prompt, PromptAnswer, Source,
+};
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::{debug, info};
+
+use super::super::audio::Utterance;
+use super::super::peer::Peer;
+use super::super::prompts::{PromptQueue, Question, Show};
+use super::super::sensors::SensorWrites;
+use crate::calls::Reply;
+use crate::ids;
+use crate::metrics::Metrics;
+use crate::socket::Outgoing;
+
+/// A frame for connection `conn` (the current one, or the one a new connection
+/// replaced, for its close).
+pub(crate) struct Transmit {
+    pub conn: u64,
+    pub frame: Outgoing,
+}
+
+/// Work the shell carries out for the core, in order.
+pub(crate) enum Effect {
+    /// The device is online on connection `conn`.
+    Online { conn: u64 },
+    /// The connection is gone; an unpaired device leaves a place in the waiting room.
+    Offline { paired: bool },
+    /// The device was paired: it no longer waits.
+    Paired,
+    /// Ask the authorizer for a pairing code and hand it to
+    /// [`Core::handle_pairing_code`].
+    AskPairingCode { name: Option<String> },
+    /// Hand this to the agent, in order; [`Core::handle_agent_full`] when it cannot take it.
+    ToAgent(Box<Inbound>),
+    /// Write an utterance's audio as a WAV file and hand the result to
+    /// [`Core::handle_utterance_saved`].
+    SaveUtterance {
+        message_id: String,
+        rate: u32,
+        pcm: Vec<u8>,
+    },
+    RecordLastSeen,
+    SaveSensors(Map<String, Value>),
+    /// A firmware-update message of the device, for the update in progress.
+    Ota(Box<DeviceMessage>),
+    /// Open the speech file and, if it opens, start it with [`Core::start_speech`].
+    OpenSpeech {
+        path: PathBuf,
+        rate: u32,
+        reply: Reply<()>,
+    },
+    /// Stop the speech stream `stream`, if it still plays.
+    StopSpeech { stream: u8 },
+    /// Fit a picture to the device's box and send it on stream `stream`.
+    ShowImage(Box<ImageJob>),
+}
+
+pub(crate) struct ImageJob {
+    pub path: PathBuf,
+    pub image_box: (u32, u32),
+    pub stream: u8,
+    /// Shaped for the device; sent as a reply under the picture.
+    pub caption: Option<String>,
+    pub turn: Option<String>,
+    pub reply: Reply<()>,
+}
+
+/// The live connection of a device.
+pub(super) struct Conn {
+    pub id: u64,
+    pub peer: Peer,
+    last_inbound: Instant,
+    next_ping: Instant,
+}
+
+pub(super) struct PendingAction {
+    pub reply: oneshot::Sender<Result<Value, ActionError>>,
+    pub deadline: Instant,
+}
+
+pub(crate) struct Core {
+    pub(super) device_id: String,
+    heartbeat: Duration,
+    max_utterance_s: u32,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) conn: Option<Conn>,
+    pub(super) paired: bool,
+    /// A pairing code was asked for and has not come back: one question at a time,
+    /// however often an unpaired device knocks.
+    pairing_asked: bool,
+    pub(super) prompts: PromptQueue,
+    pub(super) actions: HashMap<String, PendingAction>,
+    /// The turn replies belong to, between `turn_started` and `turn_ended`.
+    pub(super) turn: Option<String>,
+    /// The message id of the reply being streamed, if any.
+    pub(super) streaming: Option<String>,
+    /// The utterance being received, if any; boxed, so an idle session does not carry
+    /// its room.
+    utterance: Option<Box<Utterance>>,
+    /// The speech stream playing, until its shell reports it done.
+    pub(super) speaking: Option<u8>,
+    /// Stream ids for audio and pictures to the device.
+    next_stream: u8,
+    /// A `turn.end` held back until the turn's speech has played.
+    pub(super) deferred_end: Option<Box<ServerMessage>>,
+    /// Readings on their way to the store, at most one write per window.
+    sensors: SensorWrites,
+    transmits: VecDeque<Transmit>,
+    effects: VecDeque<Effect>,
+}
+
+impl Core {
+    pub(crate) fn new(
+        device_id: String,
+        heartbeat: Duration,
+        max_utterance_s: u32,
+        metrics: Arc<Metrics>,
+    ) -> Core {
+        Core {
+            device_id,
+            heartbeat,
+            max_utterance_s,
+            metrics,
+            conn: None,
+            paired: false,
+            pairing_asked: false,
+            prompts: PromptQueue::default(),
+            actions: HashMap::new(),
+            turn: None,
+            streaming: None,
+            utterance: None,
+            speaking: None,
+            next_stream: 1,
+            deferred_end: None,
+            sensors: SensorWrites::default(),
+            transmits: VecDeque::new(),
+            effects: VecDeque::new(),
+        }
+    }
+
+    // ---- what the shell reads ----
+
+    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
+        let next = self.transmits.pop_front();
+        if next.is_none() {
+            // Drained: an idle session keeps no buffer.
+            self.transmits = VecDeque::new();
+        }
+        next
+    }
+
+    pub(crate) fn poll_effect(&mut self) -> Option<Effect> {
+        let next = self.effects.pop_front();
+        if next.is_none() {
+            self.effects = VecDeque::new();
+        }
+        next
+    }
+
+    /// The earliest instant [`Core::handle_timeout`] has work.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let conn = self.conn.as_ref().map(|c| {
+            c.next_ping
+                .min(c.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS)
+        });
+        [
+            conn,
+            self.prompts.next_deadline(),
+            self.actions.values().map(|a| a.deadline).min(),
+            self.sensors.deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Nothing open: no connection, turn, question or action.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.conn.is_none()
+            && self.turn.is_none()
+            && self.prompts.head().is_none()
+            && self.actions.is_empty()
+    }
+
+    /// The connection a frame or a firmware update goes to, with what the device is.
+    pub(crate) fn current(&self) -> Option<(u64, &Peer)> {
+        self.conn.as_ref().map(|c| (c.id, &c.peer))
+    }
+
+    // ---- connections ----
+
+    /// A connection finished its handshake; it replaces any other.
+    pub(crate) fn handle_attach(
+        &mut self,
+        conn: u64,
+        peer: Peer,
+        paired: bool,
+        session: String,
+        heartbeat_s: u32,
+        now: Instant,
+    ) {
+        self.close(CloseCode::Normal, "replaced by a new connection");
+        self.conn = Some(Conn {
+            id: conn,
+            peer,
+            last_inbound: now,
+            next_ping: now + self.heartbeat,
+        });
+        self.paired = paired;
+        self.effects.push_back(Effect::Online { conn });
+        self.send(ServerMessage::Welcome(proto::Welcome {
+            session,
+            paired,
+            heartbeat_s,
+            server: "herald".into(),
+            proto: proto::PROTO_VERSION,
+        }));
+        if paired {
+            self.show_head(now);
+        } else {
+            self.ask_pairing_code();
+        }
+    }
+
+    /// Whether events of connection `conn` still count: a replaced or timed-out
+    /// connection's last frames are dropped.
+    pub(crate) fn is_current(&self, conn: u64) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.id == conn)
+    }
+
+    /// Close the connection, if any, and forget it.
+    pub(crate) fn close(&mut self, code: CloseCode, reason: &str) {
+        if let Some(conn) = &self.conn {
+            self.transmits.push_back(Transmit {
+                conn: conn.id,
+                frame: Outgoing::Close(code, reason.to_owned()),
+            });
+        }
+        self.handle_closed();
+    }
+
+    /// The connection ended on its own (closed, failed or timed out).
+    pub(crate) fn handle_closed(&mut self) {
+        // Their outbox is gone with the connection.
+        if let Some(stream) = self.speaking.take() {
+            self.effects.push_back(Effect::StopSpeech { stream });
+        }
+        self.deferred_end = None;
+        self.utterance = None;
+        if self.conn.take().is_none() {
+            return;
+        }
+        self.effects.push_back(Effect::Offline {
+            paired: self.paired,
+        });
+        self.fail_actions(ActionError::Disconnected);
+        self.streaming = None;
+        if let Some(readings) = self.sensors.flush() {
+            self.effects.push_back(Effect::SaveSensors(readings));
+        }
+        self.effects.push_back(Effect::RecordLastSeen);
+    }
+
+    /// Proof of life from the current connection (any frame, control frames included).
+    pub(crate) fn touch(&mut self, now: Instant) {
+        if let Some(conn) = &mut self.conn {
+            conn.last_inbound = now;
+        }
+    }
+
+    pub(crate) fn fail_actions(&mut self, error: ActionError) {
+        for (_, action) in self.actions.drain() {
+            let _ = action.reply.send(Err(error.clone()));
+        }
+    }
+
+    // ---- time ----
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if let Some(readings) = self.sensors.due(now) {
+            self.effects.push_back(Effect::SaveSensors(readings));
+        }
+        if let Some(conn) = &mut self.conn {
+            if now >= conn.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
+                info!(device = %self.device_id, "gadget silent for too long; closing");
+                self.close(CloseCode::Away, "heartbeat timeout");
+            } else if now >= conn.next_ping {
+                conn.next_ping = now + self.heartbeat;
+                self.send(ServerMessage::Ping(proto::Ping {
+                    ts: Some(crate::clock::now_ms().try_into().unwrap_or(0)),
+                }));
+            }
+        }
+        let (expired, next) = self.prompts.expire(now);
+        let next = next.cloned();
+        if !expired.is_empty() {
+            debug!(device = %self.device_id, ?expired, "questions expired");
+            if let Some(next) = next {
+                self.show(&next, now);
+            }
+        }
+        let overdue: Vec<String> = self
+            .actions
+            .iter()
+            .filter(|(_, a)| a.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in overdue {
+            if let Some(action) = self.actions.remove(&id) {
+                let _ = action.reply.send(Err(ActionError::Timeout));
+            }
+        }
+    }
+
+    // ---- device → agent ----
+
+    /// A frame that could not be read: the device is told, and a connection that cannot
+    /// read on is closed with `close`.
+    pub(crate) fn handle_bad_frame(&mut self, reason: String, close: Option<CloseCode>) {
+        debug!(device = %self.device_id, %reason, "bad frame");
+        self.metrics.error(Platform::Gadget, "protocol");
+        self.send(protocol_error(reason));
+        if let Some(code) = close {
+            self.close(code, "protocol");
+        }
+    }
+
+    pub(crate) fn handle_frame(&mut self, msg: DeviceMessage, now: Instant) {
+        match msg {
+            DeviceMessage::Ping(ping) => self.send(ServerMessage::Pong(proto::Pong { ts: ping.ts })),
+            DeviceMessage::Pong(_) => {}
+            DeviceMessage::Text(text) => {
+                if text.text.chars().count() > limits::MAX_TEXT {
+                    self.notice("That message is too long.");
+                    return;
+                }
+                let id = message_id(text.id);
+                self.forward(
+                    id,
+                    InboundBody::Text {
+                        text: text.text,
+                        reply_to: None,
+                    },
+                );
+            }
+            DeviceMessage::Cancel(_) => {
+                self.stop_speech();
+                self.command(ConvCommand::Stop);
+            }
+            DeviceMessage::SessionNew(_) => {
+                self.stop_speech();
+                self.command(ConvCommand::New);
+            }
+            // An unpaired device may not fill the inbox or the store: its voice and
+            // readings go nowhere.
+            DeviceMessage::AudioStart(_) if !self.paired => self.notice("Pair this device first."),
+            DeviceMessage::State(_) if !self.paired => {
+                debug!(device = %self.device_id, "readings of an unpaired device ignored");
+            }
+            DeviceMessage::AudioStart(start) => {
+                // Speaking over the agent stops it (barge-in).
+                self.stop_speech();
+                match Utterance::start(&start, self.max_utterance_s) {
+                    Ok(utterance) => self.utterance = Some(Box::new(utterance)),
+                    Err(why) => {
+                        self.utterance = None;
+                        self.notice(&why);
+                    }
+                }
+            }
+            DeviceMessage::AudioEnd(end) => self.end_utterance(end.stream),
+            DeviceMessage::AudioCancel(cancel) => {
+                self.utterance.take_if(|u| u.stream == cancel.stream);
+            }
+            DeviceMessage::PromptReply(reply) => self.on_prompt_reply(reply, now),
+            DeviceMessage::ActionResult(result) => self.on_action_result(result),
+            DeviceMessage::State(state) => {
+                if let Some(readings) = self.sensors.take(&state.sensors, now) {
+                    self.effects.push_back(Effect::SaveSensors(readings));
+                }
+            }
+            DeviceMessage::Event(event) if event.notify => {
+                let name: String = event.name.chars().take(limits::MAX_EVENT_NAME).collect();
+                let data = event.data.unwrap_or(Value::Object(Default::default()));
+                let data: String = data
+                    .to_string()
+                    .chars()
+                    .take(limits::MAX_EVENT_DATA)
+                    .collect();
+                let text = format!("[Gadget event] {name} {data}");
+                self.forward(
+                    ids::random_hex(12),
+                    InboundBody::Text {
+                        text,
+                        reply_to: None,
+                    },
+                );
+            }
+            DeviceMessage::Hello(_) | DeviceMessage::Auth(_) => {
+                self.send(protocol_error("already authenticated".into()));
+            }
+            DeviceMessage::OtaReady(_)
+            | DeviceMessage::OtaAck(_)
+            | DeviceMessage::OtaDone(_)
+            | DeviceMessage::OtaError(_) => {
+                if self.conn.is_some() {
+                    self.effects.push_back(Effect::Ota(Box::new(msg)));
+                }
+            }
+            other => debug!(device = %self.device_id, ?other, "message not handled"),
+        }
+    }
+
+    /// A channel-1 frame of the utterance being received; anything else is dropped.
+    pub(crate) fn handle_binary(&mut self, data: &[u8]) {
+        match proto::decode_frame(data) {
+            Ok((header, payload)) if header.channel == proto::Channel::Audio => {
+                match &mut self.utterance {
+                    Some(u) if u.stream == header.stream => u.push(header, payload),
+                    _ => {
+                        debug!(device = %self.device_id, stream = header.stream, "audio for no open utterance")
+                    }
+                }
+            }
+            Ok((header, _)) => {
+                debug!(device = %self.device_id, channel = ?header.channel, "binary frame ignored");
+            }
+            Err(err) => debug!(device = %self.device_id, %err, "bad binary frame"),
+        }
+    }
+
+    fn command(&mut self, command: ConvCommand) {
+        self.forward(ids::random_hex(12), InboundBody::Command(command));
+    }
+
+    fn on_prompt_reply(&mut self, reply: proto::PromptReply, now: Instant) {
+        let Some((question, show)) = self.prompts.answer(&reply.id) else {
+            self.notice("That question has expired");
+            return;
+        };
+        let next = match show {
+            Show::Ask(next) => Some(next.clone()),
+            _ => None,
+        };
+        let yes = reply.answer == proto::Answer::Yes;
+        let choice = match (&question.prompt, yes) {
+            (Prompt::ExecApproval { .. }, true) | (Prompt::Confirm { .. }, true) => Choice::Once,
+            (Prompt::ExecApproval { .. }, false) => Choice::Deny,
+            _ => Choice::Cancel,
+        };
+        self.forward(
+            ids::random_hex(12),
+            InboundBody::PromptAnswer(PromptAnswer {
+                prompt_id: question.id,
+                choice,
+            }),
+        );
+        if let Some(next) = next {
+            self.show(&next, now);
+        }
+    }
+
+    fn on_action_result(&mut self, result: proto::ActionResult) {
+        let Some(action) = self.actions.remove(&result.id) else {
+            debug!(device = %self.device_id, id = %result.id, "result for no pending action");
+            return;
+        };
+        let outcome = if result.ok {
+            Ok(match result.result {
+                Some(Value::Object(map)) => Value::Object(map),
+                Some(other) => serde_json::json!({ "value": other }),
+                None => Value::Object(Default::default()),
+            })
+        } else {
+            Err(ActionError::Device(
+                result.error.unwrap_or_else(|| "the action failed".into()),
+            ))
+        };
+        let _ = action.reply.send(outcome);
+    }
+
+    /// The utterance is complete: too short gets a notice, the rest is saved (from the
+    /// buffer it was received into) and then handed to the agent as voice.
+    fn end_utterance(&mut self, stream: u8) {
+        let Some(utterance) = self.utterance.take_if(|u| u.stream == stream) else {
+            return;
+        };
+        if utterance.duration().as_millis() < u128::from(limits::MIN_UTTERANCE_MS) {
+            self.notice("Too short: hold the button while you speak.");
+            return;
+        }
+        if utterance.gaps > 0 || utterance.dropped > 0 {
+            debug!(device = %self.device_id, gaps = utterance.gaps, dropped = utterance.dropped, "utterance was incomplete");
+        }
+        let message_id = message_id(utterance.id.clone());
+        let rate = utterance.rate;
+        self.effects.push_back(Effect::SaveUtterance {
+            message_id,
+            rate,
+            pcm: utterance.into_pcm(),
+        });
+    }
+
+    /// Where the shell put an utterance's WAV file (and its length), or why it could not.
+    pub(crate) fn handle_utterance_saved(
+        &mut self,
+        message_id: String,
+        saved: Result<(PathBuf, Duration), String>,
+    ) {
+        match saved {
+            Ok((path, duration)) => {
+                let body = InboundBody::Voice {
+                    path,
+                    duration_ms: u32::try_from(duration.as_millis()).unwrap_or(u32::MAX),
+                    transcript: None,
+                };
+                self.forward(message_id, body);
+            }
+            Err(err) => {
+                tracing::warn!(%err, "could not save an utterance");
+                self.notice("Your message could not be saved.");
+            }
+        }
+    }
+
+    /// Hand an event to the agent, in order, unless the device may not reach it.
+    fn forward(&mut self, message_id: String, body: InboundBody) {
+        if !self.paired {
+            self.ask_pairing_code();
+            return;
+        }
+        let inbound = Inbound {
+            source: Source {
+                chat: self.chat(),
+                user_id: self.device_id.clone(),
+                user_name: self
+                    .conn
+                    .as_ref()
+                    .and_then(|c| c.peer.name.as_deref().map(str::to_owned)),
+            },
+            message_id,
+            body,
+            profile: self
+                .conn
+                .as_ref()
+                .map(|conn| Box::new(profile(&conn.peer, self.paired))),
+        };
+        self.metrics
+            .activity
+            .said(&inbound.source.chat, &inbound.body);
+        self.effects.push_back(Effect::ToAgent(Box::new(inbound)));
+    }
+
+    /// The agent's queue was full: the device is told to slow down.
+    pub(crate) fn handle_agent_full(&mut self) {
+        self.notice("Too many messages at once; try again in a moment.");
+    }
+
+    // ---- authorization ----
+
+    fn ask_pairing_code(&mut self) {
+        if !self.pairing_asked {
+            self.pairing_asked = true;
+            let name = self.conn.as_ref().and_then(|c| c.peer.name.as_deref());
+            self.effects.push_back(Effect::AskPairingCode {
+                name: name.map(str::to_owned),
+            });
+        }
+    }
+
+    /// The code the authorizer gave (none when it could not): shown while the device
+    /// is connected and still unpaired.
+    pub(crate) fn handle_pairing_code(&mut self, code: Option<PairingCode>) {
+        self.pairing_asked = false;
+        if let Some(PairingCode { code, command }) = code.filter(|_| !self.paired) {
+            self.send(ServerMessage::Pairing(proto::Pairing { code, command }));
+        }
+    }
+
+    /// Authorization changed (pairing approved or revoked).
+    pub(crate) fn handle_paired(&mut self, paired: bool, now: Instant) {
+        if self.paired == paired {
+            return;
+        }
+        self.paired = paired;
+        if paired {
+            self.effects.push_back(Effect::Paired);
+        }
+        if self.conn.is_none() {
+            return;
+        }
+        if paired {
+            self.send(ServerMessage::Paired(proto::Paired {}));
+            self.show_head(now);
+        } else {
+            self.send(ServerMessage::Unpaired(proto::Unpaired {}));
+            self.ask_pairing_code();
+        }
+    }
+
+    // ---- speech ----
+
+    /// The speech file opened: stop what plays and take a stream for the new speech.
+    /// Returns its stream and turn, or `None` when the device went away meanwhile.
+    pub(crate) fn start_speech(&mut self) -> Option<(u8, Option<String>)> {
+        self.conn.as_ref()?;
+        self.stop_speech();
+        let stream = self.stream_id();
+        self.speaking = Some(stream);
+        Some((stream, self.turn.clone()))
+    }
+
+    /// Speech stream `stream` played to its end (or failed).
+    pub(crate) fn handle_speech_done(&mut self, stream: u8) {
+        if self.speaking == Some(stream) {
+            self.speaking = None;
+            self.send_deferred_end();
+        }
+    }
+
+    /// Stop the speech stream at once, telling the device it was cut off.
+    pub(super) fn stop_speech(&mut self) {
+        if let Some(stream) = self.speaking.take() {
+            self.effects.push_back(Effect::StopSpeech { stream });
+            self.send(ServerMessage::AudioAbort(proto::AudioAbort { stream }));
+        }
+        self.send_deferred_end();
+    }
+
+    fn send_deferred_end(&mut self) {
+        if let Some(end) = self.deferred_end.take() {
+            self.send(*end);
+        }
+    }
+
+    pub(super) fn stream_id(&mut self) -> u8 {
+        let id = self.next_stream;
+        self.next_stream = self.next_stream.wrapping_add(1).max(1);
+        id
+    }
+
+    // ---- frames ----
+
+    pub(super) fn chat(&self) -> Chat {
+        Chat::gadget(self.device_id.clone())
+    }
+
+    pub(super) fn send(&mut self, msg: ServerMessage) {
+        if let Some(conn) = &self.conn {
+            self.transmits.push_back(Transmit {
+                conn: conn.id,
+                frame: Outgoing::Text(msg.encode()),
+            });
+        }
+    }
+
+    pub(super) fn effect(&mut self, effect: Effect) {
+        self.effects.push_back(effect);
+    }
+
+    pub(super) fn shape(&self, text: &str) -> String {
+        let charset = self.conn.as_ref().map_or(Charset::Utf8, |c| c.peer.charset);
+        shape_reply(text, charset)
+    }
+
+    pub(super) fn notice(&mut self, text: &str) {
+        let text = self.shape(text);
+        self.send(ServerMessage::Notice(proto::Notice { text, ttl_s: None }));
+    }
+
+    /// Put a question on screen (when the device is online and paired).
+    pub(super) fn show(&mut self, question: &Question, now: Instant) {
+        if !self.paired {
+            return;
+        }
+        let (title, text) = match &question.prompt {
+            Prompt::ExecApproval {
+                command,
+                description,
+                ..
+            } => (
+                "Allow this command?".to_owned(),
+                format!("{command}\n{description}"),
+            ),
+            Prompt::Confirm { title, text } => (title.clone(), text.clone()),
+            Prompt::Clarify { question, .. } => ("Question".to_owned(), question.clone()),
+        };
+        // The remaining time, so a question shown again after a reconnect lapses on time.
+        let ttl_s = question.expires.map(|at| {
+            let left = at.saturating_duration_since(now).as_millis();
+            u32::try_from(left.div_ceil(1000).max(1)).unwrap_or(u32::MAX)
+        });
+        let prompt = ServerMessage::Prompt(proto::Prompt {
+            id: question.id.clone(),
+            title: self.shape(&title),
+            text: self.shape(&text),
+            ttl_s,
+        });
+        self.send(prompt);
+    }
+
+    fn show_head(&mut self, now: Instant) {
+        if let Some(head) = self.prompts.head().cloned() {
+            self.show(&head, now);
+        }
+    }
+}
+
+fn protocol_error(message: String) -> ServerMessage {
+    ServerMessage::Error(proto::Error {
+        code: proto::ErrorCode::Protocol,
+        message,
+    })
+}
+
+/// The device as the agent should know it, from its `hello`.
+pub(super) fn profile(peer: &Peer, paired: bool) -> DeviceProfile {
+    DeviceProfile {
+        paired,
+        screen: peer.screen,
+        charset: match peer.charset {
+            Charset::Ascii => "ascii",
+            Charset::Utf8 => "utf8",
+        }
+        .into(),
+        speaker_rate: peer.speaker_rate,
+        actions: peer.actions.to_vec(),
+    }
+}
+
+/// The device's id for a message when it is a short, printable one (it reaches the
+/// agent and its logs), else one of ours.
+fn message_id(id: Option<String>) -> String {
+    id.filter(|id| {
+        (1..=limits::MAX_ID).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic())
+    })
+    .unwrap_or_else(|| ids::random_hex(12))
+}
+

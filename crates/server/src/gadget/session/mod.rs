@@ -1,0 +1,556 @@
+//! One session per device: the only owner of the device's conversation state.
+//!
+//! The state and its rules are [`core::Core`], a state machine with no I/O. This module
+//! is its shell, an actor that does what the core asks: events arrive on one bounded
+//! mailbox (frames from the connection's task in `socket.rs`, calls from the agent
+//! through the conversation port, requests from the admin API); the shell feeds them to
+//! the core with the time, writes the frames the core hands back into the connection's
+//! outbox, carries out its effects (the store, WAV files, the authorizer, speech and
+//! pictures, the agent's queue) and sleeps until the core's next deadline, so nothing
+//! ticks while a device is idle.
+//!
+//! Firmware updates run beside the core in [`Updates`], whose attempt is the sans-IO
+//! `Transfer`; the shell sends their frames as the outbox has room.
+
+mod calls;
+mod core;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_gadget_proto::{self as proto, DeviceMessage};
+use herald_port::{ActionError, DeliveryError, PairingCode, Platform};
+use tokio::time::{sleep_until, Instant};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::warn;
+
+use self::core::{Core, Effect, ImageJob, Transmit};
+use super::audio::{Playback, SpeechFile};
+use super::image;
+use super::ota::{self, Link, Updates};
+use super::peer::Peer;
+use super::GadgetHub;
+use crate::calls::Call;
+use crate::clock::now_ms;
+use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
+use crate::queue;
+use crate::socket::{Closed, Outgoing, Room, SendQueue};
+use crate::store::blocking;
+
+/// What the agent side and the admin API ask of a device.
+pub(crate) enum Command {
+    /// A conversation-port call.
+    Port(Call),
+    /// A firmware update request from the admin API.
+    Ota(ota::Request),
+    /// Authorization changed (pairing approved or revoked).
+    SetPaired(bool),
+    /// The device was removed from the store: drop the connection and end.
+    Forget,
+    /// The server is stopping.
+    Shutdown,
+}
+
+/// A connection that finished its handshake, handed to the session.
+pub(crate) struct Attach {
+    pub conn: u64,
+    pub outbox: SendQueue,
+    pub hello: proto::Hello,
+    pub paired: bool,
+    pub session_id: String,
+}
+
+pub(crate) enum Event {
+    Attach(Box<Attach>),
+    Frame {
+        conn: u64,
+        msg: Box<DeviceMessage>,
+    },
+    BadFrame {
+        conn: u64,
+        reason: String,
+        /// Close the connection with this code after the error frame: the connection
+        /// cannot read on (a frame over the limit, text that is not UTF-8).
+        close: Option<CloseCode>,
+    },
+    Binary {
+        conn: u64,
+        data: Vec<u8>,
+    },
+    /// A control frame: proof of life only.
+    Alive {
+        conn: u64,
+    },
+    Closed {
+        conn: u64,
+    },
+    /// The authorizer's answer to the core's request for a pairing code.
+    PairingCode(Option<PairingCode>),
+    /// Boxed: commands are large and rare next to frames, and an event's size is
+    /// what every mailbox slot costs.
+    Command(Box<Command>),
+}
+
+pub(crate) struct Session {
+    hub: Arc<GadgetHub>,
+    mailbox: queue::Sender<Event>,
+    core: Core,
+    /// The current connection's outbox.
+    outbox: Option<(u64, SendQueue)>,
+    /// The outbox of the connection a new one replaced, until it has its close.
+    replaced: Option<(u64, SendQueue)>,
+    to_agent: AgentQueue,
+    ota: Updates,
+    /// The speech being sent, if any.
+    playback: Option<Playback>,
+    /// When the mailbox last had something for the session.
+    last_event: Instant,
+}
+
+/// An idle session ends this long after its last event.
+const RETIRE_AFTER: Duration = Duration::from_secs(3600);
+
+/// A wait for room in a connection's outbox, for a firmware frame. Boxed and kept
+/// across the loop's turns while an update sends: inline, it would make every idle
+/// session's task a few hundred bytes larger.
+type RoomWait = Pin<Box<dyn Future<Output = Result<Room, Closed>> + Send>>;
+
+/// The room `wait` (for connection `.0`) found, once it does; never, with none. Either
+/// way the wait is over: the next turn of the loop starts another if one is wanted.
+async fn wait_for_room(wait: &mut Option<(u64, RoomWait)>) -> Option<Room> {
+    let Some((_, room)) = wait.as_mut() else {
+        return std::future::pending().await;
+    };
+    let found = room.as_mut().await;
+    *wait = None;
+    found.ok()
+}
+
+/// The stream of the speech that just played to its end; never, with none playing.
+async fn speech_done(playback: &mut Option<Playback>) -> u8 {
+    let Some(playing) = playback.as_mut() else {
+        return std::future::pending().await;
+    };
+    playing.finished().await;
+    let stream = playing.stream;
+    *playback = None;
+    stream
+}
+
+impl Session {
+    pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> queue::Sender<Event> {
+        let (tx, rx) = queue::channel(MAILBOX);
+        let heartbeat = Duration::from_secs(u64::from(hub.config.heartbeat_s));
+        let core = Core::new(
+            device_id.clone(),
+            heartbeat,
+            hub.config.max_utterance_s,
+            hub.metrics.clone(),
+        );
+        let session = Session {
+            ota: Updates::new(device_id, hub.clone()),
+            hub,
+            mailbox: tx.clone(),
+            core,
+            outbox: None,
+            replaced: None,
+            to_agent: AgentQueue::default(),
+            playback: None,
+            last_event: Instant::now(),
+        };
+        // Boxed, with its handlers' futures boxed below: an idle device's task then holds
+        // a pointer instead of every handler's state inline (`herald bench connect`
+        // measures the memory this saves per connection).
+        tokio::spawn(Box::new(session).run(rx));
+        tx
+    }
+
+    async fn run(mut self: Box<Self>, mut mailbox: queue::Receiver<Event>) {
+        let mut room = None;
+        let retired = loop {
+            Box::pin(self.settle()).await;
+            let deadline = self.next_deadline();
+            match self.frame_outbox() {
+                Some((conn, outbox)) if room.as_ref().is_none_or(|(id, _)| *id != conn) => {
+                    room = Some((conn, Box::pin(outbox.clone().reserve()) as RoomWait));
+                }
+                Some(_) => {}
+                None => room = None,
+            }
+            let event = tokio::select! {
+                event = mailbox.recv() => event,
+                _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
+                    let now = Instant::now();
+                    if self.retire_at().is_some_and(|at| at <= now) {
+                        break true;
+                    }
+                    self.core.handle_timeout(now);
+                    if let Some(link) = link(&self.core, &self.outbox) {
+                        Box::pin(self.ota.on_timer(now, link)).await;
+                    }
+                    continue;
+                }
+                Some(room) = wait_for_room(&mut room) => {
+                    Box::pin(self.ota.send_frame(room)).await;
+                    continue;
+                }
+                stream = speech_done(&mut self.playback) => {
+                    self.core.handle_speech_done(stream);
+                    continue;
+                }
+            };
+            let Some(event) = event else { break false };
+            let now = Instant::now();
+            self.last_event = now;
+            // Speech that ended meanwhile counts before the event, as it happened first.
+            if let Some(done) = self.playback.take_if(|p| p.is_finished()) {
+                self.core.handle_speech_done(done.stream);
+            }
+            match event {
+                Event::Command(command) if matches!(*command, Command::Forget) => {
+                    self.core.close(CloseCode::Normal, "forgotten");
+                    Box::pin(self.settle()).await;
+                    break false;
+                }
+                Event::Command(command) if matches!(*command, Command::Shutdown) => {
+                    self.core.close(CloseCode::Away, "server stopping");
+                    Box::pin(self.settle()).await;
+                    break false;
+                }
+                event => Box::pin(self.handle(event, now)).await,
+            }
+        };
+        self.core.fail_actions(ActionError::Disconnected);
+        self.hub.session_ended(&self.core.device_id, &self.mailbox);
+        if retired {
+            Box::pin(hand_over(mailbox, || self.hub.session(&self.core.device_id))).await;
+        }
+    }
+
+    /// When an idle session ends: nothing open (no connection, turn, question, action
+    /// or firmware transfer; updates resume from the store) and quiet for
+    /// [`RETIRE_AFTER`], so devices that never come back do not keep a session each.
+    fn retire_at(&self) -> Option<Instant> {
+        let idle = self.core.is_idle() && self.ota.next_deadline().is_none();
+        idle.then(|| self.last_event + RETIRE_AFTER)
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        [
+            self.core.poll_timeout(),
+            self.ota.next_deadline(),
+            self.retire_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Where the next firmware frame goes, once the window is open: it waits for room
+    /// in the outbox alongside the mailbox, so conversation traffic is never held up.
+    fn frame_outbox(&self) -> Option<(u64, &SendQueue)> {
+        let (conn, outbox) = self.outbox.as_ref()?;
+        (self.ota.wants_frame() && self.core.is_current(*conn)).then_some((*conn, outbox))
+    }
+
+    async fn handle(&mut self, event: Event, now: Instant) {
+        match event {
+            Event::Attach(attach) => {
+                let Attach {
+                    conn,
+                    outbox,
+                    hello,
+                    paired,
+                    session_id,
+                } = *attach;
+                self.replaced = self.outbox.replace((conn, outbox));
+                let heartbeat_s = self.hub.config.heartbeat_s;
+                self.core
+                    .handle_attach(conn, Peer::from(hello), paired, session_id, heartbeat_s, now);
+            }
+            Event::Frame { conn, msg } if self.core.is_current(conn) => {
+                self.core.touch(now);
+                self.core.handle_frame(*msg, now);
+            }
+            Event::BadFrame {
+                conn,
+                reason,
+                close,
+            } if self.core.is_current(conn) => {
+                self.core.touch(now);
+                self.core.handle_bad_frame(reason, close);
+            }
+            Event::Binary { conn, data } if self.core.is_current(conn) => {
+                self.core.touch(now);
+                self.core.handle_binary(&data);
+            }
+            Event::Alive { conn } if self.core.is_current(conn) => self.core.touch(now),
+            Event::Closed { conn } if self.core.is_current(conn) => self.core.handle_closed(),
+            Event::PairingCode(code) => self.core.handle_pairing_code(code),
+            Event::Command(command) => match *command {
+                Command::Port(call) => self.core.handle_call(call, now),
+                Command::SetPaired(paired) => self.core.handle_paired(paired, now),
+                Command::Ota(request) => {
+                    let link = link(&self.core, &self.outbox);
+                    self.ota.on_request(request, link).await;
+                }
+                // Handled by the run loop.
+                Command::Forget | Command::Shutdown => {}
+            },
+            // Frames of a connection that was replaced or timed out.
+            _ => {}
+        }
+    }
+
+    /// Send what the core handed back and carry out its effects, in order, until it
+    /// has nothing more.
+    async fn settle(&mut self) {
+        loop {
+            self.flush().await;
+            let Some(effect) = self.core.poll_effect() else {
+                break;
+            };
+            self.carry_out(effect).await;
+        }
+        self.replaced = None;
+        if self
+            .outbox
+            .as_ref()
+            .is_some_and(|(conn, _)| !self.core.is_current(*conn))
+        {
+            self.outbox = None;
+        }
+    }
+
+    async fn flush(&mut self) {
+        while let Some(Transmit { conn, frame }) = self.core.poll_transmit() {
+            let outbox = [&self.outbox, &self.replaced]
+                .into_iter()
+                .flatten()
+                .find(|(id, _)| *id == conn);
+            if let Some((_, outbox)) = outbox {
+                // A full outbox makes the session wait: backpressure, not a growing buffer.
+                let _ = outbox.send(frame).await;
+            }
+        }
+    }
+
+    async fn carry_out(&mut self, effect: Effect) {
+        let device_id = &self.core.device_id;
+        match effect {
+            Effect::Online { conn } => {
+                self.hub.online.insert(device_id.clone(), conn);
+                if let Some(link) = link(&self.core, &self.outbox) {
+                    self.ota.attached(link).await;
+                }
+            }
+            Effect::Offline { paired } => {
+                self.hub.online.remove(device_id);
+                if !paired {
+                    self.hub
+                        .waiting
+                        .disconnected(device_id, Instant::now().into_std());
+                }
+                self.ota.detached().await;
+            }
+            Effect::Paired => self.hub.waiting.leave(device_id),
+            Effect::AskPairingCode { name } => self.ask_pairing_code(name),
+            Effect::ToAgent(inbound) => {
+                if let Some(agent) = self.hub.agent() {
+                    if !self.to_agent.push(agent, *inbound) {
+                        self.core.handle_agent_full();
+                    }
+                }
+            }
+            Effect::SaveUtterance {
+                message_id,
+                rate,
+                pcm,
+            } => {
+                let bytes = pcm.len() as u64;
+                let saved = self
+                    .hub
+                    .inbox
+                    .put("wav", bytes, move |path| {
+                        herald_media::wav::write_wav(path, rate, &pcm)
+                            .map_err(std::io::Error::other)
+                    })
+                    .await
+                    .map_err(|err| err.to_string());
+                self.core.handle_utterance_saved(message_id, saved);
+            }
+            Effect::RecordLastSeen => {
+                let (store, id) = (self.hub.store.clone(), device_id.clone());
+                if let Err(err) = blocking(move || store.set_last_seen(&id, now_ms())).await {
+                    warn!(%err, "could not record last_seen");
+                }
+            }
+            Effect::SaveSensors(readings) => {
+                let (store, id) = (self.hub.store.clone(), device_id.clone());
+                if let Err(err) = blocking(move || store.merge_sensors(&id, &readings)).await {
+                    warn!(%err, "could not store sensors");
+                }
+            }
+            Effect::Ota(msg) => {
+                if let Some(link) = link(&self.core, &self.outbox) {
+                    self.ota.on_message(&msg, link).await;
+                }
+            }
+            Effect::OpenSpeech { path, rate, reply } => {
+                let result = match SpeechFile::open(&path).await {
+                    Ok(speech) => self.play(speech, rate).await,
+                    Err(err) => Err(DeliveryError::Failed(format!(
+                        "cannot read {}: {err}",
+                        path.display()
+                    ))),
+                };
+                let _ = reply.send(result);
+            }
+            Effect::StopSpeech { stream } => {
+                self.playback.take_if(|p| p.stream == stream);
+            }
+            Effect::ShowImage(job) => self.show_image(*job),
+        }
+    }
+
+    /// Ask for a pairing code on a task of its own (under Hermes the answer crosses a
+    /// pipe); the answer comes back through the mailbox.
+    fn ask_pairing_code(&mut self, name: Option<String>) {
+        let Some(authorizer) = self.hub.authorizer().cloned() else {
+            self.core.handle_pairing_code(None);
+            return;
+        };
+        let (device_id, mailbox) = (self.core.device_id.clone(), self.mailbox.clone());
+        tokio::spawn(async move {
+            let code = authorizer
+                .pairing_code(Platform::Gadget, &device_id, name.as_deref())
+                .await
+                .inspect_err(|err| {
+                    warn!(%err, device = %device_id, "could not create a pairing code");
+                })
+                .ok();
+            let _ = mailbox.send(Event::PairingCode(code)).await;
+        });
+    }
+
+    /// Start speech the core agreed to: a new stream replaces the one playing.
+    async fn play(&mut self, speech: SpeechFile, rate: u32) -> Result<(), DeliveryError> {
+        let Some((stream, turn)) = self.core.start_speech() else {
+            return Err(DeliveryError::Offline(self.core.chat()));
+        };
+        // The abort of the stream it replaces goes out first.
+        self.flush().await;
+        let Some((_, outbox)) = &self.outbox else {
+            return Err(DeliveryError::Offline(self.core.chat()));
+        };
+        self.playback = Some(Playback::start(
+            speech,
+            stream,
+            rate,
+            turn,
+            outbox.clone(),
+            self.hub.metrics.clone(),
+        ));
+        Ok(())
+    }
+
+    /// Fit a picture into the device's image box and send it; the work runs on its own
+    /// task so the session keeps serving the device meanwhile.
+    fn show_image(&self, job: ImageJob) {
+        let Some((_, outbox)) = self.outbox.clone() else {
+            let _ = job.reply.send(Err(DeliveryError::Offline(self.core.chat())));
+            return;
+        };
+        let chat = self.core.chat();
+        tokio::spawn(async move {
+            let (width, height) = job.image_box;
+            let result = match image::send(&job.path, (width, height), job.stream, &outbox).await
+            {
+                Ok(_) => {
+                    // A reply, not a notice: devices hide notices behind a picture,
+                    // while a reply stays in the conversation under it.
+                    if let Some(text) = job.caption.filter(|c| !c.is_empty()) {
+                        let caption = proto::ServerMessage::Reply(proto::Reply {
+                            turn: job.turn,
+                            text,
+                            interim: false,
+                        });
+                        let _ = outbox.send(Outgoing::Text(caption.encode())).await;
+                    }
+                    Ok(())
+                }
+                Err(err) => Err(DeliveryError::Unsupported {
+                    chat,
+                    reason: err.to_string(),
+                }),
+            };
+            let _ = job.reply.send(result);
+        });
+    }
+}
+
+/// The current connection, as firmware updates need it.
+fn link<'a>(core: &'a Core, outbox: &'a Option<(u64, SendQueue)>) -> Option<Link<'a>> {
+    let (conn, peer) = core.current()?;
+    let (_, outbox) = outbox.as_ref().filter(|(id, _)| *id == conn)?;
+    Some(Link { peer, outbox })
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::calls::Reply;
+
+    fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
+        let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
+        let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
+        Arc::new(GadgetHub::new(
+            Default::default(),
+            Arc::new(store),
+            inbox,
+            Default::default(),
+        ))
+    }
+
+    fn typing(reply: Reply<()>) -> Event {
+        Event::Command(Box::new(Command::Port(Call::Typing { on: true, reply })))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_session_retires_and_what_reaches_it_meanwhile_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path());
+        let first = hub.session("hg-0000000000000001");
+        tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
+        assert!(hub.sessions.get("hg-0000000000000001").is_some());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(hub.sessions.get("hg-0000000000000001").is_none(), "retired");
+        assert!(first.closed().now_or_never().is_some(), "closed");
+
+        // A call due at the very instant a session retires is answered, by it or by
+        // the next.
+        let mut raced = 0;
+        for i in 0..20 {
+            let session = hub.session(&format!("hg-{i:016x}"));
+            tokio::time::sleep(RETIRE_AFTER).await;
+            let (reply, answer) = oneshot::channel();
+            // Sent without waiting, or not at all: the session had retired.
+            if !matches!(session.send(typing(reply)).now_or_never(), Some(Ok(()))) {
+                continue;
+            }
+            raced += 1;
+            let answer = tokio::time::timeout(Duration::from_secs(5), answer).await;
+            assert!(matches!(answer, Ok(Ok(_))), "dropped: {answer:?}");
+        }
+        assert!(raced > 0, "no call met a retiring session");
+    }
+}
