@@ -205,10 +205,33 @@ async fn unpaired_devices_never_reach_the_agent() {
     conn.send(&DeviceMessage::Cancel(Default::default())).await;
     conn.send_raw(r#"{"type":"event","name":"x","notify":true}"#)
         .await;
-    conn.until(|m| matches!(m, ServerMessage::Pairing(_)).then_some(()))
+    let pairing = conn
+        .until(|m| match m {
+            ServerMessage::Pairing(p) => Some(p),
+            _ => None,
+        })
         .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(inbox.try_recv().is_err());
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(json!({"platform": "gadget", "code": pairing.code})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    conn.until(|m| matches!(m, ServerMessage::Paired(_)).then_some(()))
+        .await;
+    // The agent's queue keeps each device's order: when the first thing it gets is
+    // what came after pairing, nothing from before reached it.
+    conn.text("now paired").await;
+    let first = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&first.body, InboundBody::Text { text, .. } if text == "now paired"),
+        "{first:?}"
+    );
 }
 
 #[tokio::test]
@@ -223,7 +246,7 @@ async fn allowlisted_devices_need_no_pairing() {
 }
 
 #[tokio::test]
-async fn heartbeat_pings_answers_and_times_out() {
+async fn heartbeat_pings_and_answers() {
     let h = Harness::start_with(|c| {
         c.gadget.allow_all_users = true;
         c.gadget.heartbeat_s = 5;
@@ -246,13 +269,8 @@ async fn heartbeat_pings_answers_and_times_out() {
     };
     assert!(ping.ts.unwrap() > 1_700_000_000_000);
     assert!(started.elapsed() < Duration::from_secs(6));
-
-    // Now fall silent (no pongs, nothing): closed after about 3 × 5 s.
-    let silent_since = Instant::now();
-    let close = conn.closed(Duration::from_secs(25)).await;
-    let waited = silent_since.elapsed();
-    assert!(waited >= Duration::from_secs(9), "{waited:?}");
-    assert!(close.is_some());
+    // When a silent device is closed is the session core's rule, tested in virtual
+    // time (`gadget::session::tests`).
 }
 
 #[tokio::test]

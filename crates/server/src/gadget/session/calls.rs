@@ -65,7 +65,9 @@ impl Core {
                 let result = match self.prompts.withdraw(&prompt_id) {
                     Some(Show::Close { closed, next }) => {
                         let next = next.cloned();
-                        self.send(ServerMessage::PromptClose(proto::PromptClose { id: closed }));
+                        self.send(ServerMessage::PromptClose(proto::PromptClose {
+                            id: closed,
+                        }));
                         if let Some(next) = next {
                             self.show(&next, now);
                         }

@@ -19,10 +19,7 @@ use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
-use herald_port::{
-    ActionError, Chat, Choice, Command as ConvCommand, DeviceProfile, Inbound, InboundBody,
-    PairingCode, Platform, Prompt, PromptAnswer, Source,
-};
+use herald_port::{ActionError, Chat, DeviceProfile, Inbound, PairingCode, Prompt};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -31,10 +28,9 @@ use tracing::{debug, info};
 
 use super::super::audio::Utterance;
 use super::super::peer::Peer;
-use super::super::prompts::{PromptQueue, Question, Show};
+use super::super::prompts::{PromptQueue, Question};
 use super::super::sensors::SensorWrites;
 use crate::calls::Reply;
-use crate::ids;
 use crate::metrics::Metrics;
 use crate::socket::Outgoing;
 
@@ -48,14 +44,20 @@ pub(crate) struct Transmit {
 /// Work the shell carries out for the core, in order.
 pub(crate) enum Effect {
     /// The device is online on connection `conn`.
-    Online { conn: u64 },
+    Online {
+        conn: u64,
+    },
     /// The connection is gone; an unpaired device leaves a place in the waiting room.
-    Offline { paired: bool },
+    Offline {
+        paired: bool,
+    },
     /// The device was paired: it no longer waits.
     Paired,
     /// Ask the authorizer for a pairing code and hand it to
     /// [`Core::handle_pairing_code`].
-    AskPairingCode { name: Option<String> },
+    AskPairingCode {
+        name: Option<String>,
+    },
     /// Hand this to the agent, in order; [`Core::handle_agent_full`] when it cannot take it.
     ToAgent(Box<Inbound>),
     /// Write an utterance's audio as a WAV file and hand the result to
@@ -76,7 +78,9 @@ pub(crate) enum Effect {
         reply: Reply<()>,
     },
     /// Stop the speech stream `stream`, if it still plays.
-    StopSpeech { stream: u8 },
+    StopSpeech {
+        stream: u8,
+    },
     /// Fit a picture to the device's box and send it on stream `stream`.
     ShowImage(Box<ImageJob>),
 }
@@ -107,7 +111,7 @@ pub(super) struct PendingAction {
 pub(crate) struct Core {
     pub(super) device_id: String,
     heartbeat: Duration,
-    max_utterance_s: u32,
+    pub(super) max_utterance_s: u32,
     pub(super) metrics: Arc<Metrics>,
     pub(super) conn: Option<Conn>,
     pub(super) paired: bool,
@@ -122,7 +126,7 @@ pub(crate) struct Core {
     pub(super) streaming: Option<String>,
     /// The utterance being received, if any; boxed, so an idle session does not carry
     /// its room.
-    utterance: Option<Box<Utterance>>,
+    pub(super) utterance: Option<Box<Utterance>>,
     /// The speech stream playing, until its shell reports it done.
     pub(super) speaking: Option<u8>,
     /// Stream ids for audio and pictures to the device.
@@ -130,7 +134,7 @@ pub(crate) struct Core {
     /// A `turn.end` held back until the turn's speech has played.
     pub(super) deferred_end: Option<Box<ServerMessage>>,
     /// Readings on their way to the store, at most one write per window.
-    sensors: SensorWrites,
+    pub(super) sensors: SensorWrites,
     transmits: VecDeque<Transmit>,
     effects: VecDeque<Effect>,
 }
@@ -338,253 +342,9 @@ impl Core {
         }
     }
 
-    // ---- device → agent ----
-
-    /// A frame that could not be read: the device is told, and a connection that cannot
-    /// read on is closed with `close`.
-    pub(crate) fn handle_bad_frame(&mut self, reason: String, close: Option<CloseCode>) {
-        debug!(device = %self.device_id, %reason, "bad frame");
-        self.metrics.error(Platform::Gadget, "protocol");
-        self.send(protocol_error(reason));
-        if let Some(code) = close {
-            self.close(code, "protocol");
-        }
-    }
-
-    pub(crate) fn handle_frame(&mut self, msg: DeviceMessage, now: Instant) {
-        match msg {
-            DeviceMessage::Ping(ping) => self.send(ServerMessage::Pong(proto::Pong { ts: ping.ts })),
-            DeviceMessage::Pong(_) => {}
-            DeviceMessage::Text(text) => {
-                if text.text.chars().count() > limits::MAX_TEXT {
-                    self.notice("That message is too long.");
-                    return;
-                }
-                let id = message_id(text.id);
-                self.forward(
-                    id,
-                    InboundBody::Text {
-                        text: text.text,
-                        reply_to: None,
-                    },
-                );
-            }
-            DeviceMessage::Cancel(_) => {
-                self.stop_speech();
-                self.command(ConvCommand::Stop);
-            }
-            DeviceMessage::SessionNew(_) => {
-                self.stop_speech();
-                self.command(ConvCommand::New);
-            }
-            // An unpaired device may not fill the inbox or the store: its voice and
-            // readings go nowhere.
-            DeviceMessage::AudioStart(_) if !self.paired => self.notice("Pair this device first."),
-            DeviceMessage::State(_) if !self.paired => {
-                debug!(device = %self.device_id, "readings of an unpaired device ignored");
-            }
-            DeviceMessage::AudioStart(start) => {
-                // Speaking over the agent stops it (barge-in).
-                self.stop_speech();
-                match Utterance::start(&start, self.max_utterance_s) {
-                    Ok(utterance) => self.utterance = Some(Box::new(utterance)),
-                    Err(why) => {
-                        self.utterance = None;
-                        self.notice(&why);
-                    }
-                }
-            }
-            DeviceMessage::AudioEnd(end) => self.end_utterance(end.stream),
-            DeviceMessage::AudioCancel(cancel) => {
-                self.utterance.take_if(|u| u.stream == cancel.stream);
-            }
-            DeviceMessage::PromptReply(reply) => self.on_prompt_reply(reply, now),
-            DeviceMessage::ActionResult(result) => self.on_action_result(result),
-            DeviceMessage::State(state) => {
-                if let Some(readings) = self.sensors.take(&state.sensors, now) {
-                    self.effects.push_back(Effect::SaveSensors(readings));
-                }
-            }
-            DeviceMessage::Event(event) if event.notify => {
-                let name: String = event.name.chars().take(limits::MAX_EVENT_NAME).collect();
-                let data = event.data.unwrap_or(Value::Object(Default::default()));
-                let data: String = data
-                    .to_string()
-                    .chars()
-                    .take(limits::MAX_EVENT_DATA)
-                    .collect();
-                let text = format!("[Gadget event] {name} {data}");
-                self.forward(
-                    ids::random_hex(12),
-                    InboundBody::Text {
-                        text,
-                        reply_to: None,
-                    },
-                );
-            }
-            DeviceMessage::Hello(_) | DeviceMessage::Auth(_) => {
-                self.send(protocol_error("already authenticated".into()));
-            }
-            DeviceMessage::OtaReady(_)
-            | DeviceMessage::OtaAck(_)
-            | DeviceMessage::OtaDone(_)
-            | DeviceMessage::OtaError(_) => {
-                if self.conn.is_some() {
-                    self.effects.push_back(Effect::Ota(Box::new(msg)));
-                }
-            }
-            other => debug!(device = %self.device_id, ?other, "message not handled"),
-        }
-    }
-
-    /// A channel-1 frame of the utterance being received; anything else is dropped.
-    pub(crate) fn handle_binary(&mut self, data: &[u8]) {
-        match proto::decode_frame(data) {
-            Ok((header, payload)) if header.channel == proto::Channel::Audio => {
-                match &mut self.utterance {
-                    Some(u) if u.stream == header.stream => u.push(header, payload),
-                    _ => {
-                        debug!(device = %self.device_id, stream = header.stream, "audio for no open utterance")
-                    }
-                }
-            }
-            Ok((header, _)) => {
-                debug!(device = %self.device_id, channel = ?header.channel, "binary frame ignored");
-            }
-            Err(err) => debug!(device = %self.device_id, %err, "bad binary frame"),
-        }
-    }
-
-    fn command(&mut self, command: ConvCommand) {
-        self.forward(ids::random_hex(12), InboundBody::Command(command));
-    }
-
-    fn on_prompt_reply(&mut self, reply: proto::PromptReply, now: Instant) {
-        let Some((question, show)) = self.prompts.answer(&reply.id) else {
-            self.notice("That question has expired");
-            return;
-        };
-        let next = match show {
-            Show::Ask(next) => Some(next.clone()),
-            _ => None,
-        };
-        let yes = reply.answer == proto::Answer::Yes;
-        let choice = match (&question.prompt, yes) {
-            (Prompt::ExecApproval { .. }, true) | (Prompt::Confirm { .. }, true) => Choice::Once,
-            (Prompt::ExecApproval { .. }, false) => Choice::Deny,
-            _ => Choice::Cancel,
-        };
-        self.forward(
-            ids::random_hex(12),
-            InboundBody::PromptAnswer(PromptAnswer {
-                prompt_id: question.id,
-                choice,
-            }),
-        );
-        if let Some(next) = next {
-            self.show(&next, now);
-        }
-    }
-
-    fn on_action_result(&mut self, result: proto::ActionResult) {
-        let Some(action) = self.actions.remove(&result.id) else {
-            debug!(device = %self.device_id, id = %result.id, "result for no pending action");
-            return;
-        };
-        let outcome = if result.ok {
-            Ok(match result.result {
-                Some(Value::Object(map)) => Value::Object(map),
-                Some(other) => serde_json::json!({ "value": other }),
-                None => Value::Object(Default::default()),
-            })
-        } else {
-            Err(ActionError::Device(
-                result.error.unwrap_or_else(|| "the action failed".into()),
-            ))
-        };
-        let _ = action.reply.send(outcome);
-    }
-
-    /// The utterance is complete: too short gets a notice, the rest is saved (from the
-    /// buffer it was received into) and then handed to the agent as voice.
-    fn end_utterance(&mut self, stream: u8) {
-        let Some(utterance) = self.utterance.take_if(|u| u.stream == stream) else {
-            return;
-        };
-        if utterance.duration().as_millis() < u128::from(limits::MIN_UTTERANCE_MS) {
-            self.notice("Too short: hold the button while you speak.");
-            return;
-        }
-        if utterance.gaps > 0 || utterance.dropped > 0 {
-            debug!(device = %self.device_id, gaps = utterance.gaps, dropped = utterance.dropped, "utterance was incomplete");
-        }
-        let message_id = message_id(utterance.id.clone());
-        let rate = utterance.rate;
-        self.effects.push_back(Effect::SaveUtterance {
-            message_id,
-            rate,
-            pcm: utterance.into_pcm(),
-        });
-    }
-
-    /// Where the shell put an utterance's WAV file (and its length), or why it could not.
-    pub(crate) fn handle_utterance_saved(
-        &mut self,
-        message_id: String,
-        saved: Result<(PathBuf, Duration), String>,
-    ) {
-        match saved {
-            Ok((path, duration)) => {
-                let body = InboundBody::Voice {
-                    path,
-                    duration_ms: u32::try_from(duration.as_millis()).unwrap_or(u32::MAX),
-                    transcript: None,
-                };
-                self.forward(message_id, body);
-            }
-            Err(err) => {
-                tracing::warn!(%err, "could not save an utterance");
-                self.notice("Your message could not be saved.");
-            }
-        }
-    }
-
-    /// Hand an event to the agent, in order, unless the device may not reach it.
-    fn forward(&mut self, message_id: String, body: InboundBody) {
-        if !self.paired {
-            self.ask_pairing_code();
-            return;
-        }
-        let inbound = Inbound {
-            source: Source {
-                chat: self.chat(),
-                user_id: self.device_id.clone(),
-                user_name: self
-                    .conn
-                    .as_ref()
-                    .and_then(|c| c.peer.name.as_deref().map(str::to_owned)),
-            },
-            message_id,
-            body,
-            profile: self
-                .conn
-                .as_ref()
-                .map(|conn| Box::new(profile(&conn.peer, self.paired))),
-        };
-        self.metrics
-            .activity
-            .said(&inbound.source.chat, &inbound.body);
-        self.effects.push_back(Effect::ToAgent(Box::new(inbound)));
-    }
-
-    /// The agent's queue was full: the device is told to slow down.
-    pub(crate) fn handle_agent_full(&mut self) {
-        self.notice("Too many messages at once; try again in a moment.");
-    }
-
     // ---- authorization ----
 
-    fn ask_pairing_code(&mut self) {
+    pub(super) fn ask_pairing_code(&mut self) {
         if !self.pairing_asked {
             self.pairing_asked = true;
             let name = self.conn.as_ref().and_then(|c| c.peer.name.as_deref());
@@ -732,7 +492,7 @@ impl Core {
     }
 }
 
-fn protocol_error(message: String) -> ServerMessage {
+pub(super) fn protocol_error(message: String) -> ServerMessage {
     ServerMessage::Error(proto::Error {
         code: proto::ErrorCode::Protocol,
         message,
@@ -753,13 +513,3 @@ pub(super) fn profile(peer: &Peer, paired: bool) -> DeviceProfile {
         actions: peer.actions.to_vec(),
     }
 }
-
-/// The device's id for a message when it is a short, printable one (it reaches the
-/// agent and its logs), else one of ours.
-fn message_id(id: Option<String>) -> String {
-    id.filter(|id| {
-        (1..=limits::MAX_ID).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic())
-    })
-    .unwrap_or_else(|| ids::random_hex(12))
-}
-

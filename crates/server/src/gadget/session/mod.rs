@@ -14,6 +14,7 @@
 
 mod calls;
 mod core;
+mod inbound;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -225,7 +226,10 @@ impl Session {
         self.core.fail_actions(ActionError::Disconnected);
         self.hub.session_ended(&self.core.device_id, &self.mailbox);
         if retired {
-            Box::pin(hand_over(mailbox, || self.hub.session(&self.core.device_id))).await;
+            Box::pin(hand_over(mailbox, || {
+                self.hub.session(&self.core.device_id)
+            }))
+            .await;
         }
     }
 
@@ -267,8 +271,14 @@ impl Session {
                 } = *attach;
                 self.replaced = self.outbox.replace((conn, outbox));
                 let heartbeat_s = self.hub.config.heartbeat_s;
-                self.core
-                    .handle_attach(conn, Peer::from(hello), paired, session_id, heartbeat_s, now);
+                self.core.handle_attach(
+                    conn,
+                    Peer::from(hello),
+                    paired,
+                    session_id,
+                    heartbeat_s,
+                    now,
+                );
             }
             Event::Frame { conn, msg } if self.core.is_current(conn) => {
                 self.core.touch(now);
@@ -460,14 +470,15 @@ impl Session {
     /// task so the session keeps serving the device meanwhile.
     fn show_image(&self, job: ImageJob) {
         let Some((_, outbox)) = self.outbox.clone() else {
-            let _ = job.reply.send(Err(DeliveryError::Offline(self.core.chat())));
+            let _ = job
+                .reply
+                .send(Err(DeliveryError::Offline(self.core.chat())));
             return;
         };
         let chat = self.core.chat();
         tokio::spawn(async move {
             let (width, height) = job.image_box;
-            let result = match image::send(&job.path, (width, height), job.stream, &outbox).await
-            {
+            let result = match image::send(&job.path, (width, height), job.stream, &outbox).await {
                 Ok(_) => {
                     // A reply, not a notice: devices hide notices behind a picture,
                     // while a reply stays in the conversation under it.
@@ -503,54 +514,4 @@ fn far_future() -> Instant {
 }
 
 #[cfg(test)]
-mod tests {
-    use futures_util::FutureExt;
-    use tokio::sync::oneshot;
-
-    use super::*;
-    use crate::calls::Reply;
-
-    fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
-        let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
-        let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
-        Arc::new(GadgetHub::new(
-            Default::default(),
-            Arc::new(store),
-            inbox,
-            Default::default(),
-        ))
-    }
-
-    fn typing(reply: Reply<()>) -> Event {
-        Event::Command(Box::new(Command::Port(Call::Typing { on: true, reply })))
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_session_retires_and_what_reaches_it_meanwhile_is_answered() {
-        let dir = tempfile::tempdir().unwrap();
-        let hub = hub(dir.path());
-        let first = hub.session("hg-0000000000000001");
-        tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
-        assert!(hub.sessions.get("hg-0000000000000001").is_some());
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(hub.sessions.get("hg-0000000000000001").is_none(), "retired");
-        assert!(first.closed().now_or_never().is_some(), "closed");
-
-        // A call due at the very instant a session retires is answered, by it or by
-        // the next.
-        let mut raced = 0;
-        for i in 0..20 {
-            let session = hub.session(&format!("hg-{i:016x}"));
-            tokio::time::sleep(RETIRE_AFTER).await;
-            let (reply, answer) = oneshot::channel();
-            // Sent without waiting, or not at all: the session had retired.
-            if !matches!(session.send(typing(reply)).now_or_never(), Some(Ok(()))) {
-                continue;
-            }
-            raced += 1;
-            let answer = tokio::time::timeout(Duration::from_secs(5), answer).await;
-            assert!(matches!(answer, Ok(Ok(_))), "dropped: {answer:?}");
-        }
-        assert!(raced > 0, "no call met a retiring session");
-    }
-}
+mod tests;

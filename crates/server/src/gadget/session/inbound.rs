@@ -1,0 +1,278 @@
+//! Device → agent: how the gadget core takes each frame the device sends.
+//!
+//! Messages become inbound events for the agent's queue (only from a paired device; an
+//! unpaired one is shown its pairing code instead), utterances are collected and saved
+//! as WAV files, answers settle questions and actions, and readings go to the store.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
+use herald_port::{
+    ActionError, Choice, Command as ConvCommand, Inbound, InboundBody, Platform, Prompt,
+    PromptAnswer, Source,
+};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::debug;
+
+use super::super::audio::Utterance;
+use super::super::prompts::Show;
+use super::core::{profile, protocol_error, Core, Effect};
+use crate::ids;
+
+impl Core {
+    /// A frame that could not be read: the device is told, and a connection that cannot
+    /// read on is closed with `close`.
+    pub(crate) fn handle_bad_frame(&mut self, reason: String, close: Option<CloseCode>) {
+        debug!(device = %self.device_id, %reason, "bad frame");
+        self.metrics.error(Platform::Gadget, "protocol");
+        self.send(protocol_error(reason));
+        if let Some(code) = close {
+            self.close(code, "protocol");
+        }
+    }
+
+    pub(crate) fn handle_frame(&mut self, msg: DeviceMessage, now: Instant) {
+        match msg {
+            DeviceMessage::Ping(ping) => {
+                self.send(ServerMessage::Pong(proto::Pong { ts: ping.ts }))
+            }
+            DeviceMessage::Pong(_) => {}
+            DeviceMessage::Text(text) => {
+                if text.text.chars().count() > limits::MAX_TEXT {
+                    self.notice("That message is too long.");
+                    return;
+                }
+                let id = message_id(text.id);
+                self.forward(
+                    id,
+                    InboundBody::Text {
+                        text: text.text,
+                        reply_to: None,
+                    },
+                );
+            }
+            DeviceMessage::Cancel(_) => {
+                self.stop_speech();
+                self.command(ConvCommand::Stop);
+            }
+            DeviceMessage::SessionNew(_) => {
+                self.stop_speech();
+                self.command(ConvCommand::New);
+            }
+            // An unpaired device may not fill the inbox or the store: its voice and
+            // readings go nowhere.
+            DeviceMessage::AudioStart(_) if !self.paired => self.notice("Pair this device first."),
+            DeviceMessage::State(_) if !self.paired => {
+                debug!(device = %self.device_id, "readings of an unpaired device ignored");
+            }
+            DeviceMessage::AudioStart(start) => {
+                // Speaking over the agent stops it (barge-in).
+                self.stop_speech();
+                match Utterance::start(&start, self.max_utterance_s) {
+                    Ok(utterance) => self.utterance = Some(Box::new(utterance)),
+                    Err(why) => {
+                        self.utterance = None;
+                        self.notice(&why);
+                    }
+                }
+            }
+            DeviceMessage::AudioEnd(end) => self.end_utterance(end.stream),
+            DeviceMessage::AudioCancel(cancel) => {
+                self.utterance.take_if(|u| u.stream == cancel.stream);
+            }
+            DeviceMessage::PromptReply(reply) => self.on_prompt_reply(reply, now),
+            DeviceMessage::ActionResult(result) => self.on_action_result(result),
+            DeviceMessage::State(state) => {
+                if let Some(readings) = self.sensors.take(&state.sensors, now) {
+                    self.effect(Effect::SaveSensors(readings));
+                }
+            }
+            DeviceMessage::Event(event) if event.notify => {
+                let name: String = event.name.chars().take(limits::MAX_EVENT_NAME).collect();
+                let data = event.data.unwrap_or(Value::Object(Default::default()));
+                let data: String = data
+                    .to_string()
+                    .chars()
+                    .take(limits::MAX_EVENT_DATA)
+                    .collect();
+                let text = format!("[Gadget event] {name} {data}");
+                self.forward(
+                    ids::random_hex(12),
+                    InboundBody::Text {
+                        text,
+                        reply_to: None,
+                    },
+                );
+            }
+            DeviceMessage::Hello(_) | DeviceMessage::Auth(_) => {
+                self.send(protocol_error("already authenticated".into()));
+            }
+            DeviceMessage::OtaReady(_)
+            | DeviceMessage::OtaAck(_)
+            | DeviceMessage::OtaDone(_)
+            | DeviceMessage::OtaError(_) => {
+                if self.conn.is_some() {
+                    self.effect(Effect::Ota(Box::new(msg)));
+                }
+            }
+            other => debug!(device = %self.device_id, ?other, "message not handled"),
+        }
+    }
+
+    /// A channel-1 frame of the utterance being received; anything else is dropped.
+    pub(crate) fn handle_binary(&mut self, data: &[u8]) {
+        match proto::decode_frame(data) {
+            Ok((header, payload)) if header.channel == proto::Channel::Audio => {
+                match &mut self.utterance {
+                    Some(u) if u.stream == header.stream => u.push(header, payload),
+                    _ => {
+                        debug!(device = %self.device_id, stream = header.stream, "audio for no open utterance")
+                    }
+                }
+            }
+            Ok((header, _)) => {
+                debug!(device = %self.device_id, channel = ?header.channel, "binary frame ignored");
+            }
+            Err(err) => debug!(device = %self.device_id, %err, "bad binary frame"),
+        }
+    }
+
+    fn command(&mut self, command: ConvCommand) {
+        self.forward(ids::random_hex(12), InboundBody::Command(command));
+    }
+
+    fn on_prompt_reply(&mut self, reply: proto::PromptReply, now: Instant) {
+        let Some((question, show)) = self.prompts.answer(&reply.id) else {
+            self.notice("That question has expired");
+            return;
+        };
+        let next = match show {
+            Show::Ask(next) => Some(next.clone()),
+            _ => None,
+        };
+        let yes = reply.answer == proto::Answer::Yes;
+        let choice = match (&question.prompt, yes) {
+            (Prompt::ExecApproval { .. }, true) | (Prompt::Confirm { .. }, true) => Choice::Once,
+            (Prompt::ExecApproval { .. }, false) => Choice::Deny,
+            _ => Choice::Cancel,
+        };
+        self.forward(
+            ids::random_hex(12),
+            InboundBody::PromptAnswer(PromptAnswer {
+                prompt_id: question.id,
+                choice,
+            }),
+        );
+        if let Some(next) = next {
+            self.show(&next, now);
+        }
+    }
+
+    fn on_action_result(&mut self, result: proto::ActionResult) {
+        let Some(action) = self.actions.remove(&result.id) else {
+            debug!(device = %self.device_id, id = %result.id, "result for no pending action");
+            return;
+        };
+        let outcome = if result.ok {
+            Ok(match result.result {
+                Some(Value::Object(map)) => Value::Object(map),
+                Some(other) => serde_json::json!({ "value": other }),
+                None => Value::Object(Default::default()),
+            })
+        } else {
+            Err(ActionError::Device(
+                result.error.unwrap_or_else(|| "the action failed".into()),
+            ))
+        };
+        let _ = action.reply.send(outcome);
+    }
+
+    /// The utterance is complete: too short gets a notice, the rest is saved (from the
+    /// buffer it was received into) and then handed to the agent as voice.
+    fn end_utterance(&mut self, stream: u8) {
+        let Some(utterance) = self.utterance.take_if(|u| u.stream == stream) else {
+            return;
+        };
+        if utterance.duration().as_millis() < u128::from(limits::MIN_UTTERANCE_MS) {
+            self.notice("Too short: hold the button while you speak.");
+            return;
+        }
+        if utterance.gaps > 0 || utterance.dropped > 0 {
+            debug!(device = %self.device_id, gaps = utterance.gaps, dropped = utterance.dropped, "utterance was incomplete");
+        }
+        let message_id = message_id(utterance.id.clone());
+        let rate = utterance.rate;
+        self.effect(Effect::SaveUtterance {
+            message_id,
+            rate,
+            pcm: utterance.into_pcm(),
+        });
+    }
+
+    /// Where the shell put an utterance's WAV file (and its length), or why it could not.
+    pub(crate) fn handle_utterance_saved(
+        &mut self,
+        message_id: String,
+        saved: Result<(PathBuf, Duration), String>,
+    ) {
+        match saved {
+            Ok((path, duration)) => {
+                let body = InboundBody::Voice {
+                    path,
+                    duration_ms: u32::try_from(duration.as_millis()).unwrap_or(u32::MAX),
+                    transcript: None,
+                };
+                self.forward(message_id, body);
+            }
+            Err(err) => {
+                tracing::warn!(%err, "could not save an utterance");
+                self.notice("Your message could not be saved.");
+            }
+        }
+    }
+
+    /// Hand an event to the agent, in order, unless the device may not reach it.
+    fn forward(&mut self, message_id: String, body: InboundBody) {
+        if !self.paired {
+            self.ask_pairing_code();
+            return;
+        }
+        let inbound = Inbound {
+            source: Source {
+                chat: self.chat(),
+                user_id: self.device_id.clone(),
+                user_name: self
+                    .conn
+                    .as_ref()
+                    .and_then(|c| c.peer.name.as_deref().map(str::to_owned)),
+            },
+            message_id,
+            body,
+            profile: self
+                .conn
+                .as_ref()
+                .map(|conn| Box::new(profile(&conn.peer, self.paired))),
+        };
+        self.metrics
+            .activity
+            .said(&inbound.source.chat, &inbound.body);
+        self.effect(Effect::ToAgent(Box::new(inbound)));
+    }
+
+    /// The agent's queue was full: the device is told to slow down.
+    pub(crate) fn handle_agent_full(&mut self) {
+        self.notice("Too many messages at once; try again in a moment.");
+    }
+}
+
+/// The device's id for a message when it is a short, printable one (it reaches the
+/// agent and its logs), else one of ours.
+fn message_id(id: Option<String>) -> String {
+    id.filter(|id| {
+        (1..=limits::MAX_ID).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic())
+    })
+    .unwrap_or_else(|| ids::random_hex(12))
+}

@@ -1,0 +1,438 @@
+//! The gadget core driven in virtual time: hours of protocol run in milliseconds, and
+//! "nothing was sent" is a drained queue, not a wait.
+
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use herald_gadget_proto::{limits, DeviceMessage};
+use herald_port::{ActionError, Outcome, PairingCode, Prompt, SendOptions};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::core::{Core, Effect};
+use super::*;
+use crate::calls::{Call, Reply};
+
+const HEARTBEAT: Duration = Duration::from_secs(20);
+
+fn core() -> Core {
+    Core::new(
+        "hg-0123456789abcdef".into(),
+        HEARTBEAT,
+        60,
+        Default::default(),
+    )
+}
+
+fn peer(extra: Value) -> Peer {
+    let mut hello = json!({"proto": 1, "device_id": "hg-0123456789abcdef", "name": "desk"});
+    if let (Some(hello), Some(extra)) = (hello.as_object_mut(), extra.as_object()) {
+        hello.extend(extra.clone());
+    }
+    Peer::from(serde_json::from_value::<proto::Hello>(hello).unwrap())
+}
+
+fn attached(paired: bool, extra: Value, now: Instant) -> Core {
+    let mut core = core();
+    core.handle_attach(1, peer(extra), paired, "s-1".into(), 20, now);
+    core
+}
+
+/// The frames handed back since the last look, as JSON; a close is `{"close": reason}`.
+fn sent(core: &mut Core) -> Vec<Value> {
+    std::iter::from_fn(|| core.poll_transmit())
+        .map(|t| match t.frame {
+            Outgoing::Text(text) => serde_json::from_str(&text).unwrap(),
+            Outgoing::Close(_, reason) => json!({"close": reason, "conn": t.conn}),
+            Outgoing::Binary(_) | Outgoing::Ping => json!({"binary": true}),
+        })
+        .collect()
+}
+
+fn types(frames: &[Value]) -> Vec<&str> {
+    frames
+        .iter()
+        .map(|f| f["type"].as_str().unwrap_or("close"))
+        .collect()
+}
+
+fn effects(core: &mut Core) -> Vec<Effect> {
+    std::iter::from_fn(|| core.poll_effect()).collect()
+}
+
+fn frame(json: Value) -> DeviceMessage {
+    DeviceMessage::decode(&json.to_string()).unwrap()
+}
+
+fn call<T>(core: &mut Core, now: Instant, make: impl FnOnce(Reply<T>) -> Call) -> T {
+    let (reply, answer) = oneshot::channel();
+    core.handle_call(make(reply), now);
+    answer.now_or_never().unwrap().unwrap().unwrap()
+}
+
+#[test]
+fn a_device_that_answers_is_pinged_every_heartbeat_for_hours_and_never_dropped() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    assert_eq!(types(&sent(&mut core)), ["welcome"]);
+    let mut pings = 0;
+    while let Some(at) = core
+        .poll_timeout()
+        .filter(|at| *at <= start + Duration::from_secs(3 * 3600))
+    {
+        core.handle_timeout(at);
+        let frames = sent(&mut core);
+        assert_eq!(types(&frames), ["ping"], "at {:?}", at - start);
+        pings += 1;
+        let answered = at + Duration::from_millis(150);
+        core.touch(answered);
+        core.handle_frame(frame(json!({"type": "pong"})), answered);
+        assert!(sent(&mut core).is_empty());
+    }
+    assert_eq!(
+        pings,
+        3 * 3600 / 20,
+        "one ping per heartbeat for three hours"
+    );
+    assert!(core.is_current(1));
+}
+
+#[test]
+fn a_silent_device_is_closed_after_three_heartbeats_and_its_last_seen_recorded() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    sent(&mut core);
+    effects(&mut core);
+    let mut seen = Vec::new();
+    while let Some(at) = core.poll_timeout() {
+        core.handle_timeout(at);
+        seen.push(((at - start).as_secs(), types(&sent(&mut core)).join(",")));
+    }
+    assert_eq!(
+        seen,
+        [
+            (20, "ping".to_owned()),
+            (40, "ping".to_owned()),
+            (60, "close".to_owned())
+        ]
+    );
+    assert!(
+        !core.is_current(1),
+        "events of the dead connection no longer count"
+    );
+    let effects = effects(&mut core);
+    assert!(matches!(effects[0], Effect::Offline { paired: true }));
+    assert!(matches!(effects[1], Effect::RecordLastSeen));
+    assert!(core.is_idle());
+}
+
+#[test]
+fn questions_show_one_at_a_time_and_the_next_shows_when_the_first_lapses() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    sent(&mut core);
+    let confirm = |text: &str| Prompt::Confirm {
+        title: "Sure?".into(),
+        text: text.into(),
+    };
+    let first = call(&mut core, start, |reply| Call::Ask {
+        prompt: confirm("first"),
+        ttl_s: Some(30),
+        reply,
+    });
+    let frames = sent(&mut core);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        (frames[0]["id"].as_str(), frames[0]["ttl_s"].as_u64()),
+        (Some(first.as_str()), Some(30))
+    );
+
+    let second = call(&mut core, start, |reply| Call::Ask {
+        prompt: confirm("second"),
+        ttl_s: Some(60),
+        reply,
+    });
+    assert!(
+        sent(&mut core).is_empty(),
+        "the second waits behind the first"
+    );
+    assert_eq!(core.poll_timeout(), Some(start + HEARTBEAT));
+
+    core.handle_timeout(start + Duration::from_secs(30));
+    let frames = sent(&mut core);
+    let prompt = frames.iter().find(|f| f["type"] == "prompt").unwrap();
+    assert_eq!(prompt["id"].as_str(), Some(second.as_str()));
+    assert_eq!(
+        prompt["ttl_s"].as_u64(),
+        Some(30),
+        "what is left of its minute"
+    );
+}
+
+#[test]
+fn an_action_the_device_never_answers_fails_at_its_deadline_and_not_before() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({"actions": [{"name": "led"}]}), start);
+    sent(&mut core);
+    let (reply, mut answer) = oneshot::channel();
+    core.handle_call(
+        Call::InvokeAction {
+            name: "led".into(),
+            args: json!({"on": true}),
+            reply,
+        },
+        start,
+    );
+    assert_eq!(types(&sent(&mut core)), ["action"]);
+    let deadline = start + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
+    core.handle_timeout(deadline - Duration::from_millis(1));
+    assert!(answer.try_recv().is_err(), "still waiting");
+    // The device kept answering pings meanwhile; only the action lapses.
+    core.touch(deadline);
+    core.handle_timeout(deadline);
+    assert_eq!(answer.try_recv().unwrap(), Err(ActionError::Timeout));
+    assert!(core.is_current(1));
+
+    let unknown = call_action(&mut core, start, "fan");
+    assert_eq!(unknown, Err(ActionError::UnknownAction("fan".into())));
+}
+
+fn call_action(core: &mut Core, now: Instant, name: &str) -> Result<Value, ActionError> {
+    let (reply, answer) = oneshot::channel();
+    core.handle_call(
+        Call::InvokeAction {
+            name: name.into(),
+            args: json!({}),
+            reply,
+        },
+        now,
+    );
+    answer.now_or_never().unwrap().unwrap()
+}
+
+#[test]
+fn an_unpaired_device_asks_for_one_pairing_code_at_a_time_and_reaches_no_agent() {
+    let start = Instant::now();
+    let mut core = attached(false, json!({}), start);
+    assert_eq!(sent(&mut core)[0]["paired"], false);
+    let asked = |effects: &[Effect]| {
+        effects
+            .iter()
+            .filter(
+                |e| matches!(e, Effect::AskPairingCode { name } if name.as_deref() == Some("desk")),
+            )
+            .count()
+    };
+    assert_eq!(asked(&effects(&mut core)), 1);
+    for _ in 0..3 {
+        core.handle_frame(frame(json!({"type": "text", "text": "hi"})), start);
+    }
+    let knocked = effects(&mut core);
+    assert_eq!(asked(&knocked), 0, "the question is still out");
+    assert!(!knocked.iter().any(|e| matches!(e, Effect::ToAgent(_))));
+
+    core.handle_pairing_code(Some(PairingCode {
+        code: "ABCD2345".into(),
+        command: "hermes pairing approve gadget ABCD2345".into(),
+    }));
+    let frames = sent(&mut core);
+    assert_eq!(types(&frames), ["pairing"]);
+    assert_eq!(frames[0]["code"], "ABCD2345");
+    core.handle_frame(frame(json!({"type": "text", "text": "hi"})), start);
+    assert_eq!(asked(&effects(&mut core)), 1, "asked again once answered");
+
+    core.handle_paired(true, start);
+    assert_eq!(types(&sent(&mut core)), ["paired"]);
+    core.handle_pairing_code(Some(PairingCode {
+        code: "LATE0000".into(),
+        command: String::new(),
+    }));
+    assert!(
+        sent(&mut core).is_empty(),
+        "a late code is not shown to a paired device"
+    );
+}
+
+#[test]
+fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
+    let start = Instant::now();
+    let mut core = attached(
+        true,
+        json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}}),
+        start,
+    );
+    sent(&mut core);
+    effects(&mut core);
+    let turn = call(&mut core, start, |reply| Call::TurnStarted { reply });
+    let (reply, _answer) = oneshot::channel();
+    core.handle_call(
+        Call::Voice {
+            path: "/tmp/speech.ogg".into(),
+            reply,
+        },
+        start,
+    );
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::OpenSpeech { rate: 16000, .. }]
+    ));
+    let (stream, speech_turn) = core.start_speech().unwrap();
+    assert_eq!(speech_turn.as_deref(), Some(turn.as_str()));
+    call(&mut core, start, |reply| Call::TurnEnded {
+        turn: turn.clone(),
+        outcome: Outcome::Success,
+        reply,
+    });
+    assert_eq!(
+        types(&sent(&mut core)),
+        ["turn.start"],
+        "no turn.end during speech"
+    );
+    core.handle_speech_done(stream);
+    assert_eq!(types(&sent(&mut core)), ["turn.end"]);
+
+    let (stream, _) = core.start_speech().unwrap();
+    core.handle_frame(frame(json!({"type": "cancel"})), start);
+    assert_eq!(types(&sent(&mut core)), ["audio.abort"]);
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::StopSpeech { stream: s }, Effect::ToAgent(_)] if s == stream
+    ));
+}
+
+#[test]
+fn readings_reach_the_store_at_most_once_per_window_and_none_is_lost() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    effects(&mut core);
+    let state = |t: f64| frame(json!({"type": "state", "sensors": {"temp": t}}));
+    core.handle_frame(state(20.5), start);
+    assert!(matches!(&effects(&mut core)[..], [Effect::SaveSensors(r)] if r["temp"] == 20.5));
+    core.handle_frame(state(21.0), start + Duration::from_secs(1));
+    core.handle_frame(state(21.5), start + Duration::from_secs(2));
+    assert!(effects(&mut core).is_empty(), "within the window");
+    let due = start + Duration::from_secs(10);
+    assert_eq!(core.poll_timeout(), Some(due));
+    core.handle_timeout(due);
+    assert!(matches!(&effects(&mut core)[..], [Effect::SaveSensors(r)] if r["temp"] == 21.5));
+}
+
+#[test]
+fn a_new_connection_closes_the_one_it_replaces_and_streaming_starts_over() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    sent(&mut core);
+    effects(&mut core);
+    let id = call(&mut core, start, |reply| Call::SendText {
+        text: "Hel".into(),
+        options: SendOptions {
+            streaming: true,
+            ..Default::default()
+        },
+        reply,
+    });
+    sent(&mut core);
+    core.handle_attach(2, peer(json!({})), true, "s-2".into(), 20, start);
+    let frames = sent(&mut core);
+    assert_eq!(
+        frames[0],
+        json!({"close": "replaced by a new connection", "conn": 1})
+    );
+    assert_eq!(frames[1]["type"], "welcome");
+    assert!(matches!(
+        effects(&mut core)[..],
+        [
+            Effect::Offline { .. },
+            Effect::RecordLastSeen,
+            Effect::Online { conn: 2 }
+        ]
+    ));
+    let (reply, answer) = oneshot::channel();
+    core.handle_call(
+        Call::EditText {
+            message_id: id.clone(),
+            text: "Hello".into(),
+            finalize: true,
+            reply,
+        },
+        start,
+    );
+    assert!(
+        answer.now_or_never().unwrap().unwrap().is_err(),
+        "the old stream is gone"
+    );
+}
+
+#[test]
+fn only_short_printable_message_ids_are_kept() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    effects(&mut core);
+    let id_of = |core: &mut Core, id: Value| {
+        core.handle_frame(
+            frame(json!({"type": "text", "text": "hi", "id": id})),
+            start,
+        );
+        match effects(core).pop() {
+            Some(Effect::ToAgent(inbound)) => inbound.message_id,
+            _ => panic!("no inbound"),
+        }
+    };
+    assert_eq!(id_of(&mut core, json!("m-1")), "m-1");
+    for bad in [
+        "x".repeat(limits::MAX_ID + 1),
+        "a\u{1b}[2J".into(),
+        String::new(),
+    ] {
+        let id = id_of(&mut core, json!(bad));
+        assert_ne!(id, bad);
+        assert_eq!(id.len(), 12);
+    }
+}
+
+// ---- the shell ----
+
+fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
+    let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
+    let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
+    Arc::new(GadgetHub::new(
+        Default::default(),
+        Arc::new(store),
+        inbox,
+        Default::default(),
+    ))
+}
+
+fn typing(reply: Reply<()>) -> Event {
+    Event::Command(Box::new(Command::Port(Call::Typing { on: true, reply })))
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_session_retires_and_what_reaches_it_meanwhile_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let first = hub.session("hg-0000000000000001");
+    tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
+    assert!(hub.sessions.get("hg-0000000000000001").is_some());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(hub.sessions.get("hg-0000000000000001").is_none(), "retired");
+    assert!(first.closed().now_or_never().is_some(), "closed");
+
+    // A call due at the very instant a session retires is answered, by it or by
+    // the next.
+    let mut raced = 0;
+    for i in 0..20 {
+        let session = hub.session(&format!("hg-{i:016x}"));
+        tokio::time::sleep(RETIRE_AFTER).await;
+        let (reply, answer) = oneshot::channel();
+        // Sent without waiting, or not at all: the session had retired.
+        if !matches!(session.send(typing(reply)).now_or_never(), Some(Ok(()))) {
+            continue;
+        }
+        raced += 1;
+        let answer = tokio::time::timeout(Duration::from_secs(5), answer).await;
+        assert!(matches!(answer, Ok(Ok(_))), "dropped: {answer:?}");
+    }
+    assert!(raced > 0, "no call met a retiring session");
+}
