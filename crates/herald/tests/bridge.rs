@@ -3,18 +3,15 @@
 //! and real gadgets and phones connect over WebSockets; `herald send` runs as its own
 //! process against the same data directory.
 
-#[path = "../../server/tests/common/mod.rs"]
-mod common;
-
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Conn, Gadget, Incoming, Phone, APP_TOKEN, WAIT};
 use herald_gadget_proto::{
     ActionSpec, Answer, AudioCaps, DeviceMessage, PromptReply, ServerMessage,
 };
 use herald_mobile_proto::ServerFrame;
+use herald_test_support::{Conn, Gadget, Incoming, Phone, APP_TOKEN, WAIT};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};

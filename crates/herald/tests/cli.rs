@@ -5,14 +5,10 @@ mod common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
-use herald_gadget_proto::{
-    auth, ota_image, Auth, Caps, DeviceMessage, Hello, OtaCaps, OtaError, OtaErrorCode,
-    ServerMessage,
-};
-use tokio_tungstenite::tungstenite::Message;
+use herald_gadget_proto::{Caps, DeviceMessage, OtaCaps, OtaError, OtaErrorCode, ServerMessage};
+use herald_test_support::firmware::firmware_image;
+use herald_test_support::{Conn, Gadget};
 
 use common::{chat_in, herald_in, stdout, Serve, BIN};
 
@@ -79,12 +75,8 @@ fn chat_with_a_wrong_token_stops_with_an_error() {
 async fn gadget_pairing_through_the_cli() {
     let serve = Serve::start();
     let url = serve.url("Gadgets connect to:");
-    let mut key = [0u8; 32];
-    key[0] = 42;
-    let id = auth::device_id(&key);
-    let mut ws = enroll_gadget(&url, &key, Caps::default()).await;
-    assert!(matches!(next(&mut ws).await, ServerMessage::Welcome(w) if !w.paired));
-    let ServerMessage::Pairing(pairing) = next(&mut ws).await else {
+    let (id, mut ws) = enroll_gadget(&url, Caps::default()).await;
+    let ServerMessage::Pairing(pairing) = ws.recv().await else {
         panic!("no pairing code")
     };
 
@@ -109,7 +101,7 @@ async fn gadget_pairing_through_the_cli() {
     ])
     .await
     .unwrap();
-    assert!(matches!(next(&mut ws).await, ServerMessage::Paired(_)));
+    assert!(matches!(ws.recv().await, ServerMessage::Paired(_)));
 
     let devices = cli(vec!["devices".into()]).await.unwrap();
     assert!(
@@ -132,61 +124,39 @@ async fn gadget_pairing_through_the_cli() {
     ])
     .await
     .unwrap();
-    assert!(matches!(next(&mut ws).await, ServerMessage::Unpaired(_)));
+    assert!(matches!(ws.recv().await, ServerMessage::Unpaired(_)));
     cli(vec!["forget".into(), id.clone()]).await.unwrap();
     let devices = cli(vec!["devices".into()]).await.unwrap();
     assert!(!devices.contains(&id), "{devices}");
 }
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// A gadget with `key` making first contact (it sends its key); `welcome` comes next.
-async fn enroll_gadget(url: &str, key: &[u8; 32], caps: Caps) -> Ws {
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let hello = DeviceMessage::Hello(Hello {
-        proto: 1,
-        device_id: auth::device_id(key),
-        name: Some("CLI gadget".into()),
-        board: Some("esp32s3-cli".into()),
-        firmware: Some("1.2.3".into()),
-        token: None,
-        caps,
-        actions: Vec::new(),
-        sensors: Default::default(),
-    });
-    ws.send(Message::Text(hello.encode().into())).await.unwrap();
-    let _challenge = next(&mut ws).await;
-    let auth = DeviceMessage::Auth(Auth {
-        key: Some(auth::b64(key)),
-        mac: None,
-    });
-    ws.send(Message::Text(auth.encode().into())).await.unwrap();
-    ws
+/// A gadget making first contact (it sends its key), welcomed but not paired: its id
+/// and its connection.
+async fn enroll_gadget(url: &str, caps: Caps) -> (String, Conn) {
+    let mut gadget = Gadget::new();
+    gadget.hello.name = Some("CLI gadget".into());
+    gadget.hello.board = Some("esp32s3-cli".into());
+    gadget.hello.firmware = Some("1.2.3".into());
+    gadget.hello.caps = caps;
+    let (conn, welcome) = gadget.connect(url).await;
+    assert!(!welcome.paired);
+    (gadget.id, conn)
 }
 
-/// The smallest application image the server accepts, built for `board`.
+/// An application image the server accepts, built for `board`.
 fn app_image(board: &str) -> Vec<u8> {
-    let mut bytes = vec![0u8; 512];
-    bytes[0] = ota_image::IMAGE_MAGIC;
-    bytes[32..36].copy_from_slice(&ota_image::APP_DESC_MAGIC.to_le_bytes());
-    bytes[48..53].copy_from_slice(b"9.9.9");
-    bytes.extend_from_slice(format!("HGBOARD={board}").as_bytes());
-    bytes
+    firmware_image(board, "9.9.9", vec![0; 1024])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ota_push_checks_the_image_and_wait_fails_with_the_device() {
     let serve = Serve::start();
     let url = serve.url("Gadgets connect to:");
-    let key = [43u8; 32];
-    let id = auth::device_id(&key);
     let caps = Caps {
         ota: Some(OtaCaps { max_size: 1 << 20 }),
         ..Caps::default()
     };
-    let mut ws = enroll_gadget(&url, &key, caps).await;
-    assert!(matches!(next(&mut ws).await, ServerMessage::Welcome(_)));
+    let (id, mut ws) = enroll_gadget(&url, caps).await;
 
     let dir = serve.dir.path().to_owned();
     let wrong = dir.join("wrong.bin");
@@ -202,7 +172,7 @@ async fn ota_push_checks_the_image_and_wait_fails_with_the_device() {
     let waiting =
         tokio::task::spawn_blocking(move || herald_in(&dir, &args.each_ref().map(String::as_str)));
     let offer = loop {
-        if let ServerMessage::OtaOffer(offer) = next(&mut ws).await {
+        if let ServerMessage::OtaOffer(offer) = ws.recv().await {
             break offer;
         }
     };
@@ -211,7 +181,7 @@ async fn ota_push_checks_the_image_and_wait_fails_with_the_device() {
         code: OtaErrorCode::Flash,
         message: Some("write failed".into()),
     });
-    ws.send(Message::Text(error.encode().into())).await.unwrap();
+    ws.send(&error).await;
     let waited = waiting.await.unwrap();
     assert!(!waited.status.success(), "--wait exits non-zero on failure");
     let stderr = String::from_utf8_lossy(&waited.stderr);
@@ -226,23 +196,4 @@ async fn ota_push_checks_the_image_and_wait_fails_with_the_device() {
         status.contains(&id) && status.contains("failed") && status.contains("1/3"),
         "{status}"
     );
-}
-
-async fn next<S>(ws: &mut S) -> ServerMessage
-where
-    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("a message in time")
-            .expect("open")
-            .expect("readable");
-        if let Message::Text(text) = message {
-            let msg = ServerMessage::decode(&text).unwrap();
-            if !matches!(msg, ServerMessage::Ping(_)) {
-                return msg;
-            }
-        }
-    }
 }

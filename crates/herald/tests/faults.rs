@@ -25,6 +25,7 @@ use herald_gadget_proto::ota_image::inspect_image;
 use herald_gadget_proto::{auth, ServerMessage, SUBPROTOCOL};
 use herald_mobile_client::{media_frames, Backoff, Client, ClientConfig, Event as PhoneEvent};
 use herald_mobile_proto::{limits, ClientFrame, DeviceInfo, MediaKind, ServerFrame, Text};
+use herald_test_support::firmware::firmware_image;
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
@@ -865,7 +866,7 @@ async fn drive(
 
 /// A fake ESP-IDF application image of `size` random bytes.
 fn firmware(version: &str, size: usize, rng: &mut Rng) -> Vec<u8> {
-    common::firmware::firmware_image(BOARD, version, rng.bytes(size))
+    firmware_image(BOARD, version, rng.bytes(size))
 }
 
 // ---- a phone: the mobile client library ----

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use herald_test_support::firmware::firmware_image;
+
 use common::{stdout, Lines, Serve, BIN, PATIENCE};
 
 /// The simulator's board, and the tag firmware for it must carry.
@@ -113,7 +115,7 @@ fn device_id(line: &str) -> String {
 
 /// A fake ESP-IDF application image of 150,000 bytes.
 fn firmware(board: &str, version: &str) -> Vec<u8> {
-    common::firmware::firmware_image(
+    firmware_image(
         board,
         version,
         (0..150_000).map(|i| (i % 251) as u8).collect(),

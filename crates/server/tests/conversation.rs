@@ -1,16 +1,14 @@
 //! Conversations over a real socket: turns, shaping, pairing, heartbeat, questions,
 //! actions, telemetry and cards, with the demo agent or a recording agent.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{capture, test_config, Gadget, Harness, WAIT};
 use herald_gadget_proto::{
     ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome, PromptReply,
     ServerMessage,
 };
 use herald_port::{ActionError, Chat, InboundBody, Prompt};
+use herald_test_support::{admin_text, capture, test_config, Conn, Gadget, Harness, WAIT};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
@@ -581,7 +579,7 @@ async fn oversized_frames_close_the_connection() {
 }
 
 /// The `error{protocol}` a broken stream earns, then the close code that follows it.
-async fn protocol_error_then_close(conn: &mut common::Conn) -> (String, CloseCode) {
+async fn protocol_error_then_close(conn: &mut Conn) -> (String, CloseCode) {
     let error = conn
         .until(|m| match m {
             ServerMessage::Error(e) => Some(e),
@@ -615,7 +613,7 @@ async fn metrics_count_what_happened() {
     conn.send_raw("{broken").await;
     conn.until(|m| matches!(m, ServerMessage::Error(_)).then_some(()))
         .await;
-    let (status, text) = common::admin_text(h.dir.path(), "GET", "/metrics", None).await;
+    let (status, text) = admin_text(h.dir.path(), "GET", "/metrics", None).await;
     assert_eq!(status, 200);
     for line in [
         "herald_connections{platform=\"gadget\"} 1",
@@ -633,7 +631,7 @@ async fn metrics_count_what_happened() {
         frames_in.parse::<u64>().unwrap() >= 4,
         "hello, auth, text, broken"
     );
-    let (status, _) = common::admin_text(h.dir.path(), "GET", "/metrics", None).await;
+    let (status, _) = admin_text(h.dir.path(), "GET", "/metrics", None).await;
     assert_eq!(status, 200);
 }
 

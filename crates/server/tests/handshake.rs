@@ -1,13 +1,11 @@
 //! The gadget handshake against a real server on loopback: every refusal code, TOFU
 //! enrollment, impostors, replacement, the store across a restart, TLS.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Gadget, Harness, WAIT};
 use futures_util::SinkExt;
 use herald_gadget_proto::{auth, Auth, DeviceMessage, ErrorCode, ServerMessage};
+use herald_test_support::{demo, test_config, Conn, Gadget, Harness, WAIT};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -15,10 +13,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
 /// The server must answer `error{code}` and close with 1008 and the code as reason.
-async fn expect_refusal<S: AsyncRead + AsyncWrite + Unpin>(
-    conn: &mut common::Conn<S>,
-    code: ErrorCode,
-) {
+async fn expect_refusal<S: AsyncRead + AsyncWrite + Unpin>(conn: &mut Conn<S>, code: ErrorCode) {
     match conn.recv().await {
         ServerMessage::Error(e) => assert_eq!(e.code, code, "{e:?}"),
         other => panic!("expected error {code:?}, got {other:?}"),
@@ -278,16 +273,12 @@ async fn enrollment_is_rationed_per_address() {
 }
 
 /// A gadget connection from `127.0.0.N`, for tests that count per source address.
-async fn open_from(
-    url: &str,
-    addr: std::net::SocketAddr,
-    last_octet: u8,
-) -> common::Conn<TcpStream> {
+async fn open_from(url: &str, addr: std::net::SocketAddr, last_octet: u8) -> Conn<TcpStream> {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(([127, 0, 0, last_octet], 0).into()).unwrap();
     let tcp = socket.connect(addr).await.unwrap();
     let (ws, _) = tokio_tungstenite::client_async(url, tcp).await.unwrap();
-    common::Conn { ws }
+    Conn { ws }
 }
 
 #[tokio::test]
@@ -415,7 +406,7 @@ async fn the_store_survives_a_restart() {
 #[tokio::test]
 async fn a_second_server_on_the_same_data_directory_refuses_to_start() {
     let h = Harness::start().await;
-    let second = herald_server::Server::start(h.config.clone(), h.dir.path(), common::demo()).await;
+    let second = herald_server::Server::start(h.config.clone(), h.dir.path(), demo()).await;
     match second {
         Err(err @ herald_server::StartError::AlreadyRunning(_)) => {
             assert!(err.to_string().contains("already running"), "{err}")
@@ -435,8 +426,7 @@ async fn a_data_directory_others_may_write_to_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let started =
-        herald_server::Server::start(common::test_config(), dir.path(), common::demo()).await;
+    let started = herald_server::Server::start(test_config(), dir.path(), demo()).await;
     let err = started.err().expect("a shared data directory is refused");
     assert!(err.to_string().contains("chmod 700"), "{err}");
     assert_eq!(
@@ -524,7 +514,7 @@ async fn serves_wss_with_a_configured_certificate() {
     let tls = connector.connect(name, tcp).await.unwrap();
     let url = format!("wss://localhost:{}/gadget", h.server.gadget_addr().port());
     let (ws, _) = tokio_tungstenite::client_async(url, tls).await.unwrap();
-    let mut conn = common::Conn { ws };
+    let mut conn = Conn { ws };
     let gadget = Gadget::new();
     let welcome = gadget.handshake(&mut conn).await.unwrap();
     assert!(welcome.paired);
@@ -544,10 +534,10 @@ async fn a_bad_certificate_stops_start_up() {
         (dir.path().join("missing.pem"), bogus.clone()),
         (bogus.clone(), bogus.clone()),
     ] {
-        let mut config = common::test_config();
+        let mut config = test_config();
         config.tls_cert = Some(cert);
         config.tls_key = Some(key);
-        let result = herald_server::Server::start(config, dir.path(), common::demo()).await;
+        let result = herald_server::Server::start(config, dir.path(), demo()).await;
         let err = result.err().expect("start-up must fail").to_string();
         assert!(err.contains("TLS"), "{err}");
     }

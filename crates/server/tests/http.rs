@@ -2,9 +2,7 @@
 //! browsers and devices typing a URL send it: health, `426` on the WebSocket paths,
 //! `404` elsewhere, and paths with a trailing slash.
 
-mod common;
-
-use common::{Gadget, Harness, Phone, APP_TOKEN, WAIT};
+use herald_test_support::{Gadget, Harness, Phone, APP_TOKEN, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -2,17 +2,17 @@
 //! media limits at and past their boundaries, voice, delivery, duplicates and the
 //! outbox across a drop.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{capture, test_config, Harness, Phone, APP_TOKEN, WAIT};
 use futures_util::SinkExt;
 use herald_mobile_proto::{
     encode_base64, limits, AvatarState, ErrorCode, MediaKindDown, PromptKind, ServerFrame,
 };
 use herald_port::{Chat, InboundBody, Prompt, SendOptions};
 use herald_server::config::Secret;
+use herald_test_support::{
+    admin_text, capture, demo, test_config, Gadget, Harness, Phone, APP_TOKEN, WAIT,
+};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
@@ -768,7 +768,7 @@ async fn names_are_cleaned_and_capped_at_the_door() {
         .any(|c| c.is_control() || c == '\u{202E}'));
     assert_eq!(stored["platform"], "[31mred");
 
-    let mut gadget = common::Gadget::new();
+    let mut gadget = Gadget::new();
     gadget.hello.name = Some("Hall\x1b[2J\u{2066}".into());
     gadget.connect(&h.url).await;
     let (_, devices) = h.admin("GET", "/v1/devices", None).await;
@@ -807,7 +807,7 @@ async fn guessing_the_app_token_is_throttled() {
 
 #[tokio::test]
 async fn an_unpaired_phone_writes_nothing_to_disk() {
-    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), common::demo()).await;
+    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), demo()).await;
     let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-stranger").await;
     phone.send(media("m1", 0, 1, &[7u8; 5000])).await;
     let first = phone.reply().await;
@@ -870,7 +870,7 @@ async fn a_phone_that_stops_reading_is_dropped() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let (_, text) = common::admin_text(h.dir.path(), "GET", "/metrics", None).await;
+    let (_, text) = admin_text(h.dir.path(), "GET", "/metrics", None).await;
     assert!(text.contains("send_timeout"), "the drop is counted");
     pusher.abort();
 }
@@ -973,7 +973,7 @@ async fn hold(
 async fn one_users_phones_share_an_upload_budget() {
     let mut config = test_config();
     config.mobile.allow_all_users = true;
-    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), common::demo()).await;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), demo()).await;
     let half = vec![3u8; 7 * 1024 * 1024];
     // Four phones of one user hold 28 MiB: each within its own 8 MiB.
     let mut phones = Vec::new();

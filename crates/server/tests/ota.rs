@@ -3,18 +3,16 @@
 //! window, the size and the SHA-256. It acks every 16 KB and at the end, as the reference
 //! firmware does, and answers errors with the spec's codes.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::firmware::firmware_image;
-use common::{Conn, Gadget, Harness, Incoming, WAIT};
 use herald_gadget_proto::limits::{OTA_ACK_INTERVAL, OTA_FRAME, OTA_MAX_UNACKED};
 use herald_gadget_proto::{
     auth, decode_frame, Channel, DeviceMessage, OtaAck, OtaCaps, OtaDone, OtaError, OtaErrorCode,
     OtaOffer, OtaReady, Outcome, ServerMessage,
 };
+use herald_test_support::firmware::firmware_image;
+use herald_test_support::{Conn, Gadget, Harness, Incoming, WAIT};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

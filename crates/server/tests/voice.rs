@@ -1,16 +1,14 @@
 //! Voice in, paced speech out and pictures, over a real socket.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{capture, test_config, Conn, Gadget, Harness, Incoming};
 use futures_util::SinkExt;
 use herald_gadget_proto::{
     decode_frame, encode_frame, AudioCaps, Channel, DisplayCaps, FrameHeader, ImageBox,
     ServerMessage,
 };
 use herald_port::InboundBody;
+use herald_test_support::{capture, demo, test_config, Conn, Gadget, Harness, Incoming, WAIT};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -70,7 +68,7 @@ async fn an_utterance_reaches_the_agent_as_the_wav_it_was() {
 
     let pcm = tone(16_000, 1.2);
     utter(&mut conn, 4, 16_000, &pcm).await;
-    let inbound = tokio::time::timeout(common::WAIT, inbox.recv())
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
         .await
         .unwrap()
         .unwrap();
@@ -93,7 +91,7 @@ async fn an_utterance_reaches_the_agent_as_the_wav_it_was() {
 
     // Past max_utterance_s the audio is dropped.
     utter(&mut conn, 5, 16_000, &tone(16_000, 3.0)).await;
-    let inbound = tokio::time::timeout(common::WAIT, inbox.recv())
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
         .await
         .unwrap()
         .unwrap();
@@ -330,7 +328,7 @@ async fn pictures_are_fitted_and_sent_in_chunks() {
 
 #[tokio::test]
 async fn an_unpaired_gadget_writes_nothing_to_disk() {
-    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), common::demo()).await;
+    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), demo()).await;
     let (mut conn, welcome) = Gadget::new().connect(&h.url).await;
     assert!(!welcome.paired);
     utter(&mut conn, 4, 16_000, &tone(16_000, 1.0)).await;

@@ -3,9 +3,6 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
-#[path = "../../../server/tests/common/firmware.rs"]
-pub mod firmware;
-
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
