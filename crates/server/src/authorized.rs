@@ -48,6 +48,11 @@ impl Authorized {
         Ok(authorized)
     }
 
+    /// Whether `user_id` is remembered as authorized, without asking.
+    pub(crate) fn knows(&self, user_id: &str) -> bool {
+        self.lock().users.contains(user_id)
+    }
+
     /// The authorizer says `user_id` now is (or is no longer) authorized.
     pub(crate) fn set(&self, user_id: &str, authorized: bool) {
         let mut known = self.lock();

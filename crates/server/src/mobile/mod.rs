@@ -74,13 +74,10 @@ pub(crate) struct MobileHub {
     /// Where uploads and voice messages are written for the agent.
     inbox: Arc<Inbox>,
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
-    /// Which users the authorizer allows, as last heard.
-    pub(crate) authorized: Authorized,
+    /// What every phone's session core shares: which users the authorizer allows (as
+    /// last heard), the upload budget, which device each open card was shown to.
+    pub(crate) shared: Arc<session::Shared>,
     sessions: Mailboxes<Event>,
-    /// Unfinished uploads of every phone, per user and in all.
-    upload_budget: Arc<uploads::UploadBudget>,
-    /// Which device each open card was shown to, so another device's answer is refused.
-    cards: DashMap<String, String>,
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
     next_conn: std::sync::atomic::AtomicU64,
@@ -145,6 +142,13 @@ impl MobileHub {
         check_strength(app_token, extra, &deliver)?;
         let tokens = TokenSet::parse(Some(app_token), Some(extra))?;
         let deliver_tokens = TokenSet::parse(None, Some(&deliver))?;
+        let shared = Arc::new(session::Shared {
+            metrics: metrics.clone(),
+            authorized: Arc::new(Authorized::default()),
+            cards: Arc::new(DashMap::new()),
+            upload_budget: Arc::default(),
+            max_message_chars: config.max_message_chars as usize,
+        });
         Ok(MobileHub {
             failures: FailureThrottle::default(),
             config,
@@ -153,10 +157,8 @@ impl MobileHub {
             deliver_tokens,
             inbox,
             backend: OnceLock::new(),
-            authorized: Authorized::default(),
+            shared,
             sessions: Mailboxes::default(),
-            upload_budget: Arc::default(),
-            cards: DashMap::new(),
             online: DashMap::new(),
             next_conn: std::sync::atomic::AtomicU64::new(1),
             metrics,

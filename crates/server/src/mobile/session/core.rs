@@ -1,0 +1,392 @@
+//! A phone's conversation as a state machine, with no I/O.
+//!
+//! [`Core`] is told what happens, with the time passed in: a connection attached or gone,
+//! a frame, a port call, a deadline reached, the result of an effect. It hands back
+//! frames for the phone ([`Core::poll_transmit`]), effects for its shell to carry out
+//! ([`Core::poll_effect`]: the store, files, the authorizer, the agent's queue) and its
+//! next deadline ([`Core::poll_timeout`]: cards lapsing, the avatar going idle).
+//!
+//! Whether the user may reach the agent comes from the shared [`Authorized`] memory when
+//! it knows; otherwise the work waits in order in the core while the shell asks, so
+//! nothing from an unauthorized user is written to disk and nothing overtakes.
+//! Phone → agent frames are in `inbound.rs`, agent → phone calls in `calls.rs`.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use herald_mobile_proto::{self as proto, limits, AvatarState, ErrorCode, PromptCard, ServerFrame};
+use herald_port::{
+    Chat, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, Platform, Source,
+};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::warn;
+
+use super::super::seen::SeenIds;
+use super::super::uploads::{Upload, UploadBudget, Uploads};
+use crate::authorized::Authorized;
+use crate::ids;
+use crate::metrics::Metrics;
+use crate::socket::Outgoing;
+
+/// Work for the agent that may wait on the authorizer, at most: a phone that sends more
+/// while one answer is out is told to slow down.
+const MAX_HELD: usize = 32;
+
+/// A frame for connection `conn` (the current one, or the one a new connection
+/// replaced, for its close).
+pub(crate) struct Transmit {
+    pub conn: u64,
+    pub frame: Outgoing,
+}
+
+/// Work the shell carries out for the core, in order.
+pub(crate) enum Effect {
+    Online {
+        conn: u64,
+    },
+    Offline,
+    /// Send the connection what the phone missed of a turn while it was away, in order.
+    Replay,
+    /// Keep a frame for the phone, away during a turn, in the store.
+    Keep(String),
+    /// Ask whether the user may reach the agent; the answer goes to
+    /// [`Core::handle_authorization`].
+    Authorize {
+        user_id: String,
+    },
+    /// Ask for a pairing code for [`Core::handle_pairing_code`].
+    AskPairingCode {
+        user_id: String,
+        user_name: Option<String>,
+    },
+    /// Hand this to the agent, in order; [`Core::handle_agent_full`] when it cannot take it.
+    ToAgent(Box<Inbound>),
+    /// Write a file for the agent into the inbox and hand where to
+    /// [`Core::handle_file_saved`].
+    SaveFile(Box<SaveFile>),
+    /// Read a file and send it in `media` frames, through [`Core::start_file`].
+    SendFile {
+        kind: proto::MediaKindDown,
+        path: PathBuf,
+        caption: Option<String>,
+        reply: crate::calls::Reply<()>,
+    },
+}
+
+pub(crate) struct SaveFile {
+    pub message_id: String,
+    pub extension: String,
+    pub parts: Vec<Vec<u8>>,
+    pub saved: Saved,
+}
+
+/// What a saved file becomes for the agent.
+pub(crate) enum Saved {
+    Voice {
+        duration_ms: u32,
+        transcript: Option<String>,
+    },
+    Media {
+        kind: MediaKind,
+        mime: Option<String>,
+        caption: Option<String>,
+    },
+}
+
+/// Work for the agent, kept in order while the authorizer is asked.
+pub(super) enum Held {
+    Forward {
+        message_id: String,
+        body: InboundBody,
+    },
+    Voice(Box<proto::Audio>),
+    Upload(Box<Upload>),
+}
+
+/// A card waiting for its answer.
+pub(super) struct OpenCard {
+    pub card: PromptCard,
+    pub expires: Instant,
+}
+
+/// What the core shares with the other phones' cores.
+pub(crate) struct Shared {
+    pub metrics: Arc<Metrics>,
+    pub authorized: Arc<Authorized>,
+    /// Which device each open card was shown to, so another device's answer is refused.
+    pub cards: Arc<DashMap<String, String>>,
+    pub upload_budget: Arc<UploadBudget>,
+    pub max_message_chars: usize,
+}
+
+pub(crate) struct Core {
+    pub(super) device_id: String,
+    pub(super) shared: Arc<Shared>,
+    pub(super) conn: Option<u64>,
+    /// The user who owns this phone (from its token); kept across connections.
+    pub(super) user_id: String,
+    pub(super) user_name: Option<String>,
+    pub(super) seen: SeenIds,
+    pub(super) uploads: Uploads,
+    pub(super) cards: HashMap<String, OpenCard>,
+    pub(super) turn: Option<String>,
+    /// The turn has shown a reply, so the avatar is speaking.
+    pub(super) speaking: bool,
+    pub(super) idle_at: Option<Instant>,
+    held: VecDeque<Held>,
+    transmits: VecDeque<Transmit>,
+    effects: VecDeque<Effect>,
+}
+
+impl Core {
+    pub(crate) fn new(device_id: String, shared: Arc<Shared>) -> Core {
+        let uploads = Uploads::new(limits::MAX_MEDIA_BYTES, shared.upload_budget.clone());
+        Core {
+            device_id,
+            shared,
+            conn: None,
+            user_id: String::new(),
+            user_name: None,
+            seen: SeenIds::default(),
+            uploads,
+            cards: HashMap::new(),
+            turn: None,
+            speaking: false,
+            idle_at: None,
+            held: VecDeque::new(),
+            transmits: VecDeque::new(),
+            effects: VecDeque::new(),
+        }
+    }
+
+    // ---- what the shell reads ----
+
+    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
+        let next = self.transmits.pop_front();
+        if next.is_none() {
+            // Drained: an idle session keeps no buffer.
+            self.transmits = VecDeque::new();
+        }
+        next
+    }
+
+    pub(crate) fn poll_effect(&mut self) -> Option<Effect> {
+        let next = self.effects.pop_front();
+        if next.is_none() {
+            self.effects = VecDeque::new();
+        }
+        next
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let cards = self.cards.values().map(|c| c.expires).min();
+        [cards, self.idle_at].into_iter().flatten().min()
+    }
+
+    /// Nothing open: no connection, turn, card, avatar change or authorizer question.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.conn.is_none()
+            && self.turn.is_none()
+            && self.cards.is_empty()
+            && self.idle_at.is_none()
+            && self.held.is_empty()
+    }
+
+    pub(crate) fn is_current(&self, conn: u64) -> bool {
+        self.conn == Some(conn)
+    }
+
+    // ---- connections ----
+
+    /// A connection passed `hello`; it replaces any other.
+    pub(crate) fn handle_attach(&mut self, conn: u64, user_id: String, user_name: Option<String>) {
+        self.close(CloseCode::Normal, "replaced by a new connection");
+        self.conn = Some(conn);
+        self.uploads.set_user(&user_id);
+        self.user_id = user_id;
+        self.user_name = user_name;
+        self.effects.push_back(Effect::Online { conn });
+        self.effects.push_back(Effect::Replay);
+    }
+
+    pub(crate) fn close(&mut self, code: CloseCode, reason: &str) {
+        if let Some(conn) = self.conn {
+            self.transmits.push_back(Transmit {
+                conn,
+                frame: Outgoing::Close(code, reason.into()),
+            });
+        }
+        self.handle_closed();
+    }
+
+    pub(crate) fn handle_closed(&mut self) {
+        if self.conn.take().is_some() {
+            self.effects.push_back(Effect::Offline);
+            // Unfinished uploads are not resumed across connections.
+            self.uploads.clear();
+        }
+    }
+
+    /// The session ends: its cards are no longer anyone's.
+    pub(crate) fn forget_cards(&mut self) {
+        for id in self.cards.keys() {
+            self.shared.cards.remove(id);
+        }
+    }
+
+    // ---- time ----
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        let expired: Vec<String> = self
+            .cards
+            .iter()
+            .filter(|(_, c)| c.expires <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.cards.remove(&id);
+            self.shared.cards.remove(&id);
+            let done = ServerFrame::PromptDone {
+                prompt_id: id,
+                option_id: None,
+                expired: true,
+            };
+            let _ = self.emit(&done);
+        }
+        if self.idle_at.is_some_and(|at| at <= now) {
+            self.idle_at = None;
+            let _ = self.emit(&ServerFrame::Avatar {
+                state: AvatarState::Idle,
+            });
+        }
+    }
+
+    // ---- frames ----
+
+    pub(super) fn chat(&self) -> Chat {
+        Chat::mobile(self.device_id.clone())
+    }
+
+    pub(super) fn effect(&mut self, effect: Effect) {
+        self.effects.push_back(effect);
+    }
+
+    /// Send a frame now, or keep it for later while a turn runs and the phone is away.
+    pub(crate) fn emit(&mut self, frame: &ServerFrame) -> Result<(), DeliveryError> {
+        match self.conn {
+            Some(conn) => {
+                self.transmits.push_back(Transmit {
+                    conn,
+                    frame: Outgoing::Text(frame.encode()),
+                });
+                Ok(())
+            }
+            None if self.turn.is_some() => {
+                // Kept in the store: a restart in the meantime loses nothing.
+                self.effects.push_back(Effect::Keep(frame.encode()));
+                Ok(())
+            }
+            None => Err(DeliveryError::Offline(self.chat())),
+        }
+    }
+
+    pub(super) fn error(&mut self, code: ErrorCode, message: impl Into<String>) {
+        self.shared.metrics.error(Platform::Mobile, code.as_str());
+        let _ = self.emit(&ServerFrame::error(code, message));
+    }
+
+    // ---- authorization ----
+
+    /// Send `work` on to the agent once the user is known to be allowed: at once when
+    /// the shared memory says so, else after the authorizer's answer, behind any work
+    /// that already waits for it.
+    pub(super) fn for_agent(&mut self, work: Held, now: Instant) {
+        if self.held.is_empty() && self.shared.authorized.knows(&self.user_id) {
+            self.admit(work, now);
+            return;
+        }
+        if self.held.len() >= MAX_HELD {
+            self.error(
+                ErrorCode::RateLimited,
+                "too many messages at once; try again shortly",
+            );
+            return;
+        }
+        let ask = self.held.is_empty();
+        self.held.push_back(work);
+        if ask {
+            self.effects.push_back(Effect::Authorize {
+                user_id: self.user_id.clone(),
+            });
+        }
+    }
+
+    /// The authorizer's answer for the work waiting on it.
+    pub(crate) fn handle_authorization(&mut self, answer: Result<bool, String>, now: Instant) {
+        let held = std::mem::take(&mut self.held);
+        match answer {
+            Ok(true) => held.into_iter().for_each(|work| self.admit(work, now)),
+            // Dropped, so nothing of theirs is kept; they are told how to pair.
+            Ok(false) => self.effects.push_back(Effect::AskPairingCode {
+                user_id: self.user_id.clone(),
+                user_name: self.user_name.clone(),
+            }),
+            Err(err) => {
+                warn!(%err, "authorization failed");
+                self.error(ErrorCode::Internal, "authorization is unavailable");
+            }
+        }
+    }
+
+    pub(crate) fn handle_pairing_code(&mut self, code: Result<PairingCode, String>) {
+        let text = match code {
+            Ok(PairingCode { code, command }) => format!(
+                "This app is not paired with the agent yet. Pairing code: {code}\nAsk the owner to run: {command}"
+            ),
+            Err(err) => {
+                warn!(%err, "could not create a pairing code");
+                "This app is not paired with the agent yet, and no pairing code could be made."
+                    .to_owned()
+            }
+        };
+        let message = ServerFrame::Message(proto::Message {
+            id: ids::random_hex(12),
+            text,
+            chunk: None,
+            final_: true,
+            edit: false,
+            reply_to: None,
+        });
+        let _ = self.emit(&message);
+    }
+
+    /// Hand an event to the agent in order; the user is known to be authorized.
+    pub(super) fn hand_over(&mut self, message_id: String, body: InboundBody) {
+        let inbound = Inbound {
+            source: Source {
+                chat: self.chat(),
+                user_id: self.user_id.clone(),
+                user_name: self.user_name.clone(),
+            },
+            message_id,
+            body,
+            profile: None,
+        };
+        self.shared
+            .metrics
+            .activity
+            .said(&inbound.source.chat, &inbound.body);
+        self.effects.push_back(Effect::ToAgent(Box::new(inbound)));
+    }
+
+    /// The agent's queue was full: the phone is told to slow down.
+    pub(crate) fn handle_agent_full(&mut self) {
+        self.error(
+            ErrorCode::RateLimited,
+            "too many messages at once; try again shortly",
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! Phone → agent: how the phone core takes each frame.
+//!
+//! Text, voice, finished uploads and card answers go to the agent once the user is
+//! known to be allowed (see `Core::for_agent`); each id counts once. Voice and uploads
+//! are checked here and written by the shell only after that, so an unauthorized
+//! user's bytes never reach the disk.
+
+use std::path::PathBuf;
+
+use herald_mobile_proto::{self as proto, limits, ClientFrame, ErrorCode, ServerFrame};
+use herald_port::{InboundBody, MediaKind, PromptAnswer};
+use tokio::time::Instant;
+
+use super::super::uploads::{Accepted, Upload, UploadError};
+use super::core::{Core, Effect, Held, SaveFile, Saved};
+use super::media::choice_of;
+use crate::ids;
+
+impl Core {
+    pub(crate) fn handle_frame(&mut self, frame: ClientFrame, now: Instant) {
+        match frame {
+            ClientFrame::Text(text) => {
+                if !self.seen.insert(&text.id, now) {
+                    return;
+                }
+                let body = InboundBody::Text {
+                    text: text.text,
+                    reply_to: text.reply_to,
+                };
+                let work = Held::Forward {
+                    message_id: text.id,
+                    body,
+                };
+                self.for_agent(work, now);
+            }
+            ClientFrame::Audio(audio) => {
+                if !self.seen.contains(&audio.id) {
+                    self.for_agent(Held::Voice(Box::new(audio)), now);
+                }
+            }
+            ClientFrame::Media(media) => {
+                if self.seen.contains(&media.id) {
+                    return;
+                }
+                match self.uploads.accept(media) {
+                    Ok(Accepted::Complete(upload)) => {
+                        self.for_agent(Held::Upload(Box::new(upload)), now);
+                    }
+                    Ok(Accepted::Partial | Accepted::Duplicate) => {}
+                    Err(UploadError::TooBig(message)) => self.error(ErrorCode::TooBig, message),
+                    Err(UploadError::BadFrame(message)) => self.error(ErrorCode::BadFrame, message),
+                }
+            }
+            ClientFrame::Prompt(answer) => self.on_answer(answer, now),
+            // Handled by the connection before it reaches a session.
+            ClientFrame::Hello(_) | ClientFrame::Deliver(_) | ClientFrame::Ping => {}
+        }
+    }
+
+    /// Work the user may send on: text goes to the agent, files to the shell to save.
+    pub(super) fn admit(&mut self, work: Held, now: Instant) {
+        match work {
+            Held::Forward { message_id, body } => self.hand_over(message_id, body),
+            Held::Voice(audio) => match voice(&audio) {
+                Ok(save) => self.effect(Effect::SaveFile(Box::new(save))),
+                Err((code, message)) => self.error(code, message),
+            },
+            Held::Upload(upload) => {
+                // Not marked seen when refused: sent again after pairing, it counts.
+                self.seen.insert(&upload.id, now);
+                self.effect(Effect::SaveFile(Box::new(upload_file(*upload))));
+            }
+        }
+    }
+
+    /// Where the shell wrote a file, or why it could not.
+    pub(crate) fn handle_file_saved(
+        &mut self,
+        message_id: String,
+        saved: Saved,
+        path: Result<PathBuf, String>,
+        now: Instant,
+    ) {
+        let path = match path {
+            Ok(path) => path,
+            Err(message) => {
+                self.error(ErrorCode::Internal, message);
+                return;
+            }
+        };
+        let body = match saved {
+            Saved::Voice {
+                duration_ms,
+                transcript,
+            } => {
+                self.seen.insert(&message_id, now);
+                InboundBody::Voice {
+                    path,
+                    duration_ms,
+                    transcript,
+                }
+            }
+            Saved::Media {
+                kind,
+                mime,
+                caption,
+            } => InboundBody::Media {
+                path,
+                kind,
+                mime,
+                caption,
+            },
+        };
+        self.hand_over(message_id, body);
+    }
+
+    fn on_answer(&mut self, answer: proto::PromptAnswer, now: Instant) {
+        let Some(open) = self.cards.get(&answer.prompt_id) else {
+            let owner = self.shared.cards.get(&answer.prompt_id).map(|o| o.clone());
+            match owner {
+                Some(owner) if owner != self.device_id => {
+                    self.error(
+                        ErrorCode::Forbidden,
+                        "that card was shown to another device",
+                    );
+                }
+                _ => {
+                    let _ = self.emit(&ServerFrame::PromptDone {
+                        prompt_id: answer.prompt_id,
+                        option_id: None,
+                        expired: true,
+                    });
+                }
+            }
+            return;
+        };
+        let resolution = open.card.resolve(&answer);
+        let option_id = resolution.option_id.to_owned();
+        let choice = choice_of(open.card.kind, &option_id, resolution.response);
+        self.cards.remove(&answer.prompt_id);
+        self.shared.cards.remove(&answer.prompt_id);
+        let done = ServerFrame::PromptDone {
+            prompt_id: answer.prompt_id.clone(),
+            option_id: Some(option_id),
+            expired: false,
+        };
+        let _ = self.emit(&done);
+        let body = InboundBody::PromptAnswer(PromptAnswer {
+            prompt_id: answer.prompt_id,
+            choice,
+        });
+        // An answer is never a chat message, but it still needs an authorized user.
+        let work = Held::Forward {
+            message_id: ids::random_hex(12),
+            body,
+        };
+        self.for_agent(work, now);
+    }
+}
+
+/// A voice message checked (a WAV within the limit) and ready to save.
+fn voice(audio: &proto::Audio) -> Result<SaveFile, (ErrorCode, String)> {
+    if !audio.format.eq_ignore_ascii_case("wav") {
+        return Err((
+            ErrorCode::BadFrame,
+            format!("audio format {:?} is not supported; send wav", audio.format),
+        ));
+    }
+    if proto::base64_decoded_len(&audio.data) > limits::MAX_MEDIA_BYTES {
+        return Err((
+            ErrorCode::TooBig,
+            "voice messages are limited to 8 MiB".into(),
+        ));
+    }
+    let bytes = audio
+        .bytes()
+        .map_err(|e| (ErrorCode::BadFrame, e.to_string()))?;
+    let duration = herald_media::wav::inspect(&bytes)
+        .map(|info| info.duration)
+        .map_err(|e| (ErrorCode::BadFrame, e.to_string()))?;
+    Ok(SaveFile {
+        message_id: audio.id.clone(),
+        extension: "wav".into(),
+        parts: vec![bytes],
+        saved: Saved::Voice {
+            duration_ms: u32::try_from(duration.as_millis()).unwrap_or(u32::MAX),
+            transcript: audio.text.clone(),
+        },
+    })
+}
+
+/// A finished upload as a file to save; its name is of our own making, with the
+/// extension of the phone's file name when that is a plain one.
+fn upload_file(upload: Upload) -> SaveFile {
+    let extension = upload
+        .filename
+        .as_deref()
+        .and_then(|f| f.rsplit_once('.'))
+        .map(|(_, ext)| ext)
+        .filter(|ext| ext.len() <= 8 && ext.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .unwrap_or("bin")
+        .to_owned();
+    let kind = match upload.kind {
+        proto::MediaKind::Image => MediaKind::Image,
+        proto::MediaKind::Video => MediaKind::Video,
+        proto::MediaKind::Document => MediaKind::Document,
+        proto::MediaKind::Audio => MediaKind::Audio,
+    };
+    SaveFile {
+        message_id: upload.id,
+        extension,
+        parts: upload.parts,
+        saved: Saved::Media {
+            kind,
+            mime: upload.mime,
+            caption: upload.caption,
+        },
+    }
+}

@@ -1,0 +1,346 @@
+//! The phone core driven in virtual time, and the shell's retirement: "nothing was
+//! sent" is a drained queue, not a wait.
+
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use herald_mobile_proto::ClientFrame;
+use herald_port::{InboundBody, PairingCode, Prompt, SendOptions};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::core::{Core, Effect, Shared};
+use super::*;
+
+const USER: &str = "alice";
+
+fn shared() -> Arc<Shared> {
+    Arc::new(Shared {
+        metrics: Default::default(),
+        authorized: Default::default(),
+        cards: Default::default(),
+        upload_budget: Default::default(),
+        max_message_chars: 4000,
+    })
+}
+
+fn attached(shared: Arc<Shared>) -> Core {
+    let mut core = Core::new("tel-1".into(), shared);
+    core.handle_attach(1, USER.into(), Some("Alice".into()));
+    core
+}
+
+/// The frames handed back since the last look, as JSON; a close is `{"close": reason}`.
+fn sent(core: &mut Core) -> Vec<Value> {
+    std::iter::from_fn(|| core.poll_transmit())
+        .map(|t| match t.frame {
+            Outgoing::Text(text) => serde_json::from_str(&text).unwrap(),
+            Outgoing::Close(_, reason) => json!({"close": reason, "conn": t.conn}),
+            Outgoing::Binary(_) | Outgoing::Ping => json!({"binary": true}),
+        })
+        .collect()
+}
+
+fn kinds(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|f| match (f["t"].as_str(), f["state"].as_str()) {
+            (Some("avatar"), Some(state)) => format!("avatar:{state}"),
+            (Some(t), _) => t.to_owned(),
+            _ => "close".to_owned(),
+        })
+        .collect()
+}
+
+fn effects(core: &mut Core) -> Vec<Effect> {
+    std::iter::from_fn(|| core.poll_effect()).collect()
+}
+
+fn text(id: &str, text: &str) -> ClientFrame {
+    ClientFrame::decode(&json!({"t": "text", "id": id, "text": text}).to_string()).unwrap()
+}
+
+/// The texts handed to the agent, in order.
+fn to_agent(effects: &[Effect]) -> Vec<String> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ToAgent(inbound) => match &inbound.body {
+                InboundBody::Text { text, .. } => Some(text.clone()),
+                _ => Some("(other)".into()),
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn asked(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Authorize { user_id } if user_id == USER))
+        .count()
+}
+
+#[test]
+fn work_waits_in_order_for_one_answer_and_goes_on_when_the_user_is_allowed() {
+    let now = Instant::now();
+    let mut core = attached(shared());
+    effects(&mut core);
+    core.handle_frame(text("m1", "one"), now);
+    core.handle_frame(text("m2", "two"), now);
+    core.handle_frame(text("m1", "one again"), now);
+    let waiting = effects(&mut core);
+    assert_eq!(asked(&waiting), 1, "one question for both");
+    assert!(to_agent(&waiting).is_empty());
+    assert!(
+        !core.is_idle(),
+        "a session with an answer out does not retire"
+    );
+
+    core.handle_authorization(Ok(true), now);
+    assert_eq!(to_agent(&effects(&mut core)), ["one", "two"]);
+}
+
+#[test]
+fn a_remembered_user_goes_straight_through_and_a_refused_one_is_told_how_to_pair() {
+    let now = Instant::now();
+    let shared = shared();
+    let mut core = attached(shared.clone());
+    effects(&mut core);
+    core.handle_frame(text("m1", "hi"), now);
+    core.handle_authorization(Ok(false), now);
+    let refused = effects(&mut core);
+    assert!(to_agent(&refused).is_empty());
+    assert!(matches!(
+        &refused[..],
+        [Effect::Authorize { .. }, Effect::AskPairingCode { user_id, user_name }] if user_id == USER && user_name.as_deref() == Some("Alice")
+    ));
+    core.handle_pairing_code(Ok(PairingCode {
+        code: "ABCD2345".into(),
+        command: "hermes pairing approve mobile ABCD2345".into(),
+    }));
+    let frames = sent(&mut core);
+    assert!(frames[0]["text"].as_str().unwrap().contains("ABCD2345"));
+
+    // A voice message of a refused user is not saved anywhere.
+    let voice = json!({"t": "audio", "id": "v1", "format": "wav", "data": "UklGRg=="});
+    core.handle_frame(ClientFrame::decode(&voice.to_string()).unwrap(), now);
+    core.handle_authorization(Ok(false), now);
+    assert!(!effects(&mut core)
+        .iter()
+        .any(|e| matches!(e, Effect::SaveFile(_))));
+
+    shared.authorized.set(USER, true);
+    core.handle_frame(text("m2", "paired now"), now);
+    let through = effects(&mut core);
+    assert_eq!(asked(&through), 0);
+    assert_eq!(to_agent(&through), ["paired now"]);
+}
+
+#[test]
+fn a_phone_sending_on_while_the_answer_is_out_is_held_to_a_bound() {
+    let now = Instant::now();
+    let mut core = attached(shared());
+    sent(&mut core);
+    for i in 0..40 {
+        core.handle_frame(text(&format!("m{i}"), "x"), now);
+    }
+    let frames = sent(&mut core);
+    assert_eq!(frames.len(), 8, "{frames:?}");
+    assert!(frames.iter().all(|f| f["code"] == "rate_limited"));
+    core.handle_authorization(Ok(true), now);
+    assert_eq!(to_agent(&effects(&mut core)).len(), 32);
+}
+
+#[test]
+fn a_card_lapses_on_time_and_is_nobody_s_after() {
+    let now = Instant::now();
+    let shared = shared();
+    let mut core = attached(shared.clone());
+    let (reply, answer) = oneshot::channel();
+    core.handle_call(
+        Call::Ask {
+            prompt: Prompt::Confirm {
+                title: "Sure?".into(),
+                text: "Delete it".into(),
+            },
+            ttl_s: Some(30),
+            reply,
+        },
+        now,
+    );
+    let id = answer.now_or_never().unwrap().unwrap().unwrap();
+    assert_eq!(kinds(&sent(&mut core)), ["prompt"]);
+    assert!(shared.cards.contains_key(&id));
+    assert_eq!(core.poll_timeout(), Some(now + Duration::from_secs(30)));
+    core.handle_timeout(now + Duration::from_secs(29));
+    assert!(sent(&mut core).is_empty(), "still open");
+    core.handle_timeout(now + Duration::from_secs(30));
+    let frames = sent(&mut core);
+    assert_eq!(
+        (
+            frames[0]["prompt_id"].as_str(),
+            frames[0]["expired"].as_bool()
+        ),
+        (Some(id.as_str()), Some(true))
+    );
+    assert!(!shared.cards.contains_key(&id));
+    assert_eq!(core.poll_timeout(), None);
+}
+
+fn reply<T>(
+    core: &mut Core,
+    now: Instant,
+    make: impl FnOnce(crate::calls::Reply<T>) -> Call,
+) -> Result<T, DeliveryError> {
+    let (reply, answer) = oneshot::channel();
+    core.handle_call(make(reply), now);
+    answer.now_or_never().unwrap().unwrap()
+}
+
+#[test]
+fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
+    let now = Instant::now();
+    let mut core = attached(shared());
+    let turn = reply(&mut core, now, |reply| Call::TurnStarted { reply }).unwrap();
+    reply(&mut core, now, |reply| Call::SendText {
+        text: "Hello".into(),
+        options: SendOptions::default(),
+        reply,
+    })
+    .unwrap();
+    reply(&mut core, now, |reply| Call::TurnEnded {
+        turn,
+        outcome: herald_port::Outcome::Success,
+        reply,
+    })
+    .unwrap();
+    assert_eq!(
+        kinds(&sent(&mut core)),
+        [
+            "typing",
+            "avatar:thinking",
+            "avatar:speaking",
+            "message",
+            "typing"
+        ]
+    );
+    let rest = now + Duration::from_millis(1500);
+    assert_eq!(core.poll_timeout(), Some(rest));
+    core.handle_timeout(rest);
+    assert_eq!(kinds(&sent(&mut core)), ["avatar:idle"]);
+}
+
+#[test]
+fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
+    let now = Instant::now();
+    let mut core = attached(shared());
+    let turn = reply(&mut core, now, |reply| Call::TurnStarted { reply }).unwrap();
+    core.handle_closed();
+    sent(&mut core);
+    effects(&mut core);
+    reply(&mut core, now, |reply| Call::SendText {
+        text: "while you were away".into(),
+        options: SendOptions::default(),
+        reply,
+    })
+    .unwrap();
+    let kept: Vec<Value> = effects(&mut core)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Keep(frame) => serde_json::from_str(&frame).ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds(&kept), ["avatar:speaking", "message"]);
+    reply(&mut core, now, |reply| Call::TurnEnded {
+        turn,
+        outcome: herald_port::Outcome::Success,
+        reply,
+    })
+    .unwrap();
+    let after = reply(&mut core, now, |reply| Call::Typing { on: true, reply });
+    assert!(matches!(after, Err(DeliveryError::Offline(_))));
+}
+
+#[test]
+fn a_new_connection_closes_the_one_it_replaces_and_gets_what_was_missed() {
+    let mut core = attached(shared());
+    effects(&mut core);
+    core.handle_attach(2, USER.into(), None);
+    assert_eq!(
+        sent(&mut core),
+        [json!({"close": "replaced by a new connection", "conn": 1})]
+    );
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::Offline, Effect::Online { conn: 2 }, Effect::Replay]
+    ));
+    assert!(core.is_current(2) && !core.is_current(1));
+}
+
+// ---- the shell ----
+
+fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
+    let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
+    let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
+    let hub = MobileHub::new(
+        Default::default(),
+        "test-app-token-0123456789abcdef0123",
+        Arc::new(store),
+        inbox,
+        Default::default(),
+    );
+    Arc::new(hub.unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_session_retires_when_its_ids_expire_and_a_new_one_takes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let first = hub.session("tel-1");
+    tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
+    assert!(
+        hub.sessions.get("tel-1").is_some(),
+        "kept while its ids count"
+    );
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(hub.sessions.get("tel-1").is_none(), "retired");
+    assert!(first.closed().now_or_never().is_some(), "closed");
+
+    // The id gets a fresh session, which answers.
+    let second = hub.session("tel-1");
+    assert!(!second.same_channel(&first));
+    let answer = hub
+        .call("tel-1", |reply| {
+            Command::Port(Call::Typing { on: true, reply })
+        })
+        .await;
+    assert!(answer.is_ok(), "the new session answered: {answer:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_reaches_a_retiring_session_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let mut raced = 0;
+    for i in 0..20 {
+        let id = format!("tel-{i}");
+        let session = hub.session(&id);
+        // Due at the very instant the session retires: whichever it sees first,
+        // the call is answered, by this session or by the next.
+        tokio::time::sleep(RETIRE_AFTER).await;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let call = Event::Command(Command::Port(Call::Typing { on: true, reply }));
+        // Sent without waiting, or not at all: the session had retired.
+        if !matches!(session.send(call).now_or_never(), Some(Ok(()))) {
+            continue;
+        }
+        raced += 1;
+        let answer = tokio::time::timeout(Duration::from_secs(5), answer).await;
+        assert!(matches!(answer, Ok(Ok(_))), "dropped: {answer:?}");
+    }
+    assert!(raced > 0, "no call met a retiring session");
+}
