@@ -9,6 +9,7 @@ use common::{Rig, ID, KEY};
 use herald_device::{Action, DeviceConfig, FlashError, Screen};
 use herald_gadget_proto::auth::{b64, ota_mac};
 use herald_gadget_proto::{DeviceMessage, OtaAck, OtaErrorCode};
+use herald_test_support::firmware::firmware_image_tagged_at;
 use sha2::{Digest, Sha256};
 
 const STREAM: u8 = 12;
@@ -16,15 +17,8 @@ const STREAM: u8 = 12;
 /// An ESP-IDF-shaped image of `size` bytes whose board tag straddles the first frame
 /// boundary.
 fn firmware(size: usize, board: &str) -> Vec<u8> {
-    let mut b: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-    b[..112].fill(0);
-    b[0] = 0xE9;
-    b[32..36].copy_from_slice(&0xABCD_5432u32.to_le_bytes());
-    b[48..53].copy_from_slice(b"0.2.0");
-    b[80..86].copy_from_slice(b"gadget");
-    let tag = format!("HGBOARD={board}\0");
-    b[4090..4090 + tag.len()].copy_from_slice(tag.as_bytes());
-    b
+    let filler = (0..size).map(|i| (i % 251) as u8).collect();
+    firmware_image_tagged_at(board, "0.2.0", filler, 4090)
 }
 
 fn sha_hex(bytes: &[u8]) -> String {

@@ -11,53 +11,12 @@ use herald_gadget_proto::{
     decode_frame, encode_frame, Channel, DecodeError, DeviceMessage, ErrorCode, FrameError,
     FrameHeader, HelloError, OtaErrorCode, OtaRefusal, Outcome, ServerMessage,
 };
+use herald_test_support::vectors::{self, b, cases, key, s, u};
 use serde_json::Value;
-
-const VECTORS: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../vectors/gadget-v1.json"
-));
-
-fn vectors() -> Value {
-    serde_json::from_str(VECTORS).expect("vectors file is JSON")
-}
-
-fn cases<'a>(v: &'a Value, section: &str) -> &'a [Value] {
-    let cases = v[section]
-        .as_array()
-        .unwrap_or_else(|| panic!("section {section}"));
-    assert!(!cases.is_empty(), "section {section} is empty");
-    for c in cases {
-        assert!(c["name"].is_string(), "case without a name in {section}");
-    }
-    cases
-}
-
-fn s<'a>(c: &'a Value, field: &str) -> &'a str {
-    c[field]
-        .as_str()
-        .unwrap_or_else(|| panic!("{}: {field} is not a string", c["name"]))
-}
-
-fn u(c: &Value, field: &str) -> u64 {
-    c[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{}: {field} is not an integer", c["name"]))
-}
-
-fn b(c: &Value, field: &str) -> bool {
-    c[field]
-        .as_bool()
-        .unwrap_or_else(|| panic!("{}: {field} is not a bool", c["name"]))
-}
-
-fn key(c: &Value) -> [u8; 32] {
-    hex::decode(s(c, "key_hex")).unwrap().try_into().unwrap()
-}
 
 #[test]
 fn file_has_description_and_unique_names() {
-    let v = vectors();
+    let v = vectors::gadget();
     assert!(v["description"].as_str().is_some_and(|d| !d.is_empty()));
     assert_eq!(v["proto"], 1);
     assert_eq!(v["subprotocol"], herald_gadget_proto::SUBPROTOCOL);
@@ -79,7 +38,7 @@ fn file_has_description_and_unique_names() {
 
 #[test]
 fn codes_match() {
-    let v = vectors();
+    let v = vectors::gadget();
     let names = |k: &str| -> Vec<String> {
         v["codes"][k]
             .as_array()
@@ -113,7 +72,7 @@ fn codes_match() {
 #[test]
 fn limits_match() {
     use herald_gadget_proto::limits::*;
-    let v = vectors();
+    let v = vectors::gadget();
     let l = &v["limits"];
     let pairs: [(&str, u64); 17] = [
         ("max_inbound_frame", MAX_INBOUND_FRAME as u64),
@@ -142,7 +101,7 @@ fn limits_match() {
 
 #[test]
 fn device_ids() {
-    let v = vectors();
+    let v = vectors::gadget();
     for c in cases(&v, "device_id") {
         assert_eq!(device_id(&key(c)), s(c, "device_id"), "{}", c["name"]);
     }
@@ -150,7 +109,7 @@ fn device_ids() {
 
 #[test]
 fn keys() {
-    let v = vectors();
+    let v = vectors::gadget();
     for c in cases(&v, "keys") {
         let name = &c["name"];
         let got = decode_key(s(c, "key_b64"));
@@ -172,7 +131,7 @@ fn keys() {
 
 #[test]
 fn auth_macs() {
-    let v = vectors();
+    let v = vectors::gadget();
     for c in cases(&v, "auth_mac") {
         let (k, id, nonce, mac) = (key(c), s(c, "device_id"), s(c, "nonce"), s(c, "mac"));
         let valid = b(c, "valid");
@@ -185,7 +144,7 @@ fn auth_macs() {
 
 #[test]
 fn ota_macs() {
-    let v = vectors();
+    let v = vectors::gadget();
     for c in cases(&v, "ota_mac") {
         let (k, id, nonce, sha, size, mac) = (
             key(c),
@@ -215,7 +174,7 @@ fn ota_macs() {
 
 #[test]
 fn frames() {
-    let v = vectors();
+    let v = vectors::gadget();
     for c in cases(&v, "frames") {
         let name = &c["name"];
         let bytes = hex::decode(s(c, "bytes_hex")).unwrap();
@@ -267,7 +226,7 @@ fn build_image(c: &Value) -> Vec<u8> {
 
 #[test]
 fn ota_images() {
-    let v = vectors();
+    let v = vectors::gadget();
     for c in cases(&v, "ota_images") {
         let name = &c["name"];
         let got = inspect_image(&build_image(c));
@@ -354,7 +313,7 @@ impl Decoded {
 
 #[test]
 fn messages() {
-    let v = vectors();
+    let v = vectors::gadget();
     let mut covered_device = BTreeSet::new();
     let mut covered_server = BTreeSet::new();
     for c in cases(&v, "messages") {
@@ -429,7 +388,7 @@ fn messages() {
 
 #[test]
 fn seed_hello_decodes_to_typed_fields() {
-    let v = vectors();
+    let v = vectors::gadget();
     let case = cases(&v, "messages")
         .iter()
         .find(|c| c["name"] == "hello: the seed's example")

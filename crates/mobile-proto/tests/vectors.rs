@@ -5,30 +5,8 @@ use herald_mobile_proto::{
     limits, session_key, user_id_for_token, ClientFrame, ErrorCode, PromptAnswer, PromptCard,
     PromptKind, ServerFrame, TokenError, TokenSet,
 };
+use herald_test_support::vectors::{self, cases, s};
 use serde_json::Value;
-
-const VECTORS: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../vectors/mobile-v1.json"
-));
-
-fn vectors() -> Value {
-    serde_json::from_str(VECTORS).expect("vectors file is JSON")
-}
-
-fn cases<'a>(v: &'a Value, section: &str) -> &'a [Value] {
-    let cases = v[section]
-        .as_array()
-        .unwrap_or_else(|| panic!("section {section}"));
-    assert!(!cases.is_empty(), "section {section} is empty");
-    cases
-}
-
-fn s<'a>(case: &'a Value, field: &str) -> &'a str {
-    case[field]
-        .as_str()
-        .unwrap_or_else(|| panic!("{field} in {case}"))
-}
 
 fn kind(name: &str) -> PromptKind {
     serde_json::from_value(Value::String(name.into())).unwrap()
@@ -40,12 +18,12 @@ fn parse(text: &str) -> Value {
 
 #[test]
 fn has_a_description() {
-    assert!(!s(&vectors(), "description").is_empty());
+    assert!(!s(&vectors::mobile(), "description").is_empty());
 }
 
 #[test]
 fn client_frames() {
-    let v = vectors();
+    let v = vectors::mobile();
     let mut seen = std::collections::BTreeSet::new();
     for case in cases(&v, "client_frames") {
         let name = s(case, "name");
@@ -68,7 +46,7 @@ fn client_frames() {
 
 #[test]
 fn server_frames() {
-    let v = vectors();
+    let v = vectors::mobile();
     let mut seen = std::collections::BTreeSet::new();
     for case in cases(&v, "server_frames") {
         let name = s(case, "name");
@@ -96,7 +74,7 @@ fn server_frames() {
 
 #[test]
 fn server_frames_cover_every_error_code() {
-    let v = vectors();
+    let v = vectors::mobile();
     let names: Vec<&str> = v["error_codes"]
         .as_array()
         .unwrap()
@@ -117,7 +95,7 @@ fn server_frames_cover_every_error_code() {
 
 #[test]
 fn client_errors() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "client_errors") {
         let name = s(case, "name");
         let err = ClientFrame::decode(s(case, "wire"))
@@ -129,7 +107,7 @@ fn client_errors() {
 
 #[test]
 fn server_tolerated_and_ignored() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "server_tolerated") {
         let name = s(case, "name");
         let frame = ServerFrame::decode(s(case, "wire")).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -144,7 +122,7 @@ fn server_tolerated_and_ignored() {
 
 #[test]
 fn server_errors() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "server_errors") {
         let name = s(case, "name");
         let err = ServerFrame::decode(s(case, "wire"))
@@ -156,7 +134,7 @@ fn server_errors() {
 
 #[test]
 fn user_ids_and_session_keys() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "user_ids") {
         assert_eq!(user_id_for_token(s(case, "token")), s(case, "user_id"));
     }
@@ -167,7 +145,7 @@ fn user_ids_and_session_keys() {
 
 #[test]
 fn token_sets() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "token_sets") {
         let name = s(case, "name");
         let parsed = TokenSet::parse(case["primary"].as_str(), case["extra"].as_str());
@@ -194,7 +172,7 @@ fn token_sets() {
 
 #[test]
 fn prompt_options_and_safe_choices() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "prompt_options") {
         let choices: Vec<String> = serde_json::from_value(case["choices"].clone()).unwrap();
         let options = kind(s(case, "kind")).options(&choices);
@@ -211,7 +189,7 @@ fn prompt_options_and_safe_choices() {
 
 #[test]
 fn prompt_resolve() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "prompt_resolve") {
         let count = case["choice_count"].as_u64().unwrap() as usize;
         let got = kind(s(case, "kind")).resolve(case["option_id"].as_str(), count);
@@ -221,7 +199,7 @@ fn prompt_resolve() {
 
 #[test]
 fn card_answers() {
-    let v = vectors();
+    let v = vectors::mobile();
     for case in cases(&v, "card_answers") {
         let name = s(case, "name");
         let kind = kind(s(case, "kind"));
@@ -249,7 +227,7 @@ fn card_answers() {
 
 #[test]
 fn limits_match() {
-    let v = vectors();
+    let v = vectors::mobile();
     let l = &v["limits"];
     let want: [(&str, u64); 15] = [
         ("MAX_FRAME_BYTES", limits::MAX_FRAME_BYTES as u64),
