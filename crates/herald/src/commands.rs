@@ -344,14 +344,25 @@ fn configured_urls(config: &Config, host: Option<std::net::IpAddr>) -> LocalUrls
     }
 }
 
-pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
+/// What a client command (`herald chat`, `herald sim`) connects with: the data
+/// directory, and `url`, else the endpoint `pick` chooses of the local server's.
+fn client_target(
+    global: &Global,
+    url: Option<String>,
+    pick: impl FnOnce(LocalUrls) -> String,
+) -> anyhow::Result<(PathBuf, String)> {
     let config = load_config(global)?;
     let dir = data_dir(global, &config)?;
-    let url = match args.url {
+    let url = match url {
         Some(url) => url,
-        None => local_urls(&config, &dir).mobile,
+        None => pick(local_urls(&config, &dir)),
     };
     check_ws_url(&url)?;
+    Ok((dir, url))
+}
+
+pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
+    let (dir, url) = client_target(global, args.url, |urls| urls.mobile)?;
     let token = match args.token {
         Some(token) => token,
         None => {
@@ -378,13 +389,7 @@ pub fn chat(global: &Global, args: ChatArgs) -> anyhow::Result<()> {
 /// `herald sim`: the simulator on the gadget endpoint of the server that runs on the
 /// data directory, unless `--url` names another.
 pub fn sim(global: &Global, args: SimCommand) -> anyhow::Result<()> {
-    let config = load_config(global)?;
-    let dir = data_dir(global, &config)?;
-    let url = match args.url {
-        Some(url) => url,
-        None => local_urls(&config, &dir).gadget,
-    };
-    check_ws_url(&url)?;
+    let (dir, url) = client_target(global, args.url, |urls| urls.gadget)?;
     herald_sim::run(url, &dir, args.device)
 }
 
