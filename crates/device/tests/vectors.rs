@@ -37,7 +37,10 @@ fn challenge_answers_match_the_auth_macs() {
             nonce: s(c, "nonce").to_owned(),
             enrolled: true,
         };
-        let mac = id.auth(&challenge).mac.expect("enrolled devices send a MAC");
+        let mac = id
+            .auth(&challenge)
+            .mac
+            .expect("enrolled devices send a MAC");
         // The device signs only for its own id; vectors naming another id are the
         // server's concern.
         if id.device_id() != s(c, "device_id") {
