@@ -3,7 +3,8 @@
 //!
 //! A transport (the gadget hub, the mobile adapter) turns frames into [`Inbound`] events
 //! and hands them to an [`Agent`]. The agent answers through [`Outbound`], which the
-//! transports implement. Neither side ever sees the other's internals: a transport does
+//! transports implement: every operation is one variant of [`Request`], answered with a
+//! [`Response`]. Neither side ever sees the other's internals: a transport does
 //! not know which backend serves it, and a backend never sees a socket or a frame.
 //!
 //! The shape follows Hermes's platform adapter (`send`, `edit_message`, `send_typing`,
@@ -11,6 +12,12 @@
 //! direct mapping rather than a translation layer.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod outbound;
+mod request;
+
+pub use outbound::Outbound;
+pub use request::{Request, RequestError, Response};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -135,22 +142,35 @@ pub enum MediaKind {
 }
 
 /// A question the agent asks the user, rendered as a gadget prompt or a mobile card.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Prompt {
     /// Hermes wants to run a command it considers dangerous.
     ExecApproval {
         command: String,
+        #[serde(default)]
         description: String,
         /// Whether "always allow" may be offered; Hermes withholds it for some commands.
+        #[serde(default = "offered")]
         allow_permanent: bool,
     },
     /// A yes/no confirmation, such as a slash command's.
-    Confirm { title: String, text: String },
+    Confirm {
+        #[serde(default)]
+        title: String,
+        text: String,
+    },
     /// The agent needs the user to pick (or type) an answer.
     Clarify {
         question: String,
+        #[serde(default)]
         choices: Vec<String>,
     },
+}
+
+/// "Always allow" is offered unless the agent says otherwise.
+fn offered() -> bool {
+    true
 }
 
 /// The answer a user gave, already validated by the transport.
@@ -206,16 +226,19 @@ pub enum Outcome {
 }
 
 /// A card for a device's screen.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Card {
     pub title: String,
+    #[serde(default)]
     pub body: String,
     /// Seconds to show it; `Some(0)` keeps it until dismissed, `None` the device default.
+    #[serde(default)]
     pub ttl_s: Option<u32>,
 }
 
 /// Options for [`Outbound::send_text`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SendOptions {
     pub reply_to: Option<String>,
     /// More edits will follow (a streaming preview); the last comes with `finalize`.
@@ -294,107 +317,6 @@ pub struct Screen {
     pub height: Option<u32>,
     pub text_cols: Option<u32>,
     pub text_rows: Option<u32>,
-}
-
-/// The agent's side of the port: everything a backend can do to a conversation.
-///
-/// Transports implement it; every call names its [`Chat`], so one value serves all
-/// devices of all platforms.
-#[async_trait]
-pub trait Outbound: Send + Sync {
-    /// Send a reply; returns its message id, which [`Outbound::edit_text`] refers to.
-    async fn send_text(
-        &self,
-        chat: &Chat,
-        text: &str,
-        options: SendOptions,
-    ) -> Result<String, DeliveryError>;
-
-    /// Replace the text of a streamed message; `finalize` marks the last edit.
-    async fn edit_text(
-        &self,
-        chat: &Chat,
-        message_id: &str,
-        text: &str,
-        finalize: bool,
-    ) -> Result<(), DeliveryError>;
-
-    async fn typing(&self, chat: &Chat, on: bool) -> Result<(), DeliveryError>;
-
-    /// A live working phrase ("Searching the web"); empty text clears it.
-    async fn status(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError>;
-
-    /// The agent started working on a message; returns the turn's id. Replies sent
-    /// until the turn ends belong to it.
-    async fn turn_started(&self, chat: &Chat) -> Result<String, DeliveryError>;
-
-    /// End the turn `turn_id`; a turn that already ended (or was replaced) is ignored,
-    /// so a late end can never close a newer turn.
-    async fn turn_ended(
-        &self,
-        chat: &Chat,
-        turn_id: &str,
-        outcome: Outcome,
-    ) -> Result<(), DeliveryError>;
-
-    /// Put a question to the user; the answer arrives as [`InboundBody::PromptAnswer`]
-    /// with the returned id. Questions queue per device and survive reconnects.
-    async fn ask(
-        &self,
-        chat: &Chat,
-        prompt: Prompt,
-        ttl_s: Option<u32>,
-    ) -> Result<String, DeliveryError>;
-
-    /// Withdraw a question that no longer needs an answer.
-    async fn withdraw(&self, chat: &Chat, prompt_id: &str) -> Result<(), DeliveryError>;
-
-    /// Speak an audio file (any common format) on the device.
-    async fn send_voice(&self, chat: &Chat, path: PathBuf) -> Result<(), DeliveryError>;
-
-    async fn send_image(
-        &self,
-        chat: &Chat,
-        path: PathBuf,
-        caption: Option<String>,
-    ) -> Result<(), DeliveryError>;
-
-    async fn send_document(
-        &self,
-        chat: &Chat,
-        path: PathBuf,
-        caption: Option<String>,
-    ) -> Result<(), DeliveryError>;
-
-    async fn display(&self, chat: &Chat, card: Card) -> Result<(), DeliveryError>;
-
-    /// What speech-to-text heard in the user's last voice message, for a device that
-    /// shows it apart from the reply.
-    async fn transcript(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError>;
-
-    /// A short transient line, not part of the conversation.
-    async fn notice(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError>;
-
-    /// Run a device action and wait for its result.
-    async fn invoke_action(
-        &self,
-        chat: &Chat,
-        name: &str,
-        args: Value,
-    ) -> Result<Value, ActionError>;
-
-    /// The actions a connected device offers.
-    async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError>;
-
-    /// What a connected gadget is (phones answer `Unsupported`).
-    async fn profile(&self, chat: &Chat) -> Result<DeviceProfile, DeliveryError>;
-
-    /// Every device the transports know, online or not.
-    async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError>;
-
-    /// Authorization of `user_id` changed (a pairing was approved or revoked): connected
-    /// devices learn it at once, without reconnecting.
-    async fn set_authorized(&self, platform: Platform, user_id: &str, authorized: bool);
 }
 
 /// A code the owner approves to let a new user in.

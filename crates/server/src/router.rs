@@ -1,19 +1,15 @@
-//! The transports' side of the conversation port: each call becomes a [`Call`] for the
-//! session of the chat's device, on the hub of its platform.
+//! The transports' side of the conversation port: each [`Request`] goes, as a [`Call`],
+//! to the session of the chat's device, on the hub of its platform.
 //!
 //! What reaches a device (replies, cards, prompts, files, actions) is also noted in the
 //! console's recent events (`admin/activity.rs`), whichever backend sent it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_port::{
-    ActionError, ActionSpec, Card, Chat, DeliveryError, DeviceProfile, DeviceSummary, Outbound,
-    Outcome, Platform, Prompt, SendOptions,
+    Chat, DeliveryError, DeviceSummary, Outbound, Platform, Prompt, Request, RequestError, Response,
 };
-use serde_json::Value;
-use tokio::sync::oneshot;
 
 use crate::admin::activity::{Activity, EventKind};
 use crate::calls::Call;
@@ -47,234 +43,109 @@ impl Router {
         self.activity().record(chat, kind, text, error);
     }
 
-    /// Send `make(reply)` to the chat's session and wait for its result.
-    async fn call<T>(
-        &self,
-        chat: &Chat,
-        make: impl FnOnce(oneshot::Sender<Result<T, DeliveryError>>) -> Call,
-    ) -> Result<T, DeliveryError> {
-        self.deliver(chat, make).await?
-    }
-
-    /// Send `make(reply)` to the chat's session; the answer is whatever the call replies.
-    async fn deliver<T>(
-        &self,
-        chat: &Chat,
-        make: impl FnOnce(oneshot::Sender<T>) -> Call,
-    ) -> Result<T, DeliveryError> {
-        match chat.platform {
+    /// Hand `request` to the session of the chat's device and wait for its answer.
+    async fn send(&self, chat: &Chat, request: Request) -> Result<Response, RequestError> {
+        let answer = match chat.platform {
             Platform::Gadget => {
                 self.gadget
-                    .call(&chat.id, |reply| gadget::Command::Port(make(reply)))
+                    .call(&chat.id, |reply| {
+                        gadget::Command::Port(Call { request, reply })
+                    })
                     .await
             }
             Platform::Mobile => {
                 self.mobile
-                    .call(&chat.id, |reply| mobile::Command::Port(make(reply)))
+                    .call(&chat.id, |reply| {
+                        mobile::Command::Port(Call { request, reply })
+                    })
                     .await
             }
+        };
+        answer?
+    }
+}
+
+/// What the console's recent events say of a request, before its answer.
+enum Note {
+    /// Recorded with the answer: its kind and text.
+    Event(EventKind, Option<String>),
+    /// A reply: recorded with its message id.
+    Message(String),
+    /// An action: recorded with its result.
+    Action(String),
+    Nothing,
+}
+
+impl Note {
+    fn of(request: &Request) -> Note {
+        let file = |path: &std::path::Path, caption: &Option<String>| {
+            Some(caption.clone().unwrap_or_else(|| file_name(path)))
+        };
+        match request {
+            Request::SendText { text, .. } => Note::Message(text.clone()),
+            Request::Transcript { text } => Note::Event(EventKind::Transcript, Some(text.clone())),
+            Request::TurnEnded { outcome, .. } => Note::Event(
+                EventKind::TurnEnded,
+                Some(format!("{outcome:?}").to_lowercase()),
+            ),
+            Request::Ask { prompt, .. } => {
+                Note::Event(EventKind::Prompt, Some(prompt_text(prompt)))
+            }
+            Request::Withdraw { .. } => Note::Event(EventKind::Withdrawn, None),
+            Request::SendVoice { path } => Note::Event(EventKind::Voice, Some(file_name(path))),
+            Request::SendImage { path, caption } => {
+                Note::Event(EventKind::Image, file(path, caption))
+            }
+            Request::SendDocument { path, caption } => {
+                Note::Event(EventKind::Document, file(path, caption))
+            }
+            Request::Display { card } => Note::Event(
+                EventKind::Card,
+                Some(format!("{}\n{}", card.title, card.body).trim().to_owned()),
+            ),
+            Request::Notice { text } => Note::Event(EventKind::Notice, Some(text.clone())),
+            Request::InvokeAction { name, args } => Note::Action(format!("{name} {args}")),
+            Request::EditText { .. }
+            | Request::Typing { .. }
+            | Request::Status { .. }
+            | Request::TurnStarted {}
+            | Request::Actions {}
+            | Request::Profile {} => Note::Nothing,
         }
     }
 }
 
 #[async_trait]
 impl Outbound for Router {
-    async fn send_text(
-        &self,
-        chat: &Chat,
-        text: &str,
-        options: SendOptions,
-    ) -> Result<String, DeliveryError> {
-        let sent = text.to_owned();
-        let result = self
-            .call(chat, |reply| Call::SendText {
-                text: sent,
-                options,
-                reply,
-            })
-            .await;
-        let noted = result.as_deref().map_err(ToString::to_string);
-        self.activity().message(chat, text, noted);
-        result
-    }
-
-    async fn edit_text(
-        &self,
-        chat: &Chat,
-        message_id: &str,
-        text: &str,
-        finalize: bool,
-    ) -> Result<(), DeliveryError> {
-        self.activity().edited(chat, message_id, text);
-        let (message_id, text) = (message_id.to_owned(), text.to_owned());
-        self.call(chat, |reply| Call::EditText {
-            message_id,
-            text,
-            finalize,
-            reply,
-        })
-        .await
-    }
-
-    async fn typing(&self, chat: &Chat, on: bool) -> Result<(), DeliveryError> {
-        self.call(chat, |reply| Call::Typing { on, reply }).await
-    }
-
-    async fn status(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        let text = text.to_owned();
-        self.call(chat, |reply| Call::Status { text, reply }).await
-    }
-
-    async fn transcript(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        let said = text.to_owned();
-        let result = self
-            .call(chat, |reply| Call::Transcript { text: said, reply })
-            .await;
-        self.note(chat, EventKind::Transcript, Some(text), &result);
-        result
-    }
-
-    async fn turn_started(&self, chat: &Chat) -> Result<String, DeliveryError> {
-        self.call(chat, |reply| Call::TurnStarted { reply }).await
-    }
-
-    async fn turn_ended(
-        &self,
-        chat: &Chat,
-        turn_id: &str,
-        outcome: Outcome,
-    ) -> Result<(), DeliveryError> {
-        let turn = turn_id.to_owned();
-        let label = format!("{outcome:?}").to_lowercase();
-        let result = self
-            .call(chat, |reply| Call::TurnEnded {
-                turn,
-                outcome,
-                reply,
-            })
-            .await;
-        self.note(chat, EventKind::TurnEnded, Some(&label), &result);
-        result
-    }
-
-    async fn ask(
-        &self,
-        chat: &Chat,
-        prompt: Prompt,
-        ttl_s: Option<u32>,
-    ) -> Result<String, DeliveryError> {
-        let question = prompt_text(&prompt);
-        let result = self
-            .call(chat, |reply| Call::Ask {
-                prompt,
-                ttl_s,
-                reply,
-            })
-            .await;
-        self.note(chat, EventKind::Prompt, Some(&question), &result);
-        result
-    }
-
-    async fn withdraw(&self, chat: &Chat, prompt_id: &str) -> Result<(), DeliveryError> {
-        let prompt_id = prompt_id.to_owned();
-        let result = self
-            .call(chat, |reply| Call::Withdraw { prompt_id, reply })
-            .await;
-        self.note(chat, EventKind::Withdrawn, None, &result);
-        result
-    }
-
-    async fn send_voice(&self, chat: &Chat, path: PathBuf) -> Result<(), DeliveryError> {
-        let name = file_name(&path);
-        let result = self.call(chat, |reply| Call::Voice { path, reply }).await;
-        self.note(chat, EventKind::Voice, Some(&name), &result);
-        result
-    }
-
-    async fn send_image(
-        &self,
-        chat: &Chat,
-        path: PathBuf,
-        caption: Option<String>,
-    ) -> Result<(), DeliveryError> {
-        let name = caption.clone().unwrap_or_else(|| file_name(&path));
-        let result = self
-            .call(chat, |reply| Call::Image {
-                path,
-                caption,
-                reply,
-            })
-            .await;
-        self.note(chat, EventKind::Image, Some(&name), &result);
-        result
-    }
-
-    async fn send_document(
-        &self,
-        chat: &Chat,
-        path: PathBuf,
-        caption: Option<String>,
-    ) -> Result<(), DeliveryError> {
-        let name = caption.clone().unwrap_or_else(|| file_name(&path));
-        let result = self
-            .call(chat, |reply| Call::Document {
-                path,
-                caption,
-                reply,
-            })
-            .await;
-        self.note(chat, EventKind::Document, Some(&name), &result);
-        result
-    }
-
-    async fn display(&self, chat: &Chat, card: Card) -> Result<(), DeliveryError> {
-        let shown = format!("{}\n{}", card.title, card.body);
-        let result = self.call(chat, |reply| Call::Display { card, reply }).await;
-        self.note(chat, EventKind::Card, Some(shown.trim()), &result);
-        result
-    }
-
-    async fn notice(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
-        let notice = text.to_owned();
-        let result = self
-            .call(chat, |reply| Call::Notice {
-                text: notice,
-                reply,
-            })
-            .await;
-        self.note(chat, EventKind::Notice, Some(text), &result);
-        result
-    }
-
-    async fn invoke_action(
-        &self,
-        chat: &Chat,
-        name: &str,
-        args: Value,
-    ) -> Result<Value, ActionError> {
-        let called = format!("{name} {args}");
-        let name = name.to_owned();
-        let result = match self
-            .deliver(chat, |reply| Call::InvokeAction { name, args, reply })
-            .await
+    async fn request(&self, chat: &Chat, request: Request) -> Result<Response, RequestError> {
+        if let Request::EditText {
+            message_id, text, ..
+        } = &request
         {
-            Ok(result) => result,
-            Err(err) => Err(err.into()),
-        };
-        let text = match &result {
-            Ok(value) => format!("{called} → {value}"),
-            Err(_) => called,
-        };
-        self.note(chat, EventKind::Action, Some(&text), &result);
+            self.activity().edited(chat, message_id, text);
+        }
+        let note = Note::of(&request);
+        let result = self.send(chat, request).await;
+        match note {
+            Note::Event(kind, text) => self.note(chat, kind, text.as_deref(), &result),
+            Note::Message(text) => {
+                let id = match &result {
+                    Ok(Response::MessageId { message_id }) => Ok(message_id.as_str()),
+                    Ok(_) => Ok(""),
+                    Err(err) => Err(err.to_string()),
+                };
+                self.activity().message(chat, &text, id);
+            }
+            Note::Action(called) => {
+                let text = match &result {
+                    Ok(Response::ActionResult { result }) => format!("{called} → {result}"),
+                    _ => called,
+                };
+                self.note(chat, EventKind::Action, Some(&text), &result);
+            }
+            Note::Nothing => {}
+        }
         result
-    }
-
-    async fn actions(&self, chat: &Chat) -> Result<Vec<ActionSpec>, DeliveryError> {
-        self.call(chat, |reply| Call::Actions { reply }).await
-    }
-
-    async fn profile(&self, chat: &Chat) -> Result<DeviceProfile, DeliveryError> {
-        self.call(chat, |reply| Call::Profile { reply }).await
     }
 
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {

@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use herald_port::{
     AccessError, Agent, AgentFactory, Authorizer, Backend, Inbound, Outbound, PairingCode,
-    PairingRecord, Platform, SendOptions,
+    PairingRecord, Platform,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -42,8 +42,9 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use wire::{
-    ApprovedPairing, Authorized, ErrorKind, Event, HermesPairings, HermesUser, IssuedCode, Line,
-    OutLine, Question, Request, RequestId, RevokedPairing, WireDevice, WireError, WireInbound,
+    ApprovedPairing, Authorized, ErrorKind, Event, HermesPairings, HermesRequest, HermesUser,
+    IssuedCode, Line, OutLine, Question, RequestId, RevokedPairing, WireDevice, WireError,
+    WireInbound,
 };
 pub use wire::{Ready, PROTOCOL};
 
@@ -51,13 +52,13 @@ pub use wire::{Ready, PROTOCOL};
 #[doc(hidden)]
 pub mod fuzzing {
     pub use super::lines::{read_line, Read};
-    use super::wire::{ErrorKind, Line, OutLine, Request, RequestId, WireError};
+    use super::wire::{ErrorKind, HermesRequest, Line, OutLine, RequestId, WireError};
 
     /// Decodes a line from Hermes as [`super::Bridge`] does, without carrying anything
     /// out: the answer herald writes for a request it cannot decode, if it is one.
     pub fn refusal(line: &[u8]) -> Option<String> {
         match serde_json::from_slice::<Line>(line) {
-            Ok(Line::Request { id, op, args }) => Request::decode(op, args)
+            Ok(Line::Request { id, op, args }) => HermesRequest::decode(op, args)
                 .err()
                 .map(|error| OutLine::answer(id, Err(error)).encode()),
             Ok(Line::Response { .. } | Line::Event { .. }) => None,
@@ -213,7 +214,7 @@ impl Bridge {
                 };
                 let bridge = self.clone();
                 tokio::spawn(async move {
-                    let answer = match Request::decode(op, args) {
+                    let answer = match HermesRequest::decode(op, args) {
                         Ok(request) => bridge.execute(request).await,
                         Err(err) => Err(err),
                     };
@@ -233,99 +234,15 @@ impl Bridge {
     }
 
     /// Carry out one request from Hermes on the devices.
-    async fn execute(&self, request: Request) -> Answer {
+    async fn execute(&self, request: HermesRequest) -> Answer {
         let out = &*self.out;
-        let done = json!({});
         Ok(match request {
-            Request::SendText {
-                chat,
-                text,
-                reply_to,
-                streaming,
-                interim,
-            } => {
-                let options = SendOptions {
-                    reply_to,
-                    streaming,
-                    interim,
-                };
-                json!({ "message_id": out.send_text(&chat, &text, options).await? })
+            HermesRequest::Device { chat, request } => {
+                let response = out.request(&chat, request).await?;
+                serde_json::to_value(response)
+                    .map_err(|err| WireError::new(ErrorKind::Failed, err.to_string()))?
             }
-            Request::EditText {
-                chat,
-                message_id,
-                text,
-                finalize,
-            } => {
-                out.edit_text(&chat, &message_id, &text, finalize).await?;
-                done
-            }
-            Request::Typing { chat, on } => {
-                out.typing(&chat, on).await?;
-                done
-            }
-            Request::Status { chat, text } => {
-                out.status(&chat, &text).await?;
-                done
-            }
-            Request::TurnStarted { chat } => {
-                json!({ "turn_id": out.turn_started(&chat).await? })
-            }
-            Request::TurnEnded {
-                chat,
-                turn_id,
-                outcome,
-            } => {
-                out.turn_ended(&chat, &turn_id, outcome).await?;
-                done
-            }
-            Request::Ask {
-                chat,
-                prompt,
-                ttl_s,
-            } => json!({ "prompt_id": out.ask(&chat, prompt.into(), ttl_s).await? }),
-            Request::Withdraw { chat, prompt_id } => {
-                out.withdraw(&chat, &prompt_id).await?;
-                done
-            }
-            Request::SendVoice { chat, path } => {
-                out.send_voice(&chat, path).await?;
-                done
-            }
-            Request::SendImage {
-                chat,
-                path,
-                caption,
-            } => {
-                out.send_image(&chat, path, caption).await?;
-                done
-            }
-            Request::SendDocument {
-                chat,
-                path,
-                caption,
-            } => {
-                out.send_document(&chat, path, caption).await?;
-                done
-            }
-            Request::Display { chat, card } => {
-                out.display(&chat, card.into()).await?;
-                done
-            }
-            Request::Notice { chat, text } => {
-                out.notice(&chat, &text).await?;
-                done
-            }
-            Request::Transcript { chat, text } => {
-                out.transcript(&chat, &text).await?;
-                done
-            }
-            Request::InvokeAction { chat, name, args } => {
-                json!({ "result": out.invoke_action(&chat, &name, args).await? })
-            }
-            Request::Actions { chat } => json!({ "actions": out.actions(&chat).await? }),
-            Request::Profile { chat } => json!({ "profile": out.profile(&chat).await? }),
-            Request::SetAuthorized {
+            HermesRequest::SetAuthorized {
                 platform,
                 user_id,
                 authorized,
@@ -333,9 +250,9 @@ impl Bridge {
                 // The code was used (or is moot); an unpaired device must get a fresh one.
                 self.codes.lock().await.remove(&(platform, user_id.clone()));
                 out.set_authorized(platform, &user_id, authorized).await;
-                done
+                json!({})
             }
-            Request::Devices { platform } => {
+            HermesRequest::Devices { platform } => {
                 let devices: Vec<WireDevice> = out
                     .devices()
                     .await?

@@ -6,11 +6,9 @@
 //! `{"type":"event","op":…,"args":{…}}`. Decoding is two steps, so that a request whose
 //! `op` or `args` are wrong can still be answered (`bad_request`) by its id.
 
-use std::path::PathBuf;
-
 use herald_port::{
-    AccessError, ActionError, Card, Chat, Choice, Command, DeliveryError, DeviceProfile,
-    DeviceSummary, Inbound, InboundBody, MediaKind, Outcome, Platform, Prompt,
+    AccessError, ActionError, Chat, Choice, Command, DeliveryError, DeviceProfile, DeviceSummary,
+    Inbound, InboundBody, MediaKind, Platform, Request, RequestError,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -113,102 +111,43 @@ impl From<ActionError> for WireError {
     }
 }
 
+impl From<RequestError> for WireError {
+    fn from(err: RequestError) -> Self {
+        match err {
+            RequestError::Delivery(err) => err.into(),
+            RequestError::Action(err) => err.into(),
+        }
+    }
+}
+
 impl From<WireError> for AccessError {
     fn from(err: WireError) -> Self {
         AccessError(err.message)
     }
 }
 
-/// What Hermes asks of the devices: the `Outbound` trait, one op per method, plus
-/// `devices`.
-#[derive(Debug, Deserialize)]
+/// What Hermes asks: a port [`Request`] for one device (its `args` name the `chat`), or
+/// one of the two that are not about one device.
+#[derive(Debug)]
+pub(crate) enum HermesRequest {
+    Device {
+        chat: Chat,
+        request: Request,
+    },
+    SetAuthorized {
+        platform: Platform,
+        user_id: String,
+        authorized: bool,
+    },
+    Devices {
+        platform: Option<Platform>,
+    },
+}
+
+/// The requests that are not about one device.
+#[derive(Deserialize)]
 #[serde(tag = "op", content = "args", rename_all = "snake_case")]
-pub(crate) enum Request {
-    SendText {
-        chat: Chat,
-        text: String,
-        #[serde(default)]
-        reply_to: Option<String>,
-        #[serde(default)]
-        streaming: bool,
-        #[serde(default)]
-        interim: bool,
-    },
-    EditText {
-        chat: Chat,
-        message_id: String,
-        text: String,
-        #[serde(default)]
-        finalize: bool,
-    },
-    Typing {
-        chat: Chat,
-        on: bool,
-    },
-    Status {
-        chat: Chat,
-        #[serde(default)]
-        text: String,
-    },
-    TurnStarted {
-        chat: Chat,
-    },
-    TurnEnded {
-        chat: Chat,
-        turn_id: String,
-        outcome: Outcome,
-    },
-    Ask {
-        chat: Chat,
-        prompt: WirePrompt,
-        #[serde(default)]
-        ttl_s: Option<u32>,
-    },
-    Withdraw {
-        chat: Chat,
-        prompt_id: String,
-    },
-    SendVoice {
-        chat: Chat,
-        path: PathBuf,
-    },
-    SendImage {
-        chat: Chat,
-        path: PathBuf,
-        #[serde(default)]
-        caption: Option<String>,
-    },
-    SendDocument {
-        chat: Chat,
-        path: PathBuf,
-        #[serde(default)]
-        caption: Option<String>,
-    },
-    Display {
-        chat: Chat,
-        card: WireCard,
-    },
-    Notice {
-        chat: Chat,
-        text: String,
-    },
-    Transcript {
-        chat: Chat,
-        text: String,
-    },
-    InvokeAction {
-        chat: Chat,
-        name: String,
-        /// Device actions take any JSON; the device checks it.
-        #[serde(default)]
-        args: Value,
-    },
-    Actions {
-        chat: Chat,
-    },
-    Profile {
-        chat: Chat,
-    },
+enum HostRequest {
     SetAuthorized {
         platform: Platform,
         user_id: String,
@@ -220,75 +159,35 @@ pub(crate) enum Request {
     },
 }
 
-impl Request {
+/// The `chat` every device request names.
+#[derive(Deserialize)]
+struct Addressed {
+    chat: Chat,
+}
+
+impl HermesRequest {
     /// The typed request for `op` and `args`, or why it is not one.
-    pub fn decode(op: String, args: Value) -> Result<Request, WireError> {
+    pub fn decode(op: String, args: Value) -> Result<HermesRequest, WireError> {
+        let bad =
+            |err: serde_json::Error| WireError::new(ErrorKind::BadRequest, format!("{op}: {err}"));
         let tagged = serde_json::json!({ "op": op, "args": args });
-        serde_json::from_value(tagged)
-            .map_err(|err| WireError::new(ErrorKind::BadRequest, format!("{op}: {err}")))
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum WirePrompt {
-    ExecApproval {
-        command: String,
-        #[serde(default)]
-        description: String,
-        #[serde(default = "permanent_by_default")]
-        allow_permanent: bool,
-    },
-    Confirm {
-        #[serde(default)]
-        title: String,
-        text: String,
-    },
-    Clarify {
-        question: String,
-        #[serde(default)]
-        choices: Vec<String>,
-    },
-}
-
-fn permanent_by_default() -> bool {
-    true
-}
-
-impl From<WirePrompt> for Prompt {
-    fn from(prompt: WirePrompt) -> Prompt {
-        match prompt {
-            WirePrompt::ExecApproval {
-                command,
-                description,
-                allow_permanent,
-            } => Prompt::ExecApproval {
-                command,
-                description,
-                allow_permanent,
-            },
-            WirePrompt::Confirm { title, text } => Prompt::Confirm { title, text },
-            WirePrompt::Clarify { question, choices } => Prompt::Clarify { question, choices },
+        if matches!(op.as_str(), "set_authorized" | "devices") {
+            return Ok(match serde_json::from_value(tagged).map_err(bad)? {
+                HostRequest::SetAuthorized {
+                    platform,
+                    user_id,
+                    authorized,
+                } => HermesRequest::SetAuthorized {
+                    platform,
+                    user_id,
+                    authorized,
+                },
+                HostRequest::Devices { platform } => HermesRequest::Devices { platform },
+            });
         }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct WireCard {
-    pub title: String,
-    #[serde(default)]
-    pub body: String,
-    #[serde(default)]
-    pub ttl_s: Option<u32>,
-}
-
-impl From<WireCard> for Card {
-    fn from(card: WireCard) -> Card {
-        Card {
-            title: card.title,
-            body: card.body,
-            ttl_s: card.ttl_s,
-        }
+        let request: Request = serde_json::from_value(tagged).map_err(bad)?;
+        let Addressed { chat } = serde_json::from_value(args).map_err(bad)?;
+        Ok(HermesRequest::Device { chat, request })
     }
 }
 
@@ -567,7 +466,7 @@ impl From<DeviceSummary> for WireDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use herald_port::{PromptAnswer, Source};
+    use herald_port::{Prompt, PromptAnswer, Source};
     use serde_json::json;
 
     fn inbound(body: InboundBody) -> Value {
@@ -642,17 +541,16 @@ mod tests {
 
     #[test]
     fn requests_decode_or_say_why_not() {
-        let request = Request::decode(
+        let request = HermesRequest::decode(
             "ask".into(),
             json!({"chat": {"platform": "mobile", "id": "tel-1"},
                    "prompt": {"kind": "exec_approval", "command": "rm -rf /tmp/x",
                               "description": "recursive delete", "allow_permanent": false}}),
         )
         .unwrap();
-        let Request::Ask {
+        let HermesRequest::Device {
             chat,
-            prompt,
-            ttl_s,
+            request: Request::Ask { prompt, ttl_s },
         } = request
         else {
             panic!("not an ask: {request:?}")
@@ -660,7 +558,7 @@ mod tests {
         assert_eq!(chat, Chat::mobile("tel-1"));
         assert_eq!(ttl_s, None);
         assert_eq!(
-            Prompt::from(prompt),
+            prompt,
             Prompt::ExecApproval {
                 command: "rm -rf /tmp/x".into(),
                 description: "recursive delete".into(),
@@ -668,9 +566,9 @@ mod tests {
             }
         );
 
-        let unknown = Request::decode("fly".into(), json!({})).unwrap_err();
+        let unknown = HermesRequest::decode("fly".into(), json!({})).unwrap_err();
         assert_eq!(unknown.kind, ErrorKind::BadRequest);
-        let missing = Request::decode("send_text".into(), json!({"text": "x"})).unwrap_err();
+        let missing = HermesRequest::decode("send_text".into(), json!({"text": "x"})).unwrap_err();
         assert_eq!(missing.kind, ErrorKind::BadRequest);
         assert!(missing.message.contains("chat"), "{}", missing.message);
     }
@@ -725,11 +623,21 @@ mod tests {
             serde_json::to_value(offline).unwrap(),
             json!({"platform": "mobile", "id": "tel-1", "name": null, "online": false})
         );
-        let asked = Request::decode(
+        let asked = HermesRequest::decode(
             "profile".into(),
             json!({"chat": {"platform": "gadget", "id": "hg-1"}}),
         );
-        assert!(matches!(asked, Ok(Request::Profile { chat }) if chat == Chat::gadget("hg-1")));
+        assert!(matches!(
+            asked,
+            Ok(HermesRequest::Device { chat, request: Request::Profile {} }) if chat == Chat::gadget("hg-1")
+        ));
+        let host = HermesRequest::decode("devices".into(), json!({"platform": "mobile"}));
+        assert!(matches!(
+            host,
+            Ok(HermesRequest::Devices {
+                platform: Some(Platform::Mobile)
+            })
+        ));
     }
 
     #[test]

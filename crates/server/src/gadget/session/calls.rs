@@ -7,171 +7,149 @@
 use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, limits, ServerMessage};
-use herald_port::{ActionError, DeliveryError, Outcome, Platform, Prompt, SendOptions};
+use herald_port::{
+    ActionError, DeliveryError, Outcome, Platform, Prompt, Request, RequestError, Response,
+    SendOptions,
+};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use super::super::prompts::{Question, Show};
 use super::core::{profile, Conn, Core, Effect, ImageJob, PendingAction};
-use crate::calls::Call;
+use crate::calls::{Call, Reply};
 use crate::ids;
 
 impl Core {
     pub(crate) fn handle_call(&mut self, call: Call, now: Instant) {
-        match call {
-            Call::SendText {
-                text,
-                options,
-                reply,
-            } => {
-                let _ = reply.send(self.send_text(&text, options));
-            }
-            Call::EditText {
+        let Call { request, reply } = call;
+        let done = |sent: Result<(), DeliveryError>| sent.map(|()| Response::Done {});
+        let answer = match request {
+            Request::SendText { text, options } => self
+                .send_text(&text, options)
+                .map(|message_id| Response::MessageId { message_id }),
+            Request::EditText {
                 message_id,
                 text,
                 finalize,
-                reply,
-            } => {
-                let _ = reply.send(self.edit_text(&message_id, &text, finalize));
-            }
-            Call::Status { text, reply } => {
+            } => done(self.edit_text(&message_id, &text, finalize)),
+            Request::Status { text } => {
                 let status = ServerMessage::Status(proto::Status {
                     text: self.shape(&text),
                 });
-                let _ = reply.send(self.deliver(status));
+                done(self.deliver(status))
             }
-            Call::TurnStarted { reply } => {
+            Request::TurnStarted {} => {
                 self.metrics.turn(Platform::Gadget);
                 let turn = ids::random_hex(12);
                 self.turn = Some(turn.clone());
                 self.streaming = None;
                 let start = ServerMessage::TurnStart(proto::TurnStart { turn: turn.clone() });
-                let _ = reply.send(self.deliver(start).map(|()| turn));
+                self.deliver(start)
+                    .map(|()| Response::TurnId { turn_id: turn })
             }
-            Call::TurnEnded {
-                turn,
-                outcome,
-                reply,
-            } => {
-                let _ = reply.send(self.end_turn(&turn, outcome));
-            }
-            Call::Ask {
-                prompt,
-                ttl_s,
-                reply,
-            } => {
-                let _ = reply.send(self.ask(prompt, ttl_s, now));
-            }
-            Call::Withdraw { prompt_id, reply } => {
-                let result = match self.prompts.withdraw(&prompt_id) {
-                    Some(Show::Close { closed, next }) => {
-                        let next = next.cloned();
-                        self.send(ServerMessage::PromptClose(proto::PromptClose {
-                            id: closed,
-                        }));
-                        if let Some(next) = next {
-                            self.show(&next, now);
-                        }
-                        Ok(())
+            Request::TurnEnded { turn_id, outcome } => done(self.end_turn(&turn_id, outcome)),
+            Request::Ask { prompt, ttl_s } => self
+                .ask(prompt, ttl_s, now)
+                .map(|prompt_id| Response::PromptId { prompt_id }),
+            Request::Withdraw { prompt_id } => match self.prompts.withdraw(&prompt_id) {
+                Some(Show::Close { closed, next }) => {
+                    let next = next.cloned();
+                    self.send(ServerMessage::PromptClose(proto::PromptClose {
+                        id: closed,
+                    }));
+                    if let Some(next) = next {
+                        self.show(&next, now);
                     }
-                    Some(_) => Ok(()),
-                    None => Err(DeliveryError::UnknownMessage(prompt_id)),
-                };
-                let _ = reply.send(result);
-            }
-            Call::Display { card, reply } => {
+                    Ok(Response::Done {})
+                }
+                Some(_) => Ok(Response::Done {}),
+                None => Err(DeliveryError::UnknownMessage(prompt_id)),
+            },
+            Request::Display { card } => {
                 let display = ServerMessage::Display(proto::Display {
                     title: self.shape(&card.title),
                     body: self.shape(&card.body),
                     ttl_s: card.ttl_s,
                 });
-                let _ = reply.send(self.deliver(display));
+                done(self.deliver(display))
             }
-            Call::Transcript { text, reply } => {
+            Request::Transcript { text } => {
                 let transcript = ServerMessage::Transcript(proto::Transcript {
                     text: self.shape(&text),
                 });
-                let _ = reply.send(self.deliver(transcript));
+                done(self.deliver(transcript))
             }
-            Call::Notice { text, reply } => {
-                let result = self.reachable().map(|_| ());
-                if result.is_ok() {
+            Request::Notice { text } => {
+                let reachable = self.reachable().map(|_| ());
+                if reachable.is_ok() {
                     self.notice(&text);
                 }
-                let _ = reply.send(result);
+                done(reachable)
             }
-            Call::Voice { path, reply } => match self.speaker() {
-                Ok(rate) => self.effect(Effect::OpenSpeech { path, rate, reply }),
-                Err(err) => {
-                    let _ = reply.send(Err(err));
-                }
+            Request::SendVoice { path } => match self.speaker() {
+                Ok(rate) => return self.effect(Effect::OpenSpeech { path, rate, reply }),
+                Err(err) => Err(err),
             },
-            Call::Image {
-                path,
-                caption,
-                reply,
-            } => {
-                let image_box = match self.reachable() {
-                    Ok(conn) => conn.peer.image_box,
-                    Err(err) => {
-                        let _ = reply.send(Err(err));
-                        return;
+            Request::SendImage { path, caption } => match self.reachable() {
+                Ok(conn) => match conn.peer.image_box {
+                    Some(image_box) => {
+                        let job = ImageJob {
+                            path,
+                            image_box,
+                            stream: self.stream_id(),
+                            caption: caption.map(|c| self.shape(&c)),
+                            turn: self.turn.clone(),
+                            reply,
+                        };
+                        return self.effect(Effect::ShowImage(Box::new(job)));
                     }
-                };
-                let Some(image_box) = image_box else {
-                    self.notice("This device cannot show pictures.");
-                    let _ = reply.send(Ok(()));
-                    return;
-                };
-                let job = ImageJob {
-                    path,
-                    image_box,
-                    stream: self.stream_id(),
-                    caption: caption.map(|c| self.shape(&c)),
-                    turn: self.turn.clone(),
-                    reply,
-                };
-                self.effect(Effect::ShowImage(Box::new(job)));
-            }
+                    None => {
+                        self.notice("This device cannot show pictures.");
+                        Ok(Response::Done {})
+                    }
+                },
+                Err(err) => Err(err),
+            },
             // Gadgets show "thinking" from turn.start; they have no typing indicator.
-            Call::Typing { reply, .. } => {
-                let _ = reply.send(self.reachable().map(|_| ()));
+            Request::Typing { .. } => done(self.reachable().map(|_| ())),
+            Request::SendDocument { .. } => Err(DeliveryError::Unsupported {
+                chat: self.chat(),
+                reason: "gadgets cannot show documents".into(),
+            }),
+            Request::InvokeAction { name, args } => {
+                return self.invoke(name, args, reply, now);
             }
-            Call::Document { reply, .. } => {
-                let _ = reply.send(Err(DeliveryError::Unsupported {
-                    chat: self.chat(),
-                    reason: "gadgets cannot show documents".into(),
-                }));
+            Request::Actions {} => self.reachable().map(|conn| Response::Actions {
+                actions: conn.peer.actions.to_vec(),
+            }),
+            Request::Profile {} => match &self.conn {
+                Some(conn) => Ok(Response::Profile {
+                    profile: profile(&conn.peer, self.paired),
+                }),
+                None => Err(DeliveryError::Offline(self.chat())),
+            },
+        };
+        let _ = reply.send(answer.map_err(RequestError::from));
+    }
+
+    /// Run a device action: its answer waits for the device's result or the deadline.
+    fn invoke(&mut self, name: String, args: Value, reply: Reply, now: Instant) {
+        let known = match self.reachable() {
+            Ok(conn) => conn.peer.actions.iter().any(|a| a.name == name),
+            Err(err) => {
+                let _ = reply.send(Err(err.into()));
+                return;
             }
-            Call::InvokeAction { name, args, reply } => {
-                let known = match self.reachable() {
-                    Ok(conn) => conn.peer.actions.iter().any(|a| a.name == name),
-                    Err(err) => {
-                        let _ = reply.send(Err(ActionError::Delivery(err)));
-                        return;
-                    }
-                };
-                if !known {
-                    let _ = reply.send(Err(ActionError::UnknownAction(name)));
-                    return;
-                }
-                let id = ids::random_hex(12);
-                let deadline = now + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
-                self.actions
-                    .insert(id.clone(), PendingAction { reply, deadline });
-                self.send(ServerMessage::Action(proto::Action { id, name, args }));
-            }
-            Call::Actions { reply } => {
-                let result = self.reachable().map(|conn| conn.peer.actions.to_vec());
-                let _ = reply.send(result);
-            }
-            Call::Profile { reply } => {
-                let result = match &self.conn {
-                    Some(conn) => Ok(profile(&conn.peer, self.paired)),
-                    None => Err(DeliveryError::Offline(self.chat())),
-                };
-                let _ = reply.send(result);
-            }
+        };
+        if !known {
+            let _ = reply.send(Err(RequestError::Action(ActionError::UnknownAction(name))));
+            return;
         }
+        let id = ids::random_hex(12);
+        let deadline = now + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
+        self.actions
+            .insert(id.clone(), PendingAction { reply, deadline });
+        self.send(ServerMessage::Action(proto::Action { id, name, args }));
     }
 
     /// The agent may reach only a connected device that is paired: an unpaired one

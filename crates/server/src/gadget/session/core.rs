@@ -19,9 +19,8 @@ use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
-use herald_port::{ActionError, Chat, DeviceProfile, Inbound, PairingCode, Prompt};
+use herald_port::{ActionError, Chat, DeviceProfile, Inbound, PairingCode, Prompt, RequestError};
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info};
@@ -75,7 +74,7 @@ pub(crate) enum Effect {
     OpenSpeech {
         path: PathBuf,
         rate: u32,
-        reply: Reply<()>,
+        reply: Reply,
     },
     /// Stop the speech stream `stream`, if it still plays.
     StopSpeech {
@@ -92,7 +91,7 @@ pub(crate) struct ImageJob {
     /// Shaped for the device; sent as a reply under the picture.
     pub caption: Option<String>,
     pub turn: Option<String>,
-    pub reply: Reply<()>,
+    pub reply: Reply,
 }
 
 /// The live connection of a device.
@@ -104,7 +103,7 @@ pub(super) struct Conn {
 }
 
 pub(super) struct PendingAction {
-    pub reply: oneshot::Sender<Result<Value, ActionError>>,
+    pub reply: Reply,
     pub deadline: Instant,
 }
 
@@ -300,7 +299,7 @@ impl Core {
 
     pub(crate) fn fail_actions(&mut self, error: ActionError) {
         for (_, action) in self.actions.drain() {
-            let _ = action.reply.send(Err(error.clone()));
+            let _ = action.reply.send(Err(RequestError::Action(error.clone())));
         }
     }
 
@@ -337,7 +336,9 @@ impl Core {
             .collect();
         for id in overdue {
             if let Some(action) = self.actions.remove(&id) {
-                let _ = action.reply.send(Err(ActionError::Timeout));
+                let _ = action
+                    .reply
+                    .send(Err(RequestError::Action(ActionError::Timeout)));
             }
         }
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_port::{
     ActionError, Choice, Command as ConvCommand, Inbound, InboundBody, Platform, Prompt,
-    PromptAnswer, Source,
+    PromptAnswer, RequestError, Response, Source,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -177,15 +177,16 @@ impl Core {
             return;
         };
         let outcome = if result.ok {
-            Ok(match result.result {
-                Some(Value::Object(map)) => Value::Object(map),
-                Some(other) => serde_json::json!({ "value": other }),
-                None => Value::Object(Default::default()),
+            Ok(Response::ActionResult {
+                result: match result.result {
+                    Some(Value::Object(map)) => Value::Object(map),
+                    Some(other) => serde_json::json!({ "value": other }),
+                    None => Value::Object(Default::default()),
+                },
             })
         } else {
-            Err(ActionError::Device(
-                result.error.unwrap_or_else(|| "the action failed".into()),
-            ))
+            let error = result.error.unwrap_or_else(|| "the action failed".into());
+            Err(RequestError::Action(ActionError::Device(error)))
         };
         let _ = action.reply.send(outcome);
     }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, DeviceMessage};
-use herald_port::{ActionError, DeliveryError, PairingCode, Platform};
+use herald_port::{ActionError, DeliveryError, PairingCode, Platform, RequestError, Response};
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
@@ -416,7 +416,7 @@ impl Session {
                         path.display()
                     ))),
                 };
-                let _ = reply.send(result);
+                let _ = reply.send(answer(result));
             }
             Effect::StopSpeech { stream } => {
                 self.playback.take_if(|p| p.stream == stream);
@@ -470,9 +470,8 @@ impl Session {
     /// task so the session keeps serving the device meanwhile.
     fn show_image(&self, job: ImageJob) {
         let Some((_, outbox)) = self.outbox.clone() else {
-            let _ = job
-                .reply
-                .send(Err(DeliveryError::Offline(self.core.chat())));
+            let offline = Err(DeliveryError::Offline(self.core.chat()));
+            let _ = job.reply.send(answer(offline));
             return;
         };
         let chat = self.core.chat();
@@ -497,7 +496,7 @@ impl Session {
                     reason: err.to_string(),
                 }),
             };
-            let _ = job.reply.send(result);
+            let _ = job.reply.send(answer(result));
         });
     }
 }
@@ -507,6 +506,13 @@ fn link<'a>(core: &'a Core, outbox: &'a Option<(u64, SendQueue)>) -> Option<Link
     let (conn, peer) = core.current()?;
     let (_, outbox) = outbox.as_ref().filter(|(id, _)| *id == conn)?;
     Some(Link { peer, outbox })
+}
+
+/// What a request carried out by the shell answers.
+fn answer(result: Result<(), DeliveryError>) -> Result<Response, RequestError> {
+    result
+        .map(|()| Response::Done {})
+        .map_err(RequestError::from)
 }
 
 fn far_future() -> Instant {

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_gadget_proto::{limits, DeviceMessage};
-use herald_port::{ActionError, Outcome, PairingCode, Prompt, SendOptions};
+use herald_port::{
+    ActionError, Outcome, PairingCode, Prompt, Request, RequestError, Response, SendOptions,
+};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -65,10 +67,21 @@ fn frame(json: Value) -> DeviceMessage {
     DeviceMessage::decode(&json.to_string()).unwrap()
 }
 
-fn call<T>(core: &mut Core, now: Instant, make: impl FnOnce(Reply<T>) -> Call) -> T {
+/// Hand `request` to the core and take the answer it gave at once.
+fn call(core: &mut Core, now: Instant, request: Request) -> Result<Response, RequestError> {
     let (reply, answer) = oneshot::channel();
-    core.handle_call(make(reply), now);
-    answer.now_or_never().unwrap().unwrap().unwrap()
+    core.handle_call(Call { request, reply }, now);
+    answer.now_or_never().unwrap().unwrap()
+}
+
+/// The id a request answered with.
+fn id(answer: Result<Response, RequestError>) -> String {
+    match answer {
+        Ok(Response::MessageId { message_id: id })
+        | Ok(Response::PromptId { prompt_id: id })
+        | Ok(Response::TurnId { turn_id: id }) => id,
+        other => panic!("no id: {other:?}"),
+    }
 }
 
 #[test]
@@ -136,11 +149,11 @@ fn questions_show_one_at_a_time_and_the_next_shows_when_the_first_lapses() {
         title: "Sure?".into(),
         text: text.into(),
     };
-    let first = call(&mut core, start, |reply| Call::Ask {
-        prompt: confirm("first"),
-        ttl_s: Some(30),
-        reply,
-    });
+    let ask = |text, ttl_s| Request::Ask {
+        prompt: confirm(text),
+        ttl_s: Some(ttl_s),
+    };
+    let first = id(call(&mut core, start, ask("first", 30)));
     let frames = sent(&mut core);
     assert_eq!(frames.len(), 1);
     assert_eq!(
@@ -148,11 +161,7 @@ fn questions_show_one_at_a_time_and_the_next_shows_when_the_first_lapses() {
         (Some(first.as_str()), Some(30))
     );
 
-    let second = call(&mut core, start, |reply| Call::Ask {
-        prompt: confirm("second"),
-        ttl_s: Some(60),
-        reply,
-    });
+    let second = id(call(&mut core, start, ask("second", 60)));
     assert!(
         sent(&mut core).is_empty(),
         "the second waits behind the first"
@@ -176,14 +185,11 @@ fn an_action_the_device_never_answers_fails_at_its_deadline_and_not_before() {
     let mut core = attached(true, json!({"actions": [{"name": "led"}]}), start);
     sent(&mut core);
     let (reply, mut answer) = oneshot::channel();
-    core.handle_call(
-        Call::InvokeAction {
-            name: "led".into(),
-            args: json!({"on": true}),
-            reply,
-        },
-        start,
-    );
+    let request = Request::InvokeAction {
+        name: "led".into(),
+        args: json!({"on": true}),
+    };
+    core.handle_call(Call { request, reply }, start);
     assert_eq!(types(&sent(&mut core)), ["action"]);
     let deadline = start + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
     core.handle_timeout(deadline - Duration::from_millis(1));
@@ -191,24 +197,22 @@ fn an_action_the_device_never_answers_fails_at_its_deadline_and_not_before() {
     // The device kept answering pings meanwhile; only the action lapses.
     core.touch(deadline);
     core.handle_timeout(deadline);
-    assert_eq!(answer.try_recv().unwrap(), Err(ActionError::Timeout));
+    assert_eq!(
+        answer.try_recv().unwrap(),
+        Err(RequestError::Action(ActionError::Timeout))
+    );
     assert!(core.is_current(1));
 
-    let unknown = call_action(&mut core, start, "fan");
-    assert_eq!(unknown, Err(ActionError::UnknownAction("fan".into())));
-}
-
-fn call_action(core: &mut Core, now: Instant, name: &str) -> Result<Value, ActionError> {
-    let (reply, answer) = oneshot::channel();
-    core.handle_call(
-        Call::InvokeAction {
-            name: name.into(),
-            args: json!({}),
-            reply,
-        },
-        now,
+    let fan = Request::InvokeAction {
+        name: "fan".into(),
+        args: json!({}),
+    };
+    assert_eq!(
+        call(&mut core, start, fan),
+        Err(RequestError::Action(ActionError::UnknownAction(
+            "fan".into()
+        )))
     );
-    answer.now_or_never().unwrap().unwrap()
 }
 
 #[test]
@@ -264,26 +268,23 @@ fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
     );
     sent(&mut core);
     effects(&mut core);
-    let turn = call(&mut core, start, |reply| Call::TurnStarted { reply });
+    let turn = id(call(&mut core, start, Request::TurnStarted {}));
     let (reply, _answer) = oneshot::channel();
-    core.handle_call(
-        Call::Voice {
-            path: "/tmp/speech.ogg".into(),
-            reply,
-        },
-        start,
-    );
+    let request = Request::SendVoice {
+        path: "/tmp/speech.ogg".into(),
+    };
+    core.handle_call(Call { request, reply }, start);
     assert!(matches!(
         effects(&mut core)[..],
         [Effect::OpenSpeech { rate: 16000, .. }]
     ));
     let (stream, speech_turn) = core.start_speech().unwrap();
     assert_eq!(speech_turn.as_deref(), Some(turn.as_str()));
-    call(&mut core, start, |reply| Call::TurnEnded {
-        turn: turn.clone(),
+    let end = Request::TurnEnded {
+        turn_id: turn.clone(),
         outcome: Outcome::Success,
-        reply,
-    });
+    };
+    call(&mut core, start, end).unwrap();
     assert_eq!(
         types(&sent(&mut core)),
         ["turn.start"],
@@ -324,14 +325,14 @@ fn a_new_connection_closes_the_one_it_replaces_and_streaming_starts_over() {
     let mut core = attached(true, json!({}), start);
     sent(&mut core);
     effects(&mut core);
-    let id = call(&mut core, start, |reply| Call::SendText {
+    let streamed = Request::SendText {
         text: "Hel".into(),
         options: SendOptions {
             streaming: true,
             ..Default::default()
         },
-        reply,
-    });
+    };
+    let message_id = id(call(&mut core, start, streamed));
     sent(&mut core);
     core.handle_attach(2, peer(json!({})), true, "s-2".into(), 20, start);
     let frames = sent(&mut core);
@@ -348,18 +349,13 @@ fn a_new_connection_closes_the_one_it_replaces_and_streaming_starts_over() {
             Effect::Online { conn: 2 }
         ]
     ));
-    let (reply, answer) = oneshot::channel();
-    core.handle_call(
-        Call::EditText {
-            message_id: id.clone(),
-            text: "Hello".into(),
-            finalize: true,
-            reply,
-        },
-        start,
-    );
+    let edit = Request::EditText {
+        message_id,
+        text: "Hello".into(),
+        finalize: true,
+    };
     assert!(
-        answer.now_or_never().unwrap().unwrap().is_err(),
+        call(&mut core, start, edit).is_err(),
         "the old stream is gone"
     );
 }
@@ -404,8 +400,9 @@ fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
     ))
 }
 
-fn typing(reply: Reply<()>) -> Event {
-    Event::Command(Box::new(Command::Port(Call::Typing { on: true, reply })))
+fn typing(reply: Reply) -> Event {
+    let request = Request::Typing { on: true };
+    Event::Command(Box::new(Command::Port(Call { request, reply })))
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,7 +9,9 @@ use herald_mobile_proto::{
     self as proto, limits, AvatarState, Chunk, Deliver, MediaKindDown, PromptCard, PromptKind,
     ServerFrame,
 };
-use herald_port::{ActionError, DeliveryError, Platform, Prompt, SendOptions};
+use herald_port::{
+    ActionError, DeliveryError, Platform, Prompt, Request, RequestError, Response, SendOptions,
+};
 use tokio::time::Instant;
 
 use super::core::{Core, Effect, OpenCard};
@@ -24,19 +26,16 @@ const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
 
 impl Core {
     pub(crate) fn handle_call(&mut self, call: Call, now: Instant) {
-        match call {
-            Call::SendText {
-                text,
-                options,
-                reply,
-            } => {
-                let _ = reply.send(self.send_text(&text, options));
-            }
-            Call::EditText {
+        let Call { request, reply } = call;
+        let done = |sent: Result<(), DeliveryError>| sent.map(|()| Response::Done {});
+        let answer = match request {
+            Request::SendText { text, options } => self
+                .send_text(&text, options)
+                .map(|message_id| Response::MessageId { message_id }),
+            Request::EditText {
                 message_id,
                 text,
                 finalize,
-                reply,
             } => {
                 let frame = ServerFrame::Message(proto::Message {
                     id: message_id,
@@ -46,111 +45,102 @@ impl Core {
                     edit: true,
                     reply_to: None,
                 });
-                let _ = reply.send(self.emit(&frame));
+                done(self.emit(&frame))
             }
-            Call::Typing { on, reply } => {
-                let _ = reply.send(self.emit(&ServerFrame::Typing { stop: !on }));
-            }
-            Call::TurnStarted { reply } => {
+            Request::Typing { on } => done(self.emit(&ServerFrame::Typing { stop: !on })),
+            Request::TurnStarted {} => {
                 self.shared.metrics.turn(Platform::Mobile);
                 let turn = ids::random_hex(12);
                 self.turn = Some(turn.clone());
                 self.speaking = false;
                 self.idle_at = None;
-                let result = self
-                    .emit(&ServerFrame::Typing { stop: false })
+                self.emit(&ServerFrame::Typing { stop: false })
                     .and_then(|()| {
                         self.emit(&ServerFrame::Avatar {
                             state: AvatarState::Thinking,
                         })
-                    });
-                let _ = reply.send(result.map(|()| turn));
+                    })
+                    .map(|()| Response::TurnId { turn_id: turn })
             }
-            Call::TurnEnded { turn, reply, .. } => {
-                let result = if self.turn.as_deref() == Some(turn.as_str()) {
-                    let result = self.emit(&ServerFrame::Typing { stop: true });
+            Request::TurnEnded { turn_id, .. } => {
+                if self.turn.as_deref() == Some(turn_id.as_str()) {
+                    let sent = self.emit(&ServerFrame::Typing { stop: true });
                     self.turn = None;
                     self.idle_at = Some(now + IDLE_PAUSE);
-                    result
+                    done(sent)
                 } else {
-                    Ok(())
-                };
-                let _ = reply.send(result);
+                    Ok(Response::Done {})
+                }
             }
-            Call::Ask {
-                prompt,
-                ttl_s,
-                reply,
-            } => {
-                let _ = reply.send(self.ask(prompt, ttl_s, now));
+            Request::Ask { prompt, ttl_s } => self
+                .ask(prompt, ttl_s, now)
+                .map(|prompt_id| Response::PromptId { prompt_id }),
+            Request::Withdraw { prompt_id } => match self.cards.remove(&prompt_id) {
+                Some(_) => {
+                    self.shared.cards.remove(&prompt_id);
+                    done(self.emit(&ServerFrame::PromptDone {
+                        prompt_id,
+                        option_id: None,
+                        expired: true,
+                    }))
+                }
+                None => Err(DeliveryError::UnknownMessage(prompt_id)),
+            },
+            Request::SendVoice { path } => {
+                let kind = MediaKindDown::Voice;
+                let caption = None;
+                return self.effect(Effect::SendFile {
+                    kind,
+                    path,
+                    caption,
+                    reply,
+                });
             }
-            Call::Withdraw { prompt_id, reply } => {
-                let result = match self.cards.remove(&prompt_id) {
-                    Some(_) => {
-                        self.shared.cards.remove(&prompt_id);
-                        self.emit(&ServerFrame::PromptDone {
-                            prompt_id,
-                            option_id: None,
-                            expired: true,
-                        })
-                    }
-                    None => Err(DeliveryError::UnknownMessage(prompt_id)),
-                };
-                let _ = reply.send(result);
+            Request::SendImage { path, caption } => {
+                let kind = MediaKindDown::Image;
+                return self.effect(Effect::SendFile {
+                    kind,
+                    path,
+                    caption,
+                    reply,
+                });
             }
-            Call::Voice { path, reply } => self.effect(Effect::SendFile {
-                kind: MediaKindDown::Voice,
-                path,
-                caption: None,
-                reply,
-            }),
-            Call::Image {
-                path,
-                caption,
-                reply,
-            } => self.effect(Effect::SendFile {
-                kind: MediaKindDown::Image,
-                path,
-                caption,
-                reply,
-            }),
-            Call::Document {
-                path,
-                caption,
-                reply,
-            } => self.effect(Effect::SendFile {
-                kind: MediaKindDown::Document,
-                path,
-                caption,
-                reply,
-            }),
-            Call::Display { card, reply } => {
+            Request::SendDocument { path, caption } => {
+                let kind = MediaKindDown::Document;
+                return self.effect(Effect::SendFile {
+                    kind,
+                    path,
+                    caption,
+                    reply,
+                });
+            }
+            Request::Display { card } => {
                 let text = format!("{}\n{}", card.title, card.body);
-                let result = self.send_text(text.trim(), SendOptions::default());
-                let _ = reply.send(result.map(drop));
+                done(
+                    self.send_text(text.trim(), SendOptions::default())
+                        .map(drop),
+                )
             }
-            Call::Notice { text, reply } => {
-                let result = self.send_text(&text, SendOptions::default());
-                let _ = reply.send(result.map(drop));
+            Request::Notice { text } => {
+                done(self.send_text(&text, SendOptions::default()).map(drop))
             }
             // Phones show typing and the avatar instead of a working phrase, and their own
             // voice message instead of a transcript.
-            Call::Status { reply, .. } | Call::Transcript { reply, .. } => {
-                let _ = reply.send(Ok(()));
+            Request::Status { .. } | Request::Transcript { .. } => Ok(Response::Done {}),
+            Request::InvokeAction { name, .. } => {
+                let unknown = ActionError::UnknownAction(name);
+                let _ = reply.send(Err(RequestError::Action(unknown)));
+                return;
             }
-            Call::InvokeAction { name, reply, .. } => {
-                let _ = reply.send(Err(ActionError::UnknownAction(name)));
-            }
-            Call::Actions { reply } => {
-                let _ = reply.send(Ok(Vec::new()));
-            }
-            Call::Profile { reply } => {
-                let _ = reply.send(Err(DeliveryError::Unsupported {
-                    chat: self.chat(),
-                    reason: "phones have no device profile".into(),
-                }));
-            }
-        }
+            Request::Actions {} => Ok(Response::Actions {
+                actions: Vec::new(),
+            }),
+            Request::Profile {} => Err(DeliveryError::Unsupported {
+                chat: self.chat(),
+                reason: "phones have no device profile".into(),
+            }),
+        };
+        let _ = reply.send(answer.map_err(RequestError::from));
     }
 
     /// Text within the phone's limit, cut at a character boundary.

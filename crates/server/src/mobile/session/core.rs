@@ -72,7 +72,7 @@ pub(crate) enum Effect {
         kind: proto::MediaKindDown,
         path: PathBuf,
         caption: Option<String>,
-        reply: crate::calls::Reply<()>,
+        reply: crate::calls::Reply,
     },
 }
 

@@ -17,8 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_mobile_proto::{limits, ClientFrame, Deliver};
-use herald_port::{DeliveryError, PairingCode, Platform};
+use herald_port::{DeliveryError, PairingCode, Platform, RequestError, Response};
 use tokio::io::AsyncReadExt;
+use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
@@ -26,7 +27,7 @@ use tracing::warn;
 pub(crate) use self::core::Shared;
 use self::core::{Core, Effect, SaveFile, Transmit};
 use super::MobileHub;
-use crate::calls::{Call, Reply};
+use crate::calls::Call;
 use crate::clock::now_ms;
 use crate::files;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
@@ -47,7 +48,7 @@ pub(crate) enum Command {
     /// A push from a `deliver` frame: only to a phone that is connected now.
     Deliver {
         deliver: Box<Deliver>,
-        reply: Reply<()>,
+        reply: oneshot::Sender<Result<(), DeliveryError>>,
     },
     Shutdown,
 }
@@ -256,7 +257,8 @@ impl Session {
                 reply,
             } => {
                 let result = self.send_file(kind, &path, caption).await;
-                let _ = reply.send(result);
+                let answer = result.map(|()| Response::Done {});
+                let _ = reply.send(answer.map_err(RequestError::from));
             }
         }
     }

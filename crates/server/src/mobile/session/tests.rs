@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_mobile_proto::ClientFrame;
-use herald_port::{InboundBody, PairingCode, Prompt, SendOptions};
+use herald_port::{
+    DeliveryError, InboundBody, PairingCode, Prompt, Request, RequestError, Response, SendOptions,
+};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -158,19 +160,16 @@ fn a_card_lapses_on_time_and_is_nobody_s_after() {
     let now = Instant::now();
     let shared = shared();
     let mut core = attached(shared.clone());
-    let (reply, answer) = oneshot::channel();
-    core.handle_call(
-        Call::Ask {
-            prompt: Prompt::Confirm {
-                title: "Sure?".into(),
-                text: "Delete it".into(),
-            },
-            ttl_s: Some(30),
-            reply,
+    let ask = Request::Ask {
+        prompt: Prompt::Confirm {
+            title: "Sure?".into(),
+            text: "Delete it".into(),
         },
-        now,
-    );
-    let id = answer.now_or_never().unwrap().unwrap().unwrap();
+        ttl_s: Some(30),
+    };
+    let Ok(Response::PromptId { prompt_id: id }) = call(&mut core, now, ask) else {
+        panic!("no card")
+    };
     assert_eq!(kinds(&sent(&mut core)), ["prompt"]);
     assert!(shared.cards.contains_key(&id));
     assert_eq!(core.poll_timeout(), Some(now + Duration::from_secs(30)));
@@ -189,33 +188,41 @@ fn a_card_lapses_on_time_and_is_nobody_s_after() {
     assert_eq!(core.poll_timeout(), None);
 }
 
-fn reply<T>(
-    core: &mut Core,
-    now: Instant,
-    make: impl FnOnce(crate::calls::Reply<T>) -> Call,
-) -> Result<T, DeliveryError> {
+/// Hand `request` to the core and take the answer it gave at once.
+fn call(core: &mut Core, now: Instant, request: Request) -> Result<Response, RequestError> {
     let (reply, answer) = oneshot::channel();
-    core.handle_call(make(reply), now);
+    core.handle_call(Call { request, reply }, now);
     answer.now_or_never().unwrap().unwrap()
+}
+
+fn start_turn(core: &mut Core, now: Instant) -> String {
+    match call(core, now, Request::TurnStarted {}) {
+        Ok(Response::TurnId { turn_id }) => turn_id,
+        other => panic!("no turn: {other:?}"),
+    }
+}
+
+fn say(text: &str) -> Request {
+    Request::SendText {
+        text: text.into(),
+        options: SendOptions::default(),
+    }
+}
+
+fn end(turn_id: String) -> Request {
+    Request::TurnEnded {
+        turn_id,
+        outcome: herald_port::Outcome::Success,
+    }
 }
 
 #[test]
 fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
     let now = Instant::now();
     let mut core = attached(shared());
-    let turn = reply(&mut core, now, |reply| Call::TurnStarted { reply }).unwrap();
-    reply(&mut core, now, |reply| Call::SendText {
-        text: "Hello".into(),
-        options: SendOptions::default(),
-        reply,
-    })
-    .unwrap();
-    reply(&mut core, now, |reply| Call::TurnEnded {
-        turn,
-        outcome: herald_port::Outcome::Success,
-        reply,
-    })
-    .unwrap();
+    let turn = start_turn(&mut core, now);
+    call(&mut core, now, say("Hello")).unwrap();
+    call(&mut core, now, end(turn)).unwrap();
     assert_eq!(
         kinds(&sent(&mut core)),
         [
@@ -236,16 +243,11 @@ fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
 fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
     let now = Instant::now();
     let mut core = attached(shared());
-    let turn = reply(&mut core, now, |reply| Call::TurnStarted { reply }).unwrap();
+    let turn = start_turn(&mut core, now);
     core.handle_closed();
     sent(&mut core);
     effects(&mut core);
-    reply(&mut core, now, |reply| Call::SendText {
-        text: "while you were away".into(),
-        options: SendOptions::default(),
-        reply,
-    })
-    .unwrap();
+    call(&mut core, now, say("while you were away")).unwrap();
     let kept: Vec<Value> = effects(&mut core)
         .into_iter()
         .filter_map(|e| match e {
@@ -254,14 +256,12 @@ fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
         })
         .collect();
     assert_eq!(kinds(&kept), ["avatar:speaking", "message"]);
-    reply(&mut core, now, |reply| Call::TurnEnded {
-        turn,
-        outcome: herald_port::Outcome::Success,
-        reply,
-    })
-    .unwrap();
-    let after = reply(&mut core, now, |reply| Call::Typing { on: true, reply });
-    assert!(matches!(after, Err(DeliveryError::Offline(_))));
+    call(&mut core, now, end(turn)).unwrap();
+    let after = call(&mut core, now, Request::Typing { on: true });
+    assert!(matches!(
+        after,
+        Err(RequestError::Delivery(DeliveryError::Offline(_)))
+    ));
 }
 
 #[test]
@@ -315,7 +315,8 @@ async fn an_idle_session_retires_when_its_ids_expire_and_a_new_one_takes_over() 
     assert!(!second.same_channel(&first));
     let answer = hub
         .call("tel-1", |reply| {
-            Command::Port(Call::Typing { on: true, reply })
+            let request = Request::Typing { on: true };
+            Command::Port(Call { request, reply })
         })
         .await;
     assert!(answer.is_ok(), "the new session answered: {answer:?}");
@@ -333,9 +334,10 @@ async fn what_reaches_a_retiring_session_is_answered() {
         // the call is answered, by this session or by the next.
         tokio::time::sleep(RETIRE_AFTER).await;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let call = Event::Command(Command::Port(Call::Typing { on: true, reply }));
+        let request = Request::Typing { on: true };
+        let typing = Event::Command(Command::Port(Call { request, reply }));
         // Sent without waiting, or not at all: the session had retired.
-        if !matches!(session.send(call).now_or_never(), Some(Ok(()))) {
+        if !matches!(session.send(typing).now_or_never(), Some(Ok(()))) {
             continue;
         }
         raced += 1;

@@ -1,0 +1,284 @@
+//! The agent → device vocabulary: one [`Request`] variant per operation, and the
+//! [`Response`] it answers with.
+//!
+//! Both are serde-derived in the shape of Herald's Hermes bridge, `{"op": "send_text",
+//! "args": {...}}` with the answer as the result object, so the bridge decodes Hermes's
+//! requests straight into a `Request` and writes the `Response` back as it is. Adding an
+//! operation means a variant here and its rendering in each transport's session.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{
+    ActionError, ActionSpec, Card, DeliveryError, DeviceProfile, Outcome, Prompt, SendOptions,
+};
+
+/// Something the agent asks of one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub enum Request {
+    /// A reply; answers [`Response::MessageId`], which `edit_text` refers to.
+    SendText {
+        text: String,
+        #[serde(flatten)]
+        options: SendOptions,
+    },
+    /// Replace the text of a streamed message; `finalize` marks the last edit.
+    EditText {
+        message_id: String,
+        text: String,
+        #[serde(default)]
+        finalize: bool,
+    },
+    Typing {
+        on: bool,
+    },
+    /// A live working phrase ("Searching the web"); empty text clears it.
+    Status {
+        #[serde(default)]
+        text: String,
+    },
+    /// The agent started on a message; answers [`Response::TurnId`]. Replies until the
+    /// turn ends belong to it.
+    TurnStarted {},
+    /// End the turn `turn_id`; one that already ended (or was replaced) is ignored, so
+    /// a late end never closes a newer turn.
+    TurnEnded {
+        turn_id: String,
+        outcome: Outcome,
+    },
+    /// Put a question to the user; answers [`Response::PromptId`], and the answer
+    /// arrives later as an inbound prompt answer with that id.
+    Ask {
+        prompt: Prompt,
+        #[serde(default)]
+        ttl_s: Option<u32>,
+    },
+    /// Withdraw a question that no longer needs an answer.
+    Withdraw {
+        prompt_id: String,
+    },
+    /// Speak an audio file (any common format) on the device.
+    SendVoice {
+        path: PathBuf,
+    },
+    SendImage {
+        path: PathBuf,
+        #[serde(default)]
+        caption: Option<String>,
+    },
+    SendDocument {
+        path: PathBuf,
+        #[serde(default)]
+        caption: Option<String>,
+    },
+    Display {
+        card: Card,
+    },
+    /// A short transient line, not part of the conversation.
+    Notice {
+        text: String,
+    },
+    /// What speech-to-text heard in the user's last voice message, for a device that
+    /// shows it apart from the reply.
+    Transcript {
+        text: String,
+    },
+    /// Run a device action; answers [`Response::ActionResult`] once the device has.
+    InvokeAction {
+        name: String,
+        /// Device actions take any JSON; the device checks it.
+        #[serde(default)]
+        args: Value,
+    },
+    /// The actions a connected device offers.
+    Actions {},
+    /// What a connected gadget is (phones refuse).
+    Profile {},
+}
+
+impl Request {
+    /// The operation's name on the wire.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::SendText { .. } => "send_text",
+            Request::EditText { .. } => "edit_text",
+            Request::Typing { .. } => "typing",
+            Request::Status { .. } => "status",
+            Request::TurnStarted {} => "turn_started",
+            Request::TurnEnded { .. } => "turn_ended",
+            Request::Ask { .. } => "ask",
+            Request::Withdraw { .. } => "withdraw",
+            Request::SendVoice { .. } => "send_voice",
+            Request::SendImage { .. } => "send_image",
+            Request::SendDocument { .. } => "send_document",
+            Request::Display { .. } => "display",
+            Request::Notice { .. } => "notice",
+            Request::Transcript { .. } => "transcript",
+            Request::InvokeAction { .. } => "invoke_action",
+            Request::Actions {} => "actions",
+            Request::Profile {} => "profile",
+        }
+    }
+}
+
+/// What a request answers when it succeeds; the object the bridge hands Hermes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Response {
+    MessageId {
+        message_id: String,
+    },
+    TurnId {
+        turn_id: String,
+    },
+    PromptId {
+        prompt_id: String,
+    },
+    ActionResult {
+        result: Value,
+    },
+    Actions {
+        actions: Vec<ActionSpec>,
+    },
+    Profile {
+        profile: DeviceProfile,
+    },
+    /// Done, with nothing to say (`{}`).
+    Done {},
+}
+
+/// Why a request failed: it could not reach the device, or the device's action failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+    #[error(transparent)]
+    Action(ActionError),
+}
+
+impl From<ActionError> for RequestError {
+    fn from(err: ActionError) -> Self {
+        match err {
+            ActionError::Delivery(err) => RequestError::Delivery(err),
+            err => RequestError::Action(err),
+        }
+    }
+}
+
+impl From<RequestError> for ActionError {
+    fn from(err: RequestError) -> Self {
+        match err {
+            RequestError::Delivery(err) => ActionError::Delivery(err),
+            RequestError::Action(err) => err,
+        }
+    }
+}
+
+impl From<RequestError> for DeliveryError {
+    /// Only an action fails with an action error; from any other request it would be a
+    /// transport's mistake, reported as a failure.
+    fn from(err: RequestError) -> Self {
+        match err {
+            RequestError::Delivery(err) => err,
+            RequestError::Action(err) => DeliveryError::Failed(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn decode(op: &str, args: Value) -> Request {
+        serde_json::from_value(json!({"op": op, "args": args})).unwrap()
+    }
+
+    #[test]
+    fn requests_read_the_bridge_shape_and_ignore_what_is_not_theirs() {
+        let sent = decode(
+            "send_text",
+            json!({"chat": {"platform": "gadget", "id": "hg-1"}, "text": "hi", "streaming": true}),
+        );
+        assert_eq!(
+            sent,
+            Request::SendText {
+                text: "hi".into(),
+                options: SendOptions {
+                    streaming: true,
+                    ..Default::default()
+                }
+            }
+        );
+        assert_eq!(
+            decode("turn_started", json!({"chat": "x"})),
+            Request::TurnStarted {}
+        );
+        let Request::Ask { prompt, ttl_s } = decode(
+            "ask",
+            json!({"prompt": {"kind": "exec_approval", "command": "rm -rf /tmp/x"}}),
+        ) else {
+            panic!("not an ask")
+        };
+        assert_eq!(ttl_s, None);
+        assert_eq!(
+            prompt,
+            Prompt::ExecApproval {
+                command: "rm -rf /tmp/x".into(),
+                description: String::new(),
+                allow_permanent: true,
+            }
+        );
+        for (op, args) in [("send_text", json!({})), ("fly", json!({}))] {
+            let wrong = serde_json::from_value::<Request>(json!({"op": op, "args": args}));
+            assert!(wrong.is_err(), "{op}");
+        }
+    }
+
+    #[test]
+    fn every_request_names_its_op_as_the_wire_does() {
+        let requests = [
+            decode("typing", json!({"on": true})),
+            decode("profile", json!({})),
+            decode("invoke_action", json!({"name": "led"})),
+            decode("display", json!({"card": {"title": "T"}})),
+        ];
+        for request in requests {
+            let wire = serde_json::to_value(&request).unwrap();
+            assert_eq!(wire["op"], request.op());
+        }
+    }
+
+    #[test]
+    fn responses_are_the_objects_hermes_reads() {
+        let id = Response::MessageId {
+            message_id: "m1".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(id).unwrap(),
+            json!({"message_id": "m1"})
+        );
+        assert_eq!(serde_json::to_value(Response::Done {}).unwrap(), json!({}));
+        let result = Response::ActionResult {
+            result: json!({"on": true}),
+        };
+        assert_eq!(
+            serde_json::to_value(result).unwrap(),
+            json!({"result": {"on": true}})
+        );
+    }
+
+    #[test]
+    fn errors_keep_their_kind_both_ways() {
+        let offline = DeliveryError::Failed("gone".into());
+        let request: RequestError = ActionError::Delivery(offline.clone()).into();
+        assert_eq!(request, RequestError::Delivery(offline));
+        assert_eq!(
+            ActionError::from(RequestError::Action(ActionError::Timeout)),
+            ActionError::Timeout
+        );
+    }
+}
