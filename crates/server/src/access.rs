@@ -12,7 +12,7 @@ use herald_port::{AccessError, Authorizer, PairingCode, Platform};
 
 use crate::clock::now_ms;
 use crate::ids;
-use crate::store::{blocking, PairingRecord, Store, StoreError};
+use crate::store::{PairingRecord, StoreError, StoreHandle};
 
 /// Pairing codes avoid look-alike characters (no 0/O, 1/I).
 const CODE_ALPHABET: &[u8] = limits::PAIRING_CODE_ALPHABET.as_bytes();
@@ -27,7 +27,7 @@ pub struct Policy {
 }
 
 pub struct Access {
-    store: Arc<dyn Store>,
+    store: StoreHandle,
     gadget: Policy,
     mobile: Policy,
     /// What the owner types to approve, e.g. `herald pairing approve`.
@@ -35,7 +35,7 @@ pub struct Access {
 }
 
 impl Access {
-    pub fn new(store: Arc<dyn Store>, gadget: Policy, mobile: Policy) -> Self {
+    pub fn new(store: StoreHandle, gadget: Policy, mobile: Policy) -> Self {
         Access {
             store,
             gadget,
@@ -57,40 +57,53 @@ impl Access {
         policy.allow_all || policy.allowed_users.contains(user_id)
     }
 
-    pub fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
+    pub async fn is_authorized(
+        &self,
+        platform: Platform,
+        user_id: &str,
+    ) -> Result<bool, StoreError> {
+        // Every handshake asks; a trip to the store thread for a configuration lookup
+        // would cost more than the answer.
         if self.allowed_by_policy(platform, user_id) {
             return Ok(true);
         }
-        Ok(self
-            .store
-            .pairing(platform, user_id)?
-            .is_some_and(|p| p.approved_at.is_some()))
+        let user = user_id.to_owned();
+        self.store
+            .run(move |store| {
+                let pairing = store.pairing(platform, &user)?;
+                Ok(pairing.is_some_and(|p| p.approved_at.is_some()))
+            })
+            .await
     }
 
     /// The code an unpaired user should show: the pending one while it is fresh,
     /// otherwise a new one.
-    pub fn pairing_code(
+    pub async fn pairing_code(
         &self,
         platform: Platform,
         user_id: &str,
         user_name: Option<&str>,
     ) -> Result<String, StoreError> {
-        let now = now_ms();
-        if let Some(PairingRecord {
-            code: Some(code),
-            created_at,
-            approved_at: None,
-            ..
-        }) = self.store.pairing(platform, user_id)?
-        {
-            if now - created_at < CODE_TTL_MS {
-                return Ok(code);
-            }
-        }
-        let code = new_code();
+        let (user, name) = (user_id.to_owned(), user_name.map(str::to_owned));
         self.store
-            .put_pending(platform, user_id, user_name, &code, now)?;
-        Ok(code)
+            .run(move |store| {
+                let now = now_ms();
+                if let Some(PairingRecord {
+                    code: Some(code),
+                    created_at,
+                    approved_at: None,
+                    ..
+                }) = store.pairing(platform, &user)?
+                {
+                    if now - created_at < CODE_TTL_MS {
+                        return Ok(code);
+                    }
+                }
+                let code = new_code();
+                store.put_pending(platform, &user, name.as_deref(), &code, now)?;
+                Ok(code)
+            })
+            .await
     }
 
     pub fn approve_command(&self, platform: Platform, code: &str) -> String {
@@ -98,31 +111,40 @@ impl Access {
     }
 
     /// Approve by code (case-insensitive, as people type it).
-    pub fn approve_code(
+    pub async fn approve_code(
         &self,
         platform: Platform,
         code: &str,
     ) -> Result<Option<PairingRecord>, StoreError> {
-        let now = now_ms();
         let code = code.trim().to_ascii_uppercase();
         self.store
-            .approve_code(platform, &code, now - CODE_TTL_MS, now)
+            .run(move |store| {
+                let now = now_ms();
+                store.approve_code(platform, &code, now - CODE_TTL_MS, now)
+            })
+            .await
     }
 
-    pub fn approve_user(
+    pub async fn approve_user(
         &self,
         platform: Platform,
         user_id: &str,
     ) -> Result<PairingRecord, StoreError> {
-        self.store.approve_user(platform, user_id, now_ms())
+        let user = user_id.to_owned();
+        self.store
+            .run(move |store| store.approve_user(platform, &user, now_ms()))
+            .await
     }
 
-    pub fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
-        self.store.revoke(platform, user_id)
+    pub async fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
+        let user = user_id.to_owned();
+        self.store
+            .run(move |store| store.revoke(platform, &user))
+            .await
     }
 
-    pub fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError> {
-        self.store.pairings()
+    pub async fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError> {
+        self.store.run(|store| store.pairings()).await
     }
 }
 
@@ -132,13 +154,8 @@ pub(crate) struct Standalone(pub Arc<Access>);
 #[async_trait]
 impl Authorizer for Standalone {
     async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError> {
-        // Every handshake asks; a thread hop for a configuration lookup would cost more
-        // than the answer.
-        if self.0.allowed_by_policy(platform, user_id) {
-            return Ok(true);
-        }
-        let (access, user) = (self.0.clone(), user_id.to_owned());
-        blocking(move || access.is_authorized(platform, &user))
+        self.0
+            .is_authorized(platform, user_id)
             .await
             .map_err(unavailable)
     }
@@ -149,9 +166,9 @@ impl Authorizer for Standalone {
         user_id: &str,
         user_name: Option<&str>,
     ) -> Result<PairingCode, AccessError> {
-        let (access, user) = (self.0.clone(), user_id.to_owned());
-        let name = user_name.map(str::to_owned);
-        let code = blocking(move || access.pairing_code(platform, &user, name.as_deref()))
+        let code = self
+            .0
+            .pairing_code(platform, user_id, user_name)
             .await
             .map_err(unavailable)?;
         Ok(PairingCode {
@@ -161,10 +178,7 @@ impl Authorizer for Standalone {
     }
 
     async fn pairings(&self) -> Result<Vec<PairingRecord>, AccessError> {
-        let access = self.0.clone();
-        blocking(move || access.pairings())
-            .await
-            .map_err(unavailable)
+        self.0.pairings().await.map_err(unavailable)
     }
 
     async fn approve_code(
@@ -172,17 +186,14 @@ impl Authorizer for Standalone {
         platform: Platform,
         code: &str,
     ) -> Result<Option<PairingRecord>, AccessError> {
-        let (access, code) = (self.0.clone(), code.to_owned());
-        blocking(move || access.approve_code(platform, &code))
+        self.0
+            .approve_code(platform, code)
             .await
             .map_err(unavailable)
     }
 
     async fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError> {
-        let (access, user) = (self.0.clone(), user_id.to_owned());
-        blocking(move || access.revoke(platform, &user))
-            .await
-            .map_err(unavailable)
+        self.0.revoke(platform, user_id).await.map_err(unavailable)
     }
 }
 
@@ -208,7 +219,10 @@ mod tests {
     fn access(gadget: Policy) -> (tempfile::TempDir, Access) {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
-        (dir, Access::new(store, gadget, Policy::default()))
+        (
+            dir,
+            Access::new(StoreHandle::new(store), gadget, Policy::default()),
+        )
     }
 
     #[test]
@@ -220,45 +234,72 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pairing_flow() {
+    #[tokio::test]
+    async fn pairing_flow() {
         let (_dir, access) = access(Policy::default());
-        assert!(!access.is_authorized(Platform::Gadget, "hg-1").unwrap());
+        assert!(!access
+            .is_authorized(Platform::Gadget, "hg-1")
+            .await
+            .unwrap());
         let code = access
             .pairing_code(Platform::Gadget, "hg-1", Some("K"))
+            .await
             .unwrap();
         assert_eq!(
-            access.pairing_code(Platform::Gadget, "hg-1", None).unwrap(),
+            access
+                .pairing_code(Platform::Gadget, "hg-1", None)
+                .await
+                .unwrap(),
             code
         );
         assert!(access
             .approve_code(Platform::Gadget, "WRONG234")
+            .await
             .unwrap()
             .is_none());
         let approved = access
             .approve_code(Platform::Gadget, &code.to_lowercase())
+            .await
             .unwrap()
             .unwrap();
         assert_eq!(approved.user_id, "hg-1");
-        assert!(access.is_authorized(Platform::Gadget, "hg-1").unwrap());
-        assert!(!access.is_authorized(Platform::Mobile, "hg-1").unwrap());
-        assert!(access.revoke(Platform::Gadget, "hg-1").unwrap());
-        assert!(!access.is_authorized(Platform::Gadget, "hg-1").unwrap());
+        assert!(access
+            .is_authorized(Platform::Gadget, "hg-1")
+            .await
+            .unwrap());
+        assert!(!access
+            .is_authorized(Platform::Mobile, "hg-1")
+            .await
+            .unwrap());
+        assert!(access.revoke(Platform::Gadget, "hg-1").await.unwrap());
+        assert!(!access
+            .is_authorized(Platform::Gadget, "hg-1")
+            .await
+            .unwrap());
     }
 
-    #[test]
-    fn allowlists() {
+    #[tokio::test]
+    async fn allowlists() {
         let policy = Policy {
             allowed_users: ["hg-ok".to_string()].into(),
             allow_all: false,
         };
         let (_dir, access) = access(policy);
-        assert!(access.is_authorized(Platform::Gadget, "hg-ok").unwrap());
-        assert!(!access.is_authorized(Platform::Gadget, "hg-no").unwrap());
+        assert!(access
+            .is_authorized(Platform::Gadget, "hg-ok")
+            .await
+            .unwrap());
+        assert!(!access
+            .is_authorized(Platform::Gadget, "hg-no")
+            .await
+            .unwrap());
         let (_dir, access) = super::tests::access(Policy {
             allow_all: true,
             ..Policy::default()
         });
-        assert!(access.is_authorized(Platform::Gadget, "hg-anyone").unwrap());
+        assert!(access
+            .is_authorized(Platform::Gadget, "hg-anyone")
+            .await
+            .unwrap());
     }
 }

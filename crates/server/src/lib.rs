@@ -52,7 +52,7 @@ use crate::gadget::GadgetHub;
 use crate::inbox::Inbox;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{SqliteStore, StoreError, StoreHandle};
 
 pub use crate::mobile::TOKEN_FILE as MOBILE_TOKEN_FILE;
 pub use crate::tls::TlsError;
@@ -125,10 +125,10 @@ impl Server {
         };
 
         let store_path = data_dir.join(STORE_FILE);
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&store_path)?);
+        let store = StoreHandle::new(Arc::new(SqliteStore::open(&store_path)?));
         // Half-written copies too: only what a running update streams from stays.
         let staging = data_dir.join(gadget::STAGING_DIR);
-        let unused = gadget::sweep_unused_staged(&staging, &*store).map_err(data_err)?;
+        let unused = gadget::sweep_unused_staged(&staging, store.blocking()).map_err(data_err)?;
         if unused > 0 {
             info!(files = unused, "removed staged firmware no update uses");
         }

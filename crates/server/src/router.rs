@@ -15,7 +15,7 @@ use crate::admin::activity::{Activity, EventKind};
 use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
 use crate::mobile::{self, MobileHub};
-use crate::store::{blocking, StoreError};
+use crate::store::StoreError;
 
 pub(crate) struct Router {
     gadget: Arc<GadgetHub>,
@@ -149,10 +149,10 @@ impl Outbound for Router {
     }
 
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {
-        let (gadgets, phones) = (self.gadget.store.clone(), self.mobile.store.clone());
         let failed = |err: StoreError| DeliveryError::Failed(err.to_string());
-        let gadgets = blocking(move || gadgets.devices()).await.map_err(failed)?;
-        let phones = blocking(move || phones.phones()).await.map_err(failed)?;
+        let store = &self.gadget.store;
+        let gadgets = store.run(|store| store.devices()).await.map_err(failed)?;
+        let phones = store.run(|store| store.phones()).await.map_err(failed)?;
         // Each connected gadget's session knows what it is; all are asked at once, and
         // one gone meanwhile is offline.
         let gadgets = gadgets.into_iter().map(|gadget| async move {

@@ -19,7 +19,7 @@ use super::console::{gauges, Console};
 use super::{firmware, AdminState, ApiError};
 use crate::access::Access;
 use crate::gadget::{forget_staged, Command, PushError};
-use crate::store::{blocking, DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
+use crate::store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
 
 /// What `herald info` shows about a running server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -105,8 +105,7 @@ pub(super) async fn info(State(state): State<AdminState>) -> Json<Info> {
 pub(super) async fn devices(
     State(state): State<AdminState>,
 ) -> Result<Json<Vec<DeviceView>>, ApiError> {
-    let store = state.store.clone();
-    let records = blocking(move || store.devices()).await?;
+    let records = state.store.run(move |store| store.devices()).await?;
     Ok(Json(
         records
             .into_iter()
@@ -128,8 +127,7 @@ pub struct PhoneView {
 pub(super) async fn phones(
     State(state): State<AdminState>,
 ) -> Result<Json<Vec<PhoneView>>, ApiError> {
-    let store = state.store.clone();
-    let records = blocking(move || store.phones()).await?;
+    let records = state.store.run(move |store| store.phones()).await?;
     Ok(Json(
         records
             .into_iter()
@@ -145,9 +143,8 @@ pub(super) async fn forget(
     State(state): State<AdminState>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let store = state.store.clone();
     let target = id.clone();
-    let forgotten = blocking(move || store.forget(&target)).await?;
+    let forgotten = state.store.run(move |store| store.forget(&target)).await?;
     state.gadget.tell(&id, Command::Forget).await;
     state.gadget.waiting.leave(&id);
     forget_staged(&state.info.data_dir, &id).await;
@@ -193,10 +190,7 @@ pub(super) async fn approve(
                     "no pending pairing with that code (codes last one hour)".into(),
                 )
             })?,
-        (None, Some(user)) => {
-            let access = own_access(&state)?;
-            blocking(move || access.approve_user(platform, &user)).await?
-        }
+        (None, Some(user)) => own_access(&state)?.approve_user(platform, &user).await?,
         _ => {
             return Err(ApiError(
                 StatusCode::BAD_REQUEST,
@@ -382,8 +376,7 @@ pub(super) async fn ota_push(
 pub(super) async fn ota_list(
     State(state): State<AdminState>,
 ) -> Result<Json<Vec<OtaView>>, ApiError> {
-    let store = state.store.clone();
-    let updates = blocking(move || store.ota_updates()).await?;
+    let updates = state.store.run(move |store| store.ota_updates()).await?;
     Ok(Json(
         updates.into_iter().map(|u| ota_view(&state, u)).collect(),
     ))
@@ -393,9 +386,10 @@ pub(super) async fn ota_status(
     State(state): State<AdminState>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<OtaView>, ApiError> {
-    let store = state.store.clone();
     let device = id.clone();
-    let update = blocking(move || store.ota_update(&device))
+    let update = state
+        .store
+        .run(move |store| store.ota_update(&device))
         .await?
         .ok_or_else(|| {
             ApiError(

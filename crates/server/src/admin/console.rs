@@ -23,7 +23,6 @@ use super::firmware::Firmware;
 use super::session::Sessions;
 use super::{AdminState, ApiError, App};
 use crate::metrics::{Gauges, Stats};
-use crate::store::blocking;
 use crate::web::{Page, ADMIN_PAGES};
 
 /// The longest card title and body the console sends.
@@ -61,12 +60,7 @@ async fn paired(
     profile: Option<&DeviceProfile>,
 ) -> Result<Option<bool>, ApiError> {
     match &state.access {
-        Some(access) => {
-            let (access, user) = (access.clone(), id.to_owned());
-            Ok(Some(
-                blocking(move || access.is_authorized(platform, &user)).await?,
-            ))
-        }
+        Some(access) => Ok(Some(access.is_authorized(platform, id).await?)),
         None => Ok(profile.map(|p| p.paired)),
     }
 }
@@ -88,16 +82,21 @@ pub(crate) async fn device(
     State(state): State<AdminState>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<DeviceDetail>, ApiError> {
-    let (store, target) = (state.store.clone(), id.clone());
-    let record = blocking(move || store.device(&target))
+    let target = id.clone();
+    let record = state
+        .store
+        .run(move |store| store.device(&target))
         .await?
         .ok_or_else(|| {
             not_found(format!(
                 "no device {id}: it was forgotten, or never enrolled"
             ))
         })?;
-    let (store, target) = (state.store.clone(), id.clone());
-    let ota = blocking(move || store.ota_update(&target)).await?;
+    let target = id.clone();
+    let ota = state
+        .store
+        .run(move |store| store.ota_update(&target))
+        .await?;
     let chat = Chat::gadget(id.as_str());
     let online = state.gadget.is_online(&id);
     let profile = match online {
@@ -130,8 +129,9 @@ pub(crate) async fn phone(
     State(state): State<AdminState>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<PhoneDetail>, ApiError> {
-    let store = state.store.clone();
-    let record = blocking(move || store.phones())
+    let record = state
+        .store
+        .run(move |store| store.phones())
         .await?
         .into_iter()
         .find(|p| p.id == id)
@@ -233,8 +233,7 @@ pub(crate) async fn stats(State(state): State<AdminState>) -> Result<Json<Stats>
 
 /// The figures that live outside [`Metrics`](crate::metrics::Metrics).
 pub(crate) async fn gauges(state: &AdminState) -> Result<Gauges, ApiError> {
-    let store = state.store.clone();
-    let updates = blocking(move || store.ota_updates()).await?;
+    let updates = state.store.run(move |store| store.ota_updates()).await?;
     let mut by_status = std::collections::BTreeMap::<String, u64>::new();
     for update in &updates {
         *by_status

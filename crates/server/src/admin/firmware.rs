@@ -33,7 +33,7 @@ use super::console::Console;
 use super::{AdminState, ApiError};
 use crate::files;
 use crate::ids;
-use crate::store::{blocking, OtaUpdate};
+use crate::store::OtaUpdate;
 
 /// The largest image the console takes; ESP32 application partitions are smaller.
 pub(crate) const MAX_UPLOAD: usize = 16 * 1024 * 1024;
@@ -216,15 +216,19 @@ pub(crate) async fn upload(
             format!("this file is not an ESP-IDF application image ({err}): choose the app .bin the firmware build made"),
         )
     })?;
-    let (store, id) = (state.store.clone(), device_id.clone());
-    let record = blocking(move || store.device(&id)).await?.ok_or_else(|| {
-        ApiError(
-            StatusCode::NOT_FOUND,
-            format!("no device {device_id}: it was forgotten meanwhile"),
-        )
-    })?;
-    let (store, id) = (state.store.clone(), device_id.clone());
-    let current = blocking(move || store.ota_update(&id)).await?;
+    let id = device_id.clone();
+    let record = state
+        .store
+        .run(move |store| store.device(&id))
+        .await?
+        .ok_or_else(|| {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                format!("no device {device_id}: it was forgotten meanwhile"),
+            )
+        })?;
+    let id = device_id.clone();
+    let current = state.store.run(move |store| store.ota_update(&id)).await?;
 
     let size = bytes.len() as u64;
     let mut checks = vec![check(
@@ -355,8 +359,8 @@ pub(crate) async fn push_recorded(
     device_id: &str,
     image: PathBuf,
 ) -> Result<OtaUpdate, ApiError> {
-    let (store, id) = (state.store.clone(), device_id.to_owned());
-    let previous = blocking(move || store.ota_update(&id)).await?;
+    let id = device_id.to_owned();
+    let previous = state.store.run(move |store| store.ota_update(&id)).await?;
     let update = state
         .gadget
         .push_ota(device_id, image, &state.info.data_dir)
@@ -381,8 +385,7 @@ pub(crate) async fn history(
     State(state): State<AdminState>,
     State(console): State<Arc<Console>>,
 ) -> Result<Json<Vec<HistoryEntry>>, ApiError> {
-    let store = state.store.clone();
-    let current = blocking(move || store.ota_updates()).await?;
+    let current = state.store.run(move |store| store.ota_updates()).await?;
     let past = console.firmware.past().await;
     let mut entries: Vec<HistoryEntry> = current
         .into_iter()

@@ -44,7 +44,7 @@ use crate::gadget::GadgetHub;
 use crate::ids;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
-use crate::store::{Store, StoreError};
+use crate::store::{StoreError, StoreHandle};
 
 pub use api::{
     ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceRecordView,
@@ -119,7 +119,7 @@ pub(crate) fn unpublish(data_dir: &Path) {
 #[derive(Clone)]
 pub(crate) struct AdminState {
     pub token: Arc<str>,
-    pub store: Arc<dyn Store>,
+    pub store: StoreHandle,
     /// Who may talk: Herald's own pairing store, or the backend's (Hermes).
     pub authorizer: Arc<dyn Authorizer>,
     /// Herald's own pairing store; `None` when the backend decides who may talk.

@@ -608,12 +608,10 @@ async fn the_stream_tells_of_a_new_pairing_request_unasked() {
         text
     });
     let access = h.server_access();
-    let code = tokio::task::spawn_blocking(move || {
-        access.pairing_code(Platform::Mobile, "someone", Some("Someone"))
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let code = access
+        .pairing_code(Platform::Mobile, "someone", Some("Someone"))
+        .await
+        .unwrap();
     let text = reader.await.unwrap();
     assert!(text.contains(&code), "{text}");
     h.server.shutdown().await;
@@ -624,7 +622,8 @@ impl Running {
     fn server_access(&self) -> crate::access::Access {
         let store =
             crate::store::SqliteStore::open(&self.dir.path().join(crate::STORE_FILE)).unwrap();
-        crate::access::Access::new(Arc::new(store), Default::default(), Default::default())
+        let store = crate::store::StoreHandle::new(Arc::new(store));
+        crate::access::Access::new(store, Default::default(), Default::default())
     }
 }
 

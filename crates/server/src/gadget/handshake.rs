@@ -24,7 +24,7 @@ use crate::ids;
 use crate::labels;
 use crate::metrics::Traffic;
 use crate::socket::send_queue;
-use crate::store::{blocking, DeviceProfile, Enrollment, StoreError};
+use crate::store::{DeviceProfile, Enrollment, StoreError};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
 
@@ -145,8 +145,7 @@ where
     }
 
     let device_id = hello.device_id.clone();
-    let store = hub.store.clone();
-    let known = blocking(move || store.device(&device_id)).await?;
+    let known = hub.store.run(move |store| store.device(&device_id)).await?;
     // A new device needs a place among those waiting for pairing; it holds it until
     // `admit` returns, by then paired or waiting.
     let _reservation = match known {
@@ -209,12 +208,19 @@ where
         },
     };
 
-    let store = hub.store.clone();
     let device_id = hello.device_id.clone();
     match update {
         Update::Nothing => {}
-        Update::LastSeen => blocking(move || store.set_last_seen(&device_id, now_ms())).await?,
-        Update::Profile => blocking(move || store.touch(&device_id, &profile, now_ms())).await?,
+        Update::LastSeen => {
+            hub.store
+                .run(move |store| store.set_last_seen(&device_id, now_ms()))
+                .await?
+        }
+        Update::Profile => {
+            hub.store
+                .run(move |store| store.touch(&device_id, &profile, now_ms()))
+                .await?
+        }
     }
     let authorizer = hub.authorizer().ok_or(Refusal::Gone)?;
     let paired = authorizer
@@ -245,9 +251,8 @@ async fn forget_expired(hub: Arc<GadgetHub>, expired: Vec<String>) {
         ) {
             continue;
         }
-        let store = hub.store.clone();
         let target = id.clone();
-        match blocking(move || store.forget(&target)).await {
+        match hub.store.run(move |store| store.forget(&target)).await {
             Ok(_) => info!(device = %id, "forgot a device that waited for pairing too long"),
             Err(err) => tracing::warn!(%err, device = %id, "could not forget a device"),
         }
@@ -269,9 +274,12 @@ async fn enroll(
     if auth::device_id(&key) != device_id {
         return Err(auth_failed());
     }
-    let store = hub.store.clone();
     let id = device_id.to_owned();
-    match blocking(move || store.enroll(&id, &key, &profile, now_ms())).await? {
+    match hub
+        .store
+        .run(move |store| store.enroll(&id, &key, &profile, now_ms()))
+        .await?
+    {
         Enrollment::Conflict => Err(auth_failed()),
         enrolled => Ok(enrolled),
     }

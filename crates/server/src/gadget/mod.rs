@@ -40,7 +40,7 @@ use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::queue;
-use crate::store::Store;
+use crate::store::StoreHandle;
 use crate::throttle::FailureThrottle;
 
 pub(crate) use ota::{forget_staged, sweep_unused_staged, PushError, STAGING_DIR};
@@ -51,7 +51,7 @@ use waiting::WaitingRoom;
 /// What every gadget session shares.
 pub(crate) struct GadgetHub {
     pub(crate) config: GadgetConfig,
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: StoreHandle,
     /// Set once at start-up, when the backend exists.
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
     sessions: Mailboxes<Event>,
@@ -70,7 +70,7 @@ pub(crate) struct GadgetHub {
 impl GadgetHub {
     pub(crate) fn new(
         config: GadgetConfig,
-        store: Arc<dyn Store>,
+        store: StoreHandle,
         inbox: Arc<Inbox>,
         metrics: Arc<Metrics>,
     ) -> Self {

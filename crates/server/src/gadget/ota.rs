@@ -44,7 +44,7 @@ use crate::clock::now_ms;
 use crate::config::GadgetConfig;
 use crate::files;
 use crate::socket::{Outgoing, Room, SendQueue};
-use crate::store::{blocking, OtaImage, OtaProgress, OtaStatus, OtaUpdate, Store, StoreError};
+use crate::store::{OtaImage, OtaProgress, OtaStatus, OtaUpdate, Store, StoreError, StoreHandle};
 
 /// Where staged images live, inside the data directory.
 pub(crate) const STAGING_DIR: &str = "ota";
@@ -183,9 +183,9 @@ fn stage(source: &Path, dir: &Path, target: &Target) -> Result<Staged, PushError
 
 /// Remove a staged image unless the device's running update streams from it (a push of
 /// the same image while that update runs stages the very same file).
-async fn discard_staged(store: &Arc<dyn Store>, device_id: &str, file: &Path) {
-    let (store, id) = (store.clone(), device_id.to_owned());
-    let in_use = match blocking(move || store.ota_update(&id)).await {
+async fn discard_staged(store: &StoreHandle, device_id: &str, file: &Path) {
+    let id = device_id.to_owned();
+    let in_use = match store.run(move |store| store.ota_update(&id)).await {
         Ok(Some(update)) => update.progress.status.is_active() && update.image.file == file,
         Ok(None) => false,
         // Keeping a file is the safe mistake.
@@ -641,8 +641,8 @@ impl Updates {
         if self.active.is_some() {
             return;
         }
-        let (store, id) = (self.hub.store.clone(), self.device_id.clone());
-        let mut update = match blocking(move || store.ota_update(&id)).await {
+        let id = self.device_id.clone();
+        let mut update = match self.hub.store.run(move |store| store.ota_update(&id)).await {
             Ok(Some(update)) if update.progress.status.is_active() => update,
             Ok(_) => return,
             Err(err) => {
@@ -710,9 +710,11 @@ impl Updates {
         });
         let stored = match (checked, link) {
             (Ok(()), Some(link)) => {
-                let (store, id) = (self.hub.store.clone(), self.device_id.clone());
+                let id = self.device_id.clone();
                 let image = staged.image.clone();
-                blocking(move || store.stage_ota(&id, &image, now_ms()))
+                self.hub
+                    .store
+                    .run(move |store| store.stage_ota(&id, &image, now_ms()))
                     .await
                     .map_err(PushError::from)
                     .map(|stored| (stored, link))
@@ -745,8 +747,8 @@ impl Updates {
         if let Err(err) = ready {
             return fail(&self.hub.store, update, err.to_string()).await;
         }
-        let (store, id) = (self.hub.store.clone(), self.device_id.clone());
-        let key = match blocking(move || store.device(&id)).await {
+        let id = self.device_id.clone();
+        let key = match self.hub.store.run(move |store| store.device(&id)).await {
             Ok(Some(device)) => device.key,
             Ok(None) => {
                 return fail(&self.hub.store, update, "the device was forgotten".into()).await
@@ -840,7 +842,7 @@ impl Updates {
 }
 
 /// The update is over without success: record why and drop the staged copy.
-async fn fail(store: &Arc<dyn Store>, mut update: OtaUpdate, error: String) -> OtaUpdate {
+async fn fail(store: &StoreHandle, mut update: OtaUpdate, error: String) -> OtaUpdate {
     warn!(device = %update.device_id, %error, "firmware update failed");
     update.progress.status = OtaStatus::Failed;
     update.progress.error = Some(error);
@@ -849,10 +851,12 @@ async fn fail(store: &Arc<dyn Store>, mut update: OtaUpdate, error: String) -> O
     update
 }
 
-async fn save(store: &Arc<dyn Store>, update: &OtaUpdate) {
-    let store = store.clone();
+async fn save(store: &StoreHandle, update: &OtaUpdate) {
     let (id, progress) = (update.id, update.progress.clone());
-    if let Err(err) = blocking(move || store.save_ota_progress(id, &progress, now_ms())).await {
+    if let Err(err) = store
+        .run(move |store| store.save_ota_progress(id, &progress, now_ms()))
+        .await
+    {
         warn!(%err, device = %update.device_id, "could not record firmware update progress");
     }
 }

@@ -23,7 +23,7 @@ use crate::clock::now_ms;
 use crate::labels;
 use crate::metrics::Traffic;
 use crate::socket;
-use crate::store::{blocking, PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
+use crate::store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -138,8 +138,10 @@ async fn admit(
         name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
         platform: labels::clean_opt(hello.device.platform.as_deref(), MAX_LABEL),
     };
-    let (store, id, user) = (hub.store.clone(), device.clone(), user_id.clone());
-    let claim = blocking(move || store.claim_phone(&id, &user, &info, now_ms()))
+    let (id, user) = (device.clone(), user_id.clone());
+    let claim = hub
+        .store
+        .run(move |store| store.claim_phone(&id, &user, &info, now_ms()))
         .await
         .map_err(|err| {
             tracing::error!(%err, "store failed during a phone's hello");

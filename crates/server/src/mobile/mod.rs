@@ -36,7 +36,7 @@ use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::queue;
-use crate::store::Store;
+use crate::store::StoreHandle;
 use crate::throttle::FailureThrottle;
 
 pub(crate) use session::Command;
@@ -66,7 +66,7 @@ pub(crate) struct MobileHub {
     /// Wrong tokens, per address.
     pub(crate) failures: FailureThrottle,
     pub(crate) config: MobileConfig,
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: StoreHandle,
     /// App tokens: each stands for a user.
     tokens: TokenSet,
     /// Tokens that may only `deliver`.
@@ -128,7 +128,7 @@ impl MobileHub {
     pub(crate) fn new(
         config: MobileConfig,
         app_token: &str,
-        store: Arc<dyn Store>,
+        store: StoreHandle,
         inbox: Arc<Inbox>,
         metrics: Arc<Metrics>,
     ) -> Result<Self, MobileSetupError> {
@@ -167,8 +167,8 @@ impl MobileHub {
 
     /// Whether the phone `device_id` belongs to `user_id` (the first user who used it).
     pub(crate) async fn owns(&self, user_id: &str, device_id: &str) -> bool {
-        let (store, id) = (self.store.clone(), device_id.to_owned());
-        match crate::store::blocking(move || store.phone_owner(&id)).await {
+        let id = device_id.to_owned();
+        match self.store.run(move |store| store.phone_owner(&id)).await {
             Ok(owner) => owner.as_deref() == Some(user_id),
             Err(err) => {
                 tracing::warn!(%err, "could not look up a phone's owner");

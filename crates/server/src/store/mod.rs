@@ -2,21 +2,22 @@
 //! updates.
 //!
 //! The server talks to a [`Store`] trait so that a shared store can replace the
-//! default SQLite file when one gateway is not enough. Every method is one transaction:
+//! default SQLite file when one gateway is not enough, through a [`StoreHandle`] that
+//! runs its calls on a thread of their own. Every method is one transaction:
 //! a crash leaves either the old state or the new one, never half of a change.
 
+mod handle;
 mod sqlite;
 
+pub use handle::StoreHandle;
 pub use herald_port::PairingRecord;
 pub use sqlite::SqliteStore;
 
 use std::path::PathBuf;
-use std::sync::{mpsc, OnceLock};
 
 use herald_port::Platform;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -36,51 +37,6 @@ pub enum StoreError {
     Corrupt(String),
     #[error("store task was interrupted")]
     Interrupted,
-}
-
-type StoreWork = Box<dyn FnOnce() + Send>;
-
-/// The thread that runs store work, started on first use; `None` if it could not be.
-fn store_thread() -> Option<&'static mpsc::Sender<StoreWork>> {
-    static THREAD: OnceLock<Option<mpsc::Sender<StoreWork>>> = OnceLock::new();
-    THREAD
-        .get_or_init(|| {
-            let (tx, rx) = mpsc::channel::<StoreWork>();
-            std::thread::Builder::new()
-                .name("herald-store".into())
-                .spawn(move || {
-                    for work in rx {
-                        // A panic fails that call (its answer is dropped), not the thread.
-                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-                    }
-                })
-                .ok()
-                .map(|_| tx)
-        })
-        .as_ref()
-}
-
-/// Run store work off the async threads so SQLite never stalls them.
-///
-/// One thread runs it all, in turn. The SQLite store is one connection behind a lock,
-/// so its work runs one at a time anyway; handing it to a thread that is already awake
-/// costs far less than waking a blocking-pool thread per call that then queues on the
-/// lock (`herald bench connect`: about a third more first-contact and a fifth more
-/// returning-device handshakes per second).
-pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    let Some(thread) = store_thread() else {
-        return tokio::task::spawn_blocking(work)
-            .await
-            .map_err(|_| StoreError::Interrupted)?;
-    };
-    let (reply, answer) = oneshot::channel();
-    let work: StoreWork = Box::new(move || {
-        let _ = reply.send(work());
-    });
-    thread.send(work).map_err(|_| StoreError::Interrupted)?;
-    answer.await.map_err(|_| StoreError::Interrupted)?
 }
 
 /// An enrolled gadget.

@@ -38,7 +38,6 @@ use crate::clock::now_ms;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
 use crate::socket::{Closed, Outgoing, Room, SendQueue};
-use crate::store::blocking;
 
 /// What the agent side and the admin API ask of a device.
 pub(crate) enum Command {
@@ -392,14 +391,24 @@ impl Session {
                 self.core.handle_utterance_saved(message_id, saved);
             }
             Effect::RecordLastSeen => {
-                let (store, id) = (self.hub.store.clone(), device_id.clone());
-                if let Err(err) = blocking(move || store.set_last_seen(&id, now_ms())).await {
+                let id = device_id.clone();
+                if let Err(err) = self
+                    .hub
+                    .store
+                    .run(move |store| store.set_last_seen(&id, now_ms()))
+                    .await
+                {
                     warn!(%err, "could not record last_seen");
                 }
             }
             Effect::SaveSensors(readings) => {
-                let (store, id) = (self.hub.store.clone(), device_id.clone());
-                if let Err(err) = blocking(move || store.merge_sensors(&id, &readings)).await {
+                let id = device_id.clone();
+                if let Err(err) = self
+                    .hub
+                    .store
+                    .run(move |store| store.merge_sensors(&id, &readings))
+                    .await
+                {
                     warn!(%err, "could not store sensors");
                 }
             }

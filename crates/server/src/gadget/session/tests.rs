@@ -394,7 +394,7 @@ fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
     let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
     Arc::new(GadgetHub::new(
         Default::default(),
-        Arc::new(store),
+        crate::store::StoreHandle::new(Arc::new(store)),
         inbox,
         Default::default(),
     ))

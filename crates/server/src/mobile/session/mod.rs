@@ -33,7 +33,6 @@ use crate::files;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
 use crate::socket::{Outgoing, SendQueue};
-use crate::store::blocking;
 
 /// Frames kept for a phone that is away lapse after this long.
 const OUTBOX_TTL_MS: i64 = limits::OUTBOX_TTL_SECS as i64 * 1000;
@@ -223,8 +222,13 @@ impl Session {
             }
             Effect::Replay => self.replay().await,
             Effect::Keep(frame) => {
-                let (store, id) = (self.hub.store.clone(), device_id.clone());
-                if let Err(err) = blocking(move || store.outbox_push(&id, &frame, now_ms())).await {
+                let id = device_id.clone();
+                if let Err(err) = self
+                    .hub
+                    .store
+                    .run(move |store| store.outbox_push(&id, &frame, now_ms()))
+                    .await
+                {
                     warn!(%err, "could not keep a reply for a phone that is away");
                 }
             }
@@ -265,9 +269,12 @@ impl Session {
 
     /// Whatever the phone missed of a turn, in order, before anything new.
     async fn replay(&mut self) {
-        let (store, id) = (self.hub.store.clone(), self.core.device_id.clone());
+        let id = self.core.device_id.clone();
         let since = now_ms() - OUTBOX_TTL_MS;
-        let missed = blocking(move || store.outbox_take(&id, since))
+        let missed = self
+            .hub
+            .store
+            .run(move |store| store.outbox_take(&id, since))
             .await
             .unwrap_or_else(|err| {
                 warn!(%err, "could not read what a phone missed");
