@@ -329,6 +329,12 @@ async fn hermes_decides_pairing_and_its_code_is_shown_until_used() {
     let inbound = hermes.inbound().await;
     assert_eq!(inbound["body"], json!({"kind": "text", "text": "hello"}));
 
+    // Back after a drop, it is known to be paired: its handshake asks Hermes nothing
+    // (a question here would go unanswered and the handshake would not finish).
+    drop(conn);
+    let (mut conn, welcome) = gadget.connect(&hermes.url("gadget_url")).await;
+    assert!(welcome.paired);
+
     // A revoke unpairs it, and the used code is not shown again: Hermes issues a new one.
     let revoke = json!({"platform": "gadget", "user_id": gadget.id, "authorized": false});
     hermes.call("set_authorized", revoke).await;

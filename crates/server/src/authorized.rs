@@ -1,7 +1,8 @@
-//! The users the authorizer has said may reach the agent, remembered: filled by its
-//! answers and kept current by its pushes (`set_authorized`, which Herald's own pairing
-//! and the Hermes plugin send on every approval and revocation). An authorized phone's
-//! message then does not wait for a question whose answer is known; under Hermes that
+//! The users the authorizer has said may reach the agent, remembered per platform (one
+//! for gadgets, one for phones): filled by its answers and kept current by its pushes
+//! (`set_authorized`, which Herald's own pairing and the Hermes plugin send on every
+//! approval and revocation). A paired gadget's handshake and an authorized phone's
+//! message then do not wait for a question whose answer is known; under Hermes that
 //! question is a round trip across the bridge. A "no" is not remembered: an approval
 //! made in Hermes's terminal reaches the next message even before its push does.
 

@@ -181,6 +181,7 @@ impl Outbound for Router {
     async fn set_authorized(&self, platform: Platform, user_id: &str, authorized: bool) {
         match platform {
             Platform::Gadget => {
+                self.gadget.authorized.set(user_id, authorized);
                 self.gadget
                     .tell(user_id, gadget::Command::SetPaired(authorized))
                     .await;

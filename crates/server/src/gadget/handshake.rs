@@ -223,8 +223,9 @@ where
         }
     }
     let authorizer = hub.authorizer().ok_or(Refusal::Gone)?;
-    let paired = authorizer
-        .is_authorized(Platform::Gadget, &hello.device_id)
+    let paired = hub
+        .authorized
+        .check(authorizer.as_ref(), Platform::Gadget, &hello.device_id)
         .await
         .map_err(|err| {
             tracing::error!(%err, "authorization failed during a handshake");

@@ -34,6 +34,7 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
+use crate::authorized::Authorized;
 use crate::config::GadgetConfig;
 use crate::inbox::Inbox;
 use crate::listener;
@@ -57,6 +58,9 @@ pub(crate) struct GadgetHub {
     sessions: Mailboxes<Event>,
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
+    /// Which devices the authorizer allows, as last heard: a returning paired device's
+    /// handshake does not wait for the question.
+    pub(crate) authorized: Authorized,
     /// Devices that are not paired yet, capped.
     pub(crate) waiting: WaitingRoom,
     /// Wrong access tokens and keys, per address.
@@ -81,6 +85,7 @@ impl GadgetHub {
             backend: OnceLock::new(),
             sessions: Mailboxes::default(),
             online: DashMap::new(),
+            authorized: Authorized::default(),
             waiting: WaitingRoom::default(),
             failures: FailureThrottle::default(),
             next_conn: AtomicU64::new(1),
