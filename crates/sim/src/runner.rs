@@ -12,32 +12,32 @@
 //! A restart (after an update is installed, or a rollback) builds a new `Device` from the
 //! state directory, as a power cycle would: the same key, the firmware the host boots.
 
+//!
+//! This file owns the task ([`start`] and the loop); [`frontend`] holds what a frontend
+//! holds (commands, the handle, the snapshot) and [`link`] the WebSocket to the server.
+
+mod frontend;
+mod link;
+
 use std::collections::VecDeque;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
-use herald_device::{Action, Button, Device, DeviceConfig, Event, Instant, Mode, Phase, Screen};
-use herald_gadget_proto::limits::{AUDIO_FRAME_MS, MAX_INBOUND_FRAME};
-use herald_gadget_proto::{ActionSpec, ErrorCode, SUBPROTOCOL};
+use herald_device::{Action, Button, Device, DeviceConfig, Event, Instant, Mode};
+use herald_gadget_proto::limits::AUDIO_FRAME_MS;
+use herald_gadget_proto::{ActionSpec, ErrorCode};
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Interval, MissedTickBehavior};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::error::{Error, ProtocolError};
-use tokio_tungstenite::tungstenite::handshake::client::Request as WsRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::tungstenite::Message;
 
 use super::audio::{Mic, Speaker};
 use super::host::SimHost;
 use super::render::Shown;
+use frontend::{Answer, Request};
+pub use frontend::{Command, Handle, Snapshot};
+pub use link::client_request;
+use link::{Link, LinkEvent, Sent};
 
 /// The application action the simulator registers, as the spec's example board does.
 pub const LED_ACTION: &str = "led.set";
@@ -45,89 +45,8 @@ pub const LED_ACTION: &str = "led.set";
 const MAX_COLOR: usize = 32;
 /// Screens remembered for `wait`.
 const ENTERED_KEPT: usize = 64;
-/// A send the server does not take within this long means the connection is gone.
-const SEND_WAIT: Duration = Duration::from_secs(10);
-/// How long a closing handshake may take before the socket is dropped.
-const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Close code the board uses when it goes away on its own (restart, power off).
 const GOING_AWAY: u16 = 1001;
-
-/// What a frontend asks of the board.
-#[derive(Debug)]
-pub enum Command {
-    Press(Button),
-    Release(Button),
-    /// Type a message to the agent.
-    Text(String),
-    /// Hold TALK while the microphone hears this clip to its end, then let go.
-    Say(Vec<i16>),
-    /// Power off: close the connection and save the speaker's audio.
-    Quit,
-}
-
-type Answer = Result<(), String>;
-
-struct Request {
-    command: Command,
-    done: oneshot::Sender<Answer>,
-}
-
-/// A frontend's end: send commands, read snapshots.
-#[derive(Clone)]
-pub struct Handle {
-    requests: mpsc::Sender<Request>,
-    snapshot: watch::Receiver<Snapshot>,
-    config: DeviceConfig,
-}
-
-impl Handle {
-    /// Runs `command`; returns once its effect is in the snapshot (for [`Command::Say`],
-    /// once TALK is released).
-    pub async fn run(&self, command: Command) -> Answer {
-        let stopped = || "the simulator stopped".to_owned();
-        let (done, answer) = oneshot::channel();
-        self.requests
-            .send(Request { command, done })
-            .await
-            .map_err(|_| stopped())?;
-        answer.await.unwrap_or_else(|_| Err(stopped()))
-    }
-
-    pub fn snapshot(&self) -> watch::Receiver<Snapshot> {
-        self.snapshot.clone()
-    }
-
-    /// The board profile (the firmware version is the one it booted first).
-    pub fn config(&self) -> &DeviceConfig {
-        &self.config
-    }
-}
-
-/// What the frontends see of the board.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub shown: Shown,
-    /// The latest screens entered, oldest first, numbered from 1: `wait` looks here so a
-    /// screen shown only briefly is not missed.
-    pub entered: VecDeque<(u64, Screen)>,
-    pub device_id: String,
-    pub firmware: String,
-    pub phase: Phase,
-    pub paired: bool,
-    pub volume: u8,
-    pub brightness: u8,
-    pub led: Option<String>,
-    pub recording: bool,
-    /// The latest thing that happened beside the screen (an LED, an update, an error).
-    pub note: Option<String>,
-}
-
-impl Snapshot {
-    /// The number of the screen shown, in [`Snapshot::entered`].
-    pub fn latest(&self) -> u64 {
-        self.entered.back().map_or(0, |(n, _)| *n)
-    }
-}
 
 /// How to run the board.
 pub struct Settings {
@@ -193,16 +112,6 @@ pub fn start(
         runner.settings.url
     ));
     Ok((handle, tokio::spawn(runner.run())))
-}
-
-/// The request to open: the URL, offering the gadget subprotocol.
-pub fn client_request(url: &str) -> Result<WsRequest, tokio_tungstenite::tungstenite::Error> {
-    let mut request = url.into_client_request()?;
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        HeaderValue::from_static(SUBPROTOCOL),
-    );
-    Ok(request)
 }
 
 /// Powers the board on from its state directory.
@@ -635,41 +544,6 @@ impl Runner {
     }
 }
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-/// A connection attempt: the socket, or why not and, when a retry cannot help, what to
-/// tell the user.
-type Attempt = Pin<Box<dyn Future<Output = Result<Socket, (String, Option<String>)>> + Send>>;
-
-/// The connection to the server.
-enum Link {
-    Down,
-    Connecting(Attempt),
-    Up(Box<Socket>),
-}
-
-enum LinkEvent {
-    Connected,
-    Text(Utf8Bytes),
-    Binary(Bytes),
-    Closed {
-        code: Option<u16>,
-        reason: String,
-        /// Why the connection failed, when no close frame said it.
-        error: Option<String>,
-        /// Set when the attempt failed in a way a retry cannot mend (not a gadget
-        /// endpoint, an untrusted certificate): what to tell the user.
-        fatal: Option<String>,
-    },
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Sent {
-    Yes,
-    /// Not connected: nothing to send on.
-    Dropped,
-    Broken,
-}
-
 /// What to do about a refusal the device core needs setup for.
 fn setup_message(code: ErrorCode) -> String {
     match code {
@@ -684,126 +558,5 @@ fn setup_message(code: ErrorCode) -> String {
             "the server refused the gadget protocol ({}): is it a gadget endpoint?",
             code.as_str()
         ),
-    }
-}
-
-/// What to tell the user when a connection attempt shows that retrying cannot help.
-fn fatal_connect_error(url: &str, err: &Error) -> Option<String> {
-    let not_gadget =
-        || format!("{url} is not a Herald gadget endpoint (a phone URL?); `herald info` prints it");
-    match err {
-        Error::Http(response) if response.status().is_client_error() => {
-            Some(format!("{} (HTTP {})", not_gadget(), response.status()))
-        }
-        Error::Protocol(ProtocolError::SecWebSocketSubProtocolError(_)) => Some(not_gadget()),
-        err if herald_mobile_client::certificate_refused(err) => Some(format!(
-            "{url}: {err} (a self-signed certificate? trust it with SSL_CERT_FILE=its PEM)"
-        )),
-        _ => None,
-    }
-}
-
-impl Link {
-    fn connect(&mut self, url: &str) {
-        let url = url.to_owned();
-        // Frames from the server are small (4 KB of media, a reply); a cap keeps a broken
-        // server from making the board buffer without bound.
-        let config = WebSocketConfig::default()
-            .max_message_size(Some(MAX_INBOUND_FRAME))
-            .max_frame_size(Some(MAX_INBOUND_FRAME));
-        *self = Link::Connecting(Box::pin(async move {
-            let request = client_request(&url).map_err(|e| (e.to_string(), None))?;
-            // Nagle off: the board sends small frames that should leave at once.
-            let (socket, _) =
-                tokio_tungstenite::connect_async_with_config(request, Some(config), true)
-                    .await
-                    .map_err(|e| {
-                        let fatal = fatal_connect_error(&url, &e);
-                        (e.to_string(), fatal)
-                    })?;
-            Ok(socket)
-        }));
-    }
-
-    /// The next thing from the server. Cancel-safe: a connection attempt goes on.
-    async fn next(&mut self) -> LinkEvent {
-        loop {
-            match self {
-                Link::Down => std::future::pending::<()>().await,
-                Link::Connecting(attempt) => {
-                    let result = attempt.as_mut().await;
-                    return match result {
-                        Ok(socket) => {
-                            *self = Link::Up(Box::new(socket));
-                            LinkEvent::Connected
-                        }
-                        Err((error, fatal)) => {
-                            *self = Link::Down;
-                            LinkEvent::Closed {
-                                code: None,
-                                reason: String::new(),
-                                error: Some(error),
-                                fatal,
-                            }
-                        }
-                    };
-                }
-                Link::Up(socket) => {
-                    let event = match socket.next().await {
-                        Some(Ok(Message::Text(text))) => return LinkEvent::Text(text),
-                        Some(Ok(Message::Binary(bytes))) => return LinkEvent::Binary(bytes),
-                        // Pings are answered by the socket itself.
-                        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
-                            continue
-                        }
-                        Some(Ok(Message::Close(frame))) => LinkEvent::Closed {
-                            code: frame.as_ref().map(|f| u16::from(f.code)),
-                            reason: frame.map(|f| f.reason.to_string()).unwrap_or_default(),
-                            error: None,
-                            fatal: None,
-                        },
-                        Some(Err(e)) => LinkEvent::Closed {
-                            code: None,
-                            reason: String::new(),
-                            error: Some(e.to_string()),
-                            fatal: None,
-                        },
-                        None => LinkEvent::Closed {
-                            code: None,
-                            reason: String::new(),
-                            error: None,
-                            fatal: None,
-                        },
-                    };
-                    *self = Link::Down;
-                    return event;
-                }
-            }
-        }
-    }
-
-    async fn send(&mut self, message: Message) -> Sent {
-        let Link::Up(socket) = self else {
-            return Sent::Dropped;
-        };
-        match tokio::time::timeout(SEND_WAIT, socket.send(message)).await {
-            Ok(Ok(())) => Sent::Yes,
-            _ => {
-                *self = Link::Down;
-                Sent::Broken
-            }
-        }
-    }
-
-    /// Closes politely if connected; gives up on an attempt.
-    async fn close(&mut self, code: u16, reason: &str) {
-        if let Link::Up(socket) = self {
-            let frame = CloseFrame {
-                code: CloseCode::from(code),
-                reason: reason.into(),
-            };
-            let _ = tokio::time::timeout(CLOSE_WAIT, socket.close(Some(frame))).await;
-        }
-        *self = Link::Down;
     }
 }
