@@ -456,6 +456,36 @@ async fn forget_lets_a_device_enroll_again() {
 }
 
 #[tokio::test]
+async fn a_forgotten_device_must_pair_again() {
+    let h = Harness::start_in(test_config(), tempfile::tempdir().unwrap(), demo()).await;
+    let gadget = Gadget::new();
+    let (mut conn, welcome) = gadget.connect(&h.url).await;
+    assert!(!welcome.paired);
+    let pairing = conn
+        .until(|m| match m {
+            ServerMessage::Pairing(p) => Some(p),
+            _ => None,
+        })
+        .await;
+    let approve = serde_json::json!({"platform": "gadget", "code": pairing.code});
+    let (status, _) = h.admin("POST", "/v1/pairing/approve", Some(approve)).await;
+    assert_eq!(status, 200);
+    conn.until(|m| matches!(m, ServerMessage::Paired(_)).then_some(()))
+        .await;
+    drop(conn);
+    let (conn, welcome) = gadget.connect(&h.url).await;
+    assert!(welcome.paired, "approved, and remembered");
+
+    let (status, _) = h
+        .admin("DELETE", &format!("/v1/devices/{}", gadget.id), None)
+        .await;
+    assert_eq!(status, 200);
+    drop(conn);
+    let (_conn, welcome) = gadget.connect(&h.url).await;
+    assert!(!welcome.paired, "forgetting a device forgets its pairing");
+}
+
+#[tokio::test]
 async fn admin_api_needs_the_token() {
     let h = Harness::start().await;
     let endpoint = herald_server::admin::Endpoint::discover(h.dir.path()).unwrap();

@@ -146,6 +146,8 @@ pub(super) async fn forget(
     let target = id.clone();
     let forgotten = state.store.run(move |store| store.forget(&target)).await?;
     state.gadget.tell(&id, Command::Forget).await;
+    // Its pairing went with it: a device enrolling again under this id pairs again.
+    state.gadget.authorized.set(&id, false);
     state.gadget.waiting.leave(&id);
     forget_staged(&state.info.data_dir, &id).await;
     state.metrics.activity.forget(&Chat::gadget(id.as_str()));
