@@ -23,6 +23,7 @@ mod socket;
 mod waiting;
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -41,7 +42,7 @@ use crate::listener;
 use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::queue;
-use crate::store::StoreHandle;
+use crate::store::{OtaUpdate, StoreError, StoreHandle};
 use crate::throttle::FailureThrottle;
 
 pub(crate) use ota::{forget_staged, sweep_unused_staged, PushError, STAGING_DIR};
@@ -143,6 +144,40 @@ impl GadgetHub {
         self.sessions
             .send(device_id, Event::Command(Box::new(command)))
             .await;
+    }
+
+    /// Check `source` against the connected device, stage it under `data_dir` and start
+    /// sending it. Every refusal comes back before a byte is sent.
+    pub(crate) async fn push_ota(
+        &self,
+        device_id: &str,
+        source: PathBuf,
+        data_dir: &Path,
+    ) -> Result<OtaUpdate, PushError> {
+        let offline = |_| PushError::Offline(device_id.to_owned());
+        let target = self
+            .call(device_id, |reply| {
+                Command::Ota(ota::Request::Target { reply })
+            })
+            .await
+            .map_err(offline)??;
+        let dir = data_dir.join(STAGING_DIR);
+        let staged = tokio::task::spawn_blocking(move || ota::stage(&source, &dir, &target))
+            .await
+            .map_err(|_| StoreError::Interrupted)??;
+        let file = staged.image.file.clone();
+        let started = self
+            .call(device_id, |reply| {
+                Command::Ota(ota::Request::Start { staged, reply })
+            })
+            .await;
+        match started {
+            Ok(result) => result,
+            Err(err) => {
+                ota::discard_staged(&self.store, device_id, &file).await;
+                Err(offline(err))
+            }
+        }
     }
 
     /// Close every connection, as the server stops.

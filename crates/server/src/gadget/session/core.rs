@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
+use herald_gadget_proto::{self as proto, limits, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{ActionError, Chat, DeviceProfile, Inbound, PairingCode, Prompt, RequestError};
 use serde_json::{Map, Value};
@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info};
 
 use super::super::audio::Utterance;
+use super::super::ota::{OtaEffect, Timeouts, Updates};
 use super::super::peer::Peer;
 use super::super::prompts::{PromptQueue, Question};
 use super::super::sensors::SensorWrites;
@@ -68,8 +69,8 @@ pub(crate) enum Effect {
     },
     RecordLastSeen,
     SaveSensors(Map<String, Value>),
-    /// A firmware-update message of the device, for the update in progress.
-    Ota(Box<DeviceMessage>),
+    /// Work for the firmware updates, on the store or a staged image.
+    Ota(OtaEffect),
     /// Open the speech file and, if it opens, start it with [`Core::start_speech`].
     OpenSpeech {
         path: PathBuf,
@@ -134,6 +135,8 @@ pub(crate) struct Core {
     pub(super) deferred_end: Option<Box<ServerMessage>>,
     /// Readings on their way to the store, at most one write per window.
     pub(super) sensors: SensorWrites,
+    /// Firmware updates: a sub-machine of its own.
+    pub(super) ota: Updates,
     transmits: VecDeque<Transmit>,
     effects: VecDeque<Effect>,
 }
@@ -143,6 +146,7 @@ impl Core {
         device_id: String,
         heartbeat: Duration,
         max_utterance_s: u32,
+        ota: Timeouts,
         metrics: Arc<Metrics>,
     ) -> Core {
         Core {
@@ -162,6 +166,7 @@ impl Core {
             next_stream: 1,
             deferred_end: None,
             sensors: SensorWrites::default(),
+            ota: Updates::new(ota),
             transmits: VecDeque::new(),
             effects: VecDeque::new(),
         }
@@ -197,23 +202,21 @@ impl Core {
             self.prompts.next_deadline(),
             self.actions.values().map(|a| a.deadline).min(),
             self.sensors.deadline(),
+            self.ota.next_deadline(),
         ]
         .into_iter()
         .flatten()
         .min()
     }
 
-    /// Nothing open: no connection, turn, question or action.
+    /// Nothing open: no connection, turn, question, action or firmware transfer
+    /// (updates resume from the store).
     pub(crate) fn is_idle(&self) -> bool {
         self.conn.is_none()
             && self.turn.is_none()
             && self.prompts.head().is_none()
             && self.actions.is_empty()
-    }
-
-    /// The connection a frame or a firmware update goes to, with what the device is.
-    pub(crate) fn current(&self) -> Option<(u64, &Peer)> {
-        self.conn.as_ref().map(|c| (c.id, &c.peer))
+            && !self.ota.is_running()
     }
 
     // ---- connections ----
@@ -249,6 +252,8 @@ impl Core {
         } else {
             self.ask_pairing_code();
         }
+        self.ota.attached();
+        self.drain_ota();
     }
 
     /// Whether events of connection `conn` still count: a replaced or timed-out
@@ -282,6 +287,8 @@ impl Core {
         self.effects.push_back(Effect::Offline {
             paired: self.paired,
         });
+        self.ota.detached();
+        self.drain_ota();
         self.fail_actions(ActionError::Disconnected);
         self.streaming = None;
         if let Some(readings) = self.sensors.flush() {
@@ -328,6 +335,7 @@ impl Core {
                 self.show(&next, now);
             }
         }
+        self.ota_timeout(now);
         let overdue: Vec<String> = self
             .actions
             .iter()

@@ -113,11 +113,7 @@ impl Core {
             DeviceMessage::OtaReady(_)
             | DeviceMessage::OtaAck(_)
             | DeviceMessage::OtaDone(_)
-            | DeviceMessage::OtaError(_) => {
-                if self.conn.is_some() {
-                    self.effect(Effect::Ota(Box::new(msg)));
-                }
-            }
+            | DeviceMessage::OtaError(_) => self.ota_message(&msg, now),
             other => debug!(device = %self.device_id, ?other, "message not handled"),
         }
     }

@@ -9,11 +9,12 @@
 //! pictures, the agent's queue) and sleeps until the core's next deadline, so nothing
 //! ticks while a device is idle.
 //!
-//! Firmware updates run beside the core in [`Updates`], whose attempt is the sans-IO
-//! `Transfer`; the shell sends their frames as the outbox has room.
+//! Firmware updates are a sub-machine of the core; the shell keeps the staged image
+//! open while one is sent and writes each frame as the outbox has room for it.
 
 mod calls;
 mod core;
+mod firmware;
 mod inbound;
 
 use std::future::Future;
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, DeviceMessage};
 use herald_port::{ActionError, DeliveryError, PairingCode, Platform, RequestError, Response};
+use tokio::io::AsyncReadExt;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
@@ -30,7 +32,7 @@ use tracing::warn;
 use self::core::{Core, Effect, ImageJob, Transmit};
 use super::audio::{Playback, SpeechFile};
 use super::image;
-use super::ota::{self, Link, Updates};
+use super::ota::{self, OtaEffect, Timeouts};
 use super::peer::Peer;
 use super::GadgetHub;
 use crate::calls::Call;
@@ -102,7 +104,8 @@ pub(crate) struct Session {
     /// The outbox of the connection a new one replaced, until it has its close.
     replaced: Option<(u64, SendQueue)>,
     to_agent: AgentQueue,
-    ota: Updates,
+    /// The staged image of the firmware update being sent, open.
+    image: Option<tokio::fs::File>,
     /// The speech being sent, if any.
     playback: Option<Playback>,
     /// When the mailbox last had something for the session.
@@ -144,13 +147,14 @@ impl Session {
         let (tx, rx) = queue::channel(MAILBOX);
         let heartbeat = Duration::from_secs(u64::from(hub.config.heartbeat_s));
         let core = Core::new(
-            device_id.clone(),
+            device_id,
             heartbeat,
             hub.config.max_utterance_s,
+            Timeouts::from_config(&hub.config),
             hub.metrics.clone(),
         );
         let session = Session {
-            ota: Updates::new(device_id, hub.clone()),
+            image: None,
             hub,
             mailbox: tx.clone(),
             core,
@@ -187,13 +191,10 @@ impl Session {
                         break true;
                     }
                     self.core.handle_timeout(now);
-                    if let Some(link) = link(&self.core, &self.outbox) {
-                        Box::pin(self.ota.on_timer(now, link)).await;
-                    }
                     continue;
                 }
                 Some(room) = wait_for_room(&mut room) => {
-                    Box::pin(self.ota.send_frame(room)).await;
+                    Box::pin(self.send_firmware(room)).await;
                     continue;
                 }
                 stream = speech_done(&mut self.playback) => {
@@ -236,26 +237,21 @@ impl Session {
     /// or firmware transfer; updates resume from the store) and quiet for
     /// [`RETIRE_AFTER`], so devices that never come back do not keep a session each.
     fn retire_at(&self) -> Option<Instant> {
-        let idle = self.core.is_idle() && self.ota.next_deadline().is_none();
-        idle.then(|| self.last_event + RETIRE_AFTER)
+        self.core.is_idle().then(|| self.last_event + RETIRE_AFTER)
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [
-            self.core.poll_timeout(),
-            self.ota.next_deadline(),
-            self.retire_at(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.core.poll_timeout(), self.retire_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Where the next firmware frame goes, once the window is open: it waits for room
     /// in the outbox alongside the mailbox, so conversation traffic is never held up.
     fn frame_outbox(&self) -> Option<(u64, &SendQueue)> {
         let (conn, outbox) = self.outbox.as_ref()?;
-        (self.ota.wants_frame() && self.core.is_current(*conn)).then_some((*conn, outbox))
+        (self.core.ota_wants_chunk() && self.core.is_current(*conn)).then_some((*conn, outbox))
     }
 
     async fn handle(&mut self, event: Event, now: Instant) {
@@ -301,10 +297,7 @@ impl Session {
             Event::Command(command) => match *command {
                 Command::Port(call) => self.core.handle_call(call, now),
                 Command::SetPaired(paired) => self.core.handle_paired(paired, now),
-                Command::Ota(request) => {
-                    let link = link(&self.core, &self.outbox);
-                    self.ota.on_request(request, link).await;
-                }
+                Command::Ota(request) => self.core.handle_ota_request(request),
                 // Handled by the run loop.
                 Command::Forget | Command::Shutdown => {}
             },
@@ -324,6 +317,9 @@ impl Session {
             self.carry_out(effect).await;
         }
         self.replaced = None;
+        if !self.core.ota_is_running() {
+            self.image = None;
+        }
         if self
             .outbox
             .as_ref()
@@ -351,9 +347,6 @@ impl Session {
         match effect {
             Effect::Online { conn } => {
                 self.hub.online.insert(device_id.clone(), conn);
-                if let Some(link) = link(&self.core, &self.outbox) {
-                    self.ota.attached(link).await;
-                }
             }
             Effect::Offline { paired } => {
                 self.hub.online.remove(device_id);
@@ -362,7 +355,6 @@ impl Session {
                         .waiting
                         .disconnected(device_id, Instant::now().into_std());
                 }
-                self.ota.detached().await;
             }
             Effect::Paired => self.hub.waiting.leave(device_id),
             Effect::AskPairingCode { name } => self.ask_pairing_code(name),
@@ -412,11 +404,7 @@ impl Session {
                     warn!(%err, "could not store sensors");
                 }
             }
-            Effect::Ota(msg) => {
-                if let Some(link) = link(&self.core, &self.outbox) {
-                    self.ota.on_message(&msg, link).await;
-                }
-            }
+            Effect::Ota(effect) => self.carry_out_ota(effect).await,
             Effect::OpenSpeech { path, rate, reply } => {
                 let result = match SpeechFile::open(&path).await {
                     Ok(speech) => self.play(speech, rate).await,
@@ -431,6 +419,71 @@ impl Session {
                 self.playback.take_if(|p| p.stream == stream);
             }
             Effect::ShowImage(job) => self.show_image(*job),
+        }
+    }
+
+    async fn carry_out_ota(&mut self, effect: OtaEffect) {
+        let (store, id) = (&self.hub.store, self.core.device_id.clone());
+        match effect {
+            OtaEffect::Lookup => {
+                let found = store.run(move |store| store.ota_update(&id)).await;
+                self.core.handle_ota_found(found);
+            }
+            OtaEffect::Prepare { file } => {
+                let key = match store.run(move |store| store.device(&id)).await {
+                    Ok(Some(device)) => match tokio::fs::File::open(&file).await {
+                        Ok(image) => {
+                            self.image = Some(image);
+                            Ok(device.key)
+                        }
+                        Err(err) => Err(format!("cannot read the staged image: {err}")),
+                    },
+                    Ok(None) => Err("the device was forgotten".to_owned()),
+                    Err(err) => Err(err.to_string()),
+                };
+                self.core.handle_ota_prepared(key, Instant::now());
+            }
+            OtaEffect::Save {
+                id: update,
+                progress,
+            } => {
+                let saved = store
+                    .run(move |store| store.save_ota_progress(update, &progress, now_ms()))
+                    .await;
+                if let Err(err) = saved {
+                    warn!(%err, device = %id, "could not record firmware update progress");
+                }
+            }
+            OtaEffect::Remove(file) => ota::remove_staged(&file).await,
+            OtaEffect::Stage { image, reply } => {
+                let file = image.file.clone();
+                let stored = store
+                    .run(move |store| store.stage_ota(&id, &image, now_ms()))
+                    .await;
+                self.core.handle_ota_staged(file, stored, reply);
+            }
+            OtaEffect::Discard(file) => ota::discard_staged(store, &id, &file).await,
+        }
+    }
+
+    /// Send the next firmware frame into the outbox room reserved for it, read from the
+    /// staged image.
+    async fn send_firmware(&mut self, room: Room) {
+        let Some(chunk) = self.core.poll_ota_chunk() else {
+            return;
+        };
+        let mut payload = vec![0; chunk.len];
+        let read = match &mut self.image {
+            Some(image) => image.read_exact(&mut payload).await.map(drop),
+            None => Err(std::io::Error::other("it is not open")),
+        };
+        match read {
+            Ok(()) => room.send(Outgoing::Binary(proto::encode_frame(
+                chunk.header,
+                &payload,
+            ))),
+            // The staged copy is gone or shorter than recorded: no attempt can succeed.
+            Err(err) => self.core.handle_ota_unreadable(err.to_string()),
         }
     }
 
@@ -508,13 +561,6 @@ impl Session {
             let _ = job.reply.send(answer(result));
         });
     }
-}
-
-/// The current connection, as firmware updates need it.
-fn link<'a>(core: &'a Core, outbox: &'a Option<(u64, SendQueue)>) -> Option<Link<'a>> {
-    let (conn, peer) = core.current()?;
-    let (_, outbox) = outbox.as_ref().filter(|(id, _)| *id == conn)?;
-    Some(Link { peer, outbox })
 }
 
 /// What a request carried out by the shell answers.

@@ -13,16 +13,19 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::core::{Core, Effect};
+use super::ota::OtaEffect;
 use super::*;
 use crate::calls::{Call, Reply};
 
 const HEARTBEAT: Duration = Duration::from_secs(20);
 
 fn core() -> Core {
+    let ota = ota::Timeouts::from_config(&Default::default());
     Core::new(
         "hg-0123456789abcdef".into(),
         HEARTBEAT,
         60,
+        ota,
         Default::default(),
     )
 }
@@ -346,7 +349,9 @@ fn a_new_connection_closes_the_one_it_replaces_and_streaming_starts_over() {
         [
             Effect::Offline { .. },
             Effect::RecordLastSeen,
-            Effect::Online { conn: 2 }
+            Effect::Online { conn: 2 },
+            // Whether an update waits for it.
+            Effect::Ota(OtaEffect::Lookup)
         ]
     ));
     let edit = Request::EditText {

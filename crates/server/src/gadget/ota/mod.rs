@@ -1,0 +1,322 @@
+//! Firmware updates over the gadget connection.
+//!
+//! Three layers, each testable on its own:
+//! - **checking and staging** (here, with [`GadgetHub::push_ota`] in the hub): before
+//!   anything is sent, the image is read once and checked against the connected device
+//!   (ESP-IDF header, the `HGBOARD=` tag against `hello.board`, the size against
+//!   `caps.ota.max_size`), then copied atomically to `<data_dir>/ota/<device>-<sha256>.bin`.
+//!   The update streams from that copy, so it survives a restart and the owner's file
+//!   may change meanwhile.
+//! - **[`Transfer`]** (`transfer.rs`): one attempt as a sans-IO state machine.
+//! - **[`Updates`]** (`updates.rs`): the attempts of a device's updates, a sub-machine of
+//!   its session core: resuming, recording progress, retrying, and the effects on the
+//!   store and the staged copy that the session's shell carries out.
+//!
+//! Sending never blocks the conversation: the session asks for a frame only when the
+//! window is open and the outbox has room for it, one frame per turn of its event loop,
+//! so device messages and agent replies interleave with the image, and a slow device
+//! holds the update back instead of making a buffer grow.
+//!
+//! [`GadgetHub::push_ota`]: super::GadgetHub::push_ota
+
+mod transfer;
+mod updates;
+
+pub(crate) use transfer::{Chunk, Timeouts};
+pub(crate) use updates::{OtaEffect, OtaOutput, Updates};
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use herald_gadget_proto::{self as proto, ota_image, OtaRefusal};
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+use tracing::warn;
+
+use super::peer::Peer;
+use crate::files;
+use crate::store::{OtaImage, OtaUpdate, Store, StoreError, StoreHandle};
+
+/// Where staged images live, inside the data directory.
+pub(crate) const STAGING_DIR: &str = "ota";
+
+// ---- checking and staging ----
+
+/// Why an update was not started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PushError {
+    #[error("{0} is not connected; firmware goes to an online device (see `herald devices`)")]
+    Offline(String),
+    #[error("refused ({refusal}): {reason}")]
+    Refused { refusal: OtaRefusal, reason: String },
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot stage the image in {path}: {source}")]
+    Staging {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn refused(refusal: OtaRefusal, reason: String) -> PushError {
+    PushError::Refused { refusal, reason }
+}
+
+/// What an image must fit: the connected device, as its `hello` described it.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    device_id: String,
+    board: Option<String>,
+    max_size: u64,
+}
+
+impl Target {
+    /// The device's limits, or `unsupported` when it does not take updates.
+    fn of(device_id: &str, peer: &Peer) -> Result<Target, PushError> {
+        let Some(max_size) = peer.ota_max_size else {
+            return Err(refused(
+                OtaRefusal::Unsupported,
+                format!("{device_id} does not install firmware updates (no caps.ota)"),
+            ));
+        };
+        Ok(Target {
+            device_id: device_id.to_owned(),
+            board: peer.board.as_deref().map(str::to_owned),
+            max_size,
+        })
+    }
+
+    fn check_size(&self, size: u64) -> Result<(), PushError> {
+        if size > self.max_size {
+            return Err(refused(
+                OtaRefusal::TooLarge,
+                format!(
+                    "the image is {size} bytes; {} takes at most {}",
+                    self.device_id, self.max_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_board(&self, image_board: Option<&str>) -> Result<(), PushError> {
+        let reason = match (image_board, self.board.as_deref()) {
+            (Some(image), Some(device)) if image == device => return Ok(()),
+            (Some(image), Some(device)) => {
+                format!(
+                    "the image is built for board {image}; {} is a {device}",
+                    self.device_id
+                )
+            }
+            (None, _) => "the image has no HGBOARD= tag naming its board".to_owned(),
+            (Some(_), None) => format!("{} did not name its board", self.device_id),
+        };
+        Err(refused(OtaRefusal::WrongBoard, reason))
+    }
+}
+
+/// An image that passed the checks, copied into the data directory.
+#[derive(Debug)]
+pub(crate) struct Staged {
+    pub(super) image: OtaImage,
+    board: Option<String>,
+}
+
+/// Read `source` (never more than the device takes), check it, and copy it to `dir`.
+pub(super) fn stage(source: &Path, dir: &Path, target: &Target) -> Result<Staged, PushError> {
+    let unreadable = |source_err| PushError::Unreadable {
+        path: source.to_owned(),
+        source: source_err,
+    };
+    let file = std::fs::File::open(source).map_err(unreadable)?;
+    target.check_size(file.metadata().map_err(unreadable)?.len())?;
+    let mut bytes = Vec::new();
+    // The file may grow after the size check; reading one byte past the limit tells.
+    file.take(target.max_size.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    target.check_size(size)?;
+    let info = ota_image::inspect_image(&bytes).map_err(|err| {
+        refused(
+            err.refusal(),
+            format!(
+                "{} is not an ESP-IDF application image: {err}",
+                source.display()
+            ),
+        )
+    })?;
+    target.check_board(info.board.as_deref())?;
+
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+    let staging = |source| PushError::Staging {
+        path: dir.to_owned(),
+        source,
+    };
+    files::create_private_dir(dir).map_err(staging)?;
+    let file = dir.join(format!("{}-{sha256}.bin", target.device_id));
+    files::write_private(&file, &bytes).map_err(staging)?;
+    Ok(Staged {
+        image: OtaImage {
+            file,
+            sha256,
+            size,
+            version: info.version,
+        },
+        board: info.board,
+    })
+}
+
+/// Remove a staged image unless the device's running update streams from it (a push of
+/// the same image while that update runs stages the very same file).
+pub(super) async fn discard_staged(store: &StoreHandle, device_id: &str, file: &Path) {
+    let id = device_id.to_owned();
+    let in_use = match store.run(move |store| store.ota_update(&id)).await {
+        Ok(Some(update)) => update.progress.status.is_active() && update.image.file == file,
+        Ok(None) => false,
+        // Keeping a file is the safe mistake.
+        Err(_) => true,
+    };
+    if !in_use {
+        remove_staged(file).await;
+    }
+}
+
+/// Remove the staged images of a forgotten device; its update record went with it.
+pub(crate) async fn forget_staged(data_dir: &Path, device_id: &str) {
+    if !proto::is_valid_device_id(device_id) {
+        return;
+    }
+    let prefix = format!("{device_id}-");
+    let Ok(mut dir) = tokio::fs::read_dir(data_dir.join(STAGING_DIR)).await else {
+        return;
+    };
+    while let Ok(Some(entry)) = dir.next_entry().await {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            remove_staged(&entry.path()).await;
+        }
+    }
+}
+
+/// At start-up, remove the staged images no running update streams from: a crash
+/// between staging a copy and recording it, or between an update's end and the copy's
+/// removal, leaves one behind. Returns how many went.
+pub(crate) fn sweep_unused_staged(dir: &Path, store: &dyn Store) -> std::io::Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(err),
+    };
+    let in_use: Vec<PathBuf> = store
+        .ota_updates()
+        .map_err(std::io::Error::other)?
+        .into_iter()
+        .filter(|u| u.progress.status.is_active())
+        .map(|u| u.image.file)
+        .collect();
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_file() && !in_use.contains(&entry.path()) {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+pub(super) async fn remove_staged(file: &Path) {
+    match tokio::fs::remove_file(file).await {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => warn!(%err, file = %file.display(), "could not remove a staged image"),
+    }
+}
+
+/// What the admin API asks of a device's session.
+pub(crate) enum Request {
+    /// The device's limits, before the image is read.
+    Target {
+        reply: oneshot::Sender<Result<Target, PushError>>,
+    },
+    /// Record a staged image and start sending it.
+    Start {
+        staged: Staged,
+        reply: oneshot::Sender<Result<OtaUpdate, PushError>>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "hg-0123456789abcdef";
+
+    fn target(board: Option<&str>, max_size: u64) -> Target {
+        Target {
+            device_id: ID.into(),
+            board: board.map(Into::into),
+            max_size,
+        }
+    }
+
+    fn refusal(result: Result<(), PushError>) -> OtaRefusal {
+        match result {
+            Err(PushError::Refused { refusal, .. }) => refusal,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn targets_check_board_and_size() {
+        let t = target(Some("s3-box"), 1000);
+        assert!(t.check_size(1000).is_ok());
+        assert_eq!(refusal(t.check_size(1001)), OtaRefusal::TooLarge);
+        assert!(t.check_board(Some("s3-box")).is_ok());
+        assert_eq!(refusal(t.check_board(Some("m5"))), OtaRefusal::WrongBoard);
+        assert_eq!(refusal(t.check_board(None)), OtaRefusal::WrongBoard);
+        let nameless = target(None, 1000);
+        assert_eq!(
+            refusal(nameless.check_board(Some("s3-box"))),
+            OtaRefusal::WrongBoard
+        );
+    }
+
+    #[test]
+    fn staging_copies_a_checked_image_privately() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = vec![0u8; 400];
+        bytes[0] = ota_image::IMAGE_MAGIC;
+        bytes[32..36].copy_from_slice(&ota_image::APP_DESC_MAGIC.to_le_bytes());
+        bytes[48..53].copy_from_slice(b"0.3.1");
+        bytes[300..314].copy_from_slice(b"HGBOARD=s3-box");
+        let source = dir.path().join("app.bin");
+        std::fs::write(&source, &bytes).unwrap();
+        let staging = dir.path().join("ota");
+
+        let staged = stage(&source, &staging, &target(Some("s3-box"), 400)).unwrap();
+        assert_eq!(staged.image.version, "0.3.1");
+        assert_eq!(staged.image.size, 400);
+        assert_eq!(staged.image.sha256, hex::encode(Sha256::digest(&bytes)));
+        assert_eq!(std::fs::read(&staged.image.file).unwrap(), bytes);
+        assert!(staged.image.file.starts_with(&staging));
+
+        let refused = |t: Target| match stage(&source, &staging, &t) {
+            Err(PushError::Refused { refusal, .. }) => refusal,
+            other => panic!("not refused: {other:?}"),
+        };
+        assert_eq!(refused(target(Some("s3-box"), 399)), OtaRefusal::TooLarge);
+        assert_eq!(refused(target(Some("other"), 400)), OtaRefusal::WrongBoard);
+        std::fs::write(&source, &bytes[..287]).unwrap();
+        assert_eq!(refused(target(Some("s3-box"), 400)), OtaRefusal::NotAnImage);
+        assert!(matches!(
+            stage(&dir.path().join("missing"), &staging, &target(None, 400)),
+            Err(PushError::Unreadable { .. })
+        ));
+    }
+}
