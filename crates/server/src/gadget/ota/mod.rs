@@ -253,6 +253,8 @@ pub(crate) enum Request {
 
 #[cfg(test)]
 mod tests {
+    use herald_test_support::firmware;
+
     use super::*;
 
     const ID: &str = "hg-0123456789abcdef";
@@ -290,11 +292,7 @@ mod tests {
     #[test]
     fn staging_copies_a_checked_image_privately() {
         let dir = tempfile::tempdir().unwrap();
-        let mut bytes = vec![0u8; 400];
-        bytes[0] = ota_image::IMAGE_MAGIC;
-        bytes[32..36].copy_from_slice(&ota_image::APP_DESC_MAGIC.to_le_bytes());
-        bytes[48..53].copy_from_slice(b"0.3.1");
-        bytes[300..314].copy_from_slice(b"HGBOARD=s3-box");
+        let bytes = firmware::firmware_image_tagged_at("s3-box", "0.3.1", vec![0; 400], 300);
         let source = dir.path().join("app.bin");
         std::fs::write(&source, &bytes).unwrap();
         let staging = dir.path().join("ota");
