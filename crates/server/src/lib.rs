@@ -6,6 +6,14 @@
 //! and publishes the admin endpoint for the CLI. Dropping nothing is needed to stop:
 //! [`Server::shutdown`] closes devices politely, and each store write is atomic, so
 //! even an abrupt exit leaves consistent state.
+//!
+//! Each device's session is a sans-IO core (frames, port requests and the clock in;
+//! frames, effects and the next deadline out) under an actor shell that does the I/O:
+//! `gadget::session` and `mobile::session`. The router hands each port [`Request`] to
+//! the session of its chat; [`authorized`] remembers who the authorizer let in, per
+//! platform; the store is reached through a [`store::StoreHandle`].
+//!
+//! [`Request`]: herald_port::Request
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 

@@ -2,11 +2,14 @@
 //!
 //! - [`handshake`] runs hello / challenge / auth and admits a device;
 //! - [`socket`] shuttles frames between the WebSocket and the device's session;
-//! - [`session`] is the per-device actor that owns everything stateful: the current
-//!   connection, heartbeat, turns, the question queue and pending actions;
-//! - [`prompts`] is the question queue itself, kept free of I/O;
+//! - [`session`] owns everything stateful of one device: a sans-IO core (the current
+//!   connection, heartbeat, turns, questions, actions, voice, readings, firmware
+//!   updates) under an actor shell that does its I/O;
+//! - [`prompts`], [`sensors`] and the utterance in [`audio`] are the core's pure
+//!   sub-machines; [`audio`] also streams speech out;
 //! - [`waiting`] caps the devices that wait for pairing;
-//! - [`ota`] checks, stages and streams firmware updates for the session.
+//! - [`ota`] checks and stages firmware images, and holds the attempt and update
+//!   machines the core drives.
 //!
 //! A session outlives its connections, so a question asked while a device is away is
 //! shown again when it returns, and a replacement connection takes over seamlessly.

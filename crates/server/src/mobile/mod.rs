@@ -3,7 +3,8 @@
 //! - [`handshake`] checks `hello` (token, device filter, ownership) and answers `ready`;
 //! - [`connection`] reads frames, answers what needs no state (`ping`, `deliver`) and
 //!   forwards the rest to the device's session;
-//! - [`session`] is the per-device actor: duplicate suppression, uploads, cards, the
+//! - [`session`] is the per-device sans-IO core and its actor shell: authorization
+//!   (work waits in order while the authorizer is asked), duplicate suppression, uploads, cards, the
 //!   outbox (in the store) that keeps a turn's frames while the phone is away, replies
 //!   shaped into chunks and streaming edits;
 //! - [`uploads`] and [`seen`] hold the bounded buffers, free of I/O.
