@@ -1,0 +1,302 @@
+//! The SQLite store on a real file in a temporary directory: what each part keeps and
+//! refuses, and what survives closing and reopening the file.
+
+use herald_mobile_proto::limits::{OUTBOX_BYTES, OUTBOX_FRAMES};
+use herald_port::Platform;
+use rusqlite::Connection;
+
+use super::SqliteStore;
+use crate::store::{
+    DeviceProfile, Enrollment, OtaImage, OtaProgress, OtaStatus, PhoneClaim, PhoneInfo, Store,
+    StoreError, MAX_PHONES_PER_USER, STALE_PHONE_DAYS,
+};
+
+fn open() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
+    (dir, store)
+}
+
+fn profile(name: &str) -> DeviceProfile {
+    DeviceProfile {
+        name: Some(name.into()),
+        board: Some("esp32s3".into()),
+        firmware: Some("0.1.0".into()),
+        sensors: serde_json::from_str(r#"{"battery_pct": 80}"#).unwrap(),
+    }
+}
+
+#[test]
+fn enrollment_is_idempotent_and_refuses_other_keys() {
+    let (_dir, store) = open();
+    let key = [7u8; 32];
+    assert_eq!(
+        store.enroll("hg-1", &key, &profile("a"), 1).unwrap(),
+        Enrollment::Enrolled
+    );
+    assert_eq!(
+        store.enroll("hg-1", &key, &profile("a"), 2).unwrap(),
+        Enrollment::AlreadyEnrolled
+    );
+    assert_eq!(
+        store.enroll("hg-1", &[8u8; 32], &profile("a"), 3).unwrap(),
+        Enrollment::Conflict
+    );
+    let record = store.device("hg-1").unwrap().unwrap();
+    assert_eq!(record.key, key);
+    assert_eq!(record.enrolled_at, 1);
+}
+
+#[test]
+fn sensors_merge_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+        let more = serde_json::from_str(r#"{"temperature_c": 21.5}"#).unwrap();
+        store.merge_sensors("hg-1", &more).unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let record = store.device("hg-1").unwrap().unwrap();
+    assert_eq!(record.sensors["battery_pct"], 80);
+    assert_eq!(record.sensors["temperature_c"], 21.5);
+}
+
+#[cfg(unix)]
+#[test]
+fn file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, store) = open();
+    let mode = std::fs::metadata(store.path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn pairing_codes_expire_and_approve_once() {
+    let (_dir, store) = open();
+    store
+        .put_pending(Platform::Gadget, "hg-1", Some("Kitchen"), "ABCD2345", 1_000)
+        .unwrap();
+    assert!(store
+        .approve_code(Platform::Gadget, "ABCD2345", 2_000, 3_000)
+        .unwrap()
+        .is_none());
+    assert!(store
+        .approve_code(Platform::Mobile, "ABCD2345", 0, 3_000)
+        .unwrap()
+        .is_none());
+    let approved = store
+        .approve_code(Platform::Gadget, "ABCD2345", 0, 3_000)
+        .unwrap()
+        .unwrap();
+    assert_eq!(approved.approved_at, Some(3_000));
+    assert_eq!(approved.code, None);
+    assert!(store
+        .approve_code(Platform::Gadget, "ABCD2345", 0, 4_000)
+        .unwrap()
+        .is_none());
+    assert!(store.revoke(Platform::Gadget, "hg-1").unwrap());
+    assert!(store.pairing(Platform::Gadget, "hg-1").unwrap().is_none());
+}
+
+#[test]
+fn forget_removes_device_and_pairing() {
+    let (_dir, store) = open();
+    store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+    store.approve_user(Platform::Gadget, "hg-1", 2).unwrap();
+    assert!(store.forget("hg-1").unwrap());
+    assert!(store.device("hg-1").unwrap().is_none());
+    assert!(store.pairing(Platform::Gadget, "hg-1").unwrap().is_none());
+    assert!(!store.forget("hg-1").unwrap());
+}
+
+#[test]
+fn a_phone_belongs_to_its_first_user() {
+    let (_dir, store) = open();
+    let info = PhoneInfo {
+        name: Some("Phone".into()),
+        platform: Some("android".into()),
+    };
+    assert_eq!(
+        store.claim_phone("tel-1", "u1", &info, 1).unwrap(),
+        PhoneClaim::Mine
+    );
+    assert_eq!(
+        store.claim_phone("tel-1", "u1", &info, 2).unwrap(),
+        PhoneClaim::Mine
+    );
+    assert_eq!(
+        store.claim_phone("tel-1", "u2", &info, 3).unwrap(),
+        PhoneClaim::OwnedBy("u1".into())
+    );
+    let phones = store.phones().unwrap();
+    assert_eq!(phones.len(), 1);
+    assert_eq!((phones[0].first_seen, phones[0].last_seen), (1, 2));
+    assert!(store.forget("tel-1").unwrap(), "a phone can be forgotten");
+    assert!(store.phones().unwrap().is_empty());
+}
+
+#[test]
+fn a_user_owns_a_bounded_number_of_phones_and_stale_ones_make_room() {
+    let (_dir, store) = open();
+    let info = PhoneInfo::default();
+    let day = 86_400_000;
+    // The first phone was last seen long ago; the rest are recent.
+    assert_eq!(
+        store.claim_phone("tel-0", "u1", &info, 0).unwrap(),
+        PhoneClaim::Mine
+    );
+    let now = (STALE_PHONE_DAYS + 1) * day;
+    for i in 1..MAX_PHONES_PER_USER {
+        let id = format!("tel-{i}");
+        assert_eq!(
+            store.claim_phone(&id, "u1", &info, now).unwrap(),
+            PhoneClaim::Mine
+        );
+    }
+    // Full: the stale one gives its place to the new one.
+    assert_eq!(
+        store.claim_phone("tel-new", "u1", &info, now).unwrap(),
+        PhoneClaim::Mine
+    );
+    assert_eq!(store.phone_owner("tel-0").unwrap(), None);
+    // Full of recent phones: a new id is refused, known ones still connect, and
+    // another user is not affected.
+    assert_eq!(
+        store.claim_phone("tel-more", "u1", &info, now).unwrap(),
+        PhoneClaim::TooMany
+    );
+    assert_eq!(
+        store.phone_owner("tel-more").unwrap(),
+        None,
+        "nothing stored"
+    );
+    assert_eq!(
+        store.claim_phone("tel-5", "u1", &info, now).unwrap(),
+        PhoneClaim::Mine
+    );
+    assert_eq!(
+        store.claim_phone("tel-x", "u2", &info, now).unwrap(),
+        PhoneClaim::Mine
+    );
+    assert_eq!(store.phones().unwrap().len(), MAX_PHONES_PER_USER + 1);
+}
+
+#[test]
+fn the_outbox_keeps_the_newest_within_bounds_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    let store = SqliteStore::open(&path).unwrap();
+    for i in 0..300 {
+        store.outbox_push("tel-1", &format!("f{i}"), 1_000).unwrap();
+    }
+    store.outbox_push("tel-2", "other", 1_000).unwrap();
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    let kept = store.outbox_take("tel-1", 0).unwrap();
+    assert_eq!(kept.len(), OUTBOX_FRAMES);
+    assert_eq!(kept[0], "f44");
+    assert!(
+        store.outbox_take("tel-1", 0).unwrap().is_empty(),
+        "taken once"
+    );
+    assert_eq!(store.outbox_take("tel-2", 0).unwrap(), ["other"]);
+
+    store
+        .outbox_push("tel-1", &"x".repeat(OUTBOX_BYTES - 10), 1)
+        .unwrap();
+    store.outbox_push("tel-1", &"y".repeat(20), 1).unwrap();
+    assert_eq!(store.outbox_take("tel-1", 0).unwrap(), ["y".repeat(20)]);
+
+    store.outbox_push("tel-1", "old", 1_000).unwrap();
+    store.outbox_push("tel-1", "new", 300_000).unwrap();
+    assert_eq!(store.outbox_take("tel-1", 100_000).unwrap(), ["new"]);
+    store.outbox_push("tel-1", "forgotten", 1).unwrap();
+    store.forget("tel-1").unwrap();
+    assert!(store.outbox_take("tel-1", 0).unwrap().is_empty());
+}
+
+fn staged_image() -> OtaImage {
+    OtaImage {
+        file: "/data/ota/hg-1-abc.bin".into(),
+        sha256: "ab".repeat(32),
+        size: 300_000,
+        version: "0.2.0".into(),
+    }
+}
+
+#[test]
+fn one_active_ota_update_per_device_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+    let staged = store
+        .stage_ota("hg-1", &staged_image(), 10)
+        .unwrap()
+        .unwrap();
+    assert_eq!(staged.progress.status, OtaStatus::Sending);
+    assert_eq!(staged.progress.attempts, 0);
+    // Busy while sending, and while retrying.
+    assert!(store
+        .stage_ota("hg-1", &staged_image(), 11)
+        .unwrap()
+        .is_none());
+    let retrying = OtaProgress {
+        status: OtaStatus::Retrying,
+        attempts: 1,
+        bytes_sent: 16_384,
+        error: Some("disconnected".into()),
+    };
+    store.save_ota_progress(staged.id, &retrying, 12).unwrap();
+    assert!(store
+        .stage_ota("hg-1", &staged_image(), 13)
+        .unwrap()
+        .is_none());
+    drop(store);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let found = store.ota_update("hg-1").unwrap().unwrap();
+    assert_eq!(found.progress, retrying);
+    assert_eq!(found.image, staged_image());
+    assert_eq!((found.created_at, found.updated_at), (10, 12));
+
+    // A finished update is replaced by the next, and progress saved for the old id
+    // no longer lands anywhere.
+    let failed = OtaProgress {
+        status: OtaStatus::Failed,
+        ..retrying
+    };
+    store.save_ota_progress(staged.id, &failed, 14).unwrap();
+    let next = store
+        .stage_ota("hg-1", &staged_image(), 15)
+        .unwrap()
+        .unwrap();
+    assert_ne!(next.id, staged.id);
+    store.save_ota_progress(staged.id, &failed, 16).unwrap();
+    assert_eq!(store.ota_updates().unwrap(), [next]);
+
+    // Forgetting the device drops its update.
+    store.forget("hg-1").unwrap();
+    assert!(store.ota_update("hg-1").unwrap().is_none());
+    assert!(store.stage_ota("hg-9", &staged_image(), 17).is_err());
+}
+
+#[test]
+fn refuses_a_newer_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    drop(SqliteStore::open(&path).unwrap());
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    assert!(matches!(
+        SqliteStore::open(&path),
+        Err(StoreError::TooNew { found: 99, .. })
+    ));
+}
