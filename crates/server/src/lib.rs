@@ -39,6 +39,7 @@ pub mod net;
 mod places;
 mod queue;
 mod router;
+mod session_io;
 mod socket;
 pub mod store;
 mod throttle;

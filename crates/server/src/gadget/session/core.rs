@@ -12,7 +12,7 @@
 //! utterance being received ([`Utterance`]) and the sensor write window
 //! ([`SensorWrites`]). Agent → device calls are in `calls.rs`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,14 +32,8 @@ use super::super::prompts::{PromptQueue, Question};
 use super::super::sensors::SensorWrites;
 use crate::calls::Reply;
 use crate::metrics::Metrics;
+use crate::session_io::{Queue, Transmit};
 use crate::socket::Outgoing;
-
-/// A frame for connection `conn` (the current one, or the one a new connection
-/// replaced, for its close).
-pub(crate) struct Transmit {
-    pub conn: u64,
-    pub frame: Outgoing,
-}
 
 /// Work the shell carries out for the core, in order.
 pub(crate) enum Effect {
@@ -137,8 +131,8 @@ pub(crate) struct Core {
     pub(super) sensors: SensorWrites,
     /// Firmware updates: a sub-machine of its own.
     pub(super) ota: Updates,
-    transmits: VecDeque<Transmit>,
-    effects: VecDeque<Effect>,
+    transmits: Queue<Transmit>,
+    effects: Queue<Effect>,
 }
 
 impl Core {
@@ -167,28 +161,19 @@ impl Core {
             deferred_end: None,
             sensors: SensorWrites::default(),
             ota: Updates::new(ota),
-            transmits: VecDeque::new(),
-            effects: VecDeque::new(),
+            transmits: Queue::default(),
+            effects: Queue::default(),
         }
     }
 
     // ---- what the shell reads ----
 
     pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
-        let next = self.transmits.pop_front();
-        if next.is_none() {
-            // Drained: an idle session keeps no buffer.
-            self.transmits = VecDeque::new();
-        }
-        next
+        self.transmits.pop()
     }
 
     pub(crate) fn poll_effect(&mut self) -> Option<Effect> {
-        let next = self.effects.pop_front();
-        if next.is_none() {
-            self.effects = VecDeque::new();
-        }
-        next
+        self.effects.pop()
     }
 
     /// The earliest instant [`Core::handle_timeout`] has work.
@@ -239,7 +224,7 @@ impl Core {
             next_ping: now + self.heartbeat,
         });
         self.paired = paired;
-        self.effects.push_back(Effect::Online { conn });
+        self.effects.push(Effect::Online { conn });
         self.send(ServerMessage::Welcome(proto::Welcome {
             session,
             paired,
@@ -265,7 +250,7 @@ impl Core {
     /// Close the connection, if any, and forget it.
     pub(crate) fn close(&mut self, code: CloseCode, reason: &str) {
         if let Some(conn) = &self.conn {
-            self.transmits.push_back(Transmit {
+            self.transmits.push(Transmit {
                 conn: conn.id,
                 frame: Outgoing::Close(code, reason.to_owned()),
             });
@@ -277,14 +262,14 @@ impl Core {
     pub(crate) fn handle_closed(&mut self) {
         // Their outbox is gone with the connection.
         if let Some(stream) = self.speaking.take() {
-            self.effects.push_back(Effect::StopSpeech { stream });
+            self.effects.push(Effect::StopSpeech { stream });
         }
         self.deferred_end = None;
         self.utterance = None;
         if self.conn.take().is_none() {
             return;
         }
-        self.effects.push_back(Effect::Offline {
+        self.effects.push(Effect::Offline {
             paired: self.paired,
         });
         self.ota.detached();
@@ -292,9 +277,9 @@ impl Core {
         self.fail_actions(ActionError::Disconnected);
         self.streaming = None;
         if let Some(readings) = self.sensors.flush() {
-            self.effects.push_back(Effect::SaveSensors(readings));
+            self.effects.push(Effect::SaveSensors(readings));
         }
-        self.effects.push_back(Effect::RecordLastSeen);
+        self.effects.push(Effect::RecordLastSeen);
     }
 
     /// Proof of life from the current connection (any frame, control frames included).
@@ -314,7 +299,7 @@ impl Core {
 
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
         if let Some(readings) = self.sensors.due(now) {
-            self.effects.push_back(Effect::SaveSensors(readings));
+            self.effects.push(Effect::SaveSensors(readings));
         }
         if let Some(conn) = &mut self.conn {
             if now >= conn.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
@@ -357,7 +342,7 @@ impl Core {
         if !self.pairing_asked {
             self.pairing_asked = true;
             let name = self.conn.as_ref().and_then(|c| c.peer.name.as_deref());
-            self.effects.push_back(Effect::AskPairingCode {
+            self.effects.push(Effect::AskPairingCode {
                 name: name.map(str::to_owned),
             });
         }
@@ -379,7 +364,7 @@ impl Core {
         }
         self.paired = paired;
         if paired {
-            self.effects.push_back(Effect::Paired);
+            self.effects.push(Effect::Paired);
         }
         if self.conn.is_none() {
             return;
@@ -416,7 +401,7 @@ impl Core {
     /// Stop the speech stream at once, telling the device it was cut off.
     pub(super) fn stop_speech(&mut self) {
         if let Some(stream) = self.speaking.take() {
-            self.effects.push_back(Effect::StopSpeech { stream });
+            self.effects.push(Effect::StopSpeech { stream });
             self.send(ServerMessage::AudioAbort(proto::AudioAbort { stream }));
         }
         self.send_deferred_end();
@@ -442,7 +427,7 @@ impl Core {
 
     pub(super) fn send(&mut self, msg: ServerMessage) {
         if let Some(conn) = &self.conn {
-            self.transmits.push_back(Transmit {
+            self.transmits.push(Transmit {
                 conn: conn.id,
                 frame: Outgoing::Text(msg.encode()),
             });
@@ -450,7 +435,7 @@ impl Core {
     }
 
     pub(super) fn effect(&mut self, effect: Effect) {
-        self.effects.push_back(effect);
+        self.effects.push(effect);
     }
 
     pub(super) fn shape(&self, text: &str) -> String {

@@ -29,7 +29,7 @@ use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
 
-use self::core::{Core, Effect, ImageJob, Transmit};
+use self::core::{Core, Effect, ImageJob};
 use super::audio::{Playback, SpeechFile};
 use super::image;
 use super::ota::{self, OtaEffect, Timeouts};
@@ -39,6 +39,7 @@ use crate::calls::Call;
 use crate::clock::now_ms;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
+use crate::session_io::Outboxes;
 use crate::socket::{Closed, Outgoing, Room, SendQueue};
 
 /// What the agent side and the admin API ask of a device.
@@ -99,10 +100,7 @@ pub(crate) struct Session {
     hub: Arc<GadgetHub>,
     mailbox: queue::Sender<Event>,
     core: Core,
-    /// The current connection's outbox.
-    outbox: Option<(u64, SendQueue)>,
-    /// The outbox of the connection a new one replaced, until it has its close.
-    replaced: Option<(u64, SendQueue)>,
+    outboxes: Outboxes,
     to_agent: AgentQueue,
     /// The staged image of the firmware update being sent, open.
     image: Option<tokio::fs::File>,
@@ -158,8 +156,7 @@ impl Session {
             hub,
             mailbox: tx.clone(),
             core,
-            outbox: None,
-            replaced: None,
+            outboxes: Outboxes::default(),
             to_agent: AgentQueue::default(),
             playback: None,
             last_event: Instant::now(),
@@ -250,8 +247,8 @@ impl Session {
     /// Where the next firmware frame goes, once the window is open: it waits for room
     /// in the outbox alongside the mailbox, so conversation traffic is never held up.
     fn frame_outbox(&self) -> Option<(u64, &SendQueue)> {
-        let (conn, outbox) = self.outbox.as_ref()?;
-        (self.core.ota_wants_chunk() && self.core.is_current(*conn)).then_some((*conn, outbox))
+        let (conn, outbox) = self.outboxes.current()?;
+        (self.core.ota_wants_chunk() && self.core.is_current(conn)).then_some((conn, outbox))
     }
 
     async fn handle(&mut self, event: Event, now: Instant) {
@@ -264,7 +261,7 @@ impl Session {
                     paired,
                     session_id,
                 } = *attach;
-                self.replaced = self.outbox.replace((conn, outbox));
+                self.outboxes.attach(conn, outbox);
                 let heartbeat_s = self.hub.config.heartbeat_s;
                 self.core.handle_attach(
                     conn,
@@ -316,29 +313,16 @@ impl Session {
             };
             self.carry_out(effect).await;
         }
-        self.replaced = None;
         if !self.core.ota_is_running() {
             self.image = None;
         }
-        if self
-            .outbox
-            .as_ref()
-            .is_some_and(|(conn, _)| !self.core.is_current(*conn))
-        {
-            self.outbox = None;
-        }
+        let core = &self.core;
+        self.outboxes.settled(|conn| core.is_current(conn));
     }
 
     async fn flush(&mut self) {
-        while let Some(Transmit { conn, frame }) = self.core.poll_transmit() {
-            let outbox = [&self.outbox, &self.replaced]
-                .into_iter()
-                .flatten()
-                .find(|(id, _)| *id == conn);
-            if let Some((_, outbox)) = outbox {
-                // A full outbox makes the session wait: backpressure, not a growing buffer.
-                let _ = outbox.send(frame).await;
-            }
+        while let Some(transmit) = self.core.poll_transmit() {
+            self.outboxes.send(transmit).await;
         }
     }
 
@@ -514,7 +498,7 @@ impl Session {
         };
         // The abort of the stream it replaces goes out first.
         self.flush().await;
-        let Some((_, outbox)) = &self.outbox else {
+        let Some((_, outbox)) = self.outboxes.current() else {
             return Err(DeliveryError::Offline(self.core.chat()));
         };
         self.playback = Some(Playback::start(
@@ -531,7 +515,7 @@ impl Session {
     /// Fit a picture into the device's image box and send it; the work runs on its own
     /// task so the session keeps serving the device meanwhile.
     fn show_image(&self, job: ImageJob) {
-        let Some((_, outbox)) = self.outbox.clone() else {
+        let Some(outbox) = self.outboxes.current().map(|(_, outbox)| outbox.clone()) else {
             let offline = Err(DeliveryError::Offline(self.core.chat()));
             let _ = job.reply.send(answer(offline));
             return;

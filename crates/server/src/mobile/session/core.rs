@@ -29,18 +29,12 @@ use super::super::uploads::{Upload, UploadBudget, Uploads};
 use crate::authorized::Authorized;
 use crate::ids;
 use crate::metrics::Metrics;
+use crate::session_io::{Queue, Transmit};
 use crate::socket::Outgoing;
 
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more
 /// while one answer is out is told to slow down.
 const MAX_HELD: usize = 32;
-
-/// A frame for connection `conn` (the current one, or the one a new connection
-/// replaced, for its close).
-pub(crate) struct Transmit {
-    pub conn: u64,
-    pub frame: Outgoing,
-}
 
 /// Work the shell carries out for the core, in order.
 pub(crate) enum Effect {
@@ -137,8 +131,8 @@ pub(crate) struct Core {
     pub(super) speaking: bool,
     pub(super) idle_at: Option<Instant>,
     held: VecDeque<Held>,
-    transmits: VecDeque<Transmit>,
-    effects: VecDeque<Effect>,
+    transmits: Queue<Transmit>,
+    effects: Queue<Effect>,
 }
 
 impl Core {
@@ -157,28 +151,19 @@ impl Core {
             speaking: false,
             idle_at: None,
             held: VecDeque::new(),
-            transmits: VecDeque::new(),
-            effects: VecDeque::new(),
+            transmits: Queue::default(),
+            effects: Queue::default(),
         }
     }
 
     // ---- what the shell reads ----
 
     pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
-        let next = self.transmits.pop_front();
-        if next.is_none() {
-            // Drained: an idle session keeps no buffer.
-            self.transmits = VecDeque::new();
-        }
-        next
+        self.transmits.pop()
     }
 
     pub(crate) fn poll_effect(&mut self) -> Option<Effect> {
-        let next = self.effects.pop_front();
-        if next.is_none() {
-            self.effects = VecDeque::new();
-        }
-        next
+        self.effects.pop()
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
@@ -208,13 +193,13 @@ impl Core {
         self.uploads.set_user(&user_id);
         self.user_id = user_id;
         self.user_name = user_name;
-        self.effects.push_back(Effect::Online { conn });
-        self.effects.push_back(Effect::Replay);
+        self.effects.push(Effect::Online { conn });
+        self.effects.push(Effect::Replay);
     }
 
     pub(crate) fn close(&mut self, code: CloseCode, reason: &str) {
         if let Some(conn) = self.conn {
-            self.transmits.push_back(Transmit {
+            self.transmits.push(Transmit {
                 conn,
                 frame: Outgoing::Close(code, reason.into()),
             });
@@ -224,7 +209,7 @@ impl Core {
 
     pub(crate) fn handle_closed(&mut self) {
         if self.conn.take().is_some() {
-            self.effects.push_back(Effect::Offline);
+            self.effects.push(Effect::Offline);
             // Unfinished uploads are not resumed across connections.
             self.uploads.clear();
         }
@@ -271,14 +256,14 @@ impl Core {
     }
 
     pub(super) fn effect(&mut self, effect: Effect) {
-        self.effects.push_back(effect);
+        self.effects.push(effect);
     }
 
     /// Send a frame now, or keep it for later while a turn runs and the phone is away.
     pub(crate) fn emit(&mut self, frame: &ServerFrame) -> Result<(), DeliveryError> {
         match self.conn {
             Some(conn) => {
-                self.transmits.push_back(Transmit {
+                self.transmits.push(Transmit {
                     conn,
                     frame: Outgoing::Text(frame.encode()),
                 });
@@ -286,7 +271,7 @@ impl Core {
             }
             None if self.turn.is_some() => {
                 // Kept in the store: a restart in the meantime loses nothing.
-                self.effects.push_back(Effect::Keep(frame.encode()));
+                self.effects.push(Effect::Keep(frame.encode()));
                 Ok(())
             }
             None => Err(DeliveryError::Offline(self.chat())),
@@ -318,7 +303,7 @@ impl Core {
         let ask = self.held.is_empty();
         self.held.push_back(work);
         if ask {
-            self.effects.push_back(Effect::Authorize {
+            self.effects.push(Effect::Authorize {
                 user_id: self.user_id.clone(),
             });
         }
@@ -330,7 +315,7 @@ impl Core {
         match answer {
             Ok(true) => held.into_iter().for_each(|work| self.admit(work, now)),
             // Dropped, so nothing of theirs is kept; they are told how to pair.
-            Ok(false) => self.effects.push_back(Effect::AskPairingCode {
+            Ok(false) => self.effects.push(Effect::AskPairingCode {
                 user_id: self.user_id.clone(),
                 user_name: self.user_name.clone(),
             }),
@@ -379,7 +364,7 @@ impl Core {
             .metrics
             .activity
             .said(&inbound.source.chat, &inbound.body);
-        self.effects.push_back(Effect::ToAgent(Box::new(inbound)));
+        self.effects.push(Effect::ToAgent(Box::new(inbound)));
     }
 
     /// The agent's queue was full: the phone is told to slow down.

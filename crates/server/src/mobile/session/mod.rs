@@ -25,13 +25,14 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
 
 pub(crate) use self::core::Shared;
-use self::core::{Core, Effect, SaveFile, Transmit};
+use self::core::{Core, Effect, SaveFile};
 use super::MobileHub;
 use crate::calls::Call;
 use crate::clock::now_ms;
 use crate::files;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
+use crate::session_io::Outboxes;
 use crate::socket::{Outgoing, SendQueue};
 
 /// Frames kept for a phone that is away lapse after this long.
@@ -79,10 +80,7 @@ pub(crate) struct Session {
     hub: Arc<MobileHub>,
     mailbox: queue::Sender<Event>,
     core: Core,
-    /// The current connection's outbox.
-    outbox: Option<(u64, SendQueue)>,
-    /// The outbox of the connection a new one replaced, until it has its close.
-    replaced: Option<(u64, SendQueue)>,
+    outboxes: Outboxes,
     to_agent: AgentQueue,
     /// When the mailbox last had something for the session.
     last_event: Instant,
@@ -95,8 +93,7 @@ impl Session {
             core: Core::new(device_id, hub.shared.clone()),
             hub,
             mailbox: tx.clone(),
-            outbox: None,
-            replaced: None,
+            outboxes: Outboxes::default(),
             to_agent: AgentQueue::default(),
             last_event: Instant::now(),
         };
@@ -161,7 +158,7 @@ impl Session {
                     user_id,
                     user_name,
                 } = *attach;
-                self.replaced = self.outbox.replace((conn, outbox));
+                self.outboxes.attach(conn, outbox);
                 self.core.handle_attach(conn, user_id, user_name);
             }
             Event::Frame { conn, frame } if self.core.is_current(conn) => {
@@ -188,26 +185,13 @@ impl Session {
             };
             self.carry_out(effect).await;
         }
-        self.replaced = None;
-        if self
-            .outbox
-            .as_ref()
-            .is_some_and(|(conn, _)| !self.core.is_current(*conn))
-        {
-            self.outbox = None;
-        }
+        let core = &self.core;
+        self.outboxes.settled(|conn| core.is_current(conn));
     }
 
     async fn flush(&mut self) {
-        while let Some(Transmit { conn, frame }) = self.core.poll_transmit() {
-            let outbox = [&self.outbox, &self.replaced]
-                .into_iter()
-                .flatten()
-                .find(|(id, _)| *id == conn);
-            if let Some((_, outbox)) = outbox {
-                // A full outbox makes the session wait: backpressure, not a growing buffer.
-                let _ = outbox.send(frame).await;
-            }
+        while let Some(transmit) = self.core.poll_transmit() {
+            self.outboxes.send(transmit).await;
         }
     }
 
@@ -280,7 +264,7 @@ impl Session {
                 warn!(%err, "could not read what a phone missed");
                 Vec::new()
             });
-        if let Some((_, outbox)) = &self.outbox {
+        if let Some((_, outbox)) = self.outboxes.current() {
             for frame in missed {
                 let _ = outbox.send(Outgoing::Text(frame)).await;
             }

@@ -33,15 +33,9 @@ fn attached(shared: Arc<Shared>) -> Core {
     core
 }
 
-/// The frames handed back since the last look, as JSON; a close is `{"close": reason}`.
+/// The frames handed back since the last look.
 fn sent(core: &mut Core) -> Vec<Value> {
-    std::iter::from_fn(|| core.poll_transmit())
-        .map(|t| match t.frame {
-            Outgoing::Text(text) => serde_json::from_str(&text).unwrap(),
-            Outgoing::Close(_, reason) => json!({"close": reason, "conn": t.conn}),
-            Outgoing::Binary(_) | Outgoing::Ping => json!({"binary": true}),
-        })
-        .collect()
+    crate::session_io::sent(std::iter::from_fn(|| core.poll_transmit()))
 }
 
 fn kinds(frames: &[Value]) -> Vec<String> {
