@@ -99,31 +99,6 @@ pub enum Request {
     Profile {},
 }
 
-impl Request {
-    /// The operation's name on the wire.
-    pub fn op(&self) -> &'static str {
-        match self {
-            Request::SendText { .. } => "send_text",
-            Request::EditText { .. } => "edit_text",
-            Request::Typing { .. } => "typing",
-            Request::Status { .. } => "status",
-            Request::TurnStarted {} => "turn_started",
-            Request::TurnEnded { .. } => "turn_ended",
-            Request::Ask { .. } => "ask",
-            Request::Withdraw { .. } => "withdraw",
-            Request::SendVoice { .. } => "send_voice",
-            Request::SendImage { .. } => "send_image",
-            Request::SendDocument { .. } => "send_document",
-            Request::Display { .. } => "display",
-            Request::Notice { .. } => "notice",
-            Request::Transcript { .. } => "transcript",
-            Request::InvokeAction { .. } => "invoke_action",
-            Request::Actions {} => "actions",
-            Request::Profile {} => "profile",
-        }
-    }
-}
-
 /// What a request answers when it succeeds; the object the bridge hands Hermes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -239,16 +214,19 @@ mod tests {
     }
 
     #[test]
-    fn every_request_names_its_op_as_the_wire_does() {
+    fn every_request_goes_back_to_the_wire_under_its_op() {
         let requests = [
-            decode("typing", json!({"on": true})),
-            decode("profile", json!({})),
-            decode("invoke_action", json!({"name": "led"})),
-            decode("display", json!({"card": {"title": "T"}})),
+            ("typing", json!({"on": true})),
+            ("profile", json!({})),
+            ("invoke_action", json!({"name": "led", "args": null})),
+            (
+                "display",
+                json!({"card": {"title": "T", "body": "", "ttl_s": null}}),
+            ),
         ];
-        for request in requests {
-            let wire = serde_json::to_value(&request).unwrap();
-            assert_eq!(wire["op"], request.op());
+        for (op, args) in requests {
+            let wire = serde_json::to_value(decode(op, args.clone())).unwrap();
+            assert_eq!(wire, json!({"op": op, "args": args}));
         }
     }
 

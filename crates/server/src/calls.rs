@@ -4,7 +4,7 @@
 //! it to the session of the chat's device, whatever the platform; each session answers
 //! what its device can honour and refuses the rest with a clear error.
 
-use herald_port::{Request, RequestError, Response};
+use herald_port::{DeliveryError, Request, RequestError, Response};
 use tokio::sync::oneshot;
 
 /// Where a session sends a request's answer.
@@ -13,4 +13,9 @@ pub(crate) type Reply = oneshot::Sender<Result<Response, RequestError>>;
 pub(crate) struct Call {
     pub request: Request,
     pub reply: Reply,
+}
+
+/// The answer of a request with nothing to say but whether it went through.
+pub(crate) fn done(sent: Result<(), DeliveryError>) -> Result<Response, DeliveryError> {
+    sent.map(|()| Response::Done {})
 }

@@ -16,13 +16,12 @@ use tokio::time::Instant;
 
 use super::super::prompts::{Question, Show};
 use super::core::{profile, Conn, Core, Effect, ImageJob, PendingAction};
-use crate::calls::{Call, Reply};
+use crate::calls::{done, Call, Reply};
 use crate::ids;
 
 impl Core {
     pub(crate) fn handle_call(&mut self, call: Call, now: Instant) {
         let Call { request, reply } = call;
-        let done = |sent: Result<(), DeliveryError>| sent.map(|()| Response::Done {});
         let answer = match request {
             Request::SendText { text, options } => self
                 .send_text(&text, options)

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::core::{Core, Effect, OpenCard};
 use super::media::{mime_for, split_chunks, FileDown};
-use crate::calls::Call;
+use crate::calls::{done, Call};
 use crate::ids;
 
 /// The avatar rests this long after a turn before it goes idle.
@@ -27,7 +27,6 @@ const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
 impl Core {
     pub(crate) fn handle_call(&mut self, call: Call, now: Instant) {
         let Call { request, reply } = call;
-        let done = |sent: Result<(), DeliveryError>| sent.map(|()| Response::Done {});
         let answer = match request {
             Request::SendText { text, options } => self
                 .send_text(&text, options)

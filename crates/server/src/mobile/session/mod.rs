@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_mobile_proto::{limits, ClientFrame, Deliver};
-use herald_port::{DeliveryError, PairingCode, Platform, RequestError, Response};
+use herald_port::{DeliveryError, PairingCode, Platform, RequestError};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
@@ -27,7 +27,7 @@ use tracing::warn;
 pub(crate) use self::core::Shared;
 use self::core::{Core, Effect, SaveFile};
 use super::MobileHub;
-use crate::calls::Call;
+use crate::calls::{done, Call};
 use crate::clock::now_ms;
 use crate::files;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
@@ -245,8 +245,7 @@ impl Session {
                 reply,
             } => {
                 let result = self.send_file(kind, &path, caption).await;
-                let answer = result.map(|()| Response::Done {});
-                let _ = reply.send(answer.map_err(RequestError::from));
+                let _ = reply.send(done(result).map_err(RequestError::from));
             }
         }
     }
@@ -273,9 +272,11 @@ impl Session {
 
     /// Ask the authorizer on a task of its own (under Hermes the question crosses a
     /// pipe); the answer comes back through the mailbox.
-    fn authorize(&self, user_id: String) {
+    fn authorize(&mut self, user_id: String) {
         let Some(authorizer) = self.hub.authorizer().cloned() else {
-            return;
+            // No backend yet: nothing may wait for an answer that will not come.
+            let unanswered = Err("there is no authorizer".to_owned());
+            return self.core.handle_authorization(unanswered, Instant::now());
         };
         let (hub, mailbox) = (self.hub.clone(), self.mailbox.clone());
         tokio::spawn(async move {

@@ -135,6 +135,21 @@ fn a_remembered_user_goes_straight_through_and_a_refused_one_is_told_how_to_pair
 }
 
 #[test]
+fn an_authorizer_that_fails_drops_the_waiting_work_and_says_so() {
+    let now = Instant::now();
+    let mut core = attached(shared());
+    sent(&mut core);
+    core.handle_frame(text("m1", "hi"), now);
+    core.handle_authorization(Err("the bridge is gone".into()), now);
+    assert!(to_agent(&effects(&mut core)).is_empty());
+    let frames = sent(&mut core);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0]["code"], "internal");
+    core.handle_frame(text("m2", "again"), now);
+    assert_eq!(asked(&effects(&mut core)), 1, "the next message asks again");
+}
+
+#[test]
 fn a_phone_sending_on_while_the_answer_is_out_is_held_to_a_bound() {
     let now = Instant::now();
     let mut core = attached(shared());
