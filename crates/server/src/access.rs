@@ -221,7 +221,7 @@ mod tests {
         let store = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
         (
             dir,
-            Access::new(StoreHandle::new(store), gadget, Policy::default()),
+            Access::new(StoreHandle::new(store).unwrap(), gadget, Policy::default()),
         )
     }
 

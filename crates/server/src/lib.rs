@@ -134,7 +134,7 @@ impl Server {
         };
 
         let store_path = data_dir.join(STORE_FILE);
-        let store = StoreHandle::new(Arc::new(SqliteStore::open(&store_path)?));
+        let store = StoreHandle::new(Arc::new(SqliteStore::open(&store_path)?))?;
         // Half-written copies too: only what a running update streams from stays.
         let staging = data_dir.join(gadget::STAGING_DIR);
         let unused = gadget::sweep_unused_staged(&staging, store.blocking()).map_err(data_err)?;
@@ -162,6 +162,7 @@ impl Server {
             store.clone(),
             inbox.clone(),
             metrics.clone(),
+            gadget::Unfinished::from_store(store.blocking())?,
         ));
         let app_token = match &config.mobile.token {
             Some(token) => token.expose().to_owned(),
@@ -297,6 +298,9 @@ impl Server {
         admin::unpublish(&self.data_dir);
         self.gadget.close_all().await;
         self.mobile.close_all().await;
+        if let Err(err) = self.gadget.store.write_seen().await {
+            tracing::warn!(%err, "could not record when devices were last seen");
+        }
     }
 }
 

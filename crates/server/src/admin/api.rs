@@ -105,7 +105,7 @@ pub(super) async fn info(State(state): State<AdminState>) -> Json<Info> {
 pub(super) async fn devices(
     State(state): State<AdminState>,
 ) -> Result<Json<Vec<DeviceView>>, ApiError> {
-    let records = state.store.run(move |store| store.devices()).await?;
+    let records = state.store.run_fresh(move |store| store.devices()).await?;
     Ok(Json(
         records
             .into_iter()

@@ -85,7 +85,7 @@ pub(crate) async fn device(
     let target = id.clone();
     let record = state
         .store
-        .run(move |store| store.device(&target))
+        .run_fresh(move |store| store.device(&target))
         .await?
         .ok_or_else(|| {
             not_found(format!(

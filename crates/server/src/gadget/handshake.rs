@@ -211,11 +211,7 @@ where
     let device_id = hello.device_id.clone();
     match update {
         Update::Nothing => {}
-        Update::LastSeen => {
-            hub.store
-                .run(move |store| store.set_last_seen(&device_id, now_ms()))
-                .await?
-        }
+        Update::LastSeen => hub.store.seen(&device_id, now_ms()),
         Update::Profile => {
             hub.store
                 .run(move |store| store.touch(&device_id, &profile, now_ms()))

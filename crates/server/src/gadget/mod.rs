@@ -48,7 +48,7 @@ use crate::queue;
 use crate::store::{OtaUpdate, StoreError, StoreHandle};
 use crate::throttle::FailureThrottle;
 
-pub(crate) use ota::{forget_staged, sweep_unused_staged, PushError, STAGING_DIR};
+pub(crate) use ota::{forget_staged, sweep_unused_staged, PushError, Unfinished, STAGING_DIR};
 pub(crate) use session::Command;
 use session::{Event, Session};
 use waiting::WaitingRoom;
@@ -73,6 +73,8 @@ pub(crate) struct GadgetHub {
     pub(crate) metrics: Arc<Metrics>,
     /// Where utterances are written for the agent.
     pub(crate) inbox: Arc<Inbox>,
+    /// The devices with a firmware update that may still be running.
+    pub(crate) unfinished_updates: ota::Unfinished,
 }
 
 impl GadgetHub {
@@ -81,9 +83,11 @@ impl GadgetHub {
         store: StoreHandle,
         inbox: Arc<Inbox>,
         metrics: Arc<Metrics>,
+        unfinished_updates: ota::Unfinished,
     ) -> Self {
         GadgetHub {
             inbox,
+            unfinished_updates,
             config,
             store,
             backend: OnceLock::new(),

@@ -37,6 +37,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("store task was interrupted")]
     Interrupted,
+    #[error("cannot start the store's thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// An enrolled gadget.
@@ -252,7 +254,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Enrollment, StoreError>;
     /// Record a successful connection: the profile of its `hello` and the time.
     fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<(), StoreError>;
-    fn set_last_seen(&self, id: &str, now: Millis) -> Result<(), StoreError>;
+    /// Record when devices were last seen, in one transaction. A time older than the
+    /// one stored is ignored, and an id that is not enrolled is skipped.
+    fn set_last_seen(&self, seen: &[(String, Millis)]) -> Result<(), StoreError>;
     /// Merge readings into the stored sensors.
     fn merge_sensors(&self, id: &str, sensors: &Map<String, Value>) -> Result<(), StoreError>;
     /// Remove a device and its pairing; returns whether it existed.

@@ -136,7 +136,7 @@ impl Running {
     fn server_access(&self) -> crate::access::Access {
         let store =
             crate::store::SqliteStore::open(&self.dir.path().join(crate::STORE_FILE)).unwrap();
-        let store = crate::store::StoreHandle::new(Arc::new(store));
+        let store = crate::store::StoreHandle::new(Arc::new(store)).unwrap();
         crate::access::Access::new(store, Default::default(), Default::default())
     }
 }

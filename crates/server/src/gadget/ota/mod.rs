@@ -25,8 +25,10 @@ mod updates;
 pub(crate) use transfer::{Chunk, Timeouts};
 pub(crate) use updates::{OtaEffect, OtaOutput, Updates};
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use herald_gadget_proto::{self as proto, ota_image, OtaRefusal};
 use sha2::{Digest, Sha256};
@@ -212,11 +214,8 @@ pub(crate) fn sweep_unused_staged(dir: &Path, store: &dyn Store) -> std::io::Res
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(err) => return Err(err),
     };
-    let in_use: Vec<PathBuf> = store
-        .ota_updates()
+    let in_use: Vec<PathBuf> = unfinished_updates(store)
         .map_err(std::io::Error::other)?
-        .into_iter()
-        .filter(|u| u.progress.status.is_active())
         .map(|u| u.image.file)
         .collect();
     let mut removed = 0;
@@ -228,6 +227,41 @@ pub(crate) fn sweep_unused_staged(dir: &Path, store: &dyn Store) -> std::io::Res
         }
     }
     Ok(removed)
+}
+
+fn unfinished_updates(store: &dyn Store) -> Result<impl Iterator<Item = OtaUpdate>, StoreError> {
+    let updates = store.ota_updates()?.into_iter();
+    Ok(updates.filter(|u| u.progress.status.is_active()))
+}
+
+/// The devices whose update may still be running. A device that connects is looked up
+/// in the store only if it is here, so a handshake costs no store read for an update
+/// that is rare. The set cannot miss one: an update is running at start-up or starts in
+/// its device's session, which adds it, and only that session takes it out again.
+#[derive(Default)]
+pub(crate) struct Unfinished(Mutex<HashSet<String>>);
+
+impl Unfinished {
+    pub(crate) fn from_store(store: &dyn Store) -> Result<Unfinished, StoreError> {
+        let ids = unfinished_updates(store)?.map(|u| u.device_id).collect();
+        Ok(Unfinished(Mutex::new(ids)))
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn may_have(&self, device_id: &str) -> bool {
+        self.ids().contains(device_id)
+    }
+
+    pub(crate) fn started(&self, device_id: &str) {
+        self.ids().insert(device_id.to_owned());
+    }
+
+    pub(crate) fn settled(&self, device_id: &str) {
+        self.ids().remove(device_id);
+    }
 }
 
 pub(super) async fn remove_staged(file: &Path) {

@@ -41,6 +41,7 @@ use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
 use crate::session_io::Outboxes;
 use crate::socket::{Closed, Outgoing, Room, SendQueue};
+use crate::store::OtaUpdate;
 
 /// What the agent side and the admin API ask of a device.
 pub(crate) enum Command {
@@ -366,17 +367,7 @@ impl Session {
                     .map_err(|err| err.to_string());
                 self.core.handle_utterance_saved(message_id, saved);
             }
-            Effect::RecordLastSeen => {
-                let id = device_id.clone();
-                if let Err(err) = self
-                    .hub
-                    .store
-                    .run(move |store| store.set_last_seen(&id, now_ms()))
-                    .await
-                {
-                    warn!(%err, "could not record last_seen");
-                }
-            }
+            Effect::RecordLastSeen => self.hub.store.seen(device_id, now_ms()),
             Effect::SaveSensors(readings) => {
                 let id = device_id.clone();
                 if let Err(err) = self
@@ -410,7 +401,16 @@ impl Session {
         let (store, id) = (&self.hub.store, self.core.device_id.clone());
         match effect {
             OtaEffect::Lookup => {
-                let found = store.run(move |store| store.ota_update(&id)).await;
+                let unfinished = &self.hub.unfinished_updates;
+                let found = if unfinished.may_have(&id) {
+                    store.run(move |store| store.ota_update(&id)).await
+                } else {
+                    Ok(None)
+                };
+                let running = |update: &OtaUpdate| update.progress.status.is_active();
+                if matches!(&found, Ok(update) if !update.as_ref().is_some_and(running)) {
+                    unfinished.settled(&self.core.device_id);
+                }
                 self.core.handle_ota_found(found);
             }
             OtaEffect::Prepare { file } => {
@@ -444,6 +444,9 @@ impl Session {
                 let stored = store
                     .run(move |store| store.stage_ota(&id, &image, now_ms()))
                     .await;
+                if let Ok(Some(_)) = &stored {
+                    self.hub.unfinished_updates.started(&self.core.device_id);
+                }
                 self.core.handle_ota_staged(file, stored, reply);
             }
             OtaEffect::Discard(file) => ota::discard_staged(store, &id, &file).await,

@@ -393,8 +393,9 @@ fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
     let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
     Arc::new(GadgetHub::new(
         Default::default(),
-        crate::store::StoreHandle::new(Arc::new(store)),
+        crate::store::StoreHandle::new(Arc::new(store)).unwrap(),
         inbox,
+        Default::default(),
         Default::default(),
     ))
 }

@@ -297,7 +297,7 @@ fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
     let hub = MobileHub::new(
         Default::default(),
         "test-app-token-0123456789abcdef0123",
-        crate::store::StoreHandle::new(Arc::new(store)),
+        crate::store::StoreHandle::new(Arc::new(store)).unwrap(),
         inbox,
         Default::default(),
     );

@@ -135,9 +135,21 @@ pub(super) fn touch(
     Ok(())
 }
 
-pub(super) fn set_last_seen(conn: &Connection, id: &str, now: Millis) -> Result<(), StoreError> {
-    conn.prepare_cached("UPDATE devices SET last_seen = ?2 WHERE id = ?1")?
-        .execute(params![id, now])?;
+pub(super) fn set_last_seen(
+    conn: &mut Connection,
+    seen: &[(String, Millis)],
+) -> Result<(), StoreError> {
+    let tx = write_transaction(conn)?;
+    {
+        // Noted times are written late, after a handshake may have written a newer one.
+        let mut update = tx.prepare_cached(
+            "UPDATE devices SET last_seen = MAX(COALESCE(last_seen, ?2), ?2) WHERE id = ?1",
+        )?;
+        for (id, at) in seen {
+            update.execute(params![id, at])?;
+        }
+    }
+    tx.commit()?;
     Ok(())
 }
 

@@ -213,8 +213,8 @@ impl Store for SqliteStore {
         self.with(|conn| devices::touch(conn, id, profile, now))
     }
 
-    fn set_last_seen(&self, id: &str, now: Millis) -> Result<(), StoreError> {
-        self.with(|conn| devices::set_last_seen(conn, id, now))
+    fn set_last_seen(&self, seen: &[(String, Millis)]) -> Result<(), StoreError> {
+        self.with(|conn| devices::set_last_seen(conn, seen))
     }
 
     fn merge_sensors(&self, id: &str, sensors: &Map<String, Value>) -> Result<(), StoreError> {
