@@ -163,6 +163,7 @@ impl Server {
             inbox.clone(),
             metrics.clone(),
             gadget::Unfinished::from_store(store.blocking())?,
+            Arc::new(gadget::KnownDevices::from_store(store.blocking())?),
         ));
         let app_token = match &config.mobile.token {
             Some(token) => token.expose().to_owned(),

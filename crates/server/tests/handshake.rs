@@ -403,6 +403,39 @@ async fn the_store_survives_a_restart() {
     assert_eq!(devices[0]["online"], true);
 }
 
+/// Whether the challenge to this gadget's hello says the server knows it.
+async fn challenge_says_enrolled(h: &Harness, gadget: &Gadget) -> bool {
+    let mut conn = Gadget::open(&h.url).await;
+    conn.send(&DeviceMessage::Hello(gadget.hello.clone())).await;
+    match conn.recv().await {
+        ServerMessage::Challenge(challenge) => challenge.enrolled,
+        other => panic!("no challenge: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn enrolled_devices_are_known_after_a_restart_and_not_once_forgotten() {
+    let h = Harness::start().await;
+    let gadget = Gadget::new();
+    gadget.connect(&h.url).await;
+    assert!(challenge_says_enrolled(&h, &gadget).await);
+    let h = h.restart().await;
+    assert!(
+        challenge_says_enrolled(&h, &gadget).await,
+        "after a restart"
+    );
+
+    let forget = format!("/v1/devices/{}", gadget.id);
+    assert_eq!(h.admin("DELETE", &forget, None).await.0, 200);
+    assert!(
+        !challenge_says_enrolled(&h, &gadget).await,
+        "asked for its key"
+    );
+    // It enrolls again with its key, and is known from then on.
+    gadget.connect(&h.url).await;
+    assert!(challenge_says_enrolled(&h, &gadget).await);
+}
+
 #[tokio::test]
 async fn a_second_server_on_the_same_data_directory_refuses_to_start() {
     let h = Harness::start().await;

@@ -143,8 +143,7 @@ pub(super) async fn forget(
     State(state): State<AdminState>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let target = id.clone();
-    let forgotten = state.store.run(move |store| store.forget(&target)).await?;
+    let forgotten = state.gadget.forget(&id).await?;
     state.gadget.tell(&id, Command::Forget).await;
     // Its pairing went with it: a device enrolling again under this id pairs again.
     state.gadget.authorized.set(&id, false);

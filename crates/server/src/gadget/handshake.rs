@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use herald_gadget_proto::{
-    auth, limits, Auth, Challenge, DeviceMessage, ErrorCode, Hello, ServerMessage,
+    auth, limits, limits::KEY_LEN, Auth, Challenge, DeviceMessage, ErrorCode, Hello, ServerMessage,
 };
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -16,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
+use super::known::{profile_fingerprint, Known};
 use super::session::{Attach, Event};
 use super::socket::{self, Link};
 use super::GadgetHub;
@@ -24,7 +25,7 @@ use crate::ids;
 use crate::labels;
 use crate::metrics::Traffic;
 use crate::socket::send_queue;
-use crate::store::{DeviceProfile, Enrollment, StoreError};
+use crate::store::{DeviceProfile, Enrollment, Store, StoreError};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
 
@@ -144,8 +145,9 @@ where
         }
     }
 
-    let device_id = hello.device_id.clone();
-    let known = hub.store.run(move |store| store.device(&device_id)).await?;
+    // Memory holds every enrolled device (see `known`); one it lacks is asked for its
+    // key, and the enrollment's transaction checks that key against the store.
+    let known = hub.known.get(&hello.device_id);
     // A new device needs a place among those waiting for pairing; it holds it until
     // `admit` returns, by then paired or waiting.
     let _reservation = match known {
@@ -186,36 +188,42 @@ where
     // What the store must learn of this connection: nothing after a fresh enrollment
     // (it wrote the profile), only the time when the profile is the one it holds.
     let update = match known {
-        Some(record) => {
+        Some(known) => {
             let valid = proof.mac.as_deref().is_some_and(|mac| {
-                auth::verify_auth_mac(&record.key, &hello.device_id, &nonce, mac)
+                auth::verify_auth_mac(&known.key, &hello.device_id, &nonce, mac)
             });
             if !valid {
                 return Err(auth_failed());
             }
-            if profile.sensors.is_empty()
-                && (&record.name, &record.board, &record.firmware)
-                    == (&profile.name, &profile.board, &profile.firmware)
-            {
+            if profile.sensors.is_empty() && known.profile == profile_fingerprint(&profile) {
                 Update::LastSeen
             } else {
-                Update::Profile
+                Update::Profile(known.key)
             }
         }
-        None => match enroll(hub, &hello.device_id, &proof, profile.clone()).await? {
-            Enrollment::Enrolled => Update::Nothing,
-            _ => Update::Profile,
-        },
+        None => {
+            let (enrolled, key) = enroll(hub, &hello.device_id, &proof, profile.clone()).await?;
+            match enrolled {
+                Enrollment::Enrolled => Update::Nothing,
+                _ => Update::Profile(key),
+            }
+        }
     };
 
     let device_id = hello.device_id.clone();
     match update {
         Update::Nothing => {}
         Update::LastSeen => hub.store.seen(&device_id, now_ms()),
-        Update::Profile => {
-            hub.store
-                .run(move |store| store.touch(&device_id, &profile, now_ms()))
-                .await?
+        Update::Profile(key) => {
+            let (known, now) = (hub.known.clone(), known_as(key, &profile));
+            // On the store's thread, in turn with a `forget`, so memory follows the store.
+            let touch = move |store: &dyn Store| {
+                if store.touch(&device_id, &profile, now_ms())? {
+                    known.insert(&device_id, now);
+                }
+                Ok(())
+            };
+            hub.store.run(touch).await?
         }
     }
     let authorizer = hub.authorizer().ok_or(Refusal::Gone)?;
@@ -248,8 +256,7 @@ async fn forget_expired(hub: Arc<GadgetHub>, expired: Vec<String>) {
         ) {
             continue;
         }
-        let target = id.clone();
-        match hub.store.run(move |store| store.forget(&target)).await {
+        match hub.forget(&id).await {
             Ok(_) => info!(device = %id, "forgot a device that waited for pairing too long"),
             Err(err) => tracing::warn!(%err, device = %id, "could not forget a device"),
         }
@@ -262,7 +269,7 @@ async fn enroll(
     device_id: &str,
     proof: &Auth,
     profile: DeviceProfile,
-) -> Result<Enrollment, Refusal> {
+) -> Result<(Enrollment, [u8; KEY_LEN]), Refusal> {
     let key = proof
         .key
         .as_deref()
@@ -271,14 +278,17 @@ async fn enroll(
     if auth::device_id(&key) != device_id {
         return Err(auth_failed());
     }
-    let id = device_id.to_owned();
-    match hub
-        .store
-        .run(move |store| store.enroll(&id, &key, &profile, now_ms()))
-        .await?
-    {
+    let (id, known) = (device_id.to_owned(), hub.known.clone());
+    let enroll = move |store: &dyn Store| {
+        let enrolled = store.enroll(&id, &key, &profile, now_ms())?;
+        if enrolled == Enrollment::Enrolled {
+            known.insert(&id, known_as(key, &profile));
+        }
+        Ok(enrolled)
+    };
+    match hub.store.run(enroll).await? {
         Enrollment::Conflict => Err(auth_failed()),
-        enrolled => Ok(enrolled),
+        enrolled => Ok((enrolled, key)),
     }
 }
 
@@ -286,7 +296,15 @@ async fn enroll(
 enum Update {
     Nothing,
     LastSeen,
-    Profile,
+    /// The profile changed; the device holds this key.
+    Profile([u8; KEY_LEN]),
+}
+
+fn known_as(key: [u8; KEY_LEN], profile: &DeviceProfile) -> Known {
+    Known {
+        key,
+        profile: profile_fingerprint(profile),
+    }
 }
 
 fn auth_failed() -> Refusal {

@@ -17,6 +17,7 @@
 mod audio;
 mod handshake;
 mod image;
+mod known;
 mod ota;
 mod peer;
 mod prompts;
@@ -48,6 +49,7 @@ use crate::queue;
 use crate::store::{OtaUpdate, StoreError, StoreHandle};
 use crate::throttle::FailureThrottle;
 
+pub(crate) use known::KnownDevices;
 pub(crate) use ota::{forget_staged, sweep_unused_staged, PushError, Unfinished, STAGING_DIR};
 pub(crate) use session::Command;
 use session::{Event, Session};
@@ -75,6 +77,8 @@ pub(crate) struct GadgetHub {
     pub(crate) inbox: Arc<Inbox>,
     /// The devices with a firmware update that may still be running.
     pub(crate) unfinished_updates: ota::Unfinished,
+    /// The keys of enrolled devices, changed only on the store's thread.
+    pub(crate) known: Arc<KnownDevices>,
 }
 
 impl GadgetHub {
@@ -84,10 +88,12 @@ impl GadgetHub {
         inbox: Arc<Inbox>,
         metrics: Arc<Metrics>,
         unfinished_updates: ota::Unfinished,
+        known: Arc<KnownDevices>,
     ) -> Self {
         GadgetHub {
             inbox,
             unfinished_updates,
+            known,
             config,
             store,
             backend: OnceLock::new(),
@@ -185,6 +191,18 @@ impl GadgetHub {
                 Err(offline(err))
             }
         }
+    }
+
+    /// Forget a device in memory and in the store, in one call on the store's thread, so
+    /// that memory never holds a device the store let go. Returns whether it held it.
+    pub(crate) async fn forget(&self, device_id: &str) -> Result<bool, StoreError> {
+        let (id, known) = (device_id.to_owned(), self.known.clone());
+        self.store
+            .run(move |store| {
+                known.remove(&id);
+                store.forget(&id)
+            })
+            .await
     }
 
     /// Close every connection, as the server stops.

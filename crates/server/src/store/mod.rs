@@ -252,8 +252,9 @@ pub trait Store: Send + Sync + 'static {
         profile: &DeviceProfile,
         now: Millis,
     ) -> Result<Enrollment, StoreError>;
-    /// Record a successful connection: the profile of its `hello` and the time.
-    fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<(), StoreError>;
+    /// Record a successful connection: the profile of its `hello` and the time. Returns
+    /// whether the device is enrolled (nothing is written otherwise).
+    fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<bool, StoreError>;
     /// Record when devices were last seen, in one transaction. A time older than the
     /// one stored is ignored, and an id that is not enrolled is skipped.
     fn set_last_seen(&self, seen: &[(String, Millis)]) -> Result<(), StoreError>;

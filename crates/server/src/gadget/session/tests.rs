@@ -397,6 +397,7 @@ fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
         inbox,
         Default::default(),
         Default::default(),
+        Default::default(),
     ))
 }
 

@@ -107,7 +107,7 @@ pub(super) fn touch(
     id: &str,
     profile: &DeviceProfile,
     now: Millis,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     // Once per handshake: statements come from the cache, not the parser.
     let tx = write_transaction(conn)?;
     let stored: Option<String> = tx
@@ -115,7 +115,7 @@ pub(super) fn touch(
         .query_row([id], |r| r.get(0))
         .optional()?;
     let Some(stored) = stored else {
-        return Ok(());
+        return Ok(false);
     };
     let mut sensors = sensors_from_json(id, &stored).unwrap_or_default();
     store::merge_sensors(&mut sensors, &profile.sensors);
@@ -132,7 +132,7 @@ pub(super) fn touch(
         Value::Object(sensors).to_string()
     ])?;
     tx.commit()?;
-    Ok(())
+    Ok(true)
 }
 
 pub(super) fn set_last_seen(

@@ -209,7 +209,7 @@ impl Store for SqliteStore {
         self.with(|conn| devices::enroll(conn, id, key, profile, now))
     }
 
-    fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<(), StoreError> {
+    fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<bool, StoreError> {
         self.with(|conn| devices::touch(conn, id, profile, now))
     }
 
