@@ -215,11 +215,11 @@ where
         Update::Nothing => {}
         Update::LastSeen => hub.store.seen(&device_id, now_ms()),
         Update::Profile(key) => {
-            let (known, now) = (hub.known.clone(), known_as(key, &profile));
+            let (known, entry) = (hub.known.clone(), known_as(key, &profile));
             // On the store's thread, in turn with a `forget`, so memory follows the store.
             let touch = move |store: &dyn Store| {
                 if store.touch(&device_id, &profile, now_ms())? {
-                    known.insert(&device_id, now);
+                    known.insert(&device_id, entry);
                 }
                 Ok(())
             };
