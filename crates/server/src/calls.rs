@@ -19,3 +19,8 @@ pub(crate) struct Call {
 pub(crate) fn done(sent: Result<(), DeliveryError>) -> Result<Response, DeliveryError> {
     sent.map(|()| Response::Done {})
 }
+
+/// Send [`done`]'s answer, for requests a session's shell carries out.
+pub(crate) fn reply_done(reply: Reply, sent: Result<(), DeliveryError>) {
+    let _ = reply.send(done(sent).map_err(RequestError::from));
+}

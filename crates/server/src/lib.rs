@@ -137,7 +137,8 @@ impl Server {
         let store = StoreHandle::new(Arc::new(SqliteStore::open(&store_path)?))?;
         // Half-written copies too: only what a running update streams from stays.
         let staging = data_dir.join(gadget::STAGING_DIR);
-        let unused = gadget::sweep_unused_staged(&staging, store.blocking()).map_err(data_err)?;
+        let unfinished = gadget::unfinished_updates(store.blocking())?;
+        let unused = gadget::sweep_unused_staged(&staging, &unfinished).map_err(data_err)?;
         if unused > 0 {
             info!(files = unused, "removed staged firmware no update uses");
         }
@@ -162,7 +163,7 @@ impl Server {
             store.clone(),
             inbox.clone(),
             metrics.clone(),
-            gadget::Unfinished::from_store(store.blocking())?,
+            gadget::Unfinished::new(&unfinished),
             Arc::new(gadget::KnownDevices::from_store(store.blocking())?),
         ));
         let app_token = match &config.mobile.token {

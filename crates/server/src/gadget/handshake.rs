@@ -215,7 +215,7 @@ where
         Update::Nothing => {}
         Update::LastSeen => hub.store.seen(&device_id, now_ms()),
         Update::Profile(key) => {
-            let (known, entry) = (hub.known.clone(), known_as(key, &profile));
+            let (known, entry) = (hub.known.clone(), Known::new(key, &profile));
             // On the store's thread, in turn with a `forget`, so memory follows the store.
             let touch = move |store: &dyn Store| {
                 if store.touch(&device_id, &profile, now_ms())? {
@@ -282,7 +282,7 @@ async fn enroll(
     let enroll = move |store: &dyn Store| {
         let enrolled = store.enroll(&id, &key, &profile, now_ms())?;
         if enrolled == Enrollment::Enrolled {
-            known.insert(&id, known_as(key, &profile));
+            known.insert(&id, Known::new(key, &profile));
         }
         Ok(enrolled)
     };
@@ -298,13 +298,6 @@ enum Update {
     LastSeen,
     /// The profile changed; the device holds this key.
     Profile([u8; KEY_LEN]),
-}
-
-fn known_as(key: [u8; KEY_LEN], profile: &DeviceProfile) -> Known {
-    Known {
-        key,
-        profile: profile_fingerprint(profile),
-    }
 }
 
 fn auth_failed() -> Refusal {

@@ -29,6 +29,14 @@ pub(crate) struct Known {
 }
 
 impl Known {
+    /// A device that holds `key` and said `profile` in its latest `hello`.
+    pub(crate) fn new(key: [u8; KEY_LEN], profile: &DeviceProfile) -> Known {
+        Known {
+            key,
+            profile: profile_fingerprint(profile),
+        }
+    }
+
     pub(crate) fn of(record: &DeviceRecord) -> Known {
         Known {
             key: record.key,

@@ -50,7 +50,9 @@ use crate::store::{OtaUpdate, StoreError, StoreHandle};
 use crate::throttle::FailureThrottle;
 
 pub(crate) use known::KnownDevices;
-pub(crate) use ota::{forget_staged, sweep_unused_staged, PushError, Unfinished, STAGING_DIR};
+pub(crate) use ota::{
+    forget_staged, sweep_unused_staged, unfinished_updates, PushError, Unfinished, STAGING_DIR,
+};
 pub(crate) use session::Command;
 use session::{Event, Session};
 use waiting::WaitingRoom;

@@ -54,7 +54,12 @@ impl Seen {
     fn note(&self, id: &str, at: Millis) -> bool {
         let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let first = noted.is_empty();
-        noted.insert(id.to_owned(), at);
+        // A device seen again keeps its entry: no new key to allocate.
+        if let Some(time) = noted.get_mut(id) {
+            *time = at;
+        } else {
+            noted.insert(id.to_owned(), at);
+        }
         first
     }
 

@@ -205,23 +205,21 @@ pub(crate) async fn forget_staged(data_dir: &Path, device_id: &str) {
     }
 }
 
-/// At start-up, remove the staged images no running update streams from: a crash
-/// between staging a copy and recording it, or between an update's end and the copy's
-/// removal, leaves one behind. Returns how many went.
-pub(crate) fn sweep_unused_staged(dir: &Path, store: &dyn Store) -> std::io::Result<usize> {
+/// At start-up, remove the staged images no running update (`unfinished`, from
+/// [`unfinished_updates`]) streams from: a crash between staging a copy and recording
+/// it, or between an update's end and the copy's removal, leaves one behind. Returns
+/// how many went.
+pub(crate) fn sweep_unused_staged(dir: &Path, unfinished: &[OtaUpdate]) -> std::io::Result<usize> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(err) => return Err(err),
     };
-    let in_use: Vec<PathBuf> = unfinished_updates(store)
-        .map_err(std::io::Error::other)?
-        .map(|u| u.image.file)
-        .collect();
     let mut removed = 0;
     for entry in entries {
         let entry = entry?;
-        if entry.file_type()?.is_file() && !in_use.contains(&entry.path()) {
+        let in_use = unfinished.iter().any(|u| u.image.file == entry.path());
+        if entry.file_type()?.is_file() && !in_use {
             std::fs::remove_file(entry.path())?;
             removed += 1;
         }
@@ -229,9 +227,10 @@ pub(crate) fn sweep_unused_staged(dir: &Path, store: &dyn Store) -> std::io::Res
     Ok(removed)
 }
 
-fn unfinished_updates(store: &dyn Store) -> Result<impl Iterator<Item = OtaUpdate>, StoreError> {
+/// The updates sending or retrying, as the server starts.
+pub(crate) fn unfinished_updates(store: &dyn Store) -> Result<Vec<OtaUpdate>, StoreError> {
     let updates = store.ota_updates()?.into_iter();
-    Ok(updates.filter(|u| u.progress.status.is_active()))
+    Ok(updates.filter(|u| u.progress.status.is_active()).collect())
 }
 
 /// The devices whose update may still be running. A device that connects is looked up
@@ -242,9 +241,9 @@ fn unfinished_updates(store: &dyn Store) -> Result<impl Iterator<Item = OtaUpdat
 pub(crate) struct Unfinished(Mutex<HashSet<String>>);
 
 impl Unfinished {
-    pub(crate) fn from_store(store: &dyn Store) -> Result<Unfinished, StoreError> {
-        let ids = unfinished_updates(store)?.map(|u| u.device_id).collect();
-        Ok(Unfinished(Mutex::new(ids)))
+    pub(crate) fn new(unfinished: &[OtaUpdate]) -> Unfinished {
+        let ids = unfinished.iter().map(|u| u.device_id.clone()).collect();
+        Unfinished(Mutex::new(ids))
     }
 
     fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, DeviceMessage};
-use herald_port::{ActionError, DeliveryError, PairingCode, Platform, RequestError};
+use herald_port::{ActionError, DeliveryError, PairingCode, Platform};
 use tokio::io::AsyncReadExt;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -35,7 +35,7 @@ use super::image;
 use super::ota::{self, OtaEffect, Timeouts};
 use super::peer::Peer;
 use super::GadgetHub;
-use crate::calls::{done, Call};
+use crate::calls::{reply_done, Call};
 use crate::clock::now_ms;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
@@ -388,7 +388,7 @@ impl Session {
                         path.display()
                     ))),
                 };
-                let _ = reply.send(done(result).map_err(RequestError::from));
+                reply_done(reply, result);
             }
             Effect::StopSpeech { stream } => {
                 self.playback.take_if(|p| p.stream == stream);
@@ -520,7 +520,7 @@ impl Session {
     fn show_image(&self, job: ImageJob) {
         let Some(outbox) = self.outboxes.current().map(|(_, outbox)| outbox.clone()) else {
             let offline = Err(DeliveryError::Offline(self.core.chat()));
-            let _ = job.reply.send(done(offline).map_err(RequestError::from));
+            reply_done(job.reply, offline);
             return;
         };
         let chat = self.core.chat();
@@ -545,7 +545,7 @@ impl Session {
                     reason: err.to_string(),
                 }),
             };
-            let _ = job.reply.send(done(result).map_err(RequestError::from));
+            reply_done(job.reply, result);
         });
     }
 }

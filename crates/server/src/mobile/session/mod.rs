@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_mobile_proto::{limits, ClientFrame, Deliver};
-use herald_port::{DeliveryError, PairingCode, Platform, RequestError};
+use herald_port::{DeliveryError, PairingCode, Platform};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
@@ -27,7 +27,7 @@ use tracing::warn;
 pub(crate) use self::core::Shared;
 use self::core::{Core, Effect, SaveFile};
 use super::MobileHub;
-use crate::calls::{done, Call};
+use crate::calls::{reply_done, Call};
 use crate::clock::now_ms;
 use crate::files;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
@@ -245,7 +245,7 @@ impl Session {
                 reply,
             } => {
                 let result = self.send_file(kind, &path, caption).await;
-                let _ = reply.send(done(result).map_err(RequestError::from));
+                reply_done(reply, result);
             }
         }
     }
