@@ -10,8 +10,7 @@
 
 use alloc::string::{String, ToString};
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
+use base64_simd::STANDARD;
 use hmac::digest::{Key, KeyInit};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -46,13 +45,13 @@ pub fn device_id(key: &[u8; KEY_LEN]) -> String {
 
 /// Decodes an enrollment key: strict standard base64, padded, exactly 32 bytes.
 pub fn decode_key(b64: &str) -> Result<[u8; KEY_LEN], KeyError> {
-    let bytes = STANDARD.decode(b64).map_err(|_| KeyError::Base64)?;
+    let bytes = STANDARD.decode_to_vec(b64).map_err(|_| KeyError::Base64)?;
     <[u8; KEY_LEN]>::try_from(bytes.as_slice()).map_err(|_| KeyError::Length(bytes.len()))
 }
 
 /// Standard base64 with padding, the encoding of every binary value on the wire.
 pub fn b64(bytes: &[u8]) -> String {
-    STANDARD.encode(bytes)
+    STANDARD.encode_to_string(bytes)
 }
 
 /// The handshake MAC: HMAC-SHA256(key, "hermes-gadget/v1|" + device_id + "|" + nonce).
@@ -109,7 +108,7 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn verify(expected: &[u8; 32], mac_b64: &str) -> bool {
-    match STANDARD.decode(mac_b64) {
+    match STANDARD.decode_to_vec(mac_b64) {
         Ok(given) => ct_eq(expected, &given),
         Err(_) => false,
     }
