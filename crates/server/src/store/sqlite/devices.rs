@@ -74,28 +74,32 @@ pub(super) fn enroll(
     now: Millis,
 ) -> Result<Enrollment, StoreError> {
     let tx = write_transaction(conn)?;
-    let existing: Option<Vec<u8>> = tx
-        .prepare_cached("SELECT key FROM devices WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))
-        .optional()?;
-    let outcome = match existing {
-        Some(stored) if stored.as_slice() == key.as_slice() => Enrollment::AlreadyEnrolled,
-        Some(_) => Enrollment::Conflict,
-        None => {
-            tx.prepare_cached(
-                "INSERT INTO devices (id, key, name, board, firmware, enrolled_at, last_seen, sensors)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
-            )?
-            .execute(params![
-                id,
-                key.as_slice(),
-                profile.name,
-                profile.board,
-                profile.firmware,
-                now,
-                Value::Object(admissible_sensors(&profile.sensors)).to_string()
-            ])?;
-            Enrollment::Enrolled
+    // A new device is the common case: insert, and look at the stored key only if there
+    // is one already.
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO devices (id, key, name, board, firmware, enrolled_at, last_seen, sensors)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![
+            id,
+            key.as_slice(),
+            profile.name,
+            profile.board,
+            profile.firmware,
+            now,
+            Value::Object(admissible_sensors(&profile.sensors)).to_string()
+        ])?;
+    let outcome = if inserted == 1 {
+        Enrollment::Enrolled
+    } else {
+        let stored: Vec<u8> = tx
+            .prepare_cached("SELECT key FROM devices WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?;
+        if stored.as_slice() == key.as_slice() {
+            Enrollment::AlreadyEnrolled
+        } else {
+            Enrollment::Conflict
         }
     };
     tx.commit()?;

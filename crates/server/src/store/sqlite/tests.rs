@@ -300,3 +300,52 @@ fn refuses_a_newer_schema() {
         Err(StoreError::TooNew { found: 99, .. })
     ));
 }
+
+#[test]
+fn a_store_of_the_fifth_schema_keeps_its_gadgets_and_their_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    let old = Connection::open(&path).unwrap();
+    old.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+    for sql in &super::MIGRATIONS[..5] {
+        old.execute_batch(sql).unwrap();
+    }
+    old.pragma_update(None, "user_version", 5).unwrap();
+    old.execute(
+        "INSERT INTO devices (id, key, name, enrolled_at, last_seen, sensors)
+         VALUES ('hg-1', ?1, 'Kitchen', 10, 20, '{\"battery_pct\":80}')",
+        [vec![7u8; 32]],
+    )
+    .unwrap();
+    old.execute(
+        "INSERT INTO ota_updates (device_id, file, sha256, size, version, status, attempts,
+             bytes_sent, created_at, updated_at)
+         VALUES ('hg-1', 'fw.bin', 'ab', 4, '2.0', 'sending', 1, 0, 30, 30)",
+        [],
+    )
+    .unwrap();
+    drop(old);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let device = store.device("hg-1").unwrap().unwrap();
+    assert_eq!(device.key, [7; 32]);
+    assert_eq!(device.name.as_deref(), Some("Kitchen"));
+    assert_eq!((device.enrolled_at, device.last_seen), (10, Some(20)));
+    assert_eq!(device.sensors["battery_pct"], 80);
+    let update = store.ota_update("hg-1").unwrap().unwrap();
+    assert_eq!(update.progress.status, OtaStatus::Sending);
+    let schema: String = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'devices'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(schema.ends_with("WITHOUT ROWID"), "{schema}");
+
+    // The update still belongs to its gadget, and goes with it.
+    assert!(store.forget("hg-1").unwrap());
+    assert!(store.ota_update("hg-1").unwrap().is_none());
+    assert!(store.ota_updates().unwrap().is_empty());
+}
