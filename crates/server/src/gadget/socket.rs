@@ -248,3 +248,67 @@ async fn until(deadline: &mut Option<Pin<Box<Sleep>>>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::SinkExt;
+    use herald_gadget_proto::common::Ping;
+    use tokio::time::timeout;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    fn ping(ts: u64) -> Message {
+        Message::Text(DeviceMessage::Ping(Ping { ts: Some(ts) }).encode().into())
+    }
+
+    /// The stalled-session case: while the link waits for room in a full mailbox, what
+    /// the session queued still reaches the device, and the device's frames reach the
+    /// session, in order, once it reads again.
+    #[tokio::test]
+    async fn a_full_mailbox_does_not_stop_the_writing() {
+        let (server, device) = tokio::io::duplex(64 * 1024);
+        let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        let mut device = WebSocketStream::from_raw_socket(device, Role::Client, None).await;
+        let (mailbox, mut session) = queue::channel::<Event>(1);
+        let (outbox, reader) = socket::send_queue();
+        let peer = "127.0.0.1:9".parse().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let link = Link::new(server, 7, mailbox, reader, metrics, peer, "hg-1".into());
+        let serving = tokio::spawn(link.serve());
+
+        // The first fills the mailbox; the link holds the second until there is room.
+        device.send(ping(1)).await.unwrap();
+        device.send(ping(2)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        outbox
+            .send(Outgoing::Text("while the session is busy".into()))
+            .await
+            .unwrap();
+        let written = timeout(WAIT, device.next()).await.unwrap();
+        assert!(
+            matches!(&written, Some(Ok(Message::Text(t))) if t.as_str() == "while the session is busy"),
+            "{written:?}"
+        );
+
+        for ts in [1, 2] {
+            let event = timeout(WAIT, session.recv()).await.unwrap();
+            assert!(
+                matches!(&event, Some(Event::Frame { conn: 7, msg })
+                    if matches!(**msg, DeviceMessage::Ping(Ping { ts: Some(t) }) if t == ts)),
+                "ping {ts} is not the next event"
+            );
+        }
+        drop(device);
+        let closed = timeout(WAIT, session.recv()).await.unwrap();
+        assert!(
+            matches!(closed, Some(Event::Closed { conn: 7 })),
+            "the session hears that the connection ended"
+        );
+        timeout(WAIT, serving).await.unwrap().unwrap();
+    }
+}
