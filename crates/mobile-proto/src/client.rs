@@ -8,10 +8,11 @@
 
 use std::fmt;
 
+use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
 
 use crate::data::{base64_decoded_len, decode_base64, Base64Error};
-use crate::decode::{body, frame_tag};
+use crate::decode::{self, Decoded, Frame};
 use crate::error::DecodeError;
 use crate::limits::{MAX_ID_BYTES, MAX_PARTS, MIN_CHUNK_BYTES};
 use crate::server::MediaKindDown;
@@ -273,16 +274,9 @@ impl ClientFrame {
     /// server answers with `unsupported_frame` and keeps the connection; every other error
     /// is `bad_frame` or `too_big` (see [`DecodeError::code`]).
     pub fn decode(text: &str) -> Result<ClientFrame, DecodeError> {
-        let t = frame_tag(text)?;
-        let frame = match t.as_str() {
-            "hello" => ClientFrame::Hello(body(&t, text)?),
-            "text" => ClientFrame::Text(body(&t, text)?),
-            "audio" => ClientFrame::Audio(body(&t, text)?),
-            "media" => ClientFrame::Media(body(&t, text)?),
-            "prompt" => ClientFrame::Prompt(body(&t, text)?),
-            "deliver" => ClientFrame::Deliver(body(&t, text)?),
-            "ping" => ClientFrame::Ping,
-            _ => return Err(DecodeError::UnknownFrame(t)),
+        let frame = match decode::decode::<ClientFrame>(text)? {
+            Decoded::Frame(frame) => frame,
+            Decoded::Unknown(t) => return Err(DecodeError::UnknownFrame(t)),
         };
         frame.check()?;
         Ok(frame)
@@ -353,6 +347,24 @@ impl ClientFrame {
             }
             ClientFrame::Ping => Ok(()),
         }
+    }
+}
+
+impl Frame for ClientFrame {
+    fn from_members<'de, D: Deserializer<'de>>(
+        t: &str,
+        members: D,
+    ) -> Option<Result<Self, D::Error>> {
+        Some(match t {
+            "hello" => Hello::deserialize(members).map(ClientFrame::Hello),
+            "text" => Text::deserialize(members).map(ClientFrame::Text),
+            "audio" => Audio::deserialize(members).map(ClientFrame::Audio),
+            "media" => MediaUp::deserialize(members).map(ClientFrame::Media),
+            "prompt" => PromptAnswer::deserialize(members).map(ClientFrame::Prompt),
+            "deliver" => Deliver::deserialize(members).map(ClientFrame::Deliver),
+            "ping" => IgnoredAny::deserialize(members).map(|_| ClientFrame::Ping),
+            _ => return None,
+        })
     }
 }
 

@@ -7,9 +7,10 @@
 
 use std::fmt;
 
+use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{body, frame_tag};
+use crate::decode::{self, Decoded, Frame};
 use crate::error::{DecodeError, ErrorCode};
 use crate::limits;
 use crate::prompt::{PromptCard, PromptKind};
@@ -299,44 +300,9 @@ impl ServerFrame {
     /// [`ServerFrame::Unknown`], to be ignored; errors are frames that are not frames at
     /// all, or known frames with wrong fields.
     pub fn decode(text: &str) -> Result<ServerFrame, DecodeError> {
-        let t = frame_tag(text)?;
-        Ok(match t.as_str() {
-            "ready" => {
-                let b: ReadyBody = body(&t, text)?;
-                ServerFrame::Ready {
-                    session: b.session,
-                    avatar_url: b.avatar_url,
-                    capabilities: b.capabilities,
-                }
-            }
-            "message" => ServerFrame::Message(body(&t, text)?),
-            "typing" => {
-                let b: TypingBody = body(&t, text)?;
-                ServerFrame::Typing { stop: b.stop }
-            }
-            "avatar" => {
-                let b: AvatarBody = body(&t, text)?;
-                ServerFrame::Avatar { state: b.state }
-            }
-            "prompt" => ServerFrame::Prompt(body(&t, text)?),
-            "prompt_done" => {
-                let b: PromptDoneBody = body(&t, text)?;
-                ServerFrame::PromptDone {
-                    prompt_id: b.prompt_id,
-                    option_id: b.option_id,
-                    expired: b.expired,
-                }
-            }
-            "media" => ServerFrame::Media(body(&t, text)?),
-            "error" => {
-                let b: ErrorBody = body(&t, text)?;
-                ServerFrame::Error {
-                    code: b.code,
-                    message: b.message,
-                }
-            }
-            "pong" => ServerFrame::Pong,
-            _ => ServerFrame::Unknown { t },
+        Ok(match decode::decode(text)? {
+            Decoded::Frame(frame) => frame,
+            Decoded::Unknown(t) => ServerFrame::Unknown { t },
         })
     }
 
@@ -372,6 +338,43 @@ impl ServerFrame {
             code,
             message: message.into(),
         }
+    }
+}
+
+impl Frame for ServerFrame {
+    fn from_members<'de, D: Deserializer<'de>>(
+        t: &str,
+        members: D,
+    ) -> Option<Result<Self, D::Error>> {
+        Some(match t {
+            "ready" => ReadyBody::deserialize(members).map(|b| ServerFrame::Ready {
+                session: b.session,
+                avatar_url: b.avatar_url,
+                capabilities: b.capabilities,
+            }),
+            "message" => Message::deserialize(members).map(ServerFrame::Message),
+            "typing" => {
+                TypingBody::deserialize(members).map(|b| ServerFrame::Typing { stop: b.stop })
+            }
+            "avatar" => {
+                AvatarBody::deserialize(members).map(|b| ServerFrame::Avatar { state: b.state })
+            }
+            "prompt" => PromptCard::deserialize(members).map(ServerFrame::Prompt),
+            "prompt_done" => {
+                PromptDoneBody::deserialize(members).map(|b| ServerFrame::PromptDone {
+                    prompt_id: b.prompt_id,
+                    option_id: b.option_id,
+                    expired: b.expired,
+                })
+            }
+            "media" => MediaDown::deserialize(members).map(ServerFrame::Media),
+            "error" => ErrorBody::deserialize(members).map(|b| ServerFrame::Error {
+                code: b.code,
+                message: b.message,
+            }),
+            "pong" => IgnoredAny::deserialize(members).map(|_| ServerFrame::Pong),
+            _ => return None,
+        })
     }
 }
 
