@@ -7,7 +7,7 @@
 //! so the oldest are the ones nobody needs.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, SystemTime};
 
 use crate::config::InboxConfig;
@@ -27,6 +27,10 @@ pub(crate) struct Inbox {
     max_age: Option<Duration>,
     /// Bytes in the inbox as last counted, plus what was written since.
     used: Mutex<u64>,
+    /// Held by the one pruning pass that may run at a time. The byte count is not held
+    /// across a pass: scanning and removing hundreds of files must not hold up every
+    /// other write.
+    pruning: Mutex<()>,
 }
 
 /// What one pruning pass removed.
@@ -57,8 +61,12 @@ impl Inbox {
             max_age: (config.max_age_days > 0)
                 .then(|| Duration::from_secs(u64::from(config.max_age_days) * 86_400)),
             used: Mutex::new(0),
+            pruning: Mutex::new(()),
         });
-        inbox.prune(SystemTime::now(), 0)?;
+        {
+            let _pass = lock(&inbox.pruning);
+            inbox.prune(SystemTime::now(), 0)?;
+        }
         Ok(inbox)
     }
 
@@ -95,12 +103,17 @@ impl Inbox {
     /// Remove what is too old; the hourly pass.
     pub(crate) async fn prune_old(self: &Arc<Self>) -> std::io::Result<Pruned> {
         let inbox = self.clone();
-        tokio::task::spawn_blocking(move || inbox.prune(SystemTime::now(), 0))
-            .await
-            .map_err(std::io::Error::other)?
+        tokio::task::spawn_blocking(move || {
+            let _pass = lock(&inbox.pruning);
+            inbox.prune(SystemTime::now(), 0)
+        })
+        .await
+        .map_err(std::io::Error::other)?
     }
 
-    /// Count `bytes` as used, pruning first when they would not fit.
+    /// Count `bytes` as used, pruning first when they would not fit. While another pass
+    /// is pruning, the write goes ahead: that pass leaves a tenth of the quota free, room
+    /// for the writes it overlaps.
     fn make_room(&self, bytes: u64) -> std::io::Result<()> {
         let fits = {
             let mut used = self.lock_used();
@@ -110,10 +123,20 @@ impl Inbox {
             }
             fits
         };
-        if !fits {
-            self.prune(SystemTime::now(), bytes)?;
+        if fits {
+            return Ok(());
         }
-        Ok(())
+        match self.pruning.try_lock() {
+            Ok(_pass) => self.prune(SystemTime::now(), bytes).map(drop),
+            Err(TryLockError::Poisoned(pass)) => {
+                let _pass = pass.into_inner();
+                self.prune(SystemTime::now(), bytes).map(drop)
+            }
+            Err(TryLockError::WouldBlock) => {
+                *self.lock_used() += bytes;
+                Ok(())
+            }
+        }
     }
 
     fn release(&self, bytes: u64) {
@@ -121,15 +144,15 @@ impl Inbox {
         *used = used.saturating_sub(bytes);
     }
 
-    fn lock_used(&self) -> std::sync::MutexGuard<'_, u64> {
-        // A panic elsewhere cannot leave a byte count half-updated.
-        self.used.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock_used(&self) -> MutexGuard<'_, u64> {
+        lock(&self.used)
     }
 
     /// Recount the inbox, removing files older than the age limit and, oldest first,
-    /// enough others that `incoming` more bytes fit; `incoming` is then counted as used.
+    /// enough others that `incoming` more bytes fit; `incoming` is then counted as used,
+    /// and so is what other writes counted meanwhile. The caller holds `pruning`.
     fn prune(&self, now: SystemTime, incoming: u64) -> std::io::Result<Pruned> {
-        let mut used = self.lock_used();
+        let before = *self.lock_used();
         let mut entries = self.scan()?;
         entries.sort_by_key(|e| e.modified);
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
@@ -156,7 +179,12 @@ impl Inbox {
                 Err(err) => return Err(err),
             }
         }
-        *used = total + incoming;
+        // A write counted during the pass may also be among the files it found; counted
+        // twice, it only brings the next pass sooner.
+        let mut used = self.lock_used();
+        let meanwhile = used.saturating_sub(before);
+        *used = total + incoming + meanwhile;
+        drop(used);
         if pruned.files > 0 {
             tracing::info!(files = pruned.files, bytes = pruned.bytes, "inbox pruned");
         }
@@ -185,6 +213,12 @@ impl Inbox {
         }
         Ok(entries)
     }
+}
+
+/// A panic elsewhere cannot leave the byte count half-updated, nor a pass half-done in a
+/// way the next one does not redo.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -256,6 +290,47 @@ mod tests {
             .unwrap();
         assert!(older.exists());
         assert_eq!(*inbox.lock_used(), 10 * MIB as u64);
+    }
+
+    #[tokio::test]
+    async fn a_write_over_quota_goes_ahead_while_another_pass_prunes() {
+        let dir = tempfile::tempdir().unwrap();
+        let oldest = file(dir.path(), "a.bin", 6 * MIB, 2 * DAY);
+        let inbox = Inbox::open(dir.path().to_owned(), &config(10, 0)).unwrap();
+        let write = |bytes: usize| {
+            let inbox = inbox.clone();
+            async move {
+                let put = inbox.put("bin", bytes as u64, move |p| {
+                    std::fs::write(p, vec![1u8; bytes])
+                });
+                tokio::time::timeout(Duration::from_secs(5), put).await
+            }
+        };
+
+        // A pass is running on another thread: the write does not wait for it, and is
+        // counted.
+        let (started, running) = std::sync::mpsc::channel();
+        let (finish, finished) = std::sync::mpsc::channel::<()>();
+        let pass = std::thread::spawn({
+            let inbox = inbox.clone();
+            move || {
+                let _pass = lock(&inbox.pruning);
+                started.send(()).unwrap();
+                let _ = finished.recv();
+            }
+        });
+        running.recv().unwrap();
+        let (during, ()) = write(6 * MIB).await.expect("did not wait").unwrap();
+        assert!(during.exists() && oldest.exists());
+        assert_eq!(*inbox.lock_used(), 12 * MIB as u64);
+        drop(finish);
+        pass.join().unwrap();
+
+        // The next write over quota prunes, oldest first, and counts both.
+        let (after, ()) = write(MIB).await.unwrap().unwrap();
+        assert!(!oldest.exists());
+        assert!(during.exists() && after.exists());
+        assert_eq!(*inbox.lock_used(), 7 * MIB as u64);
     }
 
     #[tokio::test]
