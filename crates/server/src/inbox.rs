@@ -63,10 +63,7 @@ impl Inbox {
             used: Mutex::new(0),
             pruning: Mutex::new(()),
         });
-        {
-            let _pass = lock(&inbox.pruning);
-            inbox.prune(SystemTime::now(), 0)?;
-        }
+        inbox.prune(&lock(&inbox.pruning), SystemTime::now(), 0)?;
         Ok(inbox)
     }
 
@@ -104,8 +101,7 @@ impl Inbox {
     pub(crate) async fn prune_old(self: &Arc<Self>) -> std::io::Result<Pruned> {
         let inbox = self.clone();
         tokio::task::spawn_blocking(move || {
-            let _pass = lock(&inbox.pruning);
-            inbox.prune(SystemTime::now(), 0)
+            inbox.prune(&lock(&inbox.pruning), SystemTime::now(), 0)
         })
         .await
         .map_err(std::io::Error::other)?
@@ -126,13 +122,14 @@ impl Inbox {
         if fits {
             return Ok(());
         }
-        match self.pruning.try_lock() {
-            Ok(_pass) => self.prune(SystemTime::now(), bytes).map(drop),
-            Err(TryLockError::Poisoned(pass)) => {
-                let _pass = pass.into_inner();
-                self.prune(SystemTime::now(), bytes).map(drop)
-            }
-            Err(TryLockError::WouldBlock) => {
+        let pass = match self.pruning.try_lock() {
+            Ok(pass) => Some(pass),
+            Err(TryLockError::Poisoned(pass)) => Some(pass.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        match pass {
+            Some(pass) => self.prune(&pass, SystemTime::now(), bytes).map(drop),
+            None => {
                 *self.lock_used() += bytes;
                 Ok(())
             }
@@ -150,8 +147,13 @@ impl Inbox {
 
     /// Recount the inbox, removing files older than the age limit and, oldest first,
     /// enough others that `incoming` more bytes fit; `incoming` is then counted as used,
-    /// and so is what other writes counted meanwhile. The caller holds `pruning`.
-    fn prune(&self, now: SystemTime, incoming: u64) -> std::io::Result<Pruned> {
+    /// and so is what other writes counted meanwhile. `_pass` is the one pass's turn.
+    fn prune(
+        &self,
+        _pass: &MutexGuard<'_, ()>,
+        now: SystemTime,
+        incoming: u64,
+    ) -> std::io::Result<Pruned> {
         let before = *self.lock_used();
         let mut entries = self.scan()?;
         entries.sort_by_key(|e| e.modified);
