@@ -248,6 +248,34 @@ mod tests {
         assert_eq!(times, [Some(40), Some(20)]);
     }
 
+    #[tokio::test]
+    async fn a_failed_write_of_noted_times_loses_only_those_and_the_thread_goes_on() {
+        let (dir, handle) = handle();
+        let enroll = |store: &dyn Store| store.enroll("a", &[7; 32], &DeviceProfile::default(), 1);
+        handle.run(enroll).await.unwrap();
+        // Another connection takes the table away, so the next write of noted times fails.
+        let other = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        other
+            .execute_batch("ALTER TABLE devices RENAME TO devices_away")
+            .unwrap();
+        handle.seen("a", 10);
+        tokio::time::sleep(SEEN_EVERY * 3).await;
+        other
+            .execute_batch("ALTER TABLE devices_away RENAME TO devices")
+            .unwrap();
+
+        assert_eq!(last_seen(&handle, "a").await, Some(1), "that time is lost");
+        handle.seen("a", 20);
+        let started = Instant::now();
+        while last_seen(&handle, "a").await != Some(20) {
+            assert!(
+                started.elapsed() < SEEN_EVERY * 10,
+                "the next is never written"
+            );
+            tokio::time::sleep(SEEN_EVERY / 10).await;
+        }
+    }
+
     #[test]
     fn the_last_handle_dropped_writes_what_was_noted() {
         let dir = tempfile::tempdir().unwrap();
