@@ -35,6 +35,8 @@ pub enum StoreError {
     TooNew { found: i64, known: i64 },
     #[error("corrupt record for {0}")]
     Corrupt(String),
+    #[error("migrating the store would leave {0} references to rows that do not exist")]
+    Dangling(i64),
     #[error("store task was interrupted")]
     Interrupted,
     #[error("cannot start the store's thread: {0}")]

@@ -195,9 +195,8 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         r.get(0)
     })?;
     if dangling > 0 {
-        return Err(StoreError::Corrupt(format!(
-            "the schema's migration: {dangling} references to nothing"
-        )));
+        // Dropped unfinished, the transaction leaves the file as it was.
+        return Err(StoreError::Dangling(dangling));
     }
     tx.pragma_update(None, "user_version", known)?;
     tx.commit()?;

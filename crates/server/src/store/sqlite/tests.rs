@@ -349,3 +349,45 @@ fn a_store_of_the_fifth_schema_keeps_its_gadgets_and_their_updates() {
     assert!(store.ota_update("hg-1").unwrap().is_none());
     assert!(store.ota_updates().unwrap().is_empty());
 }
+
+#[test]
+fn a_migration_that_would_leave_dangling_references_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    let old = Connection::open(&path).unwrap();
+    old.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    for sql in &super::MIGRATIONS[..5] {
+        old.execute_batch(sql).unwrap();
+    }
+    old.pragma_update(None, "user_version", 5).unwrap();
+    // An update of a gadget the store does not hold (written with foreign keys off).
+    old.execute(
+        "INSERT INTO ota_updates (device_id, file, sha256, size, version, status, attempts,
+             bytes_sent, created_at, updated_at)
+         VALUES ('hg-gone', 'fw.bin', 'ab', 4, '2.0', 'sending', 1, 0, 30, 30)",
+        [],
+    )
+    .unwrap();
+    drop(old);
+
+    assert!(matches!(
+        SqliteStore::open(&path),
+        Err(StoreError::Dangling(1))
+    ));
+    let file = Connection::open(&path).unwrap();
+    let version: i64 = file
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 5, "not migrated");
+    let schema: String = file
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'devices'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        !schema.contains("WITHOUT ROWID"),
+        "the old table stays: {schema}"
+    );
+}
