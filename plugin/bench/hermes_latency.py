@@ -41,8 +41,9 @@ with no free device is skipped and counted (the offered rate was then not reache
 herald's ``inbound`` line: the client, herald, the pipe and the wait for the gateway's
 event loop; for phones also herald's ``is_authorized`` question, answered by the plugin
 in ``in_authz``), ``in_plugin`` (that line -> ``handle_message``; for gadgets the
-``profile`` round trip, ``in_profile``), ``turn_started`` (the plugin's round trip that
-Hermes awaits before it runs the agent, inside Hermes's time), ``out_plugin`` (``send``/
+``profile`` round trip, ``in_profile``), ``on_start`` (the plugin's
+``on_processing_start``, which Hermes awaits before it runs the agent: the plugin's share
+of Hermes's time), ``out_plugin`` (``send``/
 ``edit_message`` -> its line written to herald) and ``out_herald`` (that line -> the
 client has the frame). It also lists the event loop's callbacks over 2 ms and which of
 them overlapped the slowest inbound hops. Each run prints CPU milliseconds per turn of
@@ -593,6 +594,7 @@ class GatewayTimes:
     replied: dict[str, int] = field(default_factory=dict)  # send/edit_message entered
     read: dict[str, int] = field(default_factory=dict)  # herald's inbound line parsed
     written: dict[str, tuple[int, int]] = field(default_factory=dict)  # send_text/edit_text line
+    started: dict[str, tuple[int, int]] = field(default_factory=dict)  # on_processing_start ran
     # Per chat, the plugin's round trips to herald: (request written, response read, op).
     round_trips: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
     # Messages the plugin held until Hermes let go of their chat's last turn.
@@ -628,6 +630,8 @@ def read_trace(path: Path) -> GatewayTimes:
                     times.round_trips.setdefault(chat, []).append((sent, record["t"], op))
                 elif record.get("type") == "request" and record.get("op") == "is_authorized":
                     asked[record.get("id")] = record["t"]
+            elif kind == "start" and marker:
+                times.started.setdefault(marker, (record["t0"], record["t1"]))
             elif kind == "hold" and marker:
                 times.held.add(marker)
             elif kind == "slow":
@@ -677,7 +681,7 @@ def analyse(offered: Offered, times: GatewayTimes, fleet: Fleet, detail: bool) -
         series: dict[str, list[int]] = {k: [] for k in ("inbound", "hermes", "outbound", "end_to_end")}
         parts: dict[str, list[int]] = {
             k: []
-            for k in ("in_herald", "in_authz", "in_plugin", "in_profile", "turn_started", "out_plugin", "out_herald")
+            for k in ("in_herald", "in_authz", "in_plugin", "in_profile", "on_start", "out_plugin", "out_herald")
         }
         lost = late = untraced = unended = 0
         for turn in turns:
@@ -719,11 +723,11 @@ def analyse(offered: Offered, times: GatewayTimes, fleet: Fleet, detail: bool) -
                 answers = [(a, b) for a, b in times.authz if turn.sent <= a and b <= read]
                 if answers:
                     parts["in_authz"].append(answers[-1][1] - answers[-1][0])
-            # Hermes awaits on_processing_start (the plugin's turn_started round trip)
-            # before it runs the agent: the plugin's share of Hermes's time.
-            parts["turn_started"].extend(
-                b - a for a, b, op in trips if op == "turn_started" and handed <= a and b <= replied
-            )
+            # Hermes awaits on_processing_start before it runs the agent: the plugin's
+            # share of Hermes's time.
+            started = times.started.get(turn.marker)
+            if started is not None:
+                parts["on_start"].append(started[1] - started[0])
         entry: dict[str, Any] = {
             "sent": len(turns),
             "answered": len(turns) - lost,

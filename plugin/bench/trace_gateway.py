@@ -24,8 +24,10 @@ split each direction into herald's part and the plugin's part:
 - ``{"k": "rd", "t", "type", "op", "id", "chat", "text"}``: a line from herald was
   parsed (``HeraldBridge._dispatch``); ``text`` is an inbound text body's text;
 - ``{"k": "wr", "t0", "t1", "type", "op", "id", "chat", "text"}``: a line to herald,
-  from the call (``t0``) until it was written and drained (``t1``); ``text`` is the
-  request's text argument;
+  from the call (``t0``) until it was handed to the pipe (``t1``,
+  ``HeraldBridge._put``); ``text`` is the request's text argument;
+- ``{"k": "start", "t0", "t1", "text"}``: the plugin's ``on_processing_start``, which
+  Hermes awaits before it runs the agent, from entry (``t0``) to return (``t1``);
 - ``{"k": "hold", "t", "text"}``: the plugin held a message back because Hermes still
   held its chat's finished turn (``HeraldAdapter._release_held`` began; DESIGN.md,
   "Follow-ups"): the wait until it lets go is then part of the inbound time;
@@ -171,12 +173,30 @@ def wrap_hold(trace: Trace, adapter: type) -> None:
     setattr(adapter, "_release_held", traced_release)
 
 
+def wrap_processing_start(trace: Trace, adapter: type) -> None:
+    start: Optional[AsyncMethod] = vars(adapter).get("on_processing_start")
+    if start is None:
+        return
+    original = start
+
+    @functools.wraps(original)
+    async def traced_start(self: Any, event: Any, *args: Any, **kwargs: Any) -> Any:
+        entered = time.time_ns()
+        try:
+            return await original(self, event, *args, **kwargs)
+        finally:
+            text = clip(getattr(event, "text", ""))
+            trace.write({"k": "start", "t0": entered, "t1": time.time_ns(), "text": text})
+
+    setattr(adapter, "on_processing_start", traced_start)
+
+
 def wrap_bridge(trace: Trace, bridge: type) -> None:
     """Time the plugin's lines to and from herald (``HeraldBridge``'s two ends)."""
     if getattr(bridge, "_bench_traced", False):
         return
     dispatch: Callable[..., Any] = bridge._dispatch  # type: ignore[attr-defined]
-    write: AsyncMethod = bridge._write  # type: ignore[attr-defined]
+    put: Callable[..., Any] = bridge._put  # type: ignore[attr-defined]
 
     @functools.wraps(dispatch)
     def traced_dispatch(self: Any, message: Any) -> Any:
@@ -184,16 +204,16 @@ def wrap_bridge(trace: Trace, bridge: type) -> None:
         trace.write({"k": "rd", "t": now, **line_fields(message)})
         return dispatch(self, message)
 
-    @functools.wraps(write)
-    async def traced_write(self: Any, message: Any) -> Any:
+    @functools.wraps(put)
+    def traced_put(self: Any, message: Any) -> Any:
         start = time.time_ns()
         try:
-            return await write(self, message)
+            return put(self, message)
         finally:
             trace.write({"k": "wr", "t0": start, "t1": time.time_ns(), **line_fields(message)})
 
     bridge._dispatch = traced_dispatch  # type: ignore[attr-defined]
-    bridge._write = traced_write  # type: ignore[attr-defined]
+    bridge._put = traced_put  # type: ignore[attr-defined]
     bridge._bench_traced = True  # type: ignore[attr-defined]
 
 
@@ -247,6 +267,7 @@ def install(trace: Trace, detail: bool) -> None:
             if isinstance(bridge, type):
                 wrap_bridge(trace, bridge)
             wrap_hold(trace, cls)
+            wrap_processing_start(trace, cls)
 
     BasePlatformAdapter.__init_subclass__ = classmethod(on_subclass)
 

@@ -16,7 +16,7 @@ import os
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Awaitable, Optional
 
 from gateway.config import Platform, PlatformConfig
 from gateway.pairing import CODE_TTL_SECONDS
@@ -105,7 +105,8 @@ class HeraldAdapter(BasePlatformAdapter):
         self.platform_name = platform_name
         self.bridge: HeraldBridge = shared_bridge(data_dir(), self._child_spec)
         self._typing: set[str] = set()
-        self._turns: dict[tuple[str, str], str] = {}
+        # Each running turn's id, as herald's answer to turn_started brings it.
+        self._turns: dict[tuple[str, str], asyncio.Future[Optional[str]]] = {}
         self._prompts: dict[str, PendingPrompt] = {}
         # Answers that overtook the reply to their own question (see _ask_or_raise).
         self._early_answers: dict[str, Json] = {}
@@ -234,18 +235,22 @@ class HeraldAdapter(BasePlatformAdapter):
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
         self._run_going(chat_id)
+        # Hermes starts the agent only when this returns, so the device is told without
+        # waiting for herald's answer: the line leaves now, ahead of the turn's replies,
+        # and the turn's id is needed only when the turn ends.
         try:
-            result = await self._call("turn_started", chat=self._chat(chat_id))
+            started = self.bridge.begin("turn_started", {"chat": self._chat(chat_id)})
         except BridgeError as err:
             logger.debug("turn_started for %s failed: %s", chat_id, err)
             return
-        self._turns[(chat_id, event.message_id or "")] = str(result.get("turn_id", ""))
+        self._turns[(chat_id, event.message_id or "")] = asyncio.ensure_future(turn_id_of(chat_id, started))
 
     async def on_processing_complete(self, event: MessageEvent, outcome: ProcessingOutcome) -> None:
         chat_id = event.source.chat_id
         # Over for certain now, whatever the hooks saw; turn_ended below tells the device.
         self._runs_over.add(chat_id)
-        turn_id = self._turns.pop((chat_id, event.message_id or ""), None)
+        started = self._turns.pop((chat_id, event.message_id or ""), None)
+        turn_id = await started if started is not None else None
         if turn_id is not None:
             await self._quietly("turn_ended", chat=self._chat(chat_id), turn_id=turn_id, outcome=outcome.value)
         # Approvals and clarifications block the agent; once its turn is over they are moot.
@@ -716,16 +721,17 @@ class HeraldAdapter(BasePlatformAdapter):
         """Tell herald when ``hermes pairing approve|revoke`` changed someone's access.
 
         Those commands run in their own process and only write the pairing store, so
-        polling it is the one way to hear about them.
+        polling it is the one way to hear about them. The files are read on a worker
+        thread: a slow disk must not hold up the event loop every device's turn runs on.
         """
         runner = self.gateway_runner
         store = getattr(runner, "pairing_store", None)
         if store is None:
             return
-        known = approved_users(store, self.platform_name)
+        known = await asyncio.to_thread(approved_users, store, self.platform_name)
         while True:
             await asyncio.sleep(APPROVAL_POLL_S)
-            current = approved_users(store, self.platform_name)
+            current = await asyncio.to_thread(approved_users, store, self.platform_name)
             for user_id in sorted(current ^ known):
                 await self._quietly(
                     "set_authorized",
@@ -806,6 +812,16 @@ def clarify_text(prompt: PendingPrompt, body: Json) -> str:
     if choice == "other":
         return str(body.get("text", ""))
     return ""
+
+
+async def turn_id_of(chat_id: str, started: Awaitable[Json]) -> Optional[str]:
+    """The turn id in herald's answer to turn_started; None when it failed."""
+    try:
+        result = await started
+    except BridgeError as err:
+        logger.debug("turn_started for %s failed: %s", chat_id, err)
+        return None
+    return str(result.get("turn_id", ""))
 
 
 def failed(err: BridgeError) -> SendResult:

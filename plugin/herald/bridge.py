@@ -24,7 +24,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class HeraldBridge:
         self._supervisor: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
-        self._write_lock = asyncio.Lock()
+        self._drain_lock = asyncio.Lock()
         # Each chat's inbound events, in herald's order, with a task delivering them
         # while there are any: one chat waiting on Hermes (a voice message it
         # transcribes while busy) holds up no other.
@@ -144,14 +144,27 @@ class HeraldBridge:
 
     async def request(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
         """Send a request and wait for its result; raises :class:`BridgeError`."""
+        return await self.begin(op, args, timeout)
+
+    def begin(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Awaitable[Json]:
+        """Write a request's line now, before this returns, and give what awaits its result.
+
+        For a caller that must not wait but whose request must reach herald ahead of
+        anything sent after it (a turn's start, before the turn's replies). The result
+        must be awaited: that is also what drains the pipe and forgets the request.
+        """
         process = self._process
         if not self._ready.is_set() or process is None or process.stdin is None:
             raise BridgeError("unavailable", "herald is not running")
         request_id = next(self._ids)
         future: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
+        self._put({"type": "request", "id": request_id, "op": op, "args": args})
         self._pending[request_id] = future
+        return self._result(request_id, future, op, timeout)
+
+    async def _result(self, request_id: int, future: asyncio.Future[Json], op: str, timeout: float) -> Json:
         try:
-            await self._write({"type": "request", "id": request_id, "op": op, "args": args})
+            await self._drain()
             return await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
             raise BridgeError("timeout", f"herald did not answer {op} in {timeout:.0f} s") from None
@@ -181,15 +194,29 @@ class HeraldBridge:
             logger.debug("herald %s failed: %s", op, err)
 
     async def _write(self, message: Json) -> None:
+        self._put(message)
+        await self._drain()
+
+    def _put(self, message: Json) -> None:
+        """Hand a line to the pipe at once: lines leave in the order they were made."""
         process = self._process
         if process is None or process.stdin is None or process.stdin.is_closing():
             raise BridgeError("unavailable", "herald is not running")
         line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
         if len(line) > MAX_LINE_BYTES:
             raise BridgeError("bad_request", f"a message over {MAX_LINE_BYTES} bytes cannot go to herald")
-        async with self._write_lock:
+        try:
+            process.stdin.write(line)
+        except (BrokenPipeError, ConnectionResetError) as err:
+            raise BridgeError("unavailable", f"herald went away: {err}") from None
+
+    async def _drain(self) -> None:
+        """Wait while the pipe holds more than its limit (one waiter at a time)."""
+        process = self._process
+        if process is None or process.stdin is None:
+            return
+        async with self._drain_lock:
             try:
-                process.stdin.write(line)
                 await process.stdin.drain()
             except (BrokenPipeError, ConnectionResetError) as err:
                 raise BridgeError("unavailable", f"herald went away: {err}") from None
