@@ -109,22 +109,63 @@ fn voice() -> AudioCaps {
     }
 }
 
+/// How long each step of a handshake took, as the device saw it.
+pub(super) struct Steps {
+    /// TCP connect and the WebSocket upgrade.
+    upgrade: Duration,
+    /// hello sent → challenge received.
+    challenge: Duration,
+    /// auth sent → welcome received.
+    welcome: Duration,
+}
+
+/// The report's names of the [`Steps`], with the rows that show them.
+const STEPS: [(&str, &str); 3] = [
+    ("step_upgrade", "  connect and upgrade p50"),
+    ("step_challenge", "  hello to challenge p50"),
+    ("step_welcome", "  auth to welcome p50"),
+];
+
+impl Steps {
+    fn record(&self, report: &mut Report) {
+        let durations = [self.upgrade, self.challenge, self.welcome];
+        for ((what, _), took) in STEPS.iter().zip(durations) {
+            report.latency(what, took);
+        }
+    }
+}
+
 /// hello → challenge → auth → welcome, on a new connection from `source`.
-pub(super) async fn handshake(job: &Job, device: &Device, source: Ipv4Addr) -> Result<Ws, Failure> {
+pub(super) async fn handshake(
+    job: &Job,
+    device: &Device,
+    source: Ipv4Addr,
+) -> Result<(Ws, Steps), Failure> {
+    let started = Instant::now();
     let mut ws = tokio::time::timeout(STEP, open(&job.url, source, Some(SUBPROTOCOL)))
         .await
         .map_err(|_| Failure::Timeout)??;
+    let upgraded = Instant::now();
     ws.send(Message::Text(device.hello().into())).await?;
     let challenge = next_text(&mut ws).await?;
+    let challenged = Instant::now();
     let proof = device.auth(&challenge, job.bare)?;
     ws.send(Message::Text(proof.into())).await?;
+    let steps = |ws: Ws| {
+        let steps = Steps {
+            upgrade: upgraded - started,
+            challenge: challenged - upgraded,
+            welcome: challenged.elapsed(),
+        };
+        Ok((ws, steps))
+    };
     loop {
         let text = next_text(&mut ws).await?;
         if job.bare {
-            return Ok(ws);
+            return steps(ws);
         }
         match ServerMessage::decode(&text) {
-            Ok(ServerMessage::Welcome(_)) => return Ok(ws),
+            Ok(ServerMessage::Welcome(_)) => return steps(ws),
             Ok(ServerMessage::Error(e)) => return Err(Failure::Refused(e.code.as_str().into())),
             _ => {}
         }
@@ -181,8 +222,9 @@ pub(super) async fn handshake_all(
                 }
                 let t0 = Instant::now();
                 match handshake(job, device, job.source(slot)).await {
-                    Ok(mut ws) => {
+                    Ok((mut ws, steps)) => {
                         report.latency(what, t0.elapsed());
+                        steps.record(&mut report);
                         report.latency(at, started.elapsed());
                         report.add(what, 1);
                         if keep {
@@ -354,9 +396,12 @@ impl Figures {
     }
 }
 
-/// Rows shared by both handshake phases: latency and failures.
+/// Rows shared by both handshake phases: latency, its steps and failures.
 fn handshake_rows(h: &Report, b: &Report, table: &mut Table) {
     table.quantiles(["  p50", "  p99"], h, b, "handshakes");
+    for (what, label) in STEPS {
+        table.latency(label, h, b, what, 0.5);
+    }
     let failures = |r: &Report| Some(Figures::failures(r));
     let goal = Goal::new("none time out", h.count("timeouts") == 0);
     table.row(

@@ -66,6 +66,13 @@ fn connect_measures_handshakes_and_memory() {
     let out = table(&["connect", "--clients", "20", "--duration", "1"]);
     both_positive(&out, "first contact handshakes");
     both_positive(&out, "returning handshakes (32 at once)");
+    for step in [
+        "connect and upgrade p50",
+        "hello to challenge p50",
+        "auth to welcome p50",
+    ] {
+        both_positive(&out, step);
+    }
     assert_eq!(row(&out, "connections held at rest"), ("20", "20"));
     let (memory, _) = row(&out, "server memory per connection");
     assert!(memory.ends_with("KiB"), "{out}");
