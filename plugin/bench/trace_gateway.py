@@ -29,8 +29,9 @@ split each direction into herald's part and the plugin's part:
 - ``{"k": "start", "t0", "t1", "text"}``: the plugin's ``on_processing_start``, which
   Hermes awaits before it runs the agent, from entry (``t0``) to return (``t1``);
 - ``{"k": "hold", "t", "text"}``: the plugin held a message back because Hermes still
-  held its chat's finished turn (``HeraldAdapter._release_held`` began; DESIGN.md,
-  "Follow-ups"): the wait until it lets go is then part of the inbound time;
+  held its chat's finished turn (``t``: ``HeraldAdapter._release_held`` began;
+  written when it ends; DESIGN.md, "Follow-ups"): the wait until it lets go is then
+  part of the inbound time;
 - ``{"k": "slow", "t", "ms", "what"}``: one callback of the event loop (a task's step,
   say) ran from ``t`` for ``ms`` milliseconds, over ``SLOW_MS``: while it ran, nothing
   else on the loop could (herald's lines wait in the pipe). ``what`` names the task's
@@ -159,36 +160,37 @@ def line_fields(message: Any) -> dict[str, Any]:
     }
 
 
-def wrap_hold(trace: Trace, adapter: type) -> None:
-    release: Optional[AsyncMethod] = vars(adapter).get("_release_held")
-    if release is None:
+def wrap_own_call(adapter: type, name: str, record: Callable[[Any, int, int], None]) -> None:
+    """Wrap ``adapter``'s own async method ``name(event, ...)``: once it returns,
+    ``record(event, entered, returned)`` (times from ``time.time_ns()``)."""
+    method: Optional[AsyncMethod] = vars(adapter).get(name)
+    if method is None:
         return
-    original = release
+    original = method
 
     @functools.wraps(original)
-    async def traced_release(self: Any, first: Any, *args: Any, **kwargs: Any) -> Any:
-        trace.write({"k": "hold", "t": time.time_ns(), "text": clip(getattr(first, "text", ""))})
-        return await original(self, first, *args, **kwargs)
-
-    setattr(adapter, "_release_held", traced_release)
-
-
-def wrap_processing_start(trace: Trace, adapter: type) -> None:
-    start: Optional[AsyncMethod] = vars(adapter).get("on_processing_start")
-    if start is None:
-        return
-    original = start
-
-    @functools.wraps(original)
-    async def traced_start(self: Any, event: Any, *args: Any, **kwargs: Any) -> Any:
+    async def traced(self: Any, event: Any, *args: Any, **kwargs: Any) -> Any:
         entered = time.time_ns()
         try:
             return await original(self, event, *args, **kwargs)
         finally:
-            text = clip(getattr(event, "text", ""))
-            trace.write({"k": "start", "t0": entered, "t1": time.time_ns(), "text": text})
+            record(event, entered, time.time_ns())
 
-    setattr(adapter, "on_processing_start", traced_start)
+    setattr(adapter, name, traced)
+
+
+def wrap_hold(trace: Trace, adapter: type) -> None:
+    def record(first: Any, entered: int, _returned: int) -> None:
+        trace.write({"k": "hold", "t": entered, "text": clip(getattr(first, "text", ""))})
+
+    wrap_own_call(adapter, "_release_held", record)
+
+
+def wrap_processing_start(trace: Trace, adapter: type) -> None:
+    def record(event: Any, entered: int, returned: int) -> None:
+        trace.write({"k": "start", "t0": entered, "t1": returned, "text": clip(getattr(event, "text", ""))})
+
+    wrap_own_call(adapter, "on_processing_start", record)
 
 
 def wrap_bridge(trace: Trace, bridge: type) -> None:
