@@ -12,7 +12,10 @@ use std::sync::Mutex;
 use herald_port::{AccessError, Authorizer, Platform};
 
 /// Users remembered at most; past it the memory starts again (answers are asked anew).
-const MAX_USERS: usize = 4096;
+/// Room for the largest fleet one machine holds (about 20,000 gadgets here) and more,
+/// at some 100 bytes a user: below it, a fleet that cycles through its connections would
+/// empty the memory before each device came back, and every handshake would ask.
+const MAX_USERS: usize = 65_536;
 
 #[derive(Default)]
 pub(crate) struct Authorized {
@@ -137,6 +140,16 @@ mod tests {
         authorizer.release();
         assert!(asking.await.unwrap());
         assert!(!cache.lock().users.contains("u"));
+    }
+
+    #[test]
+    fn a_fleet_at_the_descriptor_limit_stays_remembered() {
+        let cache = Authorized::default();
+        let ids: Vec<String> = (0..20_000).map(|i| format!("hg-{i:016x}")).collect();
+        for id in &ids {
+            cache.set(id, true);
+        }
+        assert!(ids.iter().all(|id| cache.knows(id)));
     }
 
     #[test]
