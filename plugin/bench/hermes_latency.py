@@ -40,8 +40,7 @@ with no free device is skipped and counted (the offered rate was then not reache
 ``--detail`` splits each direction: ``in_herald`` (client send -> the plugin parsed
 herald's ``inbound`` line: the client, herald, the pipe and the wait for the gateway's
 event loop; for phones also herald's ``is_authorized`` question, answered by the plugin
-in ``in_authz``), ``in_plugin`` (that line -> ``handle_message``; for gadgets the
-``profile`` round trip, ``in_profile``), ``on_start`` (the plugin's
+in ``in_authz``), ``in_plugin`` (that line -> ``handle_message``), ``on_start`` (the plugin's
 ``on_processing_start``, which Hermes awaits before it runs the agent: the plugin's share
 of Hermes's time), ``out_plugin`` (``send``/
 ``edit_message`` -> its line written to herald) and ``out_herald`` (that line -> the
@@ -595,8 +594,6 @@ class GatewayTimes:
     read: dict[str, int] = field(default_factory=dict)  # herald's inbound line parsed
     written: dict[str, tuple[int, int]] = field(default_factory=dict)  # send_text/edit_text line
     started: dict[str, tuple[int, int]] = field(default_factory=dict)  # on_processing_start ran
-    # Per chat, the plugin's round trips to herald: (request written, response read, op).
-    round_trips: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
     # Messages the plugin held until Hermes let go of their chat's last turn.
     held: set[str] = field(default_factory=set)
     # herald's is_authorized questions: (read, answer written).
@@ -607,7 +604,6 @@ class GatewayTimes:
 
 def read_trace(path: Path) -> GatewayTimes:
     times = GatewayTimes()
-    requests: dict[Any, tuple[int, str, str]] = {}
     asked: dict[Any, int] = {}
     with path.open() as lines:
         for line in lines:
@@ -625,9 +621,6 @@ def read_trace(path: Path) -> GatewayTimes:
             elif kind == "rd":
                 if record.get("op") == "inbound" and marker:
                     times.read.setdefault(marker, record["t"])
-                elif record.get("type") == "response" and record.get("id") in requests:
-                    sent, op, chat = requests.pop(record["id"])
-                    times.round_trips.setdefault(chat, []).append((sent, record["t"], op))
                 elif record.get("type") == "request" and record.get("op") == "is_authorized":
                     asked[record.get("id")] = record["t"]
             elif kind == "start" and marker:
@@ -640,10 +633,8 @@ def read_trace(path: Path) -> GatewayTimes:
             elif kind == "wr":
                 if record.get("type") == "response" and record.get("id") in asked:
                     times.authz.append((asked.pop(record.get("id")), record["t1"]))
-                elif record.get("type") == "request":
-                    requests[record.get("id")] = (record["t0"], str(record.get("op")), str(record.get("chat")))
-                    if record.get("op") in ("send_text", "edit_text") and marker:
-                        times.written.setdefault(marker, (record["t0"], record["t1"]))
+                elif record.get("op") in ("send_text", "edit_text") and marker:
+                    times.written.setdefault(marker, (record["t0"], record["t1"]))
     return times
 
 
@@ -660,14 +651,7 @@ def spread(values_ns: Sequence[int]) -> dict[str, float]:
     return {"n": len(ms), "p50": percentile(ms, 0.5), "p99": percentile(ms, 0.99), "max": max(ms)}
 
 
-def chat_of(turn: Turn, devices: dict[str, Device]) -> str:
-    """The herald chat id of the turn's device (a gadget's id, a phone's device id)."""
-    client = devices[turn.marker.split()[1]].client
-    return str(getattr(client, "device_id", ""))
-
-
 def analyse(offered: Offered, times: GatewayTimes, fleet: Fleet, detail: bool) -> dict[str, Any]:
-    by_name = {d.name: d for d in fleet.pool.devices}
     report: dict[str, Any] = {
         "rate": offered.rate,
         "duration_s": offered.duration,
@@ -681,7 +665,7 @@ def analyse(offered: Offered, times: GatewayTimes, fleet: Fleet, detail: bool) -
         series: dict[str, list[int]] = {k: [] for k in ("inbound", "hermes", "outbound", "end_to_end")}
         parts: dict[str, list[int]] = {
             k: []
-            for k in ("in_herald", "in_authz", "in_plugin", "in_profile", "on_start", "out_plugin", "out_herald")
+            for k in ("in_herald", "in_authz", "in_plugin", "on_start", "out_plugin", "out_herald")
         }
         lost = late = untraced = unended = 0
         for turn in turns:
@@ -712,10 +696,6 @@ def analyse(offered: Offered, times: GatewayTimes, fleet: Fleet, detail: bool) -
             if written is not None:
                 parts["out_plugin"].append(written[1] - replied)
                 parts["out_herald"].append(turn.first - written[1])
-            trips = times.round_trips.get(chat_of(turn, by_name), [])
-            if read is not None and kind == "g":
-                # The plugin asks herald for a gadget's profile before handing over.
-                parts["in_profile"].extend(b - a for a, b, op in trips if op == "profile" and read <= a and b <= handed)
             if read is not None and kind == "p":
                 # herald asks Hermes whether a phone's user may talk, for every message;
                 # the question read last before the message is taken as this one's
