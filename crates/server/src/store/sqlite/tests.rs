@@ -301,29 +301,41 @@ fn refuses_a_newer_schema() {
     ));
 }
 
-#[test]
-fn a_store_of_the_fifth_schema_keeps_its_gadgets_and_their_updates() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("herald.db");
-    let old = Connection::open(&path).unwrap();
-    old.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+/// A store file as the fifth schema left it, before gadgets became one B-tree.
+fn fifth_schema(path: &std::path::Path, foreign_keys: bool) -> Connection {
+    let old = Connection::open(path).unwrap();
+    old.pragma_update(None, "foreign_keys", foreign_keys)
+        .unwrap();
     for sql in &super::MIGRATIONS[..5] {
         old.execute_batch(sql).unwrap();
     }
     old.pragma_update(None, "user_version", 5).unwrap();
+    old
+}
+
+/// A firmware update of `device_id`, mid-transfer, in a fifth-schema file.
+fn insert_update(old: &Connection, device_id: &str) {
+    old.execute(
+        "INSERT INTO ota_updates (device_id, file, sha256, size, version, status, attempts,
+             bytes_sent, created_at, updated_at)
+         VALUES (?1, 'fw.bin', 'ab', 4, '2.0', 'sending', 1, 0, 30, 30)",
+        [device_id],
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_store_of_the_fifth_schema_keeps_its_gadgets_and_their_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    let old = fifth_schema(&path, true);
     old.execute(
         "INSERT INTO devices (id, key, name, enrolled_at, last_seen, sensors)
          VALUES ('hg-1', ?1, 'Kitchen', 10, 20, '{\"battery_pct\":80}')",
         [vec![7u8; 32]],
     )
     .unwrap();
-    old.execute(
-        "INSERT INTO ota_updates (device_id, file, sha256, size, version, status, attempts,
-             bytes_sent, created_at, updated_at)
-         VALUES ('hg-1', 'fw.bin', 'ab', 4, '2.0', 'sending', 1, 0, 30, 30)",
-        [],
-    )
-    .unwrap();
+    insert_update(&old, "hg-1");
     drop(old);
 
     let store = SqliteStore::open(&path).unwrap();
@@ -354,20 +366,9 @@ fn a_store_of_the_fifth_schema_keeps_its_gadgets_and_their_updates() {
 fn a_migration_that_would_leave_dangling_references_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("herald.db");
-    let old = Connection::open(&path).unwrap();
-    old.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    for sql in &super::MIGRATIONS[..5] {
-        old.execute_batch(sql).unwrap();
-    }
-    old.pragma_update(None, "user_version", 5).unwrap();
+    let old = fifth_schema(&path, false);
     // An update of a gadget the store does not hold (written with foreign keys off).
-    old.execute(
-        "INSERT INTO ota_updates (device_id, file, sha256, size, version, status, attempts,
-             bytes_sent, created_at, updated_at)
-         VALUES ('hg-gone', 'fw.bin', 'ab', 4, '2.0', 'sending', 1, 0, 30, 30)",
-        [],
-    )
-    .unwrap();
+    insert_update(&old, "hg-gone");
     drop(old);
 
     assert!(matches!(
