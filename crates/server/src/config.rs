@@ -101,8 +101,9 @@ pub struct MobileConfig {
     /// Tokens that may send `deliver` to any device.
     pub deliver_tokens: Vec<Secret>,
     /// Let an app connected from loopback `deliver` without a deliver token, to the
-    /// devices of its own user only (`MOBILE_DELIVER_FROM_LOOPBACK`). Off by default:
-    /// behind a reverse proxy on the same host every phone is on loopback.
+    /// devices of its own user only (`MOBILE_DELIVER_FROM_LOOPBACK`). On by default, as
+    /// the protocol has it (cron jobs on the agent's machine push without a token); turn
+    /// it off behind a reverse proxy on the same host, where every phone is on loopback.
     pub deliver_from_loopback: bool,
     pub avatar_url: Option<String>,
     /// Longer replies are split into chunks of at most this many characters.
@@ -121,7 +122,7 @@ impl Default for MobileConfig {
             allowed_devices: Vec::new(),
             allow_all_users: false,
             deliver_tokens: Vec::new(),
-            deliver_from_loopback: false,
+            deliver_from_loopback: true,
             avatar_url: None,
             max_message_chars: herald_mobile_proto::limits::MAX_MESSAGE_CHARS,
         }
@@ -241,6 +242,7 @@ impl Config {
         if let Some(tokens) = var("MOBILE_DELIVER_TOKENS") {
             mobile.deliver_tokens = split_list(&tokens).into_iter().map(Secret).collect();
         }
+        // Defaults to on, so `0`, `false`, `no`, `off` and an empty value all turn it off.
         if let Some(on) = var("MOBILE_DELIVER_FROM_LOOPBACK") {
             mobile.deliver_from_loopback = parse_bool("MOBILE_DELIVER_FROM_LOOPBACK", &on)?;
         }
@@ -382,11 +384,11 @@ mod tests {
                 "MOBILE_PATH" => Some("/app".into()),
                 "MOBILE_TOKEN" => Some("t0k3n".into()),
                 "MOBILE_ALLOWED_DEVICES" => Some("tel-1,tel-2".into()),
-                "MOBILE_DELIVER_FROM_LOOPBACK" => Some("1".into()),
+                "MOBILE_DELIVER_FROM_LOOPBACK" => Some("0".into()),
                 _ => None,
             })
             .unwrap();
-        assert!(config.mobile.deliver_from_loopback);
+        assert!(!config.mobile.deliver_from_loopback);
         config
             .apply_env(|name| match name {
                 "HERALD_INBOX_MAX_MB" => Some("512".into()),
@@ -404,6 +406,35 @@ mod tests {
             .clone()
             .apply_env(|n| (n == "MOBILE_PORT").then(|| "http".into()))
             .is_err());
+    }
+
+    #[test]
+    fn deliver_from_loopback_is_on_unless_turned_off() {
+        assert!(Config::default().mobile.deliver_from_loopback);
+        let with = |value: &str| {
+            let mut config = Config::default();
+            let value = value.to_owned();
+            config
+                .apply_env(|n| (n == "MOBILE_DELIVER_FROM_LOOPBACK").then(|| value.clone()))
+                .map(|()| config.mobile.deliver_from_loopback)
+        };
+        for off in ["0", "false", "no", "off", "FALSE", " No ", ""] {
+            assert_eq!(with(off).ok(), Some(false), "{off:?}");
+        }
+        for on in ["1", "true", "yes", "on", "True"] {
+            assert_eq!(with(on).ok(), Some(true), "{on:?}");
+        }
+        assert!(with("nope").is_err());
+        assert!(with("2").is_err());
+        // The file turns it off; the environment, when set, has the last word.
+        let mut config: Config = toml::from_str("[mobile]\ndeliver_from_loopback = false").unwrap();
+        assert!(!config.mobile.deliver_from_loopback);
+        config.apply_env(|_| None).unwrap();
+        assert!(!config.mobile.deliver_from_loopback);
+        config
+            .apply_env(|n| (n == "MOBILE_DELIVER_FROM_LOOPBACK").then(|| "1".into()))
+            .unwrap();
+        assert!(config.mobile.deliver_from_loopback);
     }
 
     #[test]

@@ -643,19 +643,13 @@ async fn deliver_reaches_connected_phones_only() {
     // A deliver token is not an app token.
     cron.text("m1", "chatting").await;
     expect_error(&mut cron, ErrorCode::Forbidden).await;
-
-    // An app connection may not deliver, loopback or not, unless the owner allows it.
-    let (mut app, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
-    app.send(json!({"t": "deliver", "to": "tel-1", "text": "from loopback"}))
-        .await;
-    expect_error(&mut app, ErrorCode::Forbidden).await;
 }
 
 #[tokio::test]
-async fn deliver_from_loopback_reaches_only_the_same_users_devices() {
+async fn deliver_from_loopback_reaches_only_the_same_users_devices_by_default() {
+    // The default configuration: nothing about deliver is set.
     let h = Harness::start_with(|c| {
         c.mobile.allow_all_users = true;
-        c.mobile.deliver_from_loopback = true;
         c.mobile.extra_tokens = Some(Secret("bob:bobs-token-0123456789abcdef0123456789".into()));
     })
     .await;
@@ -689,6 +683,47 @@ async fn deliver_from_loopback_reaches_only_the_same_users_devices() {
     // Bob's phone got nothing: the next thing it sees is its own turn.
     bobs.text("b1", "still mine").await;
     assert_eq!(bobs.reply().await, "You said: still mine");
+}
+
+#[tokio::test]
+async fn deliver_from_loopback_turned_off_is_forbidden_even_to_ones_own_devices() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.deliver_from_loopback = false;
+        c.mobile.deliver_tokens = vec![Secret("cron-secret-0123456789abcdef0123456789".into())];
+    })
+    .await;
+    let (mut mine, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let (mut app, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
+    app.send(json!({"t": "deliver", "to": "tel-1", "text": "from loopback"}))
+        .await;
+    expect_error(&mut app, ErrorCode::Forbidden).await;
+    // The refused push never arrived: the next thing tel-1 sees is a deliver token's.
+    let (mut cron, _) = Phone::connect(
+        &h.mobile_url,
+        "cron-secret-0123456789abcdef0123456789",
+        "cron",
+    )
+    .await;
+    cron.send(json!({"t": "deliver", "to": "tel-1", "text": "from the deliver token"}))
+        .await;
+    assert_eq!(mine.reply().await, "from the deliver token");
+}
+
+#[tokio::test]
+async fn deliver_from_ipv4_loopback_counts_on_a_dual_stack_listener() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.host = "::".parse().unwrap();
+    })
+    .await;
+    // Through 127.0.0.1 the peer is `::ffff:127.0.0.1`, which is still this machine.
+    let url = format!("ws://127.0.0.1:{}/ws", h.server.mobile_addr().port());
+    let (mut mine, _) = Phone::connect(&url, APP_TOKEN, "tel-1").await;
+    let (mut app, _) = Phone::connect(&url, APP_TOKEN, "tel-2").await;
+    app.send(json!({"t": "deliver", "to": "tel-1", "text": "over IPv4"}))
+        .await;
+    assert_eq!(mine.reply().await, "over IPv4");
 }
 
 #[tokio::test]

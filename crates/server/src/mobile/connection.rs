@@ -64,11 +64,13 @@ pub(super) async fn run<S>(
         }
         Role::Deliverer => None,
     };
-    // A deliver token may deliver anywhere; an app on loopback, when the owner allows
-    // it, only to its own user's devices.
+    // A deliver token may deliver anywhere; an app on loopback (cron on the agent's
+    // machine), unless the owner turned that off, only to its own user's devices. A
+    // listener on `::` sees IPv4 loopback as `::ffff:127.0.0.1`, hence `to_canonical`.
+    let on_loopback = peer.ip().to_canonical().is_loopback();
     let delivers_as = match &role {
         Role::Deliverer => Some(None),
-        Role::Phone { user_id } if hub.config.deliver_from_loopback && peer.ip().is_loopback() => {
+        Role::Phone { user_id } if hub.config.deliver_from_loopback && on_loopback => {
             Some(Some(user_id.clone()))
         }
         Role::Phone { .. } => None,
