@@ -17,6 +17,9 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
+/// A token in `MOBILE_DELIVER_TOKENS`, for the tests that set it.
+const DELIVER_TOKEN: &str = "cron-secret-0123456789abcdef0123456789";
+
 async fn open_mobile() -> Harness {
     Harness::start_with(|c| c.mobile.allow_all_users = true).await
 }
@@ -624,16 +627,11 @@ async fn the_demo_agent_hears_voice_and_sends_pictures() {
 async fn deliver_reaches_connected_phones_only() {
     let h = Harness::start_with(|c| {
         c.mobile.allow_all_users = true;
-        c.mobile.deliver_tokens = vec![Secret("cron-secret-0123456789abcdef0123456789".into())];
+        c.mobile.deliver_tokens = vec![Secret(DELIVER_TOKEN.into())];
     })
     .await;
     let (mut target, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
-    let (mut cron, _) = Phone::connect(
-        &h.mobile_url,
-        "cron-secret-0123456789abcdef0123456789",
-        "cron",
-    )
-    .await;
+    let (mut cron, _) = Phone::connect(&h.mobile_url, DELIVER_TOKEN, "cron").await;
     cron.send(json!({"t": "deliver", "to": "tel-1", "text": "Reminder: water the plants"}))
         .await;
     assert_eq!(target.reply().await, "Reminder: water the plants");
@@ -690,7 +688,7 @@ async fn deliver_from_loopback_turned_off_is_forbidden_even_to_ones_own_devices(
     let h = Harness::start_with(|c| {
         c.mobile.allow_all_users = true;
         c.mobile.deliver_from_loopback = false;
-        c.mobile.deliver_tokens = vec![Secret("cron-secret-0123456789abcdef0123456789".into())];
+        c.mobile.deliver_tokens = vec![Secret(DELIVER_TOKEN.into())];
     })
     .await;
     let (mut mine, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
@@ -699,12 +697,7 @@ async fn deliver_from_loopback_turned_off_is_forbidden_even_to_ones_own_devices(
         .await;
     expect_error(&mut app, ErrorCode::Forbidden).await;
     // The refused push never arrived: the next thing tel-1 sees is a deliver token's.
-    let (mut cron, _) = Phone::connect(
-        &h.mobile_url,
-        "cron-secret-0123456789abcdef0123456789",
-        "cron",
-    )
-    .await;
+    let (mut cron, _) = Phone::connect(&h.mobile_url, DELIVER_TOKEN, "cron").await;
     cron.send(json!({"t": "deliver", "to": "tel-1", "text": "from the deliver token"}))
         .await;
     assert_eq!(mine.reply().await, "from the deliver token");
