@@ -18,6 +18,8 @@
 //! | a file             | `Got your <kind>: <caption>.`                                 |
 
 use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,13 +60,24 @@ struct ChatState {
 pub struct DemoAgent {
     out: Arc<dyn Outbound>,
     chats: Arc<Mutex<HashMap<Chat, ChatState>>>,
+    /// Where the picture is written for the length of a send (the port takes paths).
+    scratch: PathBuf,
 }
 
 impl DemoAgent {
+    /// A demo agent that writes its picture, for the length of a send, under the
+    /// system's temporary directory.
     pub fn new(out: Arc<dyn Outbound>) -> Self {
+        DemoAgent::with_scratch_dir(out, std::env::temp_dir())
+    }
+
+    /// A demo agent that writes its picture, for the length of a send, under `dir`
+    /// (the server's data directory, say), in a private directory of its own.
+    pub fn with_scratch_dir(out: Arc<dyn Outbound>, dir: impl Into<PathBuf>) -> Self {
         DemoAgent {
             out,
             chats: Arc::default(),
+            scratch: dir.into(),
         }
     }
 
@@ -202,12 +215,16 @@ impl DemoAgent {
                 .await;
             }
             "media" | "image" => {
+                let scratch = self.scratch.clone();
                 self.start_turn(chat.clone(), async move {
-                    let path = demo_picture().map_err(|e| {
+                    let picture = Picture::write(&scratch).map_err(|e| {
                         DeliveryError::Failed(format!("cannot write the picture: {e}"))
                     })?;
-                    out.send_image(&chat, path, Some("A demo picture".into()))
-                        .await
+                    let caption = Some("A demo picture".into());
+                    let sent = out.send_image(&chat, picture.path.clone(), caption).await;
+                    // The transports have read the file when send_image returns.
+                    drop(picture);
+                    sent
                 })
                 .await;
             }
@@ -332,13 +349,77 @@ impl Agent for DemoAgent {
     }
 }
 
-/// The demo picture as a file, written once per process.
-fn demo_picture() -> std::io::Result<std::path::PathBuf> {
-    let path = std::env::temp_dir().join(format!("herald-demo-{}.png", std::process::id()));
-    if !path.exists() {
-        std::fs::write(&path, DEMO_PICTURE)?;
+/// The demo picture on disk for one send, in a directory of its own that only this
+/// user may enter. Both go when it is dropped, also when the turn is cancelled mid-send,
+/// so nothing is left behind. `mkdir` and `create_new` fail on anything already there, a
+/// planted symlink included, so no link is followed; the random name cannot be taken in
+/// advance.
+struct Picture {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl Picture {
+    /// Tries before giving up on names that are taken (by chance or on purpose).
+    const ATTEMPTS: usize = 16;
+
+    fn write(scratch: &Path) -> io::Result<Picture> {
+        for _ in 0..Self::ATTEMPTS {
+            let dir = scratch.join(format!("herald-demo-{:016x}", random_u64()));
+            match Picture::write_in(dir) {
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                result => return result,
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "every name tried for the picture's directory was taken",
+        ))
     }
-    Ok(path)
+
+    /// Make `dir` (it must not exist) and the picture in it.
+    fn write_in(dir: PathBuf) -> io::Result<Picture> {
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir)?;
+        let path = dir.join("demo.png");
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let created = options.open(&path);
+        let mut file = match created {
+            Ok(file) => file,
+            Err(err) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(err);
+            }
+        };
+        // Both are ours now: dropping the value removes them, on error too.
+        let picture = Picture { dir, path };
+        file.write_all(DEMO_PICTURE)?;
+        Ok(picture)
+    }
+}
+
+impl Drop for Picture {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_file(&self.path) {
+            debug!(%err, path = %self.path.display(), "demo picture not removed");
+        }
+        // Only an empty directory goes: nothing else is ours to delete.
+        if let Err(err) = std::fs::remove_dir(&self.dir) {
+            debug!(%err, dir = %self.dir.display(), "demo picture's directory not removed");
+        }
+    }
+}
+
+/// 64 unpredictable bits without a dependency: std seeds each `RandomState` from the
+/// operating system's randomness.
+fn random_u64() -> u64 {
+    use std::hash::BuildHasher;
+    std::hash::RandomState::new().hash_one(std::time::SystemTime::now())
 }
 
 async fn reply(out: &dyn Outbound, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
@@ -381,3 +462,6 @@ async fn slow(out: &dyn Outbound, chat: &Chat) -> Result<(), DeliveryError> {
     }
     out.edit_text(chat, &id, "Done counting.", true).await
 }
+
+#[cfg(test)]
+mod tests;

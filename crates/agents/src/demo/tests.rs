@@ -1,0 +1,267 @@
+//! The demo picture: written only for the length of a send, in a directory of its own,
+//! through no planted link, and gone afterwards, in whatever temporary directory.
+
+use std::process::Command as Process;
+
+use herald_port::{
+    DeviceSummary, Inbound, InboundBody, Platform, Request, RequestError, Response, Source,
+};
+use tokio::sync::mpsc;
+
+use super::*;
+
+/// What the port saw of one picture during the send.
+#[derive(Debug)]
+struct Seen {
+    path: PathBuf,
+    read: Result<Vec<u8>, String>,
+    /// The permission bits of its directory and of the file.
+    modes: Option<(u32, u32)>,
+}
+
+#[cfg(unix)]
+fn modes(path: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o777)
+    };
+    Some((mode(path.parent()?)?, mode(path)?))
+}
+
+#[cfg(not(unix))]
+fn modes(_path: &Path) -> Option<(u32, u32)> {
+    None
+}
+
+/// A port that reads each picture while `send_image` runs, as the transports do, and
+/// reports how each turn ended.
+struct Recorder {
+    pictures: Mutex<Vec<Seen>>,
+    ended: mpsc::UnboundedSender<Outcome>,
+}
+
+#[async_trait]
+impl Outbound for Recorder {
+    async fn request(&self, _chat: &Chat, request: Request) -> Result<Response, RequestError> {
+        Ok(match request {
+            Request::TurnStarted {} => Response::TurnId {
+                turn_id: "turn-1".into(),
+            },
+            Request::SendImage { path, .. } => {
+                let read = std::fs::read(&path).map_err(|e| e.to_string());
+                let modes = modes(&path);
+                let seen = Seen { path, read, modes };
+                self.pictures.lock().unwrap().push(seen);
+                Response::Done {}
+            }
+            Request::TurnEnded { outcome, .. } => {
+                let _ = self.ended.send(outcome);
+                Response::Done {}
+            }
+            Request::SendText { .. } => Response::MessageId {
+                message_id: "m1".into(),
+            },
+            _ => Response::Done {},
+        })
+    }
+
+    async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {
+        Ok(Vec::new())
+    }
+
+    async fn set_authorized(&self, _platform: Platform, _user_id: &str, _authorized: bool) {}
+}
+
+/// Send `/image` to the agent `build` makes and wait for the turn's end; returns how it
+/// ended and the pictures the port saw.
+async fn picture_turn(build: impl FnOnce(Arc<dyn Outbound>) -> DemoAgent) -> (Outcome, Vec<Seen>) {
+    let (ended, mut outcomes) = mpsc::unbounded_channel();
+    let recorder = Arc::new(Recorder {
+        pictures: Mutex::default(),
+        ended,
+    });
+    let agent = build(recorder.clone());
+    let chat = Chat::mobile("tel-1");
+    agent
+        .handle(Inbound {
+            source: Source {
+                chat,
+                user_id: "user-1".into(),
+                user_name: None,
+            },
+            message_id: "m1".into(),
+            body: InboundBody::Text {
+                text: "/image".into(),
+                reply_to: None,
+            },
+            profile: None,
+        })
+        .await;
+    let outcome = tokio::time::timeout(Duration::from_secs(10), outcomes.recv())
+        .await
+        .expect("the turn ended")
+        .expect("an outcome");
+    let pictures = std::mem::take(&mut *recorder.pictures.lock().unwrap());
+    (outcome, pictures)
+}
+
+/// A new empty directory under the temporary directory, for one test.
+fn fresh_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("herald-agents-test-{:016x}", random_u64()));
+    std::fs::create_dir(&dir).unwrap();
+    dir
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect()
+}
+
+/// The one picture the port saw: it came from under `dir` and was the demo picture.
+fn assert_sent_from(pictures: &[Seen], dir: &Path) {
+    let [seen] = pictures else {
+        panic!("one picture expected, the port saw {pictures:?}")
+    };
+    let path = &seen.path;
+    assert!(
+        path.starts_with(dir),
+        "{} is not under {}",
+        path.display(),
+        dir.display()
+    );
+    let bytes = seen
+        .read
+        .as_ref()
+        .expect("the picture was readable during the send");
+    assert!(
+        bytes.as_slice() == DEMO_PICTURE,
+        "the port read something else"
+    );
+}
+
+#[tokio::test]
+async fn the_picture_lives_only_as_long_as_its_send() {
+    let scratch = fresh_dir();
+    let (outcome, pictures) =
+        picture_turn(|out| DemoAgent::with_scratch_dir(out, scratch.clone())).await;
+    let left = entries(&scratch);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert_eq!(outcome, Outcome::Success);
+    assert_sent_from(&pictures, &scratch);
+    // Only this user may look into the directory or read the file.
+    if cfg!(unix) {
+        assert_eq!(pictures[0].modes, Some((0o700, 0o600)));
+    }
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_link_where_the_pictures_directory_goes_is_not_followed() {
+    let base = fresh_dir();
+    // A link to a directory the attacker would like written into, and a dangling one.
+    let victim = base.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, base.join("herald-demo-a")).unwrap();
+    std::os::unix::fs::symlink(base.join("nowhere"), base.join("herald-demo-b")).unwrap();
+    let to_victim = Picture::write_in(base.join("herald-demo-a")).map(drop);
+    let dangling = Picture::write_in(base.join("herald-demo-b")).map(drop);
+    let (in_victim, nowhere) = (entries(&victim), base.join("nowhere").exists());
+    std::fs::remove_dir_all(&base).unwrap();
+    assert_eq!(
+        to_victim.map_err(|e| e.kind()),
+        Err(io::ErrorKind::AlreadyExists)
+    );
+    assert_eq!(
+        dangling.map_err(|e| e.kind()),
+        Err(io::ErrorKind::AlreadyExists)
+    );
+    assert!(
+        in_victim.is_empty(),
+        "written through the link: {in_victim:?}"
+    );
+    assert!(!nowhere, "created through the dangling link");
+}
+
+/// Tells the child test below which temporary directory it runs in, and what to plant.
+const CHILD_TMPDIR: &str = "HERALD_DEMO_TEST_TMPDIR";
+const CHILD_PLANT: &str = "HERALD_DEMO_TEST_PLANT";
+
+/// Runs `child_sends_the_picture` in a process of its own whose `TMPDIR` is a fresh
+/// directory, since the process's own environment is shared by every test thread.
+#[cfg(unix)]
+#[test]
+fn the_demo_leaves_nothing_in_the_temporary_directory_and_follows_no_planted_file() {
+    for plant in ["link", "file"] {
+        let tmp = fresh_dir();
+        let child = Process::new(std::env::current_exe().unwrap())
+            .args([
+                "demo::tests::child_sends_the_picture",
+                "--exact",
+                "--ignored",
+            ])
+            .args(["--test-threads=1", "--nocapture"])
+            .env("TMPDIR", &tmp)
+            .env(CHILD_TMPDIR, &tmp)
+            .env(CHILD_PLANT, plant)
+            .output()
+            .unwrap();
+        let left = entries(&tmp);
+        std::fs::remove_dir_all(&tmp).unwrap();
+        let stdout = String::from_utf8_lossy(&child.stdout);
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        assert!(child.status.success(), "{plant}: {stdout}\n{stderr}");
+        // A filter that matched nothing would pass too: the child must have run.
+        assert!(stdout.contains("1 passed"), "{plant}: {stdout}");
+        assert!(
+            left.is_empty(),
+            "{plant}: left in the temporary directory: {left:?}"
+        );
+    }
+}
+
+/// The demo agent as `herald serve` builds it, with something planted where an earlier
+/// version wrote its picture (`<tmp>/herald-demo-<pid>.png`): it must be neither sent
+/// nor written through. It removes what it planted, so the parent sees only what the
+/// agent left.
+#[cfg(unix)]
+#[tokio::test]
+#[ignore = "run in a child process with its own TMPDIR by the test above"]
+async fn child_sends_the_picture() {
+    // Outside its parent it does nothing: it must not plant in a shared directory.
+    let (Some(tmp), Some(plant)) = (
+        std::env::var_os(CHILD_TMPDIR).map(PathBuf::from),
+        std::env::var_os(CHILD_PLANT),
+    ) else {
+        return;
+    };
+    assert_eq!(std::env::temp_dir(), tmp);
+    let old = tmp.join(format!("herald-demo-{}.png", std::process::id()));
+    let target = tmp.join("target");
+    let link = plant == "link";
+    if link {
+        std::os::unix::fs::symlink(&target, &old).unwrap();
+    } else {
+        std::fs::write(&old, b"planted").unwrap();
+    }
+    let (outcome, pictures) = picture_turn(DemoAgent::new).await;
+    let written_through = target.exists();
+    let planted = std::fs::read(&old).ok();
+    let _ = std::fs::remove_file(&old);
+    let _ = std::fs::remove_file(&target);
+    assert_eq!(outcome, Outcome::Success);
+    assert_sent_from(&pictures, &tmp);
+    if link {
+        assert!(!written_through, "written through the planted link");
+    } else {
+        assert_eq!(
+            planted.as_deref(),
+            Some(&b"planted"[..]),
+            "the planted file changed"
+        );
+    }
+}
