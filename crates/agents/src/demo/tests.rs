@@ -39,7 +39,27 @@ fn modes(_path: &Path) -> Option<(u32, u32)> {
 /// reports how each turn ended.
 struct Recorder {
     pictures: Mutex<Vec<Seen>>,
-    ended: mpsc::UnboundedSender<Outcome>,
+    events: mpsc::UnboundedSender<Event>,
+    /// Keep each send going until it is cancelled, as a slow device would.
+    hold: bool,
+}
+
+#[derive(Debug, PartialEq)]
+enum Event {
+    /// A picture was read; the send goes on.
+    Sending,
+    /// A held send was dropped: its turn was cancelled.
+    Dropped,
+    Ended(Outcome),
+}
+
+/// Reports `Dropped` when the held send is dropped.
+struct OnDrop(mpsc::UnboundedSender<Event>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(Event::Dropped);
+    }
 }
 
 #[async_trait]
@@ -54,10 +74,15 @@ impl Outbound for Recorder {
                 let modes = modes(&path);
                 let seen = Seen { path, read, modes };
                 self.pictures.lock().unwrap().push(seen);
+                if self.hold {
+                    let _dropped = OnDrop(self.events.clone());
+                    let _ = self.events.send(Event::Sending);
+                    std::future::pending::<()>().await;
+                }
                 Response::Done {}
             }
             Request::TurnEnded { outcome, .. } => {
-                let _ = self.ended.send(outcome);
+                let _ = self.events.send(Event::Ended(outcome));
                 Response::Done {}
             }
             Request::SendText { .. } => Response::MessageId {
@@ -74,35 +99,52 @@ impl Outbound for Recorder {
     async fn set_authorized(&self, _platform: Platform, _user_id: &str, _authorized: bool) {}
 }
 
+fn text(text: &str) -> Inbound {
+    Inbound {
+        source: Source {
+            chat: Chat::mobile("tel-1"),
+            user_id: "user-1".into(),
+            user_name: None,
+        },
+        message_id: text.into(),
+        body: InboundBody::Text {
+            text: text.into(),
+            reply_to: None,
+        },
+        profile: None,
+    }
+}
+
+async fn next(events: &mut mpsc::UnboundedReceiver<Event>) -> Event {
+    tokio::time::timeout(Duration::from_secs(10), events.recv())
+        .await
+        .expect("an event within 10 s")
+        .expect("the recorder is alive")
+}
+
+/// The port and what it reports, and the agent `build` makes on it.
+fn recorded(
+    hold: bool,
+    build: impl FnOnce(Arc<dyn Outbound>) -> DemoAgent,
+) -> (Arc<Recorder>, mpsc::UnboundedReceiver<Event>, DemoAgent) {
+    let (events, reports) = mpsc::unbounded_channel();
+    let recorder = Arc::new(Recorder {
+        pictures: Mutex::default(),
+        events,
+        hold,
+    });
+    let agent = build(recorder.clone());
+    (recorder, reports, agent)
+}
+
 /// Send `/image` to the agent `build` makes and wait for the turn's end; returns how it
 /// ended and the pictures the port saw.
 async fn picture_turn(build: impl FnOnce(Arc<dyn Outbound>) -> DemoAgent) -> (Outcome, Vec<Seen>) {
-    let (ended, mut outcomes) = mpsc::unbounded_channel();
-    let recorder = Arc::new(Recorder {
-        pictures: Mutex::default(),
-        ended,
-    });
-    let agent = build(recorder.clone());
-    let chat = Chat::mobile("tel-1");
-    agent
-        .handle(Inbound {
-            source: Source {
-                chat,
-                user_id: "user-1".into(),
-                user_name: None,
-            },
-            message_id: "m1".into(),
-            body: InboundBody::Text {
-                text: "/image".into(),
-                reply_to: None,
-            },
-            profile: None,
-        })
-        .await;
-    let outcome = tokio::time::timeout(Duration::from_secs(10), outcomes.recv())
-        .await
-        .expect("the turn ended")
-        .expect("an outcome");
+    let (recorder, mut events, agent) = recorded(false, build);
+    agent.handle(text("/image")).await;
+    let Event::Ended(outcome) = next(&mut events).await else {
+        panic!("the turn should have ended")
+    };
     let pictures = std::mem::take(&mut *recorder.pictures.lock().unwrap());
     (outcome, pictures)
 }
@@ -156,6 +198,30 @@ async fn the_picture_lives_only_as_long_as_its_send() {
     if cfg!(unix) {
         assert_eq!(pictures[0].modes, Some((0o700, 0o600)));
     }
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn a_send_cancelled_midway_leaves_nothing_either() {
+    let scratch = fresh_dir();
+    let (recorder, mut events, agent) = recorded(true, |out| {
+        DemoAgent::with_scratch_dir(out, scratch.clone())
+    });
+    agent.handle(text("/image")).await;
+    assert_eq!(next(&mut events).await, Event::Sending);
+    let during = entries(&scratch);
+    agent.handle(text("/stop")).await;
+    let mut after_stop = vec![next(&mut events).await, next(&mut events).await];
+    after_stop.sort_by_key(|e| format!("{e:?}"));
+    // The cancelled send was dropped, and with it (in the same drop) the picture.
+    let left = entries(&scratch);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert_eq!(
+        after_stop,
+        [Event::Dropped, Event::Ended(Outcome::Cancelled)]
+    );
+    assert_eq!(during.len(), 1, "the picture's directory during the send");
+    assert_sent_from(&recorder.pictures.lock().unwrap(), &scratch);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
