@@ -159,6 +159,7 @@ impl DemoAgent {
                     command: rest.to_owned(),
                     description: "The demo agent wants to run this command.".into(),
                     allow_permanent: true,
+                    allow_session: true,
                 };
                 let asked = Asked::Approval {
                     command: rest.to_owned(),
@@ -202,6 +203,7 @@ impl DemoAgent {
                 let prompt = Prompt::Clarify {
                     question: "Which one?".into(),
                     choices: choices.clone(),
+                    multi_select: false,
                 };
                 self.ask(chat, prompt, Asked::Choice { choices }).await;
             }

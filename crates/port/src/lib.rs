@@ -153,6 +153,9 @@ pub enum Prompt {
         /// Whether "always allow" may be offered; Hermes withholds it for some commands.
         #[serde(default = "offered")]
         allow_permanent: bool,
+        /// Whether "allow for this session" may be offered ("always" needs it too).
+        #[serde(default = "offered")]
+        allow_session: bool,
     },
     /// A yes/no confirmation, such as a slash command's.
     Confirm {
@@ -165,10 +168,13 @@ pub enum Prompt {
         question: String,
         #[serde(default)]
         choices: Vec<String>,
+        /// Any number of the choices may be picked.
+        #[serde(default)]
+        multi_select: bool,
     },
 }
 
-/// "Always allow" is offered unless the agent says otherwise.
+/// "Always" and "for this session" are offered unless the agent says otherwise.
 fn offered() -> bool {
     true
 }
@@ -192,6 +198,9 @@ pub enum Choice {
     Cancel,
     /// Clarify: the index of the chosen option.
     Option(usize),
+    /// Multi-select clarify: the indices of every chosen option, in order (none at all
+    /// when the user turned each one down).
+    Options(Vec<usize>),
     /// Clarify: the user's own words.
     Other(String),
 }
@@ -206,6 +215,7 @@ impl Choice {
             Choice::Deny => "deny".into(),
             Choice::Cancel => "cancel".into(),
             Choice::Option(i) => format!("c{i}"),
+            Choice::Options(_) => "options".into(),
             Choice::Other(_) => "other".into(),
         }
     }

@@ -205,6 +205,7 @@ mod tests {
                 command: "rm -rf /tmp/x".into(),
                 description: String::new(),
                 allow_permanent: true,
+                allow_session: true,
             }
         );
         for (op, args) in [("send_text", json!({})), ("fly", json!({}))] {

@@ -197,7 +197,9 @@ fn prompt_text(prompt: &Prompt) -> String {
     match prompt {
         Prompt::ExecApproval { command, .. } => format!("Run {command}?"),
         Prompt::Confirm { title, text } => format!("{title}: {text}"),
-        Prompt::Clarify { question, choices } => format!("{question} ({})", choices.join(", ")),
+        Prompt::Clarify {
+            question, choices, ..
+        } => format!("{question} ({})", choices.join(", ")),
     }
 }
 

@@ -7,7 +7,7 @@ use herald_gadget_proto::{
     ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome, PromptReply,
     ServerMessage,
 };
-use herald_port::{ActionError, Chat, InboundBody, Prompt};
+use herald_port::{ActionError, Chat, Choice, InboundBody, Prompt};
 use herald_test_support::{admin_text, capture, test_config, Conn, Gadget, Harness, WAIT};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -410,12 +410,48 @@ async fn questions_expire_and_can_be_withdrawn() {
         }
         other => panic!("{other:?}"),
     }
-    // Gadgets cannot show free-form questions.
-    let clarify = Prompt::Clarify {
-        question: "Which?".into(),
-        choices: vec!["a".into()],
+    // A clarify's choices are asked one by one; a free-form question cannot be shown.
+    let clarify = |choices: &[&str], multi_select| Prompt::Clarify {
+        question: "Which rooms?".into(),
+        choices: choices.iter().map(|c| (*c).to_owned()).collect(),
+        multi_select,
     };
-    assert!(port.ask(&chat, clarify, None).await.is_err());
+    assert!(port.ask(&chat, clarify(&[], false), None).await.is_err());
+    let asked = port
+        .ask(&chat, clarify(&["hall", "den", "attic"], true), None)
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    for (choice, answer) in [
+        ("hall", Answer::Yes),
+        ("den", Answer::No),
+        ("attic", Answer::Yes),
+    ] {
+        let ServerMessage::Prompt(step) = conn.recv().await else {
+            panic!("no step for {choice}")
+        };
+        assert_eq!(step.text, format!("Which rooms?\n{choice}?"));
+        shown.push(step.id.clone());
+        conn.send(&DeviceMessage::PromptReply(PromptReply {
+            id: step.id,
+            answer,
+        }))
+        .await;
+    }
+    // Each step under an id of its own, the first under the agent's.
+    assert_eq!(shown[0], asked);
+    assert!(shown[1] != shown[0] && shown[2] != shown[1]);
+    let answer = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    match answer.body {
+        InboundBody::PromptAnswer(a) => {
+            assert_eq!(a.prompt_id, asked);
+            assert_eq!(a.choice, Choice::Options(vec![0, 2]));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 fn led_action() -> ActionSpec {

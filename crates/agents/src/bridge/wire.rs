@@ -371,6 +371,8 @@ enum WireBody<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         index: Option<usize>,
         #[serde(skip_serializing_if = "Option::is_none")]
+        indices: Option<&'a [usize]>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<&'a str>,
     },
 }
@@ -409,19 +411,31 @@ impl<'a> From<&'a Inbound> for WireInbound<'a> {
                 },
             },
             InboundBody::PromptAnswer(answer) => {
-                let (choice, index, text) = match &answer.choice {
-                    Choice::Once => ("once", None, None),
-                    Choice::Session => ("session", None, None),
-                    Choice::Always => ("always", None, None),
-                    Choice::Deny => ("deny", None, None),
-                    Choice::Cancel => ("cancel", None, None),
-                    Choice::Option(index) => ("option", Some(*index), None),
-                    Choice::Other(text) => ("other", None, Some(text.as_str())),
+                let (mut index, mut indices, mut text) = (None, None, None);
+                let choice = match &answer.choice {
+                    Choice::Once => "once",
+                    Choice::Session => "session",
+                    Choice::Always => "always",
+                    Choice::Deny => "deny",
+                    Choice::Cancel => "cancel",
+                    Choice::Option(chosen) => {
+                        index = Some(*chosen);
+                        "option"
+                    }
+                    Choice::Options(chosen) => {
+                        indices = Some(chosen.as_slice());
+                        "options"
+                    }
+                    Choice::Other(typed) => {
+                        text = Some(typed.as_str());
+                        "other"
+                    }
                 };
                 WireBody::PromptAnswer {
                     prompt_id: &answer.prompt_id,
                     choice,
                     index,
+                    indices,
                     text,
                 }
             }

@@ -56,6 +56,14 @@ fn answers_use_hermess_words() {
         json!({"kind": "prompt_answer", "prompt_id": "p1", "choice": "option", "index": 2})
     );
     assert_eq!(
+        answer(Choice::Options(vec![0, 2])),
+        json!({"kind": "prompt_answer", "prompt_id": "p1", "choice": "options", "indices": [0, 2]})
+    );
+    assert_eq!(
+        answer(Choice::Options(Vec::new())),
+        json!({"kind": "prompt_answer", "prompt_id": "p1", "choice": "options", "indices": []})
+    );
+    assert_eq!(
         answer(Choice::Other("blue".into())),
         json!({"kind": "prompt_answer", "prompt_id": "p1", "choice": "other", "text": "blue"})
     );
@@ -99,6 +107,30 @@ fn requests_decode_or_say_why_not() {
             command: "rm -rf /tmp/x".into(),
             description: "recursive delete".into(),
             allow_permanent: false,
+            allow_session: true,
+        }
+    );
+    // Hermes 0.22's several questions: one ask each, possibly multi-select.
+    let clarify = HermesRequest::decode(
+        "ask".into(),
+        json!({"chat": {"platform": "gadget", "id": "hg-1"},
+               "prompt": {"kind": "clarify", "question": "Which rooms?",
+                          "choices": ["hall", "den"], "multi_select": true}}),
+    )
+    .unwrap();
+    let HermesRequest::Device {
+        request: Request::Ask { prompt, .. },
+        ..
+    } = clarify
+    else {
+        panic!("not an ask: {clarify:?}")
+    };
+    assert_eq!(
+        prompt,
+        Prompt::Clarify {
+            question: "Which rooms?".into(),
+            choices: vec!["hall".into(), "den".into()],
+            multi_select: true,
         }
     );
 

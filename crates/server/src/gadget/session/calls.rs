@@ -261,22 +261,19 @@ impl Core {
         now: Instant,
     ) -> Result<String, DeliveryError> {
         let ttl_s = match &prompt {
-            // Gadgets have two buttons: a free-form question is the agent's to rephrase.
-            Prompt::Clarify { .. } => {
+            // Gadgets have two buttons: a question without choices is the agent's to ask
+            // in words (choices are asked one by one, see `prompts`).
+            Prompt::Clarify { choices, .. } if choices.is_empty() => {
                 return Err(DeliveryError::Unsupported {
                     chat: self.chat(),
                     reason: "gadgets answer only yes or no".into(),
                 })
             }
-            Prompt::ExecApproval { .. } => ttl_s,
+            Prompt::ExecApproval { .. } | Prompt::Clarify { .. } => ttl_s,
             Prompt::Confirm { .. } => ttl_s.or(Some(limits::CONFIRM_PROMPT_TTL_SECS)),
         };
-        let question = Question {
-            id: ids::random_hex(8),
-            prompt,
-            ttl_s,
-            expires: ttl_s.map(|s| now + Duration::from_secs(u64::from(s))),
-        };
+        let expires = ttl_s.map(|s| now + Duration::from_secs(u64::from(s)));
+        let question = Question::new(ids::random_hex(8), prompt, ttl_s, expires);
         let id = question.id.clone();
         if let Show::Ask(head) = self.prompts.push(question) {
             let head = head.clone();

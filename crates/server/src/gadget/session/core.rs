@@ -463,7 +463,15 @@ impl Core {
                 format!("{command}\n{description}"),
             ),
             Prompt::Confirm { title, text } => (title.clone(), text.clone()),
-            Prompt::Clarify { question, .. } => ("Question".to_owned(), question.clone()),
+            Prompt::Clarify {
+                question: asked, ..
+            } => match question.choice_on_screen() {
+                Some((choice, at, of)) => (
+                    format!("Question {}/{of}", at + 1),
+                    format!("{asked}\n{choice}?"),
+                ),
+                None => ("Question".to_owned(), asked.clone()),
+            },
         };
         // The remaining time, so a question shown again after a reconnect lapses on time.
         let ttl_s = question.expires.map(|at| {
@@ -471,7 +479,7 @@ impl Core {
             u32::try_from(left.div_ceil(1000).max(1)).unwrap_or(u32::MAX)
         });
         let prompt = ServerMessage::Prompt(proto::Prompt {
-            id: question.id.clone(),
+            id: question.shown.clone(),
             title: self.shape(&title),
             text: self.shape(&text),
             ttl_s,

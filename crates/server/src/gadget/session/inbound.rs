@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_port::{
-    ActionError, Choice, Command as ConvCommand, Inbound, InboundBody, Platform, Prompt,
-    PromptAnswer, RequestError, Response, Source,
+    ActionError, Command as ConvCommand, Inbound, InboundBody, Platform, PromptAnswer,
+    RequestError, Response, Source,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use super::super::audio::Utterance;
-use super::super::prompts::Show;
+use super::super::prompts::{Replied, Show};
 use super::core::{profile, protocol_error, Core, Effect};
 use crate::ids;
 
@@ -141,27 +141,27 @@ impl Core {
     }
 
     fn on_prompt_reply(&mut self, reply: proto::PromptReply, now: Instant) {
-        let Some((question, show)) = self.prompts.answer(&reply.id) else {
-            self.notice("That question has expired");
-            return;
-        };
-        let next = match show {
-            Show::Ask(next) => Some(next.clone()),
-            _ => None,
-        };
         let yes = reply.answer == proto::Answer::Yes;
-        let choice = match (&question.prompt, yes) {
-            (Prompt::ExecApproval { .. }, true) | (Prompt::Confirm { .. }, true) => Choice::Once,
-            (Prompt::ExecApproval { .. }, false) => Choice::Deny,
-            _ => Choice::Cancel,
+        let (settled, next) = match self.prompts.reply(&reply.id, yes, || ids::random_hex(8)) {
+            None => {
+                self.notice("That question has expired");
+                return;
+            }
+            Some(Replied::Next(step)) => (None, Some(step.clone())),
+            Some(Replied::Settled { id, choice, show }) => {
+                let next = match show {
+                    Show::Ask(next) => Some(next.clone()),
+                    _ => None,
+                };
+                (Some((id, choice)), next)
+            }
         };
-        self.forward(
-            ids::random_hex(12),
-            InboundBody::PromptAnswer(PromptAnswer {
-                prompt_id: question.id,
-                choice,
-            }),
-        );
+        if let Some((prompt_id, choice)) = settled {
+            self.forward(
+                ids::random_hex(12),
+                InboundBody::PromptAnswer(PromptAnswer { prompt_id, choice }),
+            );
+        }
         if let Some(next) = next {
             self.show(&next, now);
         }

@@ -19,6 +19,9 @@ use super::media::{mime_for, split_chunks, FileDown};
 use crate::calls::{done, Call};
 use crate::ids;
 
+/// Under a multi-select question: a card takes one tap, so several choices are typed.
+const MULTI_SELECT_HINT: &str = "(Tap one, or type several with commas between.)";
+
 /// The avatar rests this long after a turn before it goes idle.
 const IDLE_PAUSE: Duration = Duration::from_millis(1500);
 /// Largest file the agent may send to a phone (sent in chunks).
@@ -191,14 +194,16 @@ impl Core {
     ) -> Result<String, DeliveryError> {
         let timeout = ttl_s.unwrap_or(limits::PROMPT_TIMEOUT_SECS);
         let id = ids::random_hex(16);
-        // Without permanent approval the card has no "always" button, so none is accepted.
-        let permanent = !matches!(
-            prompt,
+        // An option the agent does not offer is not on the card, so it is not accepted
+        // either: "always" needs both permissions, "session" its own.
+        let (session, permanent) = match &prompt {
             Prompt::ExecApproval {
-                allow_permanent: false,
+                allow_session,
+                allow_permanent,
                 ..
-            }
-        );
+            } => (*allow_session, *allow_session && *allow_permanent),
+            _ => (true, true),
+        };
         let (kind, text, choices, command, description) = match prompt {
             Prompt::ExecApproval {
                 command,
@@ -222,8 +227,18 @@ impl Core {
                 None,
                 None,
             ),
-            Prompt::Clarify { question, choices } => {
-                (PromptKind::Clarify, question, choices, None, None)
+            Prompt::Clarify {
+                question,
+                choices,
+                multi_select,
+            } => {
+                // One option per tap: several are typed as one answer, commas between.
+                let text = if multi_select && !choices.is_empty() {
+                    format!("{question}\n{}", MULTI_SELECT_HINT)
+                } else {
+                    question
+                };
+                (PromptKind::Clarify, text, choices, None, None)
             }
         };
         let card = PromptCard {
@@ -231,7 +246,11 @@ impl Core {
             options: kind
                 .options(&choices)
                 .into_iter()
-                .filter(|option| permanent || option.id != "always")
+                .filter(|option| match option.id.as_str() {
+                    "always" => permanent,
+                    "session" => session,
+                    _ => true,
+                })
                 .collect(),
             kind,
             text,

@@ -197,6 +197,61 @@ fn a_card_lapses_on_time_and_is_nobody_s_after() {
     assert_eq!(core.poll_timeout(), None);
 }
 
+#[test]
+fn an_approval_card_offers_only_what_the_agent_allows() {
+    let now = Instant::now();
+    let mut core = attached(shared());
+    let options = |core: &mut Core, allow_session, allow_permanent| {
+        let prompt = Prompt::ExecApproval {
+            command: "rm -rf /tmp/x".into(),
+            description: String::new(),
+            allow_permanent,
+            allow_session,
+        };
+        let ask = Request::Ask {
+            prompt,
+            ttl_s: None,
+        };
+        assert!(call(core, now, ask).is_ok());
+        let card = sent(core).remove(0);
+        card["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        options(&mut core, true, true),
+        ["once", "session", "always", "deny"]
+    );
+    assert_eq!(options(&mut core, true, false), ["once", "session", "deny"]);
+    // "Always" is wider than the session: without the session it is not offered either.
+    assert_eq!(options(&mut core, false, true), ["once", "deny"]);
+}
+
+#[test]
+fn a_multi_select_card_says_several_may_be_typed() {
+    let now = Instant::now();
+    let mut core = attached(shared());
+    let prompt = Prompt::Clarify {
+        question: "Which rooms?".into(),
+        choices: vec!["hall".into(), "den".into()],
+        multi_select: true,
+    };
+    let ask = Request::Ask {
+        prompt,
+        ttl_s: None,
+    };
+    assert!(call(&mut core, now, ask).is_ok());
+    let card = sent(&mut core).remove(0);
+    assert_eq!(
+        card["text"],
+        "Which rooms?\n(Tap one, or type several with commas between.)"
+    );
+    assert_eq!(card["options"].as_array().map(Vec::len), Some(3));
+}
+
 /// Hand `request` to the core and take the answer it gave at once.
 fn call(core: &mut Core, now: Instant, request: Request) -> Result<Response, RequestError> {
     let (reply, answer) = oneshot::channel();
