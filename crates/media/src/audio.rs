@@ -10,6 +10,9 @@
 //!    rate and hands out fixed-duration PCM16 little-endian frames, one at a time, ready to be
 //!    put after a binary frame header.
 //!
+//! [`SpeechStream`] is the second stage for speech that is still being made: PCM chunks
+//! ([`PcmChunks`]) and whole files are pushed as they come, and it says when it needs more.
+//!
 //! Everything streams: a source decodes one packet only when the resampler needs more input,
 //! so the first frame is ready after a few packets, not after the whole file, and memory stays
 //! a few packets' worth whatever the file's length. Apart from the packets symphonia reads,
@@ -21,10 +24,12 @@
 mod decode;
 mod frames;
 mod pcm;
+mod stream;
 
 pub use decode::Decoder;
 pub use frames::FrameStream;
 pub use pcm::PcmSource;
+pub use stream::{PcmChunks, Pulled, SpeechStream, MAX_CHANNELS};
 
 /// Why audio could not be read, decoded or resampled.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_media::audio::{AudioError, Decoder, FrameStream, PcmSource, SampleSource};
+use herald_media::audio::{
+    AudioError, Decoder, FrameStream, PcmSource, Pulled, SampleSource, SpeechStream,
+};
 use herald_media::wav::write_wav;
 
 const FRAME_MS: u32 = 40;
@@ -436,4 +438,130 @@ fn a_run_of_undecodable_packets_is_an_error() {
         matches!(outcome, Err(AudioError::Corrupt(_))),
         "{outcome:?}"
     );
+}
+
+/// PCM16 LE of a 440 Hz sine at `rate`, `channels` identical channels interleaved.
+fn sine_pcm(rate: u32, seconds: f64, channels: usize) -> Vec<u8> {
+    let len = (f64::from(rate) * seconds) as usize;
+    let w = 2.0 * std::f64::consts::PI * 440.0 / f64::from(rate);
+    (0..len)
+        .flat_map(|n| {
+            let v = (12_000.0 * (w * n as f64).sin()).round() as i16;
+            std::iter::repeat_n(v.to_le_bytes(), channels).flatten()
+        })
+        .collect()
+}
+
+/// Everything a finished speech stream plays: frame lengths and PCM16 samples.
+fn drain_speech(stream: &mut SpeechStream) -> (Vec<usize>, Vec<i16>) {
+    let (mut lengths, mut samples) = (Vec::new(), Vec::new());
+    loop {
+        match stream.next_frame().unwrap() {
+            Pulled::Frame(frame) => {
+                lengths.push(frame.len() / 2);
+                samples.extend(
+                    frame
+                        .chunks_exact(2)
+                        .map(|b| i16::from_le_bytes([b[0], b[1]])),
+                );
+            }
+            Pulled::NeedInput => panic!("a finished stream asked for input"),
+            Pulled::End => return (lengths, samples),
+        }
+    }
+}
+
+/// Pushes `pcm` in chunks whose sizes cycle through `sizes`, taking every frame it has
+/// between pushes, as a speaker that plays while the reply is written would.
+fn streamed(pcm: &[u8], rate: u32, channels: u16, sizes: &[usize]) -> Vec<i16> {
+    let mut stream = SpeechStream::new(16_000, FRAME_MS).unwrap();
+    let mut samples = Vec::new();
+    let mut rest = pcm;
+    for size in sizes.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (chunk, after) = rest.split_at((*size).min(rest.len()));
+        rest = after;
+        stream.push_pcm(rate, channels, chunk).unwrap();
+        while let Pulled::Frame(frame) = stream.next_frame().unwrap() {
+            assert_eq!(frame.len(), 1280, "only whole frames before the end");
+            samples.extend(
+                frame
+                    .chunks_exact(2)
+                    .map(|b| i16::from_le_bytes([b[0], b[1]])),
+            );
+        }
+    }
+    stream.finish();
+    samples.extend(drain_speech(&mut stream).1);
+    samples
+}
+
+#[test]
+fn streamed_pcm_resamples_the_same_whatever_the_chunking() {
+    let pcm = sine_pcm(24_000, 1.5, 1);
+    let whole = streamed(&pcm, 24_000, 1, &[pcm.len()]);
+    assert_eq!(whole.len(), 24_000, "1.5 s at 16 kHz");
+    for sizes in [&[1usize][..], &[3, 1001, 7, 4097, 2], &[333, 5]] {
+        let chunked = streamed(&pcm, 24_000, 1, sizes);
+        assert_eq!(chunked.len(), whole.len(), "{sizes:?}");
+        let worst = whole
+            .iter()
+            .zip(&chunked)
+            .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
+            .max();
+        assert!(worst <= Some(1), "{sizes:?}: off by {worst:?}");
+    }
+    // And it is the tone, resampled as a file would be.
+    let floats: Vec<f32> = whole.iter().map(|s| f32::from(*s) / 32768.0).collect();
+    let (amplitude, residual) = fit_tone(middle(&floats, 16_000), 16_000, 440.0);
+    assert!(
+        (amplitude - 12_000.0 / 32768.0).abs() < 0.005,
+        "{amplitude}"
+    );
+    assert!(residual < 0.002, "{residual}");
+}
+
+#[test]
+fn streamed_stereo_is_averaged_to_mono() {
+    let mono = streamed(&sine_pcm(24_000, 0.5, 1), 24_000, 1, &[4_001]);
+    let stereo = streamed(&sine_pcm(24_000, 0.5, 2), 24_000, 2, &[4_001, 3]);
+    assert_eq!(mono, stereo);
+    // Opposite channels cancel out.
+    let cancelled: Vec<u8> = (0..8_000i16)
+        .flat_map(|n| {
+            let v = (n % 200) * 100;
+            [v.to_le_bytes(), (-v).to_le_bytes()].concat()
+        })
+        .collect();
+    let silent = streamed(&cancelled, 16_000, 2, &[999]);
+    assert_eq!(silent.len(), 8_000);
+    assert!(silent.iter().all(|s| *s == 0));
+}
+
+#[test]
+fn pcm_and_files_at_other_rates_play_in_order_as_one_run_of_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("one.wav");
+    let second = dir.path().join("two.wav");
+    write_wav(&first, 22_050, &sine_pcm(22_050, 0.5, 1)).unwrap();
+    write_wav(&second, 8_000, &sine_pcm(8_000, 0.25, 1)).unwrap();
+    let mut stream = SpeechStream::new(16_000, FRAME_MS).unwrap();
+    stream
+        .push_pcm(24_000, 1, &sine_pcm(24_000, 0.3, 1))
+        .unwrap();
+    stream
+        .push_source(Box::new(Decoder::open(&first).unwrap()))
+        .unwrap();
+    stream
+        .push_source(Box::new(Decoder::open(&second).unwrap()))
+        .unwrap();
+    stream.finish();
+    let (lengths, samples) = drain_speech(&mut stream);
+    // 0.3 + 0.5 + 0.25 s, every frame full but the last.
+    assert_eq!(samples.len(), 4_800 + 8_000 + 4_000);
+    assert!(lengths[..lengths.len() - 1].iter().all(|n| *n == 640));
+    assert!(SpeechStream::new(16_000, 0).is_err());
+    assert!(stream.push_pcm(500, 1, &[0, 0]).is_err());
 }

@@ -55,15 +55,8 @@ impl<S: SampleSource> FrameStream<S> {
     /// Frames of `frame_ms` milliseconds (at most one second) at `rate` Hz from `source`. A
     /// frame holds `rate * frame_ms / 1000` samples (rounded down; 640 for 40 ms at 16 kHz).
     pub fn new(source: S, rate: u32, frame_ms: u32) -> Result<Self, AudioError> {
-        for r in [source.rate(), rate] {
-            if !(MIN_RATE..=MAX_RATE).contains(&r) {
-                return Err(AudioError::Rate(r));
-            }
-        }
-        let frame_samples = (u64::from(rate) * u64::from(frame_ms) / 1000) as usize;
-        if frame_samples == 0 || frame_ms > MAX_FRAME_MS {
-            return Err(AudioError::FrameDuration(frame_ms));
-        }
+        check_rate(source.rate())?;
+        let frame_samples = frame_samples(rate, frame_ms)?;
         let resampling = if source.rate() == rate {
             None
         } else {
@@ -123,7 +116,7 @@ impl<S: SampleSource> FrameStream<S> {
 /// A resampler with its input queue and the bookkeeping that makes the output exactly as long
 /// as the input (rubato delays its output by half a filter and pads the last chunk).
 #[derive(Debug)]
-struct Resampling {
+pub(super) struct Resampling {
     resampler: Async<f32>,
     /// Source samples not yet resampled.
     input: Vec<f32>,
@@ -140,7 +133,7 @@ struct Resampling {
 }
 
 impl Resampling {
-    fn new(from: u32, to: u32) -> Result<Self, AudioError> {
+    pub(super) fn new(from: u32, to: u32) -> Result<Self, AudioError> {
         let parameters = SincInterpolationParameters::new(SINC_LEN, WindowFunction::Blackman2)
             .oversampling_factor(OVERSAMPLING)
             .interpolation(SincInterpolationType::Linear);
@@ -167,7 +160,7 @@ impl Resampling {
     }
 
     /// Resamples one more chunk into `out`; returns true once everything has been.
-    fn step(
+    pub(super) fn step(
         &mut self,
         source: &mut impl SampleSource,
         out: &mut Vec<f32>,
@@ -176,12 +169,32 @@ impl Resampling {
         while self.input.len() < needed && !self.source_done {
             self.source_done = !source.read(&mut self.input)?;
         }
-        if self.input.len() >= needed {
-            self.process(needed, None, out)?;
-            self.input.drain(..needed);
+        if self.resample_ready(out)? {
             return Ok(false);
         }
-        // The end: the partial last chunk, then silence until the delayed tail is out.
+        self.finish(out)?;
+        Ok(true)
+    }
+
+    /// Source samples waiting to be resampled; a live source appends to them.
+    pub(super) fn input(&mut self) -> &mut Vec<f32> {
+        &mut self.input
+    }
+
+    /// Resamples one chunk into `out` if enough input waits for it; false if not.
+    pub(super) fn resample_ready(&mut self, out: &mut Vec<f32>) -> Result<bool, AudioError> {
+        let needed = self.resampler.input_frames_next();
+        if self.input.len() < needed {
+            return Ok(false);
+        }
+        self.process(needed, None, out)?;
+        self.input.drain(..needed);
+        Ok(true)
+    }
+
+    /// The end of the source: the partial last chunk, then silence until the delayed
+    /// tail is out, so the output is exactly as long as the input.
+    pub(super) fn finish(&mut self, out: &mut Vec<f32>) -> Result<(), AudioError> {
         let rest = self.input.len();
         self.process(rest, Some(rest), out)?;
         self.input.clear();
@@ -195,7 +208,7 @@ impl Resampling {
         // The padding of the last call ran past the end of the audio.
         let excess = usize::try_from(self.produced - expected).unwrap_or(usize::MAX);
         out.truncate(out.len().saturating_sub(excess));
-        Ok(true)
+        Ok(())
     }
 
     /// One resampler call on `self.input[..frames]`, appending what is audio to `out`.
@@ -228,7 +241,25 @@ impl Resampling {
     }
 }
 
+pub(super) fn check_rate(rate: u32) -> Result<(), AudioError> {
+    if (MIN_RATE..=MAX_RATE).contains(&rate) {
+        Ok(())
+    } else {
+        Err(AudioError::Rate(rate))
+    }
+}
+
+/// Samples in a frame of `frame_ms` at `rate` (which is checked too).
+pub(super) fn frame_samples(rate: u32, frame_ms: u32) -> Result<usize, AudioError> {
+    check_rate(rate)?;
+    let samples = (u64::from(rate) * u64::from(frame_ms) / 1000) as usize;
+    if samples == 0 || frame_ms > MAX_FRAME_MS {
+        return Err(AudioError::FrameDuration(frame_ms));
+    }
+    Ok(samples)
+}
+
 /// Full scale is 32768 both ways, so PCM16 read by [`super::PcmSource`] comes back bit-exact.
-fn to_pcm16(sample: f32) -> i16 {
+pub(super) fn to_pcm16(sample: f32) -> i16 {
     (sample * 32768.0).round().clamp(-32768.0, 32767.0) as i16
 }
