@@ -347,6 +347,8 @@ impl Agent for DemoAgent {
             }
             InboundBody::Command(Command::New) => self.new_conversation(chat).await,
             InboundBody::PromptAnswer(answer) => self.on_answer(chat, answer).await,
+            // The demo speaks whole files only.
+            InboundBody::SpeechStopped { .. } => {}
         }
     }
 }

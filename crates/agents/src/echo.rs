@@ -24,7 +24,9 @@ impl Agent for EchoAgent {
             InboundBody::Text { text, .. } => text,
             InboundBody::Voice { duration_ms, .. } => format!("voice {duration_ms} ms"),
             InboundBody::Media { path, .. } => format!("file {}", path.display()),
-            InboundBody::Command(_) | InboundBody::PromptAnswer(_) => return,
+            InboundBody::Command(_)
+            | InboundBody::PromptAnswer(_)
+            | InboundBody::SpeechStopped { .. } => return,
         };
         let chat = inbound.source.chat;
         let Ok(turn) = self.out.turn_started(&chat).await else {

@@ -15,9 +15,14 @@
 
 mod outbound;
 mod request;
+mod speech;
 
 pub use outbound::Outbound;
 pub use request::{Request, RequestError, Response};
+pub use speech::{
+    PcmChunk, PcmFormat, SpeechId, SpeechStopReason, MAX_SPEECH_CHUNK, MAX_SPEECH_ID,
+    MAX_SPEECH_RATE, MIN_SPEECH_RATE,
+};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -121,6 +126,12 @@ pub enum InboundBody {
     },
     Command(Command),
     PromptAnswer(PromptAnswer),
+    /// Herald stopped the speech stream `speech_id` before its end; later writes for it
+    /// are dropped.
+    SpeechStopped {
+        speech_id: SpeechId,
+        reason: SpeechStopReason,
+    },
 }
 
 /// Conversation commands a device can give without typing them.

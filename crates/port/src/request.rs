@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    ActionError, ActionSpec, Card, DeliveryError, DeviceProfile, Outcome, Prompt, SendOptions,
+    ActionError, ActionSpec, Card, DeliveryError, DeviceProfile, Outcome, PcmChunk, PcmFormat,
+    Prompt, SendOptions, SpeechId,
 };
 
 /// Something the agent asks of one device.
@@ -63,6 +64,35 @@ pub enum Request {
     /// Speak an audio file (any common format) on the device.
     SendVoice {
         path: PathBuf,
+    },
+    /// Start speaking a reply as it is made, replacing any speech playing; writes and
+    /// files for `speech_id` follow, then its end or abort. Only for a device with a
+    /// speaker (phones get speech as `send_voice`).
+    SpeechBegin {
+        speech_id: SpeechId,
+        #[serde(flatten)]
+        format: PcmFormat,
+    },
+    /// PCM for the stream, in the format it began with; answered once the chunk fits in
+    /// the stream's bounded buffer, or with [`Response::Dropped`] when `speech_id` is not
+    /// the stream playing (any more).
+    SpeechWrite {
+        speech_id: SpeechId,
+        pcm: PcmChunk,
+    },
+    /// A whole audio file (any format and rate) for the stream, after what is queued; it
+    /// is opened before the answer. Answered like a write.
+    SpeechFile {
+        speech_id: SpeechId,
+        path: PathBuf,
+    },
+    /// Nothing more comes: what is queued plays out, then the stream ends.
+    SpeechEnd {
+        speech_id: SpeechId,
+    },
+    /// Stop the stream now.
+    SpeechAbort {
+        speech_id: SpeechId,
     },
     SendImage {
         path: PathBuf,
@@ -120,6 +150,11 @@ pub enum Response {
     },
     Profile {
         profile: DeviceProfile,
+    },
+    /// A speech write or file for a stream that was stopped, ended or never began: it
+    /// was dropped, which is no error (`{"dropped": true}`).
+    Dropped {
+        dropped: bool,
     },
     /// Done, with nothing to say (`{}`).
     Done {},
@@ -229,6 +264,55 @@ mod tests {
             let wire = serde_json::to_value(decode(op, args.clone())).unwrap();
             assert_eq!(wire, json!({"op": op, "args": args}));
         }
+    }
+
+    #[test]
+    fn speech_requests_are_checked_as_they_are_read() {
+        let begin = decode(
+            "speech_begin",
+            json!({"chat": "x", "speech_id": "s1", "sample_rate": 24000, "channels": 2}),
+        );
+        let Request::SpeechBegin { speech_id, format } = &begin else {
+            panic!("{begin:?}")
+        };
+        assert_eq!(speech_id.as_str(), "s1");
+        assert_eq!((format.sample_rate, format.channels), (24_000, 2));
+        let write = decode("speech_write", json!({"speech_id": "s1", "pcm": "AAEC"}));
+        assert!(matches!(write, Request::SpeechWrite { pcm, .. } if pcm.0 == [0, 1, 2]));
+        let long_id = "x".repeat(65);
+        let oversized = "A".repeat((crate::MAX_SPEECH_CHUNK + 3) / 3 * 4 + 4);
+        for (op, args) in [
+            (
+                "speech_begin",
+                json!({"speech_id": "s", "sample_rate": 7999, "channels": 1}),
+            ),
+            (
+                "speech_begin",
+                json!({"speech_id": "s", "sample_rate": 48001, "channels": 1}),
+            ),
+            (
+                "speech_begin",
+                json!({"speech_id": "s", "sample_rate": 16000, "channels": 3}),
+            ),
+            (
+                "speech_begin",
+                json!({"speech_id": "", "sample_rate": 16000, "channels": 1}),
+            ),
+            ("speech_end", json!({"speech_id": long_id})),
+            (
+                "speech_write",
+                json!({"speech_id": "s", "pcm": "not base64!"}),
+            ),
+            ("speech_write", json!({"speech_id": "s", "pcm": oversized})),
+        ] {
+            let wrong = serde_json::from_value::<Request>(json!({"op": op, "args": args}));
+            assert!(wrong.is_err(), "{op} {args}");
+        }
+        let dropped = Response::Dropped { dropped: true };
+        assert_eq!(
+            serde_json::to_value(dropped).unwrap(),
+            json!({"dropped": true})
+        );
     }
 
     #[test]

@@ -93,6 +93,10 @@ impl Note {
             }
             Request::Withdraw { .. } => Note::Event(EventKind::Withdrawn, None),
             Request::SendVoice { path } => Note::Event(EventKind::Voice, Some(file_name(path))),
+            Request::SpeechBegin { speech_id, .. } => Note::Event(
+                EventKind::Voice,
+                Some(format!("streamed speech {}", speech_id.as_str())),
+            ),
             Request::SendImage { path, caption } => {
                 Note::Event(EventKind::Image, file(path, caption))
             }
@@ -110,7 +114,11 @@ impl Note {
             | Request::Status { .. }
             | Request::TurnStarted {}
             | Request::Actions {}
-            | Request::Profile {} => Note::Nothing,
+            | Request::Profile {}
+            | Request::SpeechWrite { .. }
+            | Request::SpeechFile { .. }
+            | Request::SpeechEnd { .. }
+            | Request::SpeechAbort { .. } => Note::Nothing,
         }
     }
 }

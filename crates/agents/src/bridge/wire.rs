@@ -8,7 +8,7 @@
 
 use herald_port::{
     AccessError, ActionError, Chat, Choice, Command, DeliveryError, DeviceProfile, DeviceSummary,
-    Inbound, InboundBody, MediaKind, Platform, Request, RequestError,
+    Inbound, InboundBody, MediaKind, Platform, Request, RequestError, SpeechStopReason,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -375,6 +375,11 @@ enum WireBody<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<&'a str>,
     },
+    /// Herald stopped a speech stream (the user spoke over it, cancelled, or started anew).
+    SpeechStopped {
+        speech_id: &'a str,
+        reason: SpeechStopReason,
+    },
 }
 
 impl<'a> From<&'a Inbound> for WireInbound<'a> {
@@ -439,6 +444,10 @@ impl<'a> From<&'a Inbound> for WireInbound<'a> {
                     text,
                 }
             }
+            InboundBody::SpeechStopped { speech_id, reason } => WireBody::SpeechStopped {
+                speech_id: speech_id.as_str(),
+                reason: *reason,
+            },
         };
         WireInbound {
             source: WireSource {

@@ -216,7 +216,7 @@ impl Activity {
                 }
             }
             InboundBody::Command(command) => format!("({command:?})").to_lowercase(),
-            InboundBody::PromptAnswer(_) => return,
+            InboundBody::PromptAnswer(_) | InboundBody::SpeechStopped { .. } => return,
         };
         self.record(chat, EventKind::Said, Some(&text), None);
     }

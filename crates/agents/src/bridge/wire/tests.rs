@@ -84,6 +84,40 @@ fn voice_is_a_wav_path() {
 }
 
 #[test]
+fn a_stopped_speech_stream_is_named_with_its_reason() {
+    let body = inbound(InboundBody::SpeechStopped {
+        speech_id: "s-1".to_owned().try_into().unwrap(),
+        reason: herald_port::SpeechStopReason::Interrupted,
+    })["args"]["body"]
+        .clone();
+    assert_eq!(
+        body,
+        json!({"kind": "speech_stopped", "speech_id": "s-1", "reason": "interrupted"})
+    );
+}
+
+#[test]
+fn speech_requests_decode_and_bad_ones_are_bad_requests() {
+    let chat = json!({"platform": "gadget", "id": "hg-1"});
+    let request = HermesRequest::decode(
+        "speech_write".into(),
+        json!({"chat": chat, "speech_id": "s-1", "pcm": "AQID"}),
+    )
+    .unwrap();
+    assert!(matches!(
+        request,
+        HermesRequest::Device { request: Request::SpeechWrite { pcm, .. }, .. } if pcm.0 == [1, 2, 3]
+    ));
+    let err = HermesRequest::decode(
+        "speech_begin".into(),
+        json!({"chat": chat, "speech_id": "s-1", "sample_rate": 96000, "channels": 1}),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BadRequest);
+    assert!(err.message.contains("sample_rate"), "{}", err.message);
+}
+
+#[test]
 fn requests_decode_or_say_why_not() {
     let request = HermesRequest::decode(
         "ask".into(),

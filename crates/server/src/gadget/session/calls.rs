@@ -89,6 +89,11 @@ impl Core {
                 Ok(rate) => return self.effect(Effect::OpenSpeech { path, rate, reply }),
                 Err(err) => Err(err),
             },
+            request @ (Request::SpeechBegin { .. }
+            | Request::SpeechWrite { .. }
+            | Request::SpeechFile { .. }
+            | Request::SpeechEnd { .. }
+            | Request::SpeechAbort { .. }) => return self.speech_request(request, reply),
             Request::SendImage { path, caption } => match self.reachable() {
                 Ok(conn) => match conn.peer.image_box {
                     Some(image_box) => {
@@ -174,7 +179,7 @@ impl Core {
     }
 
     /// The rate the device's speaker plays, when speech may go to it.
-    fn speaker(&self) -> Result<u32, DeliveryError> {
+    pub(super) fn speaker(&self) -> Result<u32, DeliveryError> {
         self.reachable()?
             .peer
             .speaker_rate

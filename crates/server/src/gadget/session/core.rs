@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, limits, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
-use herald_port::{ActionError, Chat, DeviceProfile, Inbound, PairingCode, Prompt, RequestError};
+use herald_port::{
+    ActionError, Chat, DeviceProfile, Inbound, PairingCode, PcmFormat, Prompt, RequestError,
+};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -30,6 +32,7 @@ use super::super::ota::{OtaEffect, Timeouts, Updates};
 use super::super::peer::Peer;
 use super::super::prompts::{PromptQueue, Question};
 use super::super::sensors::SensorWrites;
+use super::speech::{Speaking, SpeechChunk};
 use crate::calls::Reply;
 use crate::metrics::Metrics;
 use crate::session_io::{Queue, Transmit};
@@ -71,7 +74,26 @@ pub(crate) enum Effect {
         rate: u32,
         reply: Reply,
     },
-    /// Stop the speech stream `stream`, if it still plays.
+    /// Start speech stream `stream` at `rate` Hz, fed PCM in `format` as it comes.
+    BeginSpeech {
+        stream: u8,
+        rate: u32,
+        format: PcmFormat,
+        turn: Option<String>,
+    },
+    /// Queue PCM (or, with `path`, an audio file opened now) for speech stream `stream`,
+    /// answering `reply` once it is queued.
+    FeedSpeech {
+        stream: u8,
+        input: SpeechChunk,
+        reply: Reply,
+    },
+    /// Speech stream `stream` gets nothing more: it plays out and ends.
+    EndSpeech {
+        stream: u8,
+    },
+    /// Stop the speech stream `stream` (with `audio.abort` if the device heard its start),
+    /// then tell [`Core::handle_speech_stopped`].
     StopSpeech {
         stream: u8,
     },
@@ -121,8 +143,9 @@ pub(crate) struct Core {
     /// The utterance being received, if any; boxed, so an idle session does not carry
     /// its room.
     pub(super) utterance: Option<Box<Utterance>>,
-    /// The speech stream playing, until its shell reports it done.
-    pub(super) speaking: Option<u8>,
+    /// The speech the device hears (or is about to), until its shell reports it done:
+    /// the one place that knows what is being spoken.
+    pub(super) speaking: Option<Speaking>,
     /// Stream ids for audio and pictures to the device.
     next_stream: u8,
     /// A `turn.end` held back until the turn's speech has played.
@@ -261,8 +284,10 @@ impl Core {
     /// The connection ended on its own (closed, failed or timed out).
     pub(crate) fn handle_closed(&mut self) {
         // Their outbox is gone with the connection.
-        if let Some(stream) = self.speaking.take() {
-            self.effects.push(Effect::StopSpeech { stream });
+        if let Some(speaking) = self.speaking.take() {
+            self.effects.push(Effect::StopSpeech {
+                stream: speaking.stream,
+            });
         }
         self.deferred_end = None;
         self.utterance = None;
@@ -375,41 +400,6 @@ impl Core {
         } else {
             self.send(ServerMessage::Unpaired(proto::Unpaired {}));
             self.ask_pairing_code();
-        }
-    }
-
-    // ---- speech ----
-
-    /// The speech file opened: stop what plays and take a stream for the new speech.
-    /// Returns its stream and turn, or `None` when the device went away meanwhile.
-    pub(crate) fn start_speech(&mut self) -> Option<(u8, Option<String>)> {
-        self.conn.as_ref()?;
-        self.stop_speech();
-        let stream = self.stream_id();
-        self.speaking = Some(stream);
-        Some((stream, self.turn.clone()))
-    }
-
-    /// Speech stream `stream` played to its end (or failed).
-    pub(crate) fn handle_speech_done(&mut self, stream: u8) {
-        if self.speaking == Some(stream) {
-            self.speaking = None;
-            self.send_deferred_end();
-        }
-    }
-
-    /// Stop the speech stream at once, telling the device it was cut off.
-    pub(super) fn stop_speech(&mut self) {
-        if let Some(stream) = self.speaking.take() {
-            self.effects.push(Effect::StopSpeech { stream });
-            self.send(ServerMessage::AudioAbort(proto::AudioAbort { stream }));
-        }
-        self.send_deferred_end();
-    }
-
-    fn send_deferred_end(&mut self) {
-        if let Some(end) = self.deferred_end.take() {
-            self.send(*end);
         }
     }
 

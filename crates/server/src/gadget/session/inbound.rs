@@ -55,11 +55,11 @@ impl Core {
                 );
             }
             DeviceMessage::Cancel(_) => {
-                self.stop_speech();
+                self.interrupt_speech();
                 self.command(ConvCommand::Stop);
             }
             DeviceMessage::SessionNew(_) => {
-                self.stop_speech();
+                self.interrupt_speech();
                 self.command(ConvCommand::New);
             }
             // An unpaired device may not fill the inbox or the store: its voice and
@@ -70,7 +70,7 @@ impl Core {
             }
             DeviceMessage::AudioStart(start) => {
                 // Speaking over the agent stops it (barge-in).
-                self.stop_speech();
+                self.interrupt_speech();
                 match Utterance::start(&start, self.max_utterance_s) {
                     Ok(utterance) => self.utterance = Some(Box::new(utterance)),
                     Err(why) => {
@@ -232,7 +232,7 @@ impl Core {
     }
 
     /// Hand an event to the agent, in order, unless the device may not reach it.
-    fn forward(&mut self, message_id: String, body: InboundBody) {
+    pub(super) fn forward(&mut self, message_id: String, body: InboundBody) {
         if !self.paired {
             self.ask_pairing_code();
             return;

@@ -16,6 +16,7 @@ mod calls;
 mod core;
 mod firmware;
 mod inbound;
+mod speech;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,14 +24,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, DeviceMessage};
-use herald_port::{ActionError, DeliveryError, PairingCode, Platform};
+use herald_port::{ActionError, DeliveryError, PairingCode, Platform, RequestError, Response};
 use tokio::io::AsyncReadExt;
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
 
 use self::core::{Core, Effect, ImageJob};
-use super::audio::{Playback, SpeechFile};
+use self::speech::SpeechChunk;
+use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
 use super::ota::{self, OtaEffect, Timeouts};
 use super::peer::Peer;
@@ -381,17 +383,57 @@ impl Session {
             }
             Effect::Ota(effect) => self.carry_out_ota(effect).await,
             Effect::OpenSpeech { path, rate, reply } => {
-                let result = match SpeechFile::open(&path).await {
-                    Ok(speech) => self.play(speech, rate).await,
-                    Err(err) => Err(DeliveryError::Failed(format!(
-                        "cannot read {}: {err}",
-                        path.display()
-                    ))),
+                let result = match open_speech(&path).await {
+                    Ok(decoder) => self.play(Feed::file(decoder), rate).await,
+                    Err(err) => Err(cannot_play(&path, &err)),
                 };
                 reply_done(reply, result);
             }
+            Effect::BeginSpeech {
+                stream,
+                rate,
+                format,
+                turn,
+            } => {
+                // Without a connection the core has already let the stream go.
+                let _ = self
+                    .begin_speech(Feed::new(format), stream, rate, turn)
+                    .await;
+            }
+            Effect::FeedSpeech {
+                stream,
+                input,
+                reply,
+            } => {
+                let input = match input {
+                    SpeechChunk::Pcm(pcm) => SpeechInput::Pcm(pcm),
+                    SpeechChunk::File(path) => match open_speech(&path).await {
+                        Ok(decoder) => SpeechInput::File(decoder),
+                        Err(err) => {
+                            let failed = RequestError::from(cannot_play(&path, &err));
+                            let _ = reply.send(Err(failed));
+                            return;
+                        }
+                    },
+                };
+                match self.playback.as_ref().filter(|p| p.stream == stream) {
+                    Some(playing) => playing.feed.offer(input, reply),
+                    // It stopped while the file opened.
+                    None => {
+                        let _ = reply.send(Ok(Response::Dropped { dropped: true }));
+                    }
+                }
+            }
+            Effect::EndSpeech { stream } => {
+                if let Some(playing) = self.playback.as_ref().filter(|p| p.stream == stream) {
+                    playing.feed.end();
+                }
+            }
             Effect::StopSpeech { stream } => {
-                self.playback.take_if(|p| p.stream == stream);
+                if let Some(stopped) = self.playback.take_if(|p| p.stream == stream) {
+                    stopped.stop().await;
+                }
+                self.core.handle_speech_stopped();
             }
             Effect::ShowImage(job) => self.show_image(*job),
         }
@@ -494,25 +536,41 @@ impl Session {
         });
     }
 
-    /// Start speech the core agreed to: a new stream replaces the one playing.
-    async fn play(&mut self, speech: SpeechFile, rate: u32) -> Result<(), DeliveryError> {
+    /// Start a speech file the core agreed to: a new stream replaces the one playing.
+    async fn play(&mut self, feed: Feed, rate: u32) -> Result<(), DeliveryError> {
         let Some((stream, turn)) = self.core.start_speech() else {
             return Err(DeliveryError::Offline(self.core.chat()));
         };
-        // The abort of the stream it replaces goes out first.
-        self.flush().await;
-        let Some((_, outbox)) = self.outboxes.current() else {
+        if !self.begin_speech(feed, stream, rate, turn).await {
             return Err(DeliveryError::Offline(self.core.chat()));
+        }
+        Ok(())
+    }
+
+    /// Start speech stream `stream`; false when the device is gone.
+    async fn begin_speech(
+        &mut self,
+        feed: Feed,
+        stream: u8,
+        rate: u32,
+        turn: Option<String>,
+    ) -> bool {
+        // The stream it replaces ends first, its abort before the new start.
+        if let Some(replaced) = self.playback.take() {
+            replaced.stop().await;
+        }
+        let Some((_, outbox)) = self.outboxes.current() else {
+            return false;
         };
         self.playback = Some(Playback::start(
-            speech,
+            feed,
             stream,
             rate,
             turn,
             outbox.clone(),
             self.hub.metrics.clone(),
         ));
-        Ok(())
+        true
     }
 
     /// Fit a picture into the device's image box and send it; the work runs on its own
@@ -548,6 +606,10 @@ impl Session {
             reply_done(job.reply, result);
         });
     }
+}
+
+fn cannot_play(path: &std::path::Path, err: &herald_media::audio::AudioError) -> DeliveryError {
+    DeliveryError::Failed(format!("cannot play {}: {err}", path.display()))
 }
 
 fn far_future() -> Instant {

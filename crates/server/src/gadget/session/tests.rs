@@ -292,10 +292,131 @@ fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
 
     let (stream, _) = core.start_speech().unwrap();
     core.handle_frame(frame(json!({"type": "cancel"})), start);
-    assert_eq!(types(&sent(&mut core)), ["audio.abort"]);
+    // The playback sends the abort once it has stopped (the shell's part).
+    assert!(sent(&mut core).is_empty());
     assert!(matches!(
         effects(&mut core)[..],
         [Effect::StopSpeech { stream: s }, Effect::ToAgent(_)] if s == stream
+    ));
+}
+
+fn speech(op: &str, args: Value) -> Request {
+    serde_json::from_value(json!({"op": op, "args": args})).unwrap()
+}
+
+#[test]
+fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
+    let start = Instant::now();
+    let speaker = json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}});
+    let mut core = attached(true, speaker, start);
+    sent(&mut core);
+    effects(&mut core);
+    let turn = id(call(&mut core, start, Request::TurnStarted {}));
+    let begin = json!({"speech_id": "s1", "sample_rate": 24000, "channels": 1});
+    call(&mut core, start, speech("speech_begin", begin.clone())).unwrap();
+    let [Effect::BeginSpeech {
+        stream,
+        rate: 16000,
+        format,
+        turn: Some(t),
+    }] = &effects(&mut core)[..]
+    else {
+        panic!("no begin")
+    };
+    let stream = *stream;
+    assert_eq!((format.sample_rate, t), (24_000, &turn));
+
+    // A write for the stream goes to it; one for another id is dropped at once.
+    let (reply, _answer) = oneshot::channel();
+    let write = speech("speech_write", json!({"speech_id": "s1", "pcm": "AAA="}));
+    core.handle_call(
+        Call {
+            request: write,
+            reply,
+        },
+        start,
+    );
+    assert!(
+        matches!(effects(&mut core)[..], [Effect::FeedSpeech { stream: s, .. }] if s == stream)
+    );
+    let other = speech("speech_write", json!({"speech_id": "s0", "pcm": "AAA="}));
+    assert_eq!(
+        call(&mut core, start, other).unwrap(),
+        Response::Dropped { dropped: true }
+    );
+    assert!(effects(&mut core).is_empty());
+
+    // The turn ends after the speech; speaking over it stops it and tells the agent.
+    let end = Request::TurnEnded {
+        turn_id: turn,
+        outcome: Outcome::Success,
+    };
+    call(&mut core, start, end).unwrap();
+    let barge_in = json!({"type": "audio.start", "stream": 9, "rate": 16000, "format": "pcm16"});
+    core.handle_frame(frame(barge_in), start);
+    let done = effects(&mut core);
+    let [Effect::StopSpeech { stream: s }, Effect::ToAgent(inbound)] = &done[..] else {
+        panic!("not stopped")
+    };
+    assert_eq!(*s, stream);
+    assert!(matches!(
+        &inbound.body,
+        herald_port::InboundBody::SpeechStopped { speech_id, .. } if speech_id.as_str() == "s1"
+    ));
+    assert_eq!(
+        types(&sent(&mut core)),
+        ["turn.start"],
+        "turn.end after the abort"
+    );
+    core.handle_speech_stopped();
+    assert_eq!(types(&sent(&mut core)), ["turn.end"]);
+    let late = speech("speech_write", json!({"speech_id": "s1", "pcm": "AAA="}));
+    assert_eq!(
+        call(&mut core, start, late).unwrap(),
+        Response::Dropped { dropped: true }
+    );
+
+    // The agent's own abort and a new begin stop it too, but are no interruption.
+    call(&mut core, start, speech("speech_begin", begin.clone())).unwrap();
+    effects(&mut core);
+    call(&mut core, start, speech("speech_begin", begin)).unwrap();
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::StopSpeech { .. }, Effect::BeginSpeech { .. }]
+    ));
+    let abort = speech("speech_abort", json!({"speech_id": "s1"}));
+    call(&mut core, start, abort).unwrap();
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::StopSpeech { .. }]
+    ));
+}
+
+#[test]
+fn streamed_speech_needs_a_speaker() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    let begin = json!({"speech_id": "s1", "sample_rate": 24000, "channels": 2});
+    let refused = call(&mut core, start, speech("speech_begin", begin.clone()));
+    assert!(
+        matches!(
+            refused,
+            Err(RequestError::Delivery(
+                herald_port::DeliveryError::Unsupported { .. }
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert!(effects(&mut core)
+        .iter()
+        .all(|e| !matches!(e, Effect::BeginSpeech { .. })));
+    core.handle_closed();
+    let offline = call(&mut core, start, speech("speech_begin", begin));
+    assert!(matches!(
+        offline,
+        Err(RequestError::Delivery(herald_port::DeliveryError::Offline(
+            _
+        )))
     ));
 }
 

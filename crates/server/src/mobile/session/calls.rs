@@ -141,6 +141,15 @@ impl Core {
                 chat: self.chat(),
                 reason: "phones have no device profile".into(),
             }),
+            // A phone plays a reply's voice as one message (`send_voice`), not as it is made.
+            Request::SpeechBegin { .. }
+            | Request::SpeechWrite { .. }
+            | Request::SpeechFile { .. }
+            | Request::SpeechEnd { .. }
+            | Request::SpeechAbort { .. } => Err(DeliveryError::Unsupported {
+                chat: self.chat(),
+                reason: "phones take speech as a voice message".into(),
+            }),
         };
         let _ = reply.send(answer.map_err(RequestError::from));
     }
