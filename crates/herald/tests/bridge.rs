@@ -797,3 +797,98 @@ async fn speech_plays_to_the_end_when_hermes_deletes_the_file_at_once() {
     };
     assert!(matches!(end, ServerMessage::AudioEnd(_)), "{end:?}");
 }
+
+/// Base64 as the plugin sends a speech chunk.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for group in bytes.chunks(3) {
+        let n = group.iter().fold(0u32, |n, b| n << 8 | u32::from(*b)) << (8 * (3 - group.len()));
+        for i in 0..4 {
+            let c = if i <= group.len() {
+                ABC[(n >> (18 - 6 * i) & 63) as usize]
+            } else {
+                b'='
+            };
+            out.push(char::from(c));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_streamed_as_pcm_lines_plays_on_the_gadget_and_barge_in_is_reported() {
+    let mut hermes = Hermes::start().await;
+    let mut gadget = Gadget::new();
+    gadget.hello.caps.speaker = Some(AudioCaps {
+        rate: 16_000,
+        format: "pcm16".into(),
+    });
+    let mut conn = hermes.connect(&gadget, true).await;
+    let chat = gadget_chat(&gadget);
+    // Half a second of a 440 Hz tone at 24 kHz, in writes that split samples.
+    let pcm: Vec<u8> = (0..12_000)
+        .flat_map(|n| {
+            let v =
+                (8_000.0 * (f64::from(n) * 440.0 / 24_000.0 * std::f64::consts::TAU).sin()) as i16;
+            v.to_le_bytes()
+        })
+        .collect();
+    let begin = json!({"chat": chat, "speech_id": "sp-1", "sample_rate": 24000, "channels": 1});
+    assert_eq!(hermes.call("speech_begin", begin).await, json!({}));
+    for chunk in pcm.chunks(4_999) {
+        let args = json!({"chat": chat, "speech_id": "sp-1", "pcm": base64(chunk)});
+        assert_eq!(hermes.call("speech_write", args).await, json!({}));
+    }
+    let stale = json!({"chat": chat, "speech_id": "sp-0", "pcm": base64(&pcm[..10])});
+    assert_eq!(
+        hermes.call("speech_write", stale).await,
+        json!({"dropped": true})
+    );
+    let bad = json!({"chat": chat, "speech_id": "sp-1", "sample_rate": 100, "channels": 1});
+    assert_eq!(hermes.refused("speech_begin", bad).await, "bad_request");
+    let end = json!({"chat": chat, "speech_id": "sp-1"});
+    assert_eq!(hermes.call("speech_end", end).await, json!({}));
+    let start = conn
+        .until(|m| match m {
+            ServerMessage::AudioStart(start) => Some(start),
+            _ => None,
+        })
+        .await;
+    assert_eq!(start.rate, 16_000);
+    let mut samples = 0;
+    loop {
+        match conn.next().await {
+            Incoming::Frame(data) => samples += (data.len() - 4) / 2,
+            Incoming::Msg(ServerMessage::AudioEnd(end)) => {
+                assert_eq!(end.stream, start.stream);
+                break;
+            }
+            Incoming::Msg(other) => assert!(
+                !matches!(
+                    other,
+                    ServerMessage::AudioStart(_) | ServerMessage::AudioAbort(_)
+                ),
+                "{other:?}"
+            ),
+        }
+    }
+    assert!((8_000 - 640..=8_000 + 640).contains(&samples), "{samples}");
+
+    // The user talks over the next reply: Hermes hears that it was interrupted.
+    let begin = json!({"chat": chat, "speech_id": "sp-2", "sample_rate": 24000, "channels": 1});
+    hermes.call("speech_begin", begin).await;
+    let args = json!({"chat": chat, "speech_id": "sp-2", "pcm": base64(&pcm)});
+    hermes.call("speech_write", args).await;
+    conn.until(|m| matches!(m, ServerMessage::AudioStart(_)).then_some(()))
+        .await;
+    conn.send_raw(r#"{"type":"audio.start","stream":3,"rate":16000,"format":"pcm16"}"#)
+        .await;
+    conn.until(|m| matches!(m, ServerMessage::AudioAbort(_)).then_some(()))
+        .await;
+    let stopped = hermes.inbound().await;
+    assert_eq!(
+        stopped["body"],
+        json!({"kind": "speech_stopped", "speech_id": "sp-2", "reason": "interrupted"})
+    );
+}
