@@ -11,11 +11,10 @@ import logging
 import os
 from typing import Any, Callable
 
+from . import compat
 from .adapter import HeraldAdapter, note_run_over, note_run_started, settle_approval
 from .cli import run_gadget, run_mobile, setup_gadget, setup_mobile
-from .locations import find_herald
-from .sender import standalone_sender
-from .tools import (
+from .device_tools import (
     ACTION_SCHEMA,
     DEVICES_SCHEMA,
     DISPLAY_SCHEMA,
@@ -24,6 +23,9 @@ from .tools import (
     gadget_devices,
     gadget_display,
 )
+from .locations import find_herald
+from .sender import standalone_sender
+from .targets import parse_target, valid_target
 
 INSTALL_HINT = "run plugin/install.sh from the Herald repository, or set HERALD_BIN"
 
@@ -79,6 +81,14 @@ def home_channel(variable: str) -> Callable[[], dict[str, Any] | None]:
     return seed
 
 
+def target_keywords(platform: str) -> dict[str, Any]:
+    """``hermes send --to gadget:ID`` support where Hermes asks platforms (0.20 and later;
+    0.19 has no such keywords and refuses unknown ones)."""
+    if "parse_target_ref_fn" not in compat.platform_entry_fields():
+        return {}
+    return {"parse_target_ref_fn": parse_target(platform), "validate_target_ref_fn": valid_target(platform)}
+
+
 def register(ctx: Any) -> None:
     for name, label, emoji, hint in (
         ("gadget", "Gadget", "📟", GADGET_HINT),
@@ -99,12 +109,16 @@ def register(ctx: Any) -> None:
             standalone_sender_fn=standalone_sender(name),
             platform_hint=hint,
             emoji=emoji,
+            **target_keywords(name),
         )
-    for schema, handler in (
+    device_tools = (
         (DEVICES_SCHEMA, gadget_devices),
         (DISPLAY_SCHEMA, gadget_display),
         (ACTION_SCHEMA, gadget_action),
-    ):
+    )
+    # A gadget's conversation is about the gadget: its tools are never behind a search.
+    compat.keep_tools_in_view(schema["name"] for schema, _handler in device_tools)
+    for schema, handler in device_tools:
         ctx.register_tool(
             name=schema["name"],
             toolset="herald",

@@ -13,13 +13,13 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Optional
 
 from gateway.config import Platform, PlatformConfig
-from gateway.pairing import CODE_TTL_SECONDS
 from gateway.platforms.base import (
     BasePlatformAdapter,
     MessageEvent,
@@ -27,12 +27,12 @@ from gateway.platforms.base import (
     ProcessingOutcome,
     SendResult,
 )
-from gateway.session import build_session_key
 
+from . import compat
 from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge, spawn
 from .locations import data_dir, herald_argv
-from .pairing import drop_pending
 from .settings import flag
+from .speech import SpeechOwner
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,10 @@ MAX_EARLY_ANSWERS = 32
 # Hermes echoes what speech-to-text heard as an ordinary message of this shape.
 TRANSCRIPT_ECHO = ('🎙️ "', '"')
 EXEC_CHOICES = frozenset({"once", "session", "always", "deny"})
+# A note after a choice's words, as Hermes marks its first choice "(Recommended)".
+CHOICE_NOTE = re.compile(r"\s*\([^)]*\)\s*$")
+# What a clarify's answer is when every choice was turned down on a gadget.
+NONE_OF_THESE = "None of these"
 CONFIRM_CHOICES = frozenset({"once", "always", "cancel"})
 MEDIA_TYPES = {
     "image": MessageType.PHOTO,
@@ -62,21 +66,6 @@ SEND_ERROR_KINDS = {
     "timeout": "transient",
 }
 
-# Hermes 0.19.0 internals the plugin relies on, for want of a public API: (on the
-# runner or the adapter, name, what needs it, whether the plugin is useless without it).
-# connect() checks them, so a Hermes that changed them fails loudly, not quietly.
-HERMES_INTERNALS = (
-    ("runner", "_is_user_authorized", "deciding who may talk", True),
-    ("runner", "_get_unauthorized_dm_behavior", "pairing codes", True),
-    ("runner", "pairing_store", "pairing codes and approvals", True),
-    ("runner", "_running_agents", "telling a chat's own run from subagents'", False),
-    ("runner", "_voice_mode", "spoken replies on gadgets with a speaker", False),
-    ("runner", "_voice_key", "spoken replies on gadgets with a speaker", False),
-    ("runner", "config", "auto_home", False),
-    ("adapter", "_active_sessions", "holding follow-ups while a turn ends", False),
-    ("adapter", "_session_tasks", "holding follow-ups while a turn ends", False),
-)
-
 _live_adapters: "weakref.WeakSet[HeraldAdapter]" = weakref.WeakSet()
 
 
@@ -89,6 +78,7 @@ class PendingPrompt:
     session_key: str
     hermes_id: str = ""
     choices: list[str] = field(default_factory=list)
+    multi_select: bool = False
     # herald drops an unanswered card after its ttl without telling Hermes.
     ttl_s: Optional[int] = None
     asked: float = field(default_factory=time.monotonic)
@@ -121,6 +111,9 @@ class HeraldAdapter(BasePlatformAdapter):
         self._held_wake: dict[str, asyncio.Event] = {}
         self._watcher: Optional[asyncio.Task[None]] = None
         self._spawned: set[asyncio.Task[Any]] = set()
+        # Gadgets with a speaker, as their profiles last said.
+        self._speakers: set[str] = set()
+        self.speech = SpeechOwner(self.bridge.request, self._synthesize)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -135,19 +128,17 @@ class HeraldAdapter(BasePlatformAdapter):
                 retryable=failure is None,
             )
             return False
-        missing = missing_internals(self)
-        if missing:
-            essential = [name for name, _what, needed in missing if needed]
-            detail = "; ".join(f"{name} ({what})" for name, what, _needed in missing)
-            message = (
-                f"this Hermes lacks what the Herald plugin uses: {detail}. The plugin was "
-                "checked against hermes-agent 0.19.0; install that version or a Herald plugin made for yours."
-            )
-            logger.error("%s: %s", self.platform_name, message)
-            if essential:
-                await self.bridge.detach(self.platform_name)
-                self._set_fatal_error("hermes_incompatible", message, retryable=False)
-                return False
+        version = compat.hermes_version()
+        missing = compat.missing_features(self.gateway_runner, self)
+        support = compat.describe_support(version, missing)
+        if support:
+            # Said at connect, once per platform, so an update that broke something is
+            # found here rather than by a device that stays silent.
+            (logger.info if compat.is_tested(version) else logger.error)("%s: %s", self.platform_name, support)
+        if any(feature.essential for feature in missing):
+            await self.bridge.detach(self.platform_name)
+            self._set_fatal_error("hermes_incompatible", support or "Hermes is incompatible", retryable=False)
+            return False
         _live_adapters.add(self)
         self._watcher = asyncio.create_task(self._watch_approvals())
         self._mark_connected()
@@ -201,7 +192,10 @@ class HeraldAdapter(BasePlatformAdapter):
             )
         except BridgeError as err:
             return failed(err)
-        return SendResult(success=True, message_id=str(result.get("message_id", "")))
+        message_id = str(result.get("message_id", ""))
+        if streaming:
+            self.speech.reply_text(self._chat(chat_id), message_id, content, final=False)
+        return SendResult(success=True, message_id=message_id)
 
     async def edit_message(
         self, chat_id: str, message_id: str, content: str, *, finalize: bool = False
@@ -212,6 +206,7 @@ class HeraldAdapter(BasePlatformAdapter):
             )
         except BridgeError as err:
             return failed(err)
+        self.speech.reply_text(self._chat(chat_id), message_id, content, final=finalize)
         return SendResult(success=True, message_id=message_id)
 
     async def send_typing(self, chat_id: str, metadata: Any = None) -> None:
@@ -235,6 +230,7 @@ class HeraldAdapter(BasePlatformAdapter):
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
         self._run_going(chat_id)
+        self.speech.turn_started(chat_id, self._speech_road(event))
         # Hermes starts the agent only when this returns, so the device is told without
         # waiting for herald's answer: the line leaves now, ahead of the turn's replies,
         # and the turn's id is needed only when the turn ends.
@@ -249,6 +245,7 @@ class HeraldAdapter(BasePlatformAdapter):
         chat_id = event.source.chat_id
         # Over for certain now, whatever the hooks saw; turn_ended below tells the device.
         self._runs_over.add(chat_id)
+        self.speech.turn_over(chat_id)
         started = self._turns.pop((chat_id, event.message_id or ""), None)
         turn_id = await started if started is not None else None
         if turn_id is not None:
@@ -263,20 +260,47 @@ class HeraldAdapter(BasePlatformAdapter):
         chat_id: str,
         command: str,
         session_key: str,
-        description: str = "dangerous command",
+        description: Optional[str] = "dangerous command",
         metadata: Optional[dict[str, Any]] = None,
         allow_permanent: bool = True,
+        allow_session: bool = True,
         smart_denied: bool = False,
+        **_later: Any,
     ) -> SendResult:
+        """Hermes 0.19 and 0.20 call this (0.20 adds ``allow_session``); 0.22 calls it too
+        once ``supports_exec_approval_buttons`` says so, with room for more keywords."""
         prompt = {
             "kind": "exec_approval",
             "command": command,
-            "description": description,
-            "allow_permanent": allow_permanent,
+            "description": description or "",
+            # herald's card leaves out what is not allowed and refuses it if sent anyway;
+            # a smart-denied command may run once at most, as Hermes's own buttons say.
+            "allow_permanent": allow_permanent and not smart_denied,
+            "allow_session": allow_session and not smart_denied,
         }
-        # Without permanent approval herald's card offers no "always" and refuses it.
         pending = PendingPrompt("exec_approval", chat_id, session_key)
-        return await self._ask(chat_id, prompt, None, pending)
+        result = await self._ask(chat_id, prompt, None, pending)
+        # The card is not a message: Hermes 0.22 edits the message it is given when the
+        # approval times out, and herald withdraws the card itself.
+        return SendResult(success=True) if result.success else result
+
+    async def _send_exec_approval_prompt(self, prompt: Any) -> SendResult:
+        """Hermes 0.22's exec approval hook: the prompt's actions say what is offered."""
+        choices = set(getattr(prompt, "choices", ()) or ())
+        return await self.send_exec_approval(
+            chat_id=str(prompt.chat_id),
+            command=str(prompt.command),
+            session_key=str(prompt.session_key),
+            description=str(getattr(prompt, "description", "") or ""),
+            metadata=getattr(prompt, "metadata", None),
+            allow_permanent="always" in choices,
+            allow_session="session" in choices,
+        )
+
+    @classmethod
+    def supports_exec_approval_buttons(cls) -> bool:
+        """Hermes 0.22 asks before sending an approval: devices answer with buttons."""
+        return True
 
     async def send_clarify(
         self,
@@ -287,17 +311,21 @@ class HeraldAdapter(BasePlatformAdapter):
         session_key: str,
         metadata: Optional[dict[str, Any]] = None,
     ) -> SendResult:
-        from tools.clarify_gateway import get_clarify_timeout
-
         options = [str(c) for c in choices or []]
-        prompt = {"kind": "clarify", "question": question, "choices": options}
-        pending = PendingPrompt("clarify", chat_id, session_key, clarify_id, options)
+        multi_select = bool(options) and compat.clarify_multi_select(session_key, clarify_id)
+        # Hermes asks one question at a time: one still shown for the chat was answered
+        # some other way (typed, or the question before it lapsed).
+        for prompt_id, earlier in list(self._prompts.items()):
+            if earlier.kind == "clarify" and earlier.chat_id == chat_id:
+                await self._withdraw(prompt_id)
+        prompt = {"kind": "clarify", "question": question, "choices": options, "multi_select": multi_select}
+        pending = PendingPrompt("clarify", chat_id, session_key, clarify_id, options, multi_select)
         try:
-            return await self._ask_or_raise(chat_id, prompt, int(get_clarify_timeout()), pending)
+            return await self._ask_or_raise(chat_id, prompt, compat.clarify_timeout(), pending)
         except BridgeError as err:
             if err.kind != "unsupported":
                 return failed(err)
-        # A gadget has no choice card: ask in words, the reply resolves it.
+        # A question without choices on a gadget: asked in words, the reply resolves it.
         return await super().send_clarify(chat_id, question, choices, clarify_id, session_key, metadata)
 
     async def send_slash_confirm(
@@ -327,10 +355,52 @@ class HeraldAdapter(BasePlatformAdapter):
         metadata: Optional[dict[str, Any]] = None,
         **kwargs: Any,
     ) -> SendResult:
+        if self.speech.spoken(chat_id) and os.path.basename(audio_path).startswith("tts_"):
+            # Hermes's whole-file speech of a reply already spoken sentence by sentence.
+            return SendResult(success=True)
         result = await self._send_file("send_voice", chat_id, audio_path)
         if result.success and caption:
             return await self.send(chat_id, caption, reply_to=reply_to, metadata=metadata)
         return result
+
+    async def play_tts(self, chat_id: str, audio_path: str, **kwargs: Any) -> SendResult:
+        """Hermes's automatic speech of a reply, as one file: not again when it was spoken."""
+        if self.speech.spoken(chat_id):
+            return SendResult(success=True)
+        return await self.send_voice(chat_id, audio_path, **kwargs)
+
+    # -- streaming speech (Hermes 0.20 and later drive these; speech.py owns them) --------
+
+    def supports_streaming_tts(self, chat_id: str, audio_format: Any) -> bool:
+        return chat_id in self._speakers
+
+    async def begin_streaming_tts(
+        self, chat_id: str, audio_format: Any, metadata: Optional[dict[str, Any]] = None
+    ) -> Any:
+        if chat_id not in self._speakers:
+            return None
+        handle = compat.streaming_handle(chat_id, audio_format)
+        return handle if await self.speech.begin(self._chat(chat_id), audio_format, handle) else None
+
+    async def write_streaming_tts(self, handle: Any, chunk: bytes) -> None:
+        await self.speech.write(self._chat(handle.chat_id), handle, chunk)
+
+    async def finish_streaming_tts(self, handle: Any, *, interrupted: bool = False) -> None:
+        await self.speech.finish(self._chat(handle.chat_id), handle, abort=interrupted)
+
+    async def abort_streaming_tts(self, handle: Any, error: Optional[str] = None) -> None:
+        await self.speech.finish(self._chat(handle.chat_id), handle, abort=True)
+
+    def _speech_road(self, event: MessageEvent) -> Optional[str]:
+        """How this turn's reply reaches the gadget's speaker, if it does (speech.py)."""
+        chat_id = event.source.chat_id
+        if chat_id not in self._speakers or not compat.speaks_reply(self.gateway_runner, self, event):
+            return None
+        return "hooks" if compat.hermes_streams_speech(self, event) else "sentences"
+
+    def _synthesize(self, text: str) -> Optional[str]:
+        words = self.prepare_tts_text(text)
+        return compat.synthesize_speech(words) if words else None
 
     async def send_image_file(
         self,
@@ -399,10 +469,8 @@ class HeraldAdapter(BasePlatformAdapter):
         Called from the agent's thread by the ``post_approval_response`` hook. Once the
         session has no approval left waiting, its cards are stale.
         """
-        from tools.approval import has_blocking_approval
-
         loop = self.bridge.loop
-        if loop is None or has_blocking_approval(session_key):
+        if loop is None or compat.approval_waiting(session_key):
             return
         for prompt_id, prompt in list(self._prompts.items()):
             if prompt.kind == "exec_approval" and prompt.session_key == session_key:
@@ -425,6 +493,9 @@ class HeraldAdapter(BasePlatformAdapter):
         body = args.get("body") or {}
         if body.get("kind") == "prompt_answer":
             self._spawn(self._on_answer(body))
+            return
+        if body.get("kind") == "speech_stopped":
+            self.speech.stopped(str(body.get("speech_id", "")))
             return
         if user_name:
             self._names[chat_id] = str(user_name)
@@ -456,21 +527,15 @@ class HeraldAdapter(BasePlatformAdapter):
         if not profile.get("paired"):
             return
         event.channel_prompt = device_prompt(chat_id, self._names.get(chat_id, chat_id), profile)
-        if profile.get("speaker_rate") and flag(self.config.extra, "speak_replies", True):
-            self._speak_by_default(chat_id)
-
-    def _speak_by_default(self, chat_id: str) -> None:
-        """Every reply is spoken (Hermes's ``/voice tts``) unless the chat chose otherwise.
-
-        Only in memory: Hermes persists the mode when someone uses ``/voice``, and
-        ``/voice off`` in the chat wins from then on.
-        """
-        runner = self.gateway_runner
-        modes = getattr(runner, "_voice_mode", None)
-        voice_key = getattr(runner, "_voice_key", None)
-        # Both are checked at connect (HERMES_INTERNALS), which logged it if not.
-        if isinstance(modes, dict) and callable(voice_key):
-            modes.setdefault(voice_key(self.platform, chat_id), "all")
+        if not profile.get("speaker_rate"):
+            self._speakers.discard(chat_id)
+            return
+        self._speakers.add(chat_id)
+        if flag(self.config.extra, "speak_replies", True):
+            # Every reply is spoken (Hermes's ``/voice tts``) unless the chat chose
+            # otherwise. Only in memory: Hermes persists the mode when someone uses
+            # ``/voice``, and ``/voice off`` in the chat wins from then on.
+            compat.speak_by_default(self.gateway_runner, self, event.source)
 
     def _claim_home(self, chat_id: str) -> None:
         """``auto_home``: the first device that may talk becomes the platform's home
@@ -478,9 +543,8 @@ class HeraldAdapter(BasePlatformAdapter):
         if not flag(self.config.extra, "auto_home", True):
             return
         variable = f"{self.platform_name.upper()}_HOME_CHANNEL"
-        runner = self.gateway_runner
-        platforms = getattr(getattr(runner, "config", None), "platforms", None)
-        if os.getenv(variable) or not isinstance(platforms, dict):
+        platforms = compat.platform_configs(self.gateway_runner)
+        if os.getenv(variable) or platforms is None:
             return
         from gateway.config import HomeChannel
         from hermes_cli.config import save_env_value
@@ -534,6 +598,7 @@ class HeraldAdapter(BasePlatformAdapter):
         if held is not None:
             logger.warning("%s sent over %d messages while its turn ended; passing them on", chat_id, MAX_HELD)
         elif chat_id in self._runs_over and self._owner_task(event) is not None:
+            logger.debug("holding a message from %s until its finished turn lets go", chat_id)
             self._held[chat_id] = [event]
             self._spawn(self._release_held(event))
             return
@@ -541,18 +606,7 @@ class HeraldAdapter(BasePlatformAdapter):
 
     def _owner_task(self, event: MessageEvent) -> Optional[asyncio.Task[Any]]:
         """The live task through which Hermes holds the event's session, if any."""
-        session_key = build_session_key(
-            event.source,
-            group_sessions_per_user=self.config.extra.get("group_sessions_per_user", True),
-            thread_sessions_per_user=self.config.extra.get("thread_sessions_per_user", False),
-        )
-        # Both are checked at connect (HERMES_INTERNALS); without them nothing is held.
-        sessions = getattr(self, "_active_sessions", None)
-        tasks = getattr(self, "_session_tasks", None)
-        if not isinstance(sessions, dict) or not isinstance(tasks, dict) or session_key not in sessions:
-            return None
-        task = tasks.get(session_key)
-        return task if isinstance(task, asyncio.Task) and not task.done() else None
+        return compat.session_task(self, compat.session_key(self, event.source))
 
     async def _release_held(self, first: MessageEvent) -> None:
         chat_id = first.source.chat_id
@@ -634,22 +688,16 @@ class HeraldAdapter(BasePlatformAdapter):
             return
         choice = str(body.get("choice", ""))
         if prompt.kind == "exec_approval":
-            from tools.approval import resolve_gateway_approval
-
-            resolve_gateway_approval(prompt.session_key, choice if choice in EXEC_CHOICES else "deny")
+            compat.resolve_approval(prompt.session_key, choice if choice in EXEC_CHOICES else "deny")
             self.resume_typing_for_chat(prompt.chat_id)
         elif prompt.kind == "clarify":
-            from tools.clarify_gateway import resolve_gateway_clarify
-
-            resolve_gateway_clarify(prompt.hermes_id, clarify_text(prompt, body))
+            compat.resolve_clarify(prompt.hermes_id, clarify_text(prompt, body))
         elif prompt.kind == "confirm":
             wire = choice if choice in CONFIRM_CHOICES else "cancel"
             await self._resolve_confirm(prompt.chat_id, prompt.session_key, prompt.hermes_id, wire)
 
     async def _resolve_confirm(self, chat_id: str, session_key: str, confirm_id: str, choice: str) -> None:
-        from tools import slash_confirm
-
-        reply = await slash_confirm.resolve(session_key, confirm_id, choice)
+        reply = await compat.resolve_confirm(session_key, confirm_id, choice)
         if reply:
             await self.send(chat_id, reply)
 
@@ -671,7 +719,7 @@ class HeraldAdapter(BasePlatformAdapter):
         raise BridgeError("bad_request", f"unknown request {op!r}")
 
     def pairing_store(self) -> Any:
-        store = getattr(self.gateway_runner, "pairing_store", None)
+        store = compat.pairing_store(self.gateway_runner)
         if store is None:
             raise BridgeError("unavailable", "Hermes is not ready")
         return store
@@ -682,29 +730,29 @@ class HeraldAdapter(BasePlatformAdapter):
         if runner is None or not user_id:
             return False
         source = self.build_source(chat_id=user_id, chat_type="dm", user_id=user_id)
-        return bool(runner._is_user_authorized(source))
+        return compat.is_user_authorized(runner, source)
 
     def pairing_code(self, user_id: str, user_name: str) -> Json:
         """A code from Hermes's pairing flow, for ``hermes pairing approve``."""
         runner = self.gateway_runner
         if runner is None:
             raise BridgeError("unavailable", "Hermes is not ready")
-        if runner._get_unauthorized_dm_behavior(self.platform) != "pair":
+        if compat.unauthorized_dm_behavior(runner, self.platform) != "pair":
             raise BridgeError("denied", f"pairing is off for {self.platform_name}")
-        code = runner.pairing_store.generate_code(self.platform_name, user_id, user_name)
+        code = self.pairing_store().generate_code(self.platform_name, user_id, user_name)
         if not code:
             raise BridgeError("unavailable", "Too many pairing requests right now; try again later.")
         return {
             "code": code,
             "command": f"hermes pairing approve {self.platform_name} {code}",
-            "ttl_s": CODE_TTL_SECONDS,
+            "ttl_s": compat.pairing_code_ttl_s(),
         }
 
     def approve_pairing(self, code: str) -> Optional[Json]:
         """The console's approve: ``hermes pairing approve`` with a code herald showed."""
         store = self.pairing_store()
         approved: Optional[Json] = store.approve_code(self.platform_name, code)
-        if approved is None and store._is_locked_out(self.platform_name):
+        if approved is None and compat.pairing_locked_out(store, self.platform_name):
             raise BridgeError(
                 "unavailable",
                 f"Hermes refuses {self.platform_name} approvals for now, after too many wrong codes",
@@ -714,7 +762,7 @@ class HeraldAdapter(BasePlatformAdapter):
     def revoke_pairing(self, user_id: str) -> bool:
         """The console's deny or revoke: the user's waiting code and approval both go."""
         store = self.pairing_store()
-        waited = drop_pending(store, self.platform_name, user_id)
+        waited = compat.drop_pending(store, self.platform_name, user_id)
         return store.revoke(self.platform_name, user_id) or waited
 
     async def _watch_approvals(self) -> None:
@@ -724,8 +772,7 @@ class HeraldAdapter(BasePlatformAdapter):
         polling it is the one way to hear about them. The files are read on a worker
         thread: a slow disk must not hold up the event loop every device's turn runs on.
         """
-        runner = self.gateway_runner
-        store = getattr(runner, "pairing_store", None)
+        store = compat.pairing_store(self.gateway_runner)
         if store is None:
             return
         known = await asyncio.to_thread(approved_users, store, self.platform_name)
@@ -749,16 +796,6 @@ class HeraldAdapter(BasePlatformAdapter):
 def present(args: dict[str, Any]) -> Json:
     """A request's arguments without the unset ones."""
     return {k: v for k, v in args.items() if v is not None}
-
-
-def missing_internals(adapter: "HeraldAdapter") -> list[tuple[str, str, bool]]:
-    """The HERMES_INTERNALS this Hermes lacks: (name, what needs it, essential)."""
-    owners = {"runner": adapter.gateway_runner, "adapter": adapter}
-    return [
-        (f"{'GatewayRunner' if owner == 'runner' else 'BasePlatformAdapter'}.{name}", what, essential)
-        for owner, name, what, essential in HERMES_INTERNALS
-        if not hasattr(owners[owner], name)
-    ]
 
 
 def approved_users(store: Any, platform: str) -> set[str]:
@@ -803,15 +840,38 @@ def echoed_transcript(content: str) -> str | None:
 
 
 def clarify_text(prompt: PendingPrompt, body: Json) -> str:
-    """The answer Hermes's clarify resolver expects: the chosen option or the user's words."""
+    """The answer Hermes's clarify resolver expects: the chosen option (a JSON list of
+    them for a multi-select question) or the user's words.
+
+    A question whose every choice the user turned down is answered in words, so the
+    model hears it; an empty answer would mean that nobody answered."""
     choice = body.get("choice")
     if choice == "option":
         index = body.get("index")
         if isinstance(index, int) and 0 <= index < len(prompt.choices):
-            return prompt.choices[index]
+            one = prompt.choices[index]
+            return json.dumps([one]) if prompt.multi_select else one
+    if choice == "options":
+        indices = body.get("indices") or []
+        picked = [prompt.choices[i] for i in indices if isinstance(i, int) and 0 <= i < len(prompt.choices)]
+        return json.dumps(picked) if picked else NONE_OF_THESE
     if choice == "other":
-        return str(body.get("text", ""))
+        text = str(body.get("text", ""))
+        return typed_selection(prompt, text) if prompt.multi_select else text
+    if choice == "cancel":
+        return NONE_OF_THESE
     return ""
+
+
+def typed_selection(prompt: PendingPrompt, text: str) -> str:
+    """A multi-select answer typed as "red, blue": the JSON list of those choices when
+    each names one (a note such as Hermes's "(Recommended)" need not be typed), else the
+    words as they are."""
+    by_name = {CHOICE_NOTE.sub("", choice).casefold(): choice for choice in prompt.choices}
+    named = [part.strip().casefold() for part in text.split(",") if part.strip()]
+    if named and all(part in by_name for part in named):
+        return json.dumps([by_name[part] for part in named])
+    return text
 
 
 async def turn_id_of(chat_id: str, started: Awaitable[Json]) -> Optional[str]:
@@ -843,10 +903,8 @@ def live_adapter(platform: str) -> Optional["HeraldAdapter"]:
 
 def _session_adapter() -> tuple[Optional["HeraldAdapter"], str]:
     """The live adapter and chat of the agent run on this thread, if it is ours."""
-    from gateway.session_context import get_session_env
-
-    chat_id = get_session_env("HERMES_SESSION_CHAT_ID")
-    adapter = live_adapter(get_session_env("HERMES_SESSION_PLATFORM")) if chat_id else None
+    chat_id = compat.session_env("HERMES_SESSION_CHAT_ID")
+    adapter = live_adapter(compat.session_env("HERMES_SESSION_PLATFORM")) if chat_id else None
     return adapter, chat_id
 
 
@@ -878,14 +936,8 @@ def is_main_run(adapter: "HeraldAdapter", task_id: str, session_id: str) -> bool
     """
     if not task_id or task_id != session_id:
         return False
-    from gateway.session_context import get_session_env
-
-    running = getattr(adapter.gateway_runner, "_running_agents", None)
-    if not isinstance(running, dict):
-        return True
-    agent = running.get(get_session_env("HERMES_SESSION_KEY"))
-    agent_session = getattr(agent, "session_id", None)
-    return not isinstance(agent_session, str) or agent_session == session_id
+    running = compat.running_agent_session(adapter.gateway_runner, compat.session_env("HERMES_SESSION_KEY"))
+    return running is None or running == session_id
 
 
 def settle_approval(session_key: str = "", **_: Any) -> None:

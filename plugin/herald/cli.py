@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from . import compat
 from .locations import HeraldMissing, herald_argv
-from .pairing import approve_user
 from .settings import GENERATED, SettingsError
 
 PAIR_WAIT_S = 300.0
@@ -65,8 +65,10 @@ def guarded(command: Callable[[argparse.Namespace], None], args: argparse.Namesp
     (DESIGN.md), so a Hermes that changed them gets a clear error, not a traceback."""
     try:
         command(args)
-    except AttributeError as err:
-        sys.exit(f"error: this Hermes differs from the one the Herald plugin was made for (hermes-agent 0.19.0): {err}")
+    except (AttributeError, ImportError) as err:
+        version = compat.hermes_version()
+        tested = ", ".join(compat.TESTED_LINES.values())
+        sys.exit(f"error: Hermes {version} differs from the lines the Herald plugin is tested on ({tested}): {err}")
 
 
 def gadget_command(args: argparse.Namespace) -> None:
@@ -95,16 +97,12 @@ def mobile_command(args: argparse.Namespace) -> None:
 
 
 def approve_code(platform: str, code: str) -> None:
-    from hermes_cli.pairing import pairing_command
-
-    pairing_command(argparse.Namespace(pairing_action="approve", platform=platform, code=code))
+    compat.approve_code_command(platform, code)
 
 
 def pair_waiting(platform: str, device: str | None, yes: bool, timeout: float) -> int:
     """Wait for a device showing a pairing code, then approve it (asking first)."""
-    from gateway.pairing import PairingStore
-
-    store = PairingStore()
+    store = compat.new_pairing_store()
     deadline = time.monotonic() + timeout
     waiting = pending(store, platform, device)
     if not waiting:
@@ -123,7 +121,7 @@ def pair_waiting(platform: str, device: str | None, yes: bool, timeout: float) -
     for entry in waiting:
         if not yes and not confirm(f"Approve {label(entry)}? [y/N] "):
             continue
-        approve_user(store, platform, entry)
+        compat.approve_waiting(store, platform, entry)
         print(f"Approved {label(entry)}.")
         approved += 1
     return 0 if approved else 1
@@ -171,28 +169,42 @@ def info() -> int:
     config = about.get("config")
     source = "platforms.*.extra in config.yaml over herald.toml" if config and config.endswith(GENERATED) else None
     print(f"Settings:            {source or config or 'defaults and the environment'}")
+    for line in hermes_report():
+        print(line)
     for line in voice_report():
         print(line)
     return 0
+
+
+def hermes_report() -> list[str]:
+    """The Hermes in use, whether the plugin is tested on its line, and what is off on it.
+
+    Outside the gateway only what the classes and modules show can be checked; the
+    gateway's log says the rest at connect."""
+    from gateway.platforms.base import BasePlatformAdapter
+    from gateway.run import GatewayRunner
+
+    version = compat.hermes_version()
+    tested = ", ".join(compat.TESTED_LINES.values())
+    verdict = "a tested line" if compat.is_tested(version) else f"not a tested line (tested: {tested})"
+    lines = [f"Hermes:              {version}, {verdict}"]
+    for feature in compat.missing_features(GatewayRunner, BasePlatformAdapter, live=False):
+        lines.append(f"  off: {feature.name} (needs {feature.needs})")
+    return lines
 
 
 def voice_report() -> list[str]:
     """Hermes's speech settings as a gadget owner needs them, with a warning when unusable."""
     # Checking must not install anything.
     os.environ.setdefault("HERMES_DISABLE_LAZY_INSTALLS", "1")
-    from tools import transcription_tools, tts_tool
-
-    stt_config = transcription_tools._load_stt_config()
-    stt = transcription_tools._get_provider(stt_config)
-    configured = stt_config.get("provider", "auto")
+    stt, configured, tts, speaks = compat.speech_settings()
     lines = [f"Speech-to-text:      {stt if stt != 'none' else configured}"]
     if stt == "none":
         lines.append(
             "  warning: Hermes cannot transcribe gadget voice; set stt.provider (README: Voice with Hermes)"
         )
-    tts_config = tts_tool._load_tts_config()
-    lines.append(f"Text-to-speech:      {tts_tool._get_provider(tts_config)}")
-    if not tts_tool.check_tts_requirements():
+    lines.append(f"Text-to-speech:      {tts}")
+    if not speaks:
         lines.append(
             "  warning: Hermes cannot speak replies; set tts.provider (README: Voice with Hermes)"
         )

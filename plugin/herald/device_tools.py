@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import compat
 from .adapter import live_adapter
 from .bridge import BridgeError, HeraldBridge, Json, running_bridge
 
@@ -139,7 +140,7 @@ def _paired(device_id: str) -> bool:
 
 def _waiting(platform: str) -> int:
     adapter = live_adapter(platform)
-    store = getattr(adapter.gateway_runner if adapter else None, "pairing_store", None)
+    store = compat.pairing_store(adapter.gateway_runner) if adapter else None
     return len(store.list_pending(platform)) if store is not None else 0
 
 
@@ -149,10 +150,8 @@ def _gadget(bridge: HeraldBridge, device: Any) -> Json:
         if not _paired(device):
             raise ToolError(f"{device} is not a paired gadget; gadget_devices lists those")
         return {"platform": "gadget", "id": device}
-    from gateway.session_context import get_session_env
-
-    if get_session_env("HERMES_SESSION_PLATFORM") == "gadget":
-        chat_id = get_session_env("HERMES_SESSION_CHAT_ID")
+    if compat.session_env("HERMES_SESSION_PLATFORM") == "gadget":
+        chat_id = compat.session_env("HERMES_SESSION_CHAT_ID")
         if chat_id:
             return {"platform": "gadget", "id": chat_id}
     online = [d for d in _paired_gadgets(bridge) if d.get("online")]

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from devices import GadgetClient, PhoneClient, gadget_id, phone_user
-from harness import Gateway, HermesHome, herald_binary, hermes_venv
+from harness import Gateway, HermesHome, herald_binary, hermes_line, hermes_venv
 from stub_model import Rule, StubServer
 
 TESTS = Path(__file__).resolve().parent
@@ -76,6 +76,19 @@ class Rig:
         ]
 
 
+Question = tuple[str, list[str], bool]
+
+
+def clarify_arguments(*questions: Question) -> dict[str, Any]:
+    """The ``clarify`` tool's arguments in the line's own shape: from 0.22 a list of
+    questions, before it one question (multi-select from 0.20)."""
+    line = hermes_line().name
+    if line not in ("0.19", "0.20"):
+        return {"questions": [{"question": q, "choices": c, "multi_select": m} for q, c, m in questions]}
+    question, choices, multi_select = questions[0]
+    return {"question": question, "choices": choices, **({"multi_select": True} if multi_select else {})}
+
+
 def model_rules(victims: Path) -> list[Rule]:
     return [
         Rule(match="weather", reply="It is sunny and warm today."),
@@ -91,6 +104,13 @@ def model_rules(victims: Path) -> list[Rule]:
             tool="terminal",
             arguments={"command": f"rm -rf {victims / 'phone'}"},
         ),
+        # Another command of the same danger: allowed with the first "for this session".
+        Rule(
+            match="tidy the phone scratch",
+            reply="Tidied: {result}",
+            tool="terminal",
+            arguments={"command": f"rm -r -f {victims / 'phone'}"},
+        ),
         # A turn that keeps the agent busy until a follow-up interrupts it.
         Rule(
             match="take your time",
@@ -102,7 +122,16 @@ def model_rules(victims: Path) -> list[Rule]:
             match="which colour",
             reply="You chose {result}",
             tool="clarify",
-            arguments={"question": "Which colour?", "choices": ["red", "green"]},
+            arguments=clarify_arguments(("Which colour?", ["red", "green"], False)),
+        ),
+        # Several choices at once (0.20), and a second question after it (0.22).
+        Rule(
+            match="which rooms",
+            reply="You chose {result}",
+            tool="clarify",
+            arguments=clarify_arguments(
+                ("Which rooms?", ["hall", "den", "attic"], True), ("Which colour?", ["red", "green"], False)
+            ),
         ),
         Rule(
             match="put up a card",

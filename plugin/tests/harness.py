@@ -1,11 +1,12 @@
 """A real Hermes Agent for the tests: its virtualenv, a throwaway home, its gateway.
 
 Nothing here imports Hermes: the tests drive it the way a user does, through the
-`hermes` command and the files in ``HERMES_HOME``. ``run.sh`` installs
-``hermes-agent==HERMES_VERSION`` and pytest into one virtualenv and runs the suite
+`hermes` command and the files in ``HERMES_HOME``. ``run.sh`` installs one tested
+Hermes line (``hermes_lines.py``) and pytest into one virtualenv and runs the suite
 with it.
 
-- :func:`hermes_venv` is that virtualenv (or the one ``HERMES_VENV`` names).
+- :func:`hermes_venv` is that virtualenv (or the one ``HERMES_VENV`` names), and
+  :func:`hermes_line` the line it holds.
 - :class:`HermesHome` is a temporary ``HERMES_HOME`` whose model is the local stub;
   the Herald plugin goes in with ``install.sh`` and ``hermes plugins enable`` (the
   documented path).
@@ -23,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-HERMES_VERSION = "0.19.0"
+from hermes_lines import Line, installed_line
+
 PLUGIN_ROOT = Path(__file__).resolve().parent.parent
 REPO_ROOT = PLUGIN_ROOT.parent
 
@@ -33,14 +35,26 @@ class HarnessError(RuntimeError):
 
 
 def hermes_venv() -> Path:
-    """The virtualenv with hermes-agent: ``$HERMES_VENV``, else the one running pytest."""
+    """The virtualenv with Hermes: ``$HERMES_VENV``, else the one running pytest."""
     configured = os.environ.get("HERMES_VENV")
     venv = Path(configured) if configured else Path(sys.prefix)
-    if not (venv / "bin" / "hermes").exists() or installed_version(venv) != HERMES_VERSION:
-        raise HarnessError(
-            f"{venv} has no hermes-agent {HERMES_VERSION}: run plugin/tests/run.sh"
-        )
+    line = installed_line(venv)
+    if line is None or not (venv / "bin" / line.command).exists():
+        raise HarnessError(f"{venv} holds no tested Hermes line: run plugin/tests/run.sh")
     return venv
+
+
+def hermes_line() -> Line:
+    """The Hermes line under test."""
+    line = installed_line(hermes_venv())
+    assert line is not None
+    return line
+
+
+def hermes_command(venv: Path) -> Path:
+    """The line's ``hermes`` (0.20's fork calls it ``hermesx``)."""
+    line = installed_line(venv)
+    return venv / "bin" / (line.command if line else "hermes")
 
 
 def herald_binary() -> Path:
@@ -50,13 +64,6 @@ def herald_binary() -> Path:
     if not os.access(binary, os.X_OK):
         raise HarnessError(f"no herald binary at {binary}: cargo build -p herald, or set HERALD_BIN")
     return binary
-
-
-def installed_version(venv: Path) -> str | None:
-    found = sorted((venv / "lib").glob("python3*/site-packages/hermes_agent-*.dist-info"))
-    if not found:
-        return None
-    return found[-1].name.removeprefix("hermes_agent-").removesuffix(".dist-info")
 
 
 def base_config(model_url: str) -> dict[str, Any]:
@@ -94,6 +101,11 @@ class HermesHome:
         self.env_file: dict[str, str] = {}
 
     @property
+    def executable(self) -> Path:
+        """This home's ``hermes`` command."""
+        return hermes_command(self.venv)
+
+    @property
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
@@ -112,9 +124,12 @@ class HermesHome:
 
     def read_config(self) -> dict[str, Any]:
         """The config as Hermes left it (it rewrites the file when commands change it)."""
+        # PyYAML up to 0.20, ruamel.yaml alone from 0.22.
         out = self.run_python(
-            "import json, sys, yaml;"
-            "print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+            "import json, sys\n"
+            "try:\n    from yaml import safe_load\n"
+            "except ImportError:\n    from ruamel.yaml import YAML\n    safe_load = YAML(typ='safe').load\n"
+            "print(json.dumps(safe_load(open(sys.argv[1]))))",
             str(self.path / "config.yaml"),
         )
         loaded = json.loads(out)
@@ -152,12 +167,24 @@ class HermesHome:
             capture_output=True,
             timeout=60,
         )
-        self.hermes("plugins", "enable", "herald")
+        self.enable_plugin("herald")
+
+    def enable_plugin(self, name: str) -> None:
+        """``hermes plugins enable NAME``, or what it writes where it cannot run here.
+
+        The 0.22 fork's ``plugins enable`` first has its package manager fetch a Python
+        3.14 runtime, which fails without the network; the plugin is then enabled the
+        way that command records it, in config.yaml."""
+        line = installed_line(self.venv)
+        if line is not None and line.name == "0.22":
+            self.update_config(lambda c: c.setdefault("plugins", {}).setdefault("enabled", []).append(name))
+        else:
+            self.hermes("plugins", "enable", name)
 
     def hermes(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run one ``hermes`` command in this home."""
         result = subprocess.run(
-            [str(self.venv / "bin" / "hermes"), *args],
+            [str(self.executable), *args],
             env=self.env,
             cwd=self.path,
             capture_output=True,
@@ -195,7 +222,7 @@ class Gateway:
         env.update(extra_env or {})
         self._log = self.log_path.open("w")
         self.process = subprocess.Popen(
-            [str(home.venv / "bin" / "hermes"), "gateway", "run", "-v"],
+            [str(home.executable), "gateway", "run", "-v"],
             env=env,
             cwd=home.path,
             stdin=subprocess.DEVNULL,

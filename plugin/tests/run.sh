@@ -1,33 +1,32 @@
 #!/usr/bin/env bash
 # The Hermes plugin's checks against the real Hermes: type-check the plugin and its
-# tests, then run the end-to-end suite against hermes-agent 0.19.0.
+# tests, then run the end-to-end suite against one tested Hermes line.
 #
 #   plugin/tests/run.sh [PYTEST ARGS...]
 #
-# HERMES_VENV  virtualenv to create or reuse (default plugin/.hermes-venv): it gets
-#              hermes-agent 0.19.0, pytest, mypy and pocketsphinx
+# HERMES_LINE  the Hermes line to test: 0.19 (default), 0.20 or 0.22 (hermes_lines.py
+#              says which package brings each)
+# HERMES_VENV  virtualenv to create or reuse (default plugin/.hermes-venv for 0.19,
+#              plugin/.hermes-venv-LINE for the others): it gets that Hermes, pytest,
+#              mypy and pocketsphinx
 # HERALD_BIN   the herald binary (default the workspace's target/debug/herald,
 #              which `cargo test` builds; built here only if it is missing)
 set -euo pipefail
 tests=$(cd "$(dirname "$0")" && pwd)
 plugin=$(dirname "$tests")
 repo=$(dirname "$plugin")
-venv=${HERMES_VENV:-$plugin/.hermes-venv}
-hermes_version=0.19.0
+line=${HERMES_LINE:-0.19}
+read -r requirement command < <(python3 "$tests/hermes_lines.py" "$line")
+if [ "$line" = 0.19 ]; then default_venv=$plugin/.hermes-venv; else default_venv=$plugin/.hermes-venv-$line; fi
+venv=${HERMES_VENV:-$default_venv}
 # Hermes installs nothing behind our back while the tests run.
 export HERMES_DISABLE_LAZY_INSTALLS=1
 
-has_hermes() {
-    "$venv/bin/python" - "$hermes_version" <<'EOF' 2>/dev/null
-import importlib.metadata, sys
-sys.exit(importlib.metadata.version("hermes-agent") != sys.argv[1])
-EOF
-}
-
-if ! has_hermes; then
-    echo "==> installing hermes-agent $hermes_version into $venv"
+if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; p, v = sys.argv[1].split("=="); sys.exit(m.version(p) != v)' \
+    "$requirement" 2>/dev/null || [ ! -x "$venv/bin/$command" ]; then
+    echo "==> installing $requirement into $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "hermes-agent==$hermes_version"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$requirement"
 fi
 # pocketsphinx (with its English model) is the offline speech-to-text of test_voice.py.
 if ! "$venv/bin/python" -c 'import pytest, mypy, pocketsphinx' 2>/dev/null; then
@@ -48,7 +47,7 @@ cd "$plugin"
 echo "==> mypy --strict (plugin, tests and bench)"
 "$venv/bin/python" -m mypy herald tests bench
 
-echo "==> pytest against hermes-agent $hermes_version"
+echo "==> pytest against $requirement"
 status=0
 "$venv/bin/python" -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

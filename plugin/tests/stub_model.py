@@ -36,6 +36,10 @@ class Rule:
     reply: str
     tool: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
+    # A streamed reply: seconds between its word-sized pieces (a token rate), and an event
+    # its last sentence waits for (at most HOLD_S), so a test can see what came before it.
+    piece_delay_s: float = 0.0
+    hold_last_sentence: threading.Event | None = None
 
 
 class Script:
@@ -88,10 +92,16 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+# The longest a held last sentence waits.
+HOLD_S = 60.0
+
+
 @dataclass(frozen=True)
 class Answer:
     text: str = ""
     tool_call: tuple[str, dict[str, Any]] | None = None
+    piece_delay_s: float = 0.0
+    hold_last_sentence: threading.Event | None = None
 
 
 def decide(script: Script, messages: list[dict[str, Any]]) -> Answer:
@@ -119,7 +129,7 @@ def decide(script: Script, messages: list[dict[str, Any]]) -> Answer:
         return Answer(text=f"stub: {first_line}")
     if rule.tool is not None:
         return Answer(tool_call=(rule.tool, rule.arguments))
-    return Answer(text=rule.reply)
+    return Answer(text=rule.reply, piece_delay_s=rule.piece_delay_s, hold_last_sentence=rule.hold_last_sentence)
 
 
 def tool_name_for(messages: list[dict[str, Any]], call_id: str) -> str | None:
@@ -130,6 +140,12 @@ def tool_name_for(messages: list[dict[str, Any]], call_id: str) -> str | None:
                 name = function.get("name")
                 return name if isinstance(name, str) else None
     return None
+
+
+def last_sentence_start(text: str) -> int:
+    """Where the last sentence of ``text`` begins (0 for one sentence)."""
+    ends = [m.end() for m in re.finditer(r"[.!?]\s+", text.rstrip())]
+    return ends[-1] if ends else 0
 
 
 def text_pieces(text: str) -> Iterator[str]:
@@ -245,8 +261,15 @@ def stream_chunks(answer: Answer) -> Iterator[dict[str, Any]]:
         yield chunk({"tool_calls": [call]})
         yield chunk({}, "tool_calls")
     else:
+        last_sentence = last_sentence_start(answer.text)
+        sent = 0
         for piece in text_pieces(answer.text):
+            if answer.hold_last_sentence is not None and sent == last_sentence:
+                answer.hold_last_sentence.wait(HOLD_S)
+            if answer.piece_delay_s:
+                time.sleep(answer.piece_delay_s)
             yield chunk({"content": piece})
+            sent += len(piece)
         yield chunk({}, "stop")
     final = chunk({})
     final["choices"] = []

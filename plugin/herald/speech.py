@@ -1,0 +1,273 @@
+"""A gadget's spoken replies, from the first sentence on: one owner for a turn's speech.
+
+A reply reaches a gadget's speaker by one of two roads, and this module is the only
+place that knows which one a turn took, what it already said and whether the device
+stopped it:
+
+- **Hermes's streaming hooks** (0.20 and later, a voice turn with a provider that
+  streams PCM): Hermes calls ``begin``/``write``/``finish``/``abort``; each becomes a
+  bridge request (``speech_begin``, ``speech_write`` with base64 PCM, ``speech_end``,
+  ``speech_abort``).
+- **Sentence by sentence** (every other spoken turn: 0.19, typed turns, providers with no
+  chunked API): as the reply streams in as edits, each complete sentence is cleaned of
+  markup, synthesized by Hermes's own text-to-speech (its provider and voice) on a
+  worker thread and handed to herald as a file (``speech_file``), in order, into one
+  stream that herald resamples and paces; the next sentence is synthesized while the
+  previous one plays.
+
+Either way herald plays one stream per turn; talking, cancel or a new conversation on
+the device stop it, herald says ``speech_stopped``, and what is left is dropped: the
+hooks' handle is marked aborted (Hermes stops synthesizing), the sentence road stops.
+A turn spoken here is not spoken again from Hermes's whole-file speech.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Optional
+
+from . import compat
+from .bridge import BridgeError, Json
+
+logger = logging.getLogger(__name__)
+
+# A sentence ends at . ! ? … (and their full-width forms) before a space, or at a
+# line break; a short one is joined to the next so the voice keeps its flow.
+SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"')\]]*\s+|\n\s*\n|\n(?=\s*[-*•]\s)")
+MIN_SENTENCE_CHARS = 20
+# Hermes's streaming cursor, when one is configured, trails every preview.
+CURSORS = "▉▌█▍▎▏"
+# A speech_write waits while herald's buffer is full, which is real time at most.
+WRITE_TIMEOUT_S = 60.0
+
+CODE_BLOCK = re.compile(r"```.*?(```|$)", re.S)
+INLINE_CODE = re.compile(r"`([^`]*)`")
+LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+URL = re.compile(r"https?://\S+")
+
+
+def speakable(text: str) -> str:
+    """What is read aloud of some reply text: no code blocks, links read by their words,
+    no bare addresses or emoji; Hermes's own ``prepare_tts_text`` does the rest."""
+    text = CODE_BLOCK.sub(" ", text)
+    text = INLINE_CODE.sub(r"\1", text)
+    text = LINK.sub(r"\1", text)
+    text = URL.sub(" ", text)
+    text = "".join(c for c in text if not _is_pictograph(c))
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _is_pictograph(c: str) -> bool:
+    # Emoji and other symbols (So), plus the joiners and selectors that glue them.
+    return unicodedata.category(c) == "So" or c in "\u200d\ufe0f\ufe0e"
+
+
+def split_sentences(text: str, final: bool) -> tuple[list[str], int]:
+    """The complete sentences at the start of ``text`` and how much of it they use; with
+    ``final`` the rest is a sentence too. Fences left open hold back what follows."""
+    if not final and text.count("```") % 2:
+        text = text[: text.rfind("```")]
+    sentences: list[str] = []
+    start = used = 0
+    for end in SENTENCE_END.finditer(text):
+        if end.end() - start < MIN_SENTENCE_CHARS:
+            continue
+        sentences.append(text[start : end.end()].strip())
+        start = used = end.end()
+    if final and text[start:].strip():
+        sentences.append(text[start:].strip())
+        used = len(text)
+    return [s for s in sentences if s], used
+
+
+@dataclass
+class Speech:
+    """One turn's speech on one gadget."""
+
+    speech_id: str
+    chat_id: str
+    # "hooks" or "sentences"
+    road: str
+    begun: bool = False
+    stopped: bool = False
+    # Hermes's StreamingTTSHandle, on the hooks' road.
+    handle: Any = None
+    # The sentence road: what of the streamed message was queued, sentences to speak.
+    message_id: str = ""
+    taken: int = 0
+    queue: "asyncio.Queue[Optional[str]]" = field(default_factory=asyncio.Queue)
+    worker: Optional["asyncio.Task[None]"] = None
+    spoke: bool = False
+
+
+Request = Callable[..., Awaitable[Json]]
+
+
+class SpeechOwner:
+    """The speech of each gadget chat's current turn, for one adapter."""
+
+    def __init__(self, request: Request, synthesize: Callable[[str], Optional[str]]) -> None:
+        # request(op, args, timeout=...) on the bridge; synthesize(text) -> audio file path
+        # (blocking: it runs on a worker thread).
+        self._request = request
+        self._synthesize = synthesize
+        # Each gadget chat's current (or last) turn's speech.
+        self._turns: dict[str, Speech] = {}
+        self._by_id: dict[str, Speech] = {}
+
+    # -- a turn's road --------------------------------------------------------------
+
+    def turn_started(self, chat_id: str, road: Optional[str]) -> None:
+        """A turn begins; ``road`` is how it will be spoken (None: not spoken here)."""
+        self._retire(chat_id)
+        if road is not None:
+            self._add(Speech(os.urandom(8).hex(), chat_id, road))
+
+    def turn_over(self, chat_id: str) -> None:
+        """The turn ended: the sentence road says the last of it, then ends the stream."""
+        speech = self._turns.get(chat_id)
+        if speech is not None and speech.road == "sentences":
+            speech.queue.put_nowait(None)
+
+    def spoken(self, chat_id: str) -> bool:
+        """Whether this turn's reply was (or is being) spoken here."""
+        speech = self._turns.get(chat_id)
+        return speech is not None and (speech.begun or speech.spoke)
+
+    def stopped(self, speech_id: str) -> None:
+        """The device stopped the speech (talk, cancel, new conversation)."""
+        speech = self._by_id.get(speech_id)
+        if speech is None:
+            return
+        speech.stopped = True
+        if speech.handle is not None:
+            # Hermes checks this before each chunk it synthesizes.
+            speech.handle.aborted = True
+        if speech.worker is not None:
+            speech.worker.cancel()
+
+    def _add(self, speech: Speech) -> None:
+        self._turns[speech.chat_id] = speech
+        self._by_id[speech.speech_id] = speech
+
+    def _retire(self, chat_id: str) -> None:
+        speech = self._turns.pop(chat_id, None)
+        if speech is not None:
+            self._by_id.pop(speech.speech_id, None)
+
+    # -- Hermes's streaming hooks -----------------------------------------------------
+
+    async def begin(self, chat: Json, audio_format: Any, handle: Any) -> bool:
+        """``begin_streaming_tts``: a stream at Hermes's format, or False to decline."""
+        chat_id = str(chat["id"])
+        speech = self._turns.get(chat_id)
+        if speech is None or speech.road != "hooks":
+            # Not a turn Hermes streams as far as the plugin knew at its start.
+            speech = Speech(os.urandom(8).hex(), chat_id, "hooks")
+            self._add(speech)
+        try:
+            await self._request(
+                "speech_begin",
+                {
+                    "chat": chat,
+                    "speech_id": speech.speech_id,
+                    "sample_rate": int(audio_format.sample_rate),
+                    "channels": int(audio_format.channels),
+                },
+            )
+        except BridgeError as err:
+            logger.debug("speech_begin for %s failed: %s", chat_id, err)
+            return False
+        speech.begun = True
+        speech.handle = handle
+        handle.speech_id = speech.speech_id
+        return True
+
+    async def write(self, chat: Json, handle: Any, pcm: bytes) -> None:
+        speech = self._by_id.get(str(getattr(handle, "speech_id", "")))
+        if speech is None or speech.stopped or not pcm:
+            return
+        args = {"chat": chat, "speech_id": speech.speech_id, "pcm": base64.b64encode(pcm).decode()}
+        try:
+            result = await self._request("speech_write", args, timeout=WRITE_TIMEOUT_S)
+        except BridgeError as err:
+            logger.debug("speech_write for %s failed: %s", speech.chat_id, err)
+            handle.aborted = True
+            return
+        if result.get("dropped"):
+            self.stopped(speech.speech_id)
+
+    async def finish(self, chat: Json, handle: Any, abort: bool) -> None:
+        speech = self._by_id.get(str(getattr(handle, "speech_id", "")))
+        if speech is None:
+            return
+        if abort:
+            handle.aborted = True
+        if not speech.stopped:
+            op = "speech_abort" if abort else "speech_end"
+            try:
+                await self._request(op, {"chat": chat, "speech_id": speech.speech_id})
+            except BridgeError as err:
+                logger.debug("%s for %s failed: %s", op, speech.chat_id, err)
+
+    # -- the sentence road ------------------------------------------------------------
+
+    def reply_text(self, chat: Json, message_id: str, text: str, final: bool) -> None:
+        """A streamed reply as it stands: queue the sentences it completes."""
+        speech = self._turns.get(str(chat["id"]))
+        if speech is None or speech.road != "sentences" or speech.stopped:
+            return
+        if message_id != speech.message_id:
+            # A new message of the same turn (after a tool call): its own text.
+            speech.message_id, speech.taken = message_id, 0
+        text = text.rstrip(CURSORS + " ")
+        sentences, used = split_sentences(text[speech.taken :], final)
+        speech.taken += used
+        for sentence in sentences:
+            words = speakable(sentence)
+            if words:
+                speech.queue.put_nowait(words)
+        if speech.worker is None and not speech.queue.empty():
+            speech.worker = asyncio.ensure_future(self._speak(chat, speech))
+
+    async def _speak(self, chat: Json, speech: Speech) -> None:
+        """Synthesize and hand over the turn's sentences in order, then end the stream."""
+        args: Json = {"chat": chat, "speech_id": speech.speech_id}
+        try:
+            while True:
+                sentence = await speech.queue.get()
+                if sentence is None:
+                    break
+                path = await asyncio.to_thread(self._synthesize, sentence)
+                if path is None:
+                    continue
+                try:
+                    if not speech.begun:
+                        # The rate is the file's own; herald resamples each file.
+                        await self._request("speech_begin", {**args, "sample_rate": 24000, "channels": 1})
+                        speech.begun = True
+                    result = await self._request("speech_file", {**args, "path": path}, timeout=WRITE_TIMEOUT_S)
+                finally:
+                    _remove(path)
+                if result.get("dropped"):
+                    return
+                speech.spoke = True
+            if speech.begun:
+                await self._request("speech_end", args)
+        except BridgeError as err:
+            logger.warning("speaking a reply on %s failed: %s", speech.chat_id, err)
+        except asyncio.CancelledError:
+            pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
