@@ -250,9 +250,7 @@ mod tests {
             third.try_recv().is_err(),
             "behind the second, though it would fit"
         );
-        for _ in 0..2 {
-            let _ = offer(&feed, 1);
-        }
+        let _more: Vec<_> = (0..2).map(|_| offer(&feed, 1)).collect();
         let mut refused = offer(&feed, 1);
         assert!(
             matches!(refused.try_recv(), Ok(Err(_))),
@@ -278,7 +276,7 @@ mod tests {
             sample_rate: 8_000,
             channels: 1,
         });
-        let _ = offer(&feed, 48_000);
+        let _full = offer(&feed, 48_000);
         let mut waiting = offer(&feed, 10);
         feed.close();
         assert!(matches!(
