@@ -487,10 +487,30 @@ async fn a_gadget_turn_travels_over_the_lines() {
         answer["body"],
         json!({"kind": "prompt_answer", "prompt_id": prompt_id, "choice": "once"})
     );
-    // A gadget has no choice card; the plugin falls back to asking in words.
+    // A clarify's choices are asked one by one; the second's yes answers "option 1".
     let clarify = json!({"kind": "clarify", "question": "Which?", "choices": ["a", "b"]});
+    let asked = hermes
+        .call("ask", json!({"chat": chat, "prompt": clarify}))
+        .await;
+    for answer in [Answer::No, Answer::Yes] {
+        let ServerMessage::Prompt(step) = conn.recv().await else {
+            panic!("no clarify step")
+        };
+        conn.send(&DeviceMessage::PromptReply(PromptReply {
+            id: step.id,
+            answer,
+        }))
+        .await;
+    }
+    let answer = hermes.inbound().await;
+    assert_eq!(
+        answer["body"],
+        json!({"kind": "prompt_answer", "prompt_id": asked["prompt_id"], "choice": "option", "index": 1})
+    );
+    // A question without choices cannot be shown; the plugin asks it in words.
+    let open = json!({"kind": "clarify", "question": "Which?"});
     let kind = hermes
-        .refused("ask", json!({"chat": chat, "prompt": clarify}))
+        .refused("ask", json!({"chat": chat, "prompt": open}))
         .await;
     assert_eq!(kind, "unsupported");
 
