@@ -105,8 +105,12 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
     let result = runtime.block_on(async {
         tracing::debug!(limit, "descriptor limit");
         let mut bridge = None;
+        // The demo's pictures go under the data directory, never a shared temporary one.
+        let scratch = data_dir.clone();
         let agent: herald_port::AgentFactory = match args.backend {
-            BackendKind::Demo => Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out)))),
+            BackendKind::Demo => Box::new(move |out| {
+                Backend::agent(Arc::new(DemoAgent::with_scratch_dir(out, scratch)))
+            }),
             BackendKind::Echo => Box::new(|out| Backend::agent(Arc::new(EchoAgent::new(out)))),
             BackendKind::Bridge => {
                 let (factory, built) = Bridge::factory();
