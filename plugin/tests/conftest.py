@@ -107,7 +107,7 @@ def model_rules(victims: Path) -> list[Rule]:
         # Another command of the same danger: allowed with the first "for this session".
         Rule(
             match="tidy the phone scratch",
-            reply="Tidied: {result}",
+            reply="Cleaned: {result}",
             tool="terminal",
             arguments={"command": f"rm -r -f {victims / 'phone'}"},
         ),

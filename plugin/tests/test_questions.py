@@ -52,7 +52,8 @@ def test_a_phone_approves_a_command_for_the_session(rig: Rig) -> None:
         # Allowed for the session: another such command runs without a second card.
         scratch.mkdir(parents=True)
         phone.say("please tidy the phone scratch")
-        phone.message("Tidied:")
+        # (The stub answers every terminal result with the first terminal rule's reply.)
+        phone.message("Cleaned:")
     assert not scratch.exists()
     assert sum(1 for f in phone.frames if f.get("t") == "prompt") == 1, phone.frames
 

@@ -1,0 +1,147 @@
+"""Speech that starts with the first sentence: a reply a gadget should hear is played as
+it is written, in one stream, not spoken twice, and stopped by the device.
+
+Typed turns take herald's sentence road on every line (Hermes's ``command`` text-to-speech
+speaks each sentence); on 0.22 a voice turn with a provider that streams PCM (a loopback
+OpenAI-compatible service in front of espeak-ng) takes Hermes's own streaming hooks.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import pytest
+
+from conftest import Rig
+from devices import AUDIO_CHANNEL, Frame, GadgetClient
+from harness import hermes_line
+from stub_model import Rule
+from stub_stt import TRANSCRIPT
+from tts_server import ESPEAK_RATE, TtsServer
+
+STORY = (
+    "Once there was a small robot who lived on a kitchen shelf. "
+    "It listened all day to the people cooking below it. "
+    "One morning it decided to speak up at last. "
+    "Everyone was delighted to hear its voice."
+)
+LAST_SENTENCE = "Everyone was delighted to hear its voice."
+SPEAKER_RATE = 16000
+# A reply streamed at about 20 words a second, as a quick model writes.
+WORD_S = 0.05
+
+
+def is_type(kind: str) -> Callable[[Frame], bool]:
+    return lambda frame: frame.get("type") == kind
+
+
+@contextmanager
+def replying(rig: Rig, match: str, hold: threading.Event) -> Iterator[None]:
+    """The model answers ``match`` with STORY, its last sentence held until ``hold``."""
+    rules = rig.model.script.rules()
+    story = Rule(match=match, reply=STORY, piece_delay_s=WORD_S, hold_last_sentence=hold)
+    rig.model.script.set_rules([story, *rules])
+    try:
+        yield
+    finally:
+        hold.set()
+        rig.model.script.set_rules(rules)
+
+
+def first_sound(gadget: GadgetClient, timeout: float = 60) -> Frame:
+    """The stream's audio.start, once its first PCM frame has arrived too."""
+    start = gadget.wait_for(is_type("audio.start"), timeout)
+    deadline = time.monotonic() + timeout
+    while not gadget.binary:
+        assert time.monotonic() < deadline, "no PCM after audio.start"
+        gadget.receive(0.5)
+    return start
+
+
+def seconds_heard(gadget: GadgetClient) -> float:
+    pcm = sum(len(data) - 4 for _, data in gadget.binary if data[0] == AUDIO_CHANNEL)
+    return pcm / 2 / SPEAKER_RATE
+
+
+def espeak_seconds(text: str) -> float:
+    wav = subprocess.run(["espeak-ng", "-v", "en-us", "--stdout", text], check=True, capture_output=True).stdout
+    return (len(wav) - 44) / 2 / ESPEAK_RATE
+
+
+def starts(gadget: GadgetClient) -> list[Frame]:
+    return [f for f in gadget.frames if f.get("type") == "audio.start"]
+
+
+def test_a_typed_reply_is_spoken_from_its_first_sentence_and_once(rig: Rig) -> None:
+    held = threading.Event()
+    with replying(rig, "tell the desk a story", held), rig.gadget("desk", speaker_rate=SPEAKER_RATE) as gadget:
+        gadget.say("tell the desk a story")
+        start = first_sound(gadget)
+        # The model has not written its last sentence yet: speech began with the first.
+        assert not any(LAST_SENTENCE in str(f.get("text", "")) for f in gadget.frames)
+        assert start["rate"] == SPEAKER_RATE
+        held.set()
+        gadget.wait_for(lambda f: f.get("type") == "audio.end" and f.get("stream") == start["stream"], 60)
+        gadget.wait_for(is_type("turn.end"), 60)
+        # Hermes's whole-file speech of the same reply would come now; it must not.
+        gadget.drain(3.0)
+    assert len(starts(gadget)) == 1, starts(gadget)
+    # Every sentence was heard, none twice.
+    whole = espeak_seconds(STORY)
+    assert 0.8 * whole <= seconds_heard(gadget) <= 1.3 * whole, (seconds_heard(gadget), whole)
+
+
+def test_cancel_stops_the_speech_and_what_was_left_to_say(rig: Rig) -> None:
+    held = threading.Event()
+    with replying(rig, "tell the kitchen a story", held), rig.gadget("kitchen", speaker_rate=SPEAKER_RATE) as gadget:
+        gadget.say("tell the kitchen a story")
+        start = first_sound(gadget)
+        gadget.send({"type": "cancel"})
+        gadget.wait_for(lambda f: f.get("type") == "audio.abort" and f.get("stream") == start["stream"], 15)
+        heard = len(gadget.binary)
+        held.set()
+        gadget.wait_for(is_type("turn.end"), 60)
+        gadget.drain(3.0)
+    # Nothing of that reply after the abort: no second stream, no more frames.
+    assert len(starts(gadget)) == 1, starts(gadget)
+    assert len(gadget.binary) <= heard + 1, (heard, len(gadget.binary))
+
+
+@pytest.fixture
+def streaming_provider(rig: Rig) -> Iterator[TtsServer]:
+    """Hermes's speech through its ``openai`` provider, served on loopback, streaming."""
+    server = TtsServer()
+    server.start()
+    before = dict(rig.home.read_config().get("tts") or {})
+    openai = {"base_url": server.base_url, "api_key": "stub", "model": "stub-tts", "voice": "stub"}
+    rig.home.update_config(lambda c: c.update(tts={**before, "provider": "openai", "openai": openai, "streaming": {"provider": "openai"}}))
+    try:
+        yield server
+    finally:
+        rig.home.update_config(lambda c: c.update(tts=before))
+        server.stop()
+
+
+@pytest.mark.skipif(hermes_line().name == "0.19", reason="Hermes 0.19 has no streaming speech hooks")
+def test_hermess_streaming_hooks_play_a_voice_reply_as_it_is_synthesized(
+    rig: Rig, streaming_provider: TtsServer
+) -> None:
+    held = threading.Event()
+    with replying(rig, TRANSCRIPT, held), rig.gadget("porch", speaker_rate=SPEAKER_RATE) as gadget:
+        # Any utterance: the tests' speech-to-text hears TRANSCRIPT.
+        gadget.speak(bytes(SPEAKER_RATE))
+        start = first_sound(gadget)
+        assert not any(LAST_SENTENCE in str(f.get("text", "")) for f in gadget.frames)
+        held.set()
+        gadget.wait_for(lambda f: f.get("type") == "audio.end" and f.get("stream") == start["stream"], 60)
+        gadget.wait_for(is_type("turn.end"), 60)
+        gadget.drain(3.0)
+    assert len(starts(gadget)) == 1, starts(gadget)
+    # Hermes asked the provider sentence by sentence, each once.
+    assert len(streaming_provider.texts) >= 3 and len(set(streaming_provider.texts)) == len(streaming_provider.texts)
+    whole = espeak_seconds(STORY)
+    assert 0.8 * whole <= seconds_heard(gadget) <= 1.3 * whole, (seconds_heard(gadget), whole)
