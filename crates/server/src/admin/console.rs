@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::activity::ConversationEvent;
 use super::api::{ota_view, DeviceView, OtaView, PhoneView};
 use super::firmware::Firmware;
+use super::link::LoginCodes;
 use super::session::Sessions;
 use super::{AdminState, ApiError, App};
 use crate::metrics::{Gauges, Stats};
@@ -32,6 +33,8 @@ pub(crate) const MAX_CARD_BODY: usize = 2000;
 /// What the console keeps besides the API's state.
 pub(crate) struct Console {
     pub(super) sessions: Sessions,
+    /// Codes of login links (`herald console`) not yet used or expired.
+    pub(super) links: LoginCodes,
     pub(super) firmware: Firmware,
     /// Live event streams open now.
     pub(super) streams: AtomicUsize,
@@ -41,6 +44,7 @@ impl Console {
     pub(crate) fn new(data_dir: &std::path::Path) -> Console {
         Console {
             sessions: Sessions::default(),
+            links: LoginCodes::default(),
             firmware: Firmware::new(data_dir),
             streams: AtomicUsize::new(0),
         }

@@ -10,6 +10,7 @@
 //!
 //! - [`api`]: the JSON endpoints the CLI uses, unchanged;
 //! - [`session`]: who may call them (bearer token or console session, CSRF rules);
+//! - [`link`]: login links (`herald console`): single-use codes for a session;
 //! - [`console`]: the console's own endpoints (device details, cards, actions, stats,
 //!   QR codes) and its pages;
 //! - [`firmware`]: firmware uploaded through the browser, checked, pushed, and the
@@ -21,6 +22,7 @@ pub(crate) mod activity;
 mod api;
 mod console;
 mod firmware;
+mod link;
 mod live;
 mod session;
 #[cfg(test)]
@@ -182,6 +184,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/v1/qr", get(console::qr))
         .route("/v1/events", get(live::events))
         .route("/v1/session", get(session::current).delete(session::logout))
+        .route("/v1/console/link", post(link::mint))
         .layer(middleware::from_fn_with_state(
             app.clone(),
             session::authorize,

@@ -20,8 +20,10 @@
 //! ends within a second of that session's end (logout, expiry, or a newer login making
 //! room), so a page logged out elsewhere stops receiving device data.
 //!
-//! Wrong tokens at the login are counted: after [`MAX_FAILURES`] in a minute, the login
-//! refuses every try until the minute is over (the bearer API is not affected).
+//! The login takes the admin token, or the code of a login link that `herald console`
+//! printed (`link.rs`); both make the same session. Wrong tokens and refused codes at the
+//! login are counted together: after [`MAX_FAILURES`] in a minute, the login refuses
+//! every try until the minute is over (the bearer API is not affected).
 //!
 //! Every request but `/healthz` must name this machine in `Host`: an IP address or
 //! `localhost`. The admin listener is for this machine only, and a web page whose own
@@ -283,9 +285,12 @@ pub(crate) async fn authorize(
     next.run(request).await
 }
 
-#[derive(Debug, Deserialize)]
+/// What the page sends to log in: the admin token, or the code of a login link
+/// (`link.rs`).
+#[derive(Deserialize)]
 pub(crate) struct Login {
-    token: String,
+    token: Option<String>,
+    code: Option<String>,
 }
 
 fn cookie(value: &str, max_age: u64) -> Option<HeaderValue> {
@@ -295,7 +300,13 @@ fn cookie(value: &str, max_age: u64) -> Option<HeaderValue> {
     .ok()
 }
 
-/// `POST /v1/login {"token": …}`: the admin token for a session cookie.
+enum Credential {
+    Token(String),
+    Code(String),
+}
+
+/// `POST /v1/login {"token": …}` or `{"code": …}`: the admin token, or a login link's
+/// code, for a session cookie.
 pub(crate) async fn login(
     State(state): State<AdminState>,
     State(console): State<Arc<Console>>,
@@ -306,24 +317,48 @@ pub(crate) async fn login(
     if !same_origin(&headers, false) {
         return forbidden("log in from the console page itself");
     }
-    let Ok(Json(login)) = body else {
-        return ApiError::bad_request("send {\"token\": \"…\"} as JSON").into_response();
+    let login = match body {
+        Ok(Json(Login {
+            token: Some(token),
+            code: None,
+        })) => Credential::Token(token),
+        Ok(Json(Login {
+            token: None,
+            code: Some(code),
+        })) => Credential::Code(code),
+        _ => {
+            return ApiError::bad_request("send {\"token\": \"…\"} or {\"code\": \"…\"} as JSON")
+                .into_response()
+        }
     };
     let sessions = &console.sessions;
     if sessions.throttled(now) {
         return ApiError(
             StatusCode::TOO_MANY_REQUESTS,
-            "too many wrong tokens: wait a minute, then try again".into(),
+            "too many wrong tokens or links: wait a minute, then try again".into(),
         )
         .into_response();
     }
-    if !ct_eq(login.token.trim().as_bytes(), state.token.as_bytes()) {
-        sessions.failed(now);
-        tracing::warn!("console login with a wrong admin token");
-        return unauthorized(
-            "that is not the admin token: it is in the file admin.token in herald's data \
-             directory (`herald info` names the directory)",
-        );
+    match login {
+        Credential::Token(token) => {
+            if !ct_eq(token.trim().as_bytes(), state.token.as_bytes()) {
+                sessions.failed(now);
+                tracing::warn!("console login with a wrong admin token");
+                return unauthorized(
+                    "that is not the admin token: it is in the file admin.token in herald's \
+                     data directory (`herald info` names the directory)",
+                );
+            }
+        }
+        // Never the code itself in a log line: only why it was refused.
+        Credential::Code(code) => match console.links.redeem(&code, now) {
+            Ok(()) => tracing::info!("console login with a login link"),
+            Err(refused) => {
+                sessions.failed(now);
+                tracing::warn!(?refused, "console login with a refused login link");
+                return unauthorized(&refused.to_string());
+            }
+        },
     }
     let (id, csrf, expires_at) = sessions.start(now);
     let view = SessionView {
