@@ -5,6 +5,7 @@ cards (several questions and multi-select where the line has them)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Callable
 
 import pytest
@@ -52,8 +53,9 @@ def test_a_phone_approves_a_command_for_the_session(rig: Rig) -> None:
         # Allowed for the session: another such command runs without a second card.
         scratch.mkdir(parents=True)
         phone.say("please tidy the phone scratch")
-        # (The stub answers every terminal result with the first terminal rule's reply.)
-        phone.message("Cleaned:")
+        deadline = time.monotonic() + 30
+        while scratch.exists() and time.monotonic() < deadline:
+            phone.receive(0.2)
     assert not scratch.exists()
     assert sum(1 for f in phone.frames if f.get("t") == "prompt") == 1, phone.frames
 
