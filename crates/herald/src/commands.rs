@@ -8,8 +8,8 @@ use herald_agents::bridge::Ready;
 use herald_agents::{Bridge, DemoAgent, EchoAgent};
 use herald_port::{Backend, Chat, Platform};
 use herald_server::admin::{
-    ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceView, Info,
-    PhoneView, RevokeRequest,
+    ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceView, Endpoint,
+    Info, PhoneView, RevokeRequest,
 };
 use herald_server::config::Config;
 use herald_server::store::PairingRecord;
@@ -22,7 +22,7 @@ use crate::{
 };
 
 /// Defaults, then the config file, then the environment.
-fn load_config(global: &Global) -> anyhow::Result<Config> {
+pub(crate) fn load_config(global: &Global) -> anyhow::Result<Config> {
     load_config_from(config_file(global).as_deref())
 }
 
@@ -53,7 +53,7 @@ fn config_file(global: &Global) -> Option<PathBuf> {
     candidates.into_iter().flatten().find(|path| path.is_file())
 }
 
-fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
+pub(crate) fn data_dir(global: &Global, config: &Config) -> anyhow::Result<PathBuf> {
     if let Some(dir) = global.data_dir.clone().or_else(|| config.data_dir.clone()) {
         return Ok(dir);
     }
@@ -180,6 +180,8 @@ struct InfoReport {
     version: Option<String>,
     gadget_url: String,
     mobile_url: String,
+    /// The owner's console (the admin listener); `herald console` logs in to it.
+    console_url: String,
     /// Where the generated app token is kept, if one was generated.
     mobile_token_file: Option<PathBuf>,
     data_dir: PathBuf,
@@ -198,6 +200,9 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
             version: Some(info.version),
             gadget_url: info.gadget_url,
             mobile_url: info.mobile_url,
+            console_url: Endpoint::discover(&data_dir)
+                .map(|e| format!("{}/", e.url.trim_end_matches('/')))
+                .unwrap_or_else(|_| configured_console(&config)),
             mobile_token_file: info.mobile_token,
             data_dir: info.data_dir,
             store: info.store,
@@ -210,6 +215,7 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
                 version: None,
                 gadget_url: urls.gadget,
                 mobile_url: urls.mobile,
+                console_url: configured_console(&config),
                 mobile_token_file: None,
                 store: data_dir.join(herald_server::STORE_FILE),
                 data_dir,
@@ -226,6 +232,11 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
     if let Some(token) = &report.mobile_token_file {
         println!("Phone app token:     in {}", token.display());
     }
+    println!(
+        "Console:             {} (log in with `herald console`, which prints and opens a \
+         one-time link)",
+        report.console_url
+    );
     println!("Data directory:      {}", report.data_dir.display());
     println!("Store:               {}", report.store.display());
     match &report.config {
@@ -237,6 +248,20 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
         None => println!("Status:              not running (start it with `herald serve`)"),
     }
     Ok(())
+}
+
+/// Where the console would be, from the configuration (port 0: chosen at start-up).
+fn configured_console(config: &Config) -> String {
+    let host = match config.admin.host {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_owned(),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    match config.admin.port {
+        0 => format!("http://{host}:<chosen at start-up>/"),
+        port => format!("http://{host}:{port}/"),
+    }
 }
 
 pub fn devices(global: &Global, json: bool) -> anyhow::Result<()> {

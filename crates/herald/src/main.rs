@@ -4,6 +4,7 @@
 
 mod chat;
 mod commands;
+mod console;
 mod ota;
 
 use std::net::IpAddr;
@@ -43,6 +44,13 @@ enum Command {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+    },
+    /// Print a link that logs in to the owner's console once (two minutes), and open it
+    /// in a browser when one is at hand ($BROWSER, else the desktop's opener)
+    Console {
+        /// Only print the link
+        #[arg(long)]
+        no_open: bool,
     },
     /// List enrolled gadgets
     Devices {
@@ -226,6 +234,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     done(match cli.command {
         Command::Serve(args) => commands::serve(&cli.global, args),
         Command::Info { json } => commands::info(&cli.global, json),
+        Command::Console { no_open } => console::run(&cli.global, no_open),
         Command::Devices { json } => commands::devices(&cli.global, json),
         Command::Forget { device_id } => commands::forget(&cli.global, &device_id),
         Command::Pairing(command) => commands::pairing(&cli.global, command),

@@ -258,6 +258,22 @@ ui.loginForm.addEventListener("submit", (e) => {
     }
   })();
 });
+var LINK = /^#login=([0-9A-Za-z]+)$/;
+function redeemLink() {
+  const code = LINK.exec(location.hash)?.[1];
+  if (code === void 0) return false;
+  history.replaceState(null, "", location.pathname + location.search);
+  void (async () => {
+    try {
+      const session = await api("POST", "/v1/login", { code });
+      await loggedIn(session);
+    } catch (err) {
+      loggedOut();
+      ui.loginError.textContent = err instanceof Error ? err.message : String(err);
+    }
+  })();
+  return true;
+}
 ui.logout.addEventListener(
   "click",
   () => void attempt(async () => {
@@ -312,7 +328,9 @@ function route() {
       drawDevices();
   }
 }
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => {
+  if (!redeemLink()) route();
+});
 function deviceLink(platform, id, label) {
   return el("a", { href: `#/device/${platform}/${encodeURIComponent(id)}` }, label);
 }
@@ -769,7 +787,7 @@ setInterval(() => {
   if (current.view === "devices") drawDevices();
   if (current.view === "pairing") drawPairing();
 }, 1e4);
-void (async () => {
+if (!redeemLink()) void (async () => {
   try {
     const session = await api("GET", "/v1/session");
     if (!session.csrf) throw new ApiFailure(401, "");

@@ -2,7 +2,8 @@
 // script, and the admin API behind a session cookie. Built by build.mjs into
 // dist/console/console.js.
 //
-// The admin token is typed once and traded for an HttpOnly session cookie; the page
+// The admin token is typed once (or a login link's code, from `herald console`, is taken
+// from the address) and traded for an HttpOnly session cookie; the page
 // keeps only the session's CSRF token, in memory, and sends it with every change. One
 // server-sent event stream (/v1/events) keeps every view current; the views draw from
 // the state it fills, so a change shows wherever it matters without a reload.
@@ -440,6 +441,28 @@ ui.loginForm.addEventListener("submit", (e) => {
   })();
 });
 
+// A login link from `herald console` carries a single-use code in its fragment
+// (`#login=…`), which the browser never sends anywhere: take it out of the address (and
+// so of the history) at once, then trade it for a session as the token is traded.
+const LINK = /^#login=([0-9A-Za-z]+)$/;
+
+/** Log in with the link's code, if the address holds one; whether it did. */
+function redeemLink(): boolean {
+  const code = LINK.exec(location.hash)?.[1];
+  if (code === undefined) return false;
+  history.replaceState(null, "", location.pathname + location.search);
+  void (async () => {
+    try {
+      const session = await api<SessionView>("POST", "/v1/login", { code });
+      await loggedIn(session);
+    } catch (err) {
+      loggedOut();
+      ui.loginError.textContent = err instanceof Error ? err.message : String(err);
+    }
+  })();
+  return true;
+}
+
 ui.logout.addEventListener("click", () =>
   void attempt(async () => {
     await api("DELETE", "/v1/session");
@@ -499,7 +522,9 @@ function route(): void {
       drawDevices();
   }
 }
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => {
+  if (!redeemLink()) route();
+});
 
 function deviceLink(platform: Platform, id: string, label: string): HTMLElement {
   return el("a", { href: `#/device/${platform}/${encodeURIComponent(id)}` }, label);
@@ -1019,7 +1044,7 @@ setInterval(() => {
 
 // ---- start ----
 
-void (async () => {
+if (!redeemLink()) void (async () => {
   try {
     const session = await api<SessionView>("GET", "/v1/session");
     if (!session.csrf) throw new ApiFailure(401, "");

@@ -52,6 +52,7 @@ pub use api::{
     ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceRecordView,
     DeviceView, Info, OtaRequest, OtaView, PhoneView, RevokeRequest,
 };
+pub use link::LoginLink;
 const TOKEN_FILE: &str = "admin.token";
 const ENDPOINT_FILE: &str = "admin.json";
 
