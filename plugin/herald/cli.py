@@ -43,6 +43,8 @@ def setup_gadget(parser: argparse.ArgumentParser) -> None:
     update = sub.add_parser("update", help="Send a firmware image to a gadget and wait for it")
     update.add_argument("device_id")
     update.add_argument("image", help="An ESP-IDF application image (.bin)")
+    console = sub.add_parser("console", help="Print (and open) a one-time link that logs in to herald's console")
+    console.add_argument("--no-open", action="store_true", help="Only print the link")
 
 
 def setup_mobile(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +89,8 @@ def gadget_command(args: argparse.Namespace) -> None:
         run_herald("forget", args.device_id)
     elif command == "update":
         run_herald("ota", "push", args.device_id, str(Path(args.image).resolve()), "--wait")
+    elif command == "console":
+        run_herald("console", *(["--no-open"] if args.no_open else []))
 
 
 def mobile_command(args: argparse.Namespace) -> None:
