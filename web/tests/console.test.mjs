@@ -9,7 +9,7 @@
 // Screenshots go to $HERALD_ARTIFACTS/console (default: target/artifacts/console).
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -376,6 +376,30 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
     await page.locator("#login:not([hidden])").waitFor();
     const status = await page.evaluate(async () => (await fetch("/v1/devices")).status);
     assert.equal(status, 401);
+  });
+
+  await t.test("the link `herald console` prints logs in once, and leaves no code in the address", async () => {
+    const printed = execFileSync(HERALD_BIN, ["console", "--no-open", "--data-dir", herald.dataDir], { env: herald.env, encoding: "utf8" });
+    const link = /http:\/\/\S+\/#login=\S+/.exec(printed)?.[0];
+    assert.ok(link?.startsWith(`${herald.base}/#login=`), printed);
+    // Opened in a new tab, as a browser started by `herald console` does.
+    const tab = await context.newPage();
+    tab.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    await tab.goto(link);
+    await tab.locator("#view-devices:not([hidden])").waitFor();
+    await tab.locator("#live[data-state=live]").waitFor();
+    assert.equal(tab.url(), `${herald.base}/`, "the code is out of the address");
+    assert.ok((await context.cookies(herald.base)).some((c) => c.name === "herald_console" && c.httpOnly));
+    await tab.screenshot({ path: join(shots, "11-logged-in-by-link.png"), fullPage: true });
+    await tab.click("#logout");
+    await tab.locator("#login:not([hidden])").waitFor();
+    await tab.close();
+    // Once only: the same link again, pasted into an open console, is refused in words.
+    await page.goto(link);
+    await page.locator("#login-error", { hasText: "used already" }).waitFor();
+    assert.equal(await page.locator("#nav").isHidden(), true);
+    assert.equal(page.url(), `${herald.base}/`);
+    await shot("12-link-used-already");
   });
 
   assert.deepEqual(problems, []);
