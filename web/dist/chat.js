@@ -1164,7 +1164,7 @@ function statusText(state) {
     case "ready":
       return "Connected";
     case "waiting":
-      return "Connection lost; trying again soon";
+      return "Not connected; trying again soon";
     case "stopped":
       return "Disconnected";
   }
@@ -1241,6 +1241,12 @@ async function startRecording(onLevel) {
       return encodeWav(toVoiceSamples(all, rate));
     }
   };
+}
+function keepForOffline() {
+  if (!("serviceWorker" in navigator)) return;
+  navigator.serviceWorker.register("/sw.js", { scope: "/" }).catch((e) => {
+    console.warn(`The chat will not open offline: ${e.message}`);
+  });
 }
 var client;
 function connect() {
@@ -1354,5 +1360,6 @@ function init() {
     }
   });
   connect();
+  keepForOffline();
 }
 init();

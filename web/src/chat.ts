@@ -219,7 +219,8 @@ function statusText(state: ConnectionState): string {
     case "ready":
       return "Connected";
     case "waiting":
-      return "Connection lost; trying again soon";
+      // Also what a page opened with herald out of reach shows (from the service worker).
+      return "Not connected; trying again soon";
     case "stopped":
       return "Disconnected";
   }
@@ -308,6 +309,20 @@ async function startRecording(onLevel: (level: number) => void): Promise<Recordi
       return encodeWav(toVoiceSamples(all, rate));
     },
   };
+}
+
+// ---- offline ----
+
+/**
+ * Registers sw.js, which keeps this page's files so that it still opens, not connected,
+ * when herald cannot be reached. Browsers give a worker only to a secure context (HTTPS,
+ * or loopback); elsewhere (plain http on a LAN address) the page simply goes without.
+ */
+function keepForOffline(): void {
+  if (!("serviceWorker" in navigator)) return;
+  navigator.serviceWorker.register("/sw.js", { scope: "/" }).catch((e: unknown) => {
+    console.warn(`The chat will not open offline: ${(e as Error).message}`);
+  });
 }
 
 // ---- wiring ----
@@ -430,6 +445,7 @@ function init(): void {
   });
 
   connect();
+  keepForOffline();
 }
 
 init();

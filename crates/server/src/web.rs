@@ -2,6 +2,12 @@
 //! and the avatar page at [`AVATAR_PATH`]; on the admin listener the owner's console at
 //! `/` and the in-tab gadget at `/gadget/` ([`ADMIN_PAGES`]).
 //!
+//! The chat installs as an app: its web app manifest and icons are served beside it, and
+//! `/sw.js`, a service worker whose scope is the whole phone port, keeps the chat's files
+//! so it opens (not connected) when herald cannot be reached. Every answer says
+//! `Cache-Control: no-cache`, as browsers need for the worker's script to notice an
+//! update; the worker itself never keeps the WebSocket or anything but these files.
+//!
 //! They are built from `web/src` (TypeScript on the SDK, bundled with esbuild from the
 //! lockfile) into `web/dist`, which is committed and compiled in here, so `herald serve`
 //! needs no files at run time and no CDN. `web/build.mjs --check` (run by
@@ -15,6 +21,9 @@ pub(crate) use crate::http::Page;
 pub(crate) const AVATAR_PATH: &str = "/avatar.html";
 
 const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+const PNG: &str = "image/png";
 
 /// Served by exact path on the phone listener, beside its WebSocket path.
 pub(crate) static MOBILE_PAGES: &[Page] = &[
@@ -30,12 +39,12 @@ pub(crate) static MOBILE_PAGES: &[Page] = &[
     },
     Page {
         path: "/chat.js",
-        content_type: "text/javascript; charset=utf-8",
+        content_type: JS,
         body: include_bytes!("../../../web/dist/chat.js"),
     },
     Page {
         path: "/chat.css",
-        content_type: "text/css; charset=utf-8",
+        content_type: CSS,
         body: include_bytes!("../../../web/dist/chat.css"),
     },
     Page {
@@ -43,10 +52,37 @@ pub(crate) static MOBILE_PAGES: &[Page] = &[
         content_type: HTML,
         body: include_bytes!("../../../web/dist/avatar.html"),
     },
+    Page {
+        path: "/manifest.webmanifest",
+        content_type: "application/manifest+json",
+        body: include_bytes!("../../../web/dist/manifest.webmanifest"),
+    },
+    Page {
+        path: "/sw.js",
+        content_type: JS,
+        body: include_bytes!("../../../web/dist/sw.js"),
+    },
+    Page {
+        path: "/icons/icon-192.png",
+        content_type: PNG,
+        body: include_bytes!("../../../web/dist/icons/icon-192.png"),
+    },
+    Page {
+        path: "/icons/icon-512.png",
+        content_type: PNG,
+        body: include_bytes!("../../../web/dist/icons/icon-512.png"),
+    },
+    Page {
+        path: "/icons/icon-maskable-512.png",
+        content_type: PNG,
+        body: include_bytes!("../../../web/dist/icons/icon-maskable-512.png"),
+    },
+    Page {
+        path: "/icons/apple-touch-icon.png",
+        content_type: PNG,
+        body: include_bytes!("../../../web/dist/icons/apple-touch-icon.png"),
+    },
 ];
-
-const JS: &str = "text/javascript; charset=utf-8";
-const CSS: &str = "text/css; charset=utf-8";
 
 /// Served by exact path on the admin listener, beside the API (see `admin/console.rs`).
 pub(crate) static ADMIN_PAGES: &[Page] = &[
@@ -162,6 +198,69 @@ mod tests {
                 assert!(!text.contains(absolute), "{} names {absolute}", p.path);
             }
         }
+    }
+
+    fn text(path: &str) -> String {
+        String::from_utf8_lossy(page(path).map_or(&[][..], |p| p.body)).into_owned()
+    }
+
+    #[test]
+    fn the_chat_names_its_manifest_icons_and_worker_and_each_is_served() {
+        let index = text("/");
+        for link in [
+            r#"<link rel="manifest" href="/manifest.webmanifest">"#,
+            r#"href="/icons/apple-touch-icon.png""#,
+            r#"<meta name="theme-color""#,
+        ] {
+            assert!(index.contains(link), "index.html has {link}");
+        }
+        assert!(text("/chat.js").contains(r#"register("/sw.js""#));
+        let manifest: serde_json::Value =
+            serde_json::from_str(&text("/manifest.webmanifest")).expect("the manifest is JSON");
+        assert_eq!(manifest["name"], "Herald");
+        assert_eq!(manifest["display"], "standalone");
+        let icons = manifest["icons"].as_array().expect("icons");
+        let mut purposes = Vec::new();
+        for icon in icons {
+            let src = icon["src"].as_str().unwrap();
+            let served = page(src).unwrap_or_else(|| panic!("{src} is served"));
+            assert_eq!(served.content_type, PNG);
+            assert!(
+                served.body.starts_with(b"\x89PNG\r\n\x1a\n"),
+                "{src} is a PNG"
+            );
+            // The size the manifest says is the size in the PNG's header.
+            let width = u32::from_be_bytes(served.body[16..20].try_into().unwrap());
+            assert_eq!(icon["sizes"], format!("{width}x{width}"), "{src}");
+            purposes.push((width, icon["purpose"].as_str().unwrap().to_owned()));
+        }
+        for wanted in [(192, "any"), (512, "any"), (512, "maskable")] {
+            assert!(
+                purposes.contains(&(wanted.0, wanted.1.to_owned())),
+                "{wanted:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_worker_keeps_every_file_the_chat_loads_and_nothing_else() {
+        let worker = text("/sw.js");
+        // build.mjs writes the list in as a JSON array of paths.
+        let from = worker.find("HERALD_ASSETS").expect("the list of files");
+        let list = &worker[from..];
+        let list = &list[list.find('[').unwrap()..=list.find(']').unwrap()];
+        let kept: Vec<String> = serde_json::from_str(list).unwrap();
+        let mut expected: Vec<&str> = MOBILE_PAGES
+            .iter()
+            .map(|p| p.path)
+            .filter(|path| !["/index.html", "/sw.js"].contains(path))
+            .collect();
+        expected.sort_unstable();
+        let mut kept_sorted: Vec<&str> = kept.iter().map(String::as_str).collect();
+        kept_sorted.sort_unstable();
+        assert_eq!(kept_sorted, expected);
+        assert!(worker.contains("herald-chat-"), "a versioned cache");
+        assert!(!worker.contains("/ws\""), "the WebSocket is never kept");
     }
 
     #[test]

@@ -15,7 +15,8 @@ async fn exchange(addr: std::net::SocketAddr, request: &str) -> (u16, String, St
         .await
         .expect("the server closes after answering")
         .unwrap();
-    let answer = String::from_utf8(answer).unwrap();
+    // Lossy: a picture's body is not text, and only its head is looked at.
+    let answer = String::from_utf8_lossy(&answer).into_owned();
     let (head, body) = answer.split_once("\r\n\r\n").expect("a complete response");
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
     (status, head.to_owned(), body.to_owned())
@@ -193,4 +194,36 @@ async fn upgraded_sockets_that_never_say_hello_count_against_the_cap() {
     let (mut conn, _) = Gadget::new().connect(&h.url).await;
     conn.text("still here").await;
     assert_eq!(conn.reply().await, "You said: still here");
+}
+
+#[tokio::test]
+async fn the_chat_app_files_are_served_with_their_types_and_never_cached_unchecked() {
+    let h = Harness::start().await;
+    let phones = h.server.mobile_addr();
+    for (path, content_type) in [
+        ("/manifest.webmanifest", "application/manifest+json"),
+        ("/sw.js", "text/javascript; charset=utf-8"),
+        ("/icons/icon-192.png", "image/png"),
+        ("/icons/icon-512.png", "image/png"),
+        ("/icons/icon-maskable-512.png", "image/png"),
+        ("/icons/apple-touch-icon.png", "image/png"),
+    ] {
+        let (status, head, _) = exchange(phones, &get(path)).await;
+        assert_eq!(status, 200, "{path}: {head}");
+        assert!(
+            head.contains(&format!("Content-Type: {content_type}\r\n")),
+            "{path}: {head}"
+        );
+        // The browser checks the worker's script for an update on every visit only if
+        // nothing lets it keep an old copy.
+        assert!(
+            head.contains("Cache-Control: no-cache\r\n"),
+            "{path}: {head}"
+        );
+        // Its scope is the directory it is served from, `/`: no header widens it.
+        assert!(!head.contains("Service-Worker-Allowed"), "{path}: {head}");
+    }
+    // Only the phone listener serves them.
+    let (status, _, _) = exchange(h.server.gadget_addr(), &get("/sw.js")).await;
+    assert_eq!(status, 404);
 }
