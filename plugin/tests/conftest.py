@@ -91,6 +91,8 @@ def clarify_arguments(*questions: Question) -> dict[str, Any]:
 
 def model_rules(victims: Path) -> list[Rule]:
     return [
+        # Written word by word over half a second, so every line streams it as edits.
+        Rule(match="stream the weather", reply="It is sunny and warm today.", piece_delay_s=0.1),
         Rule(match="weather", reply="It is sunny and warm today."),
         Rule(
             match="clean the gadget scratch",
@@ -197,7 +199,9 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     model.script.set_rules(model_rules(victims))
     home.update_config(
         lambda c: c.update(
-            streaming={"enabled": True, "transport": "edit", "cursor": ""},
+            # A preview from the first word: short replies stream on every line (0.20
+            # otherwise waits for more text than the stub's replies have).
+            streaming={"enabled": True, "transport": "edit", "cursor": "", "buffer_threshold": 1},
             stt={
                 "provider": "stub",
                 "providers": {

@@ -11,6 +11,9 @@ with it.
   the Herald plugin goes in with ``install.sh`` and ``hermes plugins enable`` (the
   documented path).
 - :class:`Gateway` runs ``hermes gateway run`` as a child process and stops it.
+- :func:`build_wheel` and :func:`fresh_hermes_venv` make the other documented install, the
+  ``herald-hermes`` wheel in a new Hermes environment, and :class:`PipHermesHome` is a home
+  of that environment, run as a service runs it.
 """
 
 from __future__ import annotations
@@ -64,6 +67,47 @@ def herald_binary() -> Path:
     if not os.access(binary, os.X_OK):
         raise HarnessError(f"no herald binary at {binary}: cargo build -p herald, or set HERALD_BIN")
     return binary
+
+
+def build_wheel(out: Path) -> Path:
+    """The ``herald-hermes`` wheel of this checkout (``plugin/pyproject.toml``), in ``out``.
+
+    Built with the profile ``cargo test`` uses (dev) in the workspace's target directory
+    (``CARGO_TARGET_DIR`` if set, which cargo and maturin both honour): CI compiles herald
+    in one profile only, and the crates ``cargo test`` compiled are reused rather than
+    built again for release. Users build theirs with ``maturin build --release``.
+    """
+    result = subprocess.run(
+        [sys.executable, "-m", "maturin", "build", "--profile", "dev", "--locked", "--out", str(out)],
+        cwd=PLUGIN_ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        # A cold build compiles the whole binary.
+        timeout=1800,
+    )
+    if result.returncode != 0:
+        raise HarnessError(f"maturin build exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    wheels = list(out.glob("herald_hermes-*.whl"))
+    if len(wheels) != 1:
+        raise HarnessError(f"maturin built {wheels} in {out}:\n{result.stderr}")
+    return wheels[0]
+
+
+def fresh_hermes_venv(path: Path, line: Line, *packages: str) -> Path:
+    """A new virtualenv with the line's Hermes and ``packages``, made the way an owner
+    makes one: ``python -m venv``, then one ``pip install``."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=120)
+    result = subprocess.run(
+        [str(path / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", line.requirement, *packages],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
+    if result.returncode != 0:
+        raise HarnessError(f"pip install into {path} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return path
 
 
 def base_config(model_url: str) -> dict[str, Any]:
@@ -210,6 +254,28 @@ class HermesHome:
             timeout=60,
         )
         return result.stdout
+
+
+class PipHermesHome(HermesHome):
+    """A home of a Hermes environment that got Herald with ``pip install``: the plugin is
+    found by its entry point, the binary in the environment's scripts directory.
+
+    Its commands run as a service manager runs the venv's ``hermes``: no ``HERALD_BIN``
+    (``run.sh`` exports one for the other tests) and the venv's ``bin`` not on ``PATH``.
+    """
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = super().env
+        env.pop("HERALD_BIN", None)
+        bin_dir = str(self.venv / "bin")
+        env["PATH"] = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d != bin_dir)
+        return env
+
+    def enable_herald(self) -> None:
+        """The README's step after ``pip install``: ``hermes plugins enable herald``, with
+        nothing copied into the home."""
+        self.enable_plugin("herald")
 
 
 class Gateway:

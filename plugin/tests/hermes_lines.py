@@ -22,8 +22,9 @@ class Line:
     # The console script that is Hermes's `hermes` in this line.
     command: str
     # Whether Hermes's own messages arrive in words. The 0.22 fork ships without its
-    # locale files: they arrive as raw keys ("gateway.set_home.success"), and its voice
-    # transcript echo carries no transcript at all.
+    # locale files: they arrive as raw keys ("gateway.busy.ack"), and its voice
+    # transcript echo carries no transcript at all. (The 0.20 fork misses a few, such as
+    # /sethome's answer.)
     translated: bool = True
 
     @property

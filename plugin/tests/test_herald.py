@@ -128,7 +128,7 @@ def test_the_consoles_pairing_page_approves_denies_and_revokes_in_hermes(rig: Ri
 
 def test_a_text_turn_streams_to_a_gadget(rig: Rig) -> None:
     with rig.gadget("kitchen") as gadget:
-        gadget.say("how is the weather?")
+        gadget.say("stream the weather, please")
         start = gadget.wait_for(is_type("turn.start"))
         reply = gadget.reply("It is sunny and warm today.")
         end = gadget.wait_for(is_type("turn.end"))
@@ -141,7 +141,7 @@ def test_a_text_turn_streams_to_a_gadget(rig: Rig) -> None:
 
 def test_a_text_turn_streams_to_a_phone(rig: Rig) -> None:
     with rig.phone("tel-turn") as phone:
-        phone.say("and the weather tomorrow?")
+        phone.say("stream the weather for tomorrow")
         final = phone.message("It is sunny and warm today.")
     assert final["text"] == "It is sunny and warm today."
     edits = [f for f in phone.frames if f.get("t") == "message" and f.get("id") == final["id"]]
@@ -236,8 +236,8 @@ def assert_transcribed_a_wav(rig: Rig) -> None:
 
 
 def said_home(chat_id: str, text: str) -> bool:
-    """Hermes's answer to /sethome (its raw key where the line lacks translations)."""
-    return chat_id in text if hermes_line().translated else "gateway.set_home.success" in text
+    """Hermes's answer to /sethome (the forks of 0.20 and 0.22 send its raw key)."""
+    return chat_id in text or "gateway.set_home.success" in text
 
 
 def test_sethome_then_hermes_send_reaches_a_gadget(rig: Rig) -> None:
