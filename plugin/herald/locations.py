@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sysconfig
 from pathlib import Path
 
 from hermes_constants import get_hermes_home
@@ -27,14 +28,17 @@ def data_dir() -> Path:
 
 
 def find_herald() -> Path | None:
-    """``$HERALD_BIN``, else the copy installed beside the plugin, else ``PATH``."""
+    """``$HERALD_BIN``, else the copy ``install.sh`` put beside the plugin, else the one the
+    wheel installed in this Python environment's scripts directory (found even when that
+    directory is not on ``PATH``, as under a service that runs the venv's ``hermes``
+    directly), else ``PATH``."""
     configured = os.environ.get("HERALD_BIN")
     if configured:
         path = Path(configured)
         return path if os.access(path, os.X_OK) else None
-    installed = PLUGIN_DIR / "bin" / "herald"
-    if os.access(installed, os.X_OK):
-        return installed
+    for candidate in (PLUGIN_DIR / "bin" / "herald", Path(sysconfig.get_path("scripts")) / "herald"):
+        if os.access(candidate, os.X_OK):
+            return candidate
     found = shutil.which("herald")
     return Path(found) if found else None
 
@@ -44,7 +48,8 @@ def herald_argv(*args: str) -> list[str]:
     binary = find_herald()
     if binary is None:
         raise HeraldMissing(
-            "the herald binary was not found: set HERALD_BIN or run plugin/install.sh"
+            "the herald binary was not found: pip install the herald-hermes wheel into "
+            "Hermes's Python environment, or set HERALD_BIN"
         )
     argv = [str(binary), "--data-dir", str(data_dir())]
     # config.yaml's platforms.*.extra over herald.toml (settings.py).

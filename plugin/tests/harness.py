@@ -73,9 +73,12 @@ def build_wheel(out: Path) -> Path:
     """The ``herald-hermes`` wheel of this checkout (``plugin/pyproject.toml``), in ``out``.
 
     Built with the profile ``cargo test`` uses (dev) in the workspace's target directory
-    (``CARGO_TARGET_DIR`` if set, which cargo and maturin both honour): CI compiles herald
-    in one profile only, and the crates ``cargo test`` compiled are reused rather than
-    built again for release. Users build theirs with ``maturin build --release``.
+    (``CARGO_TARGET_DIR`` if set, which cargo and maturin both honour), so CI compiles
+    herald in one profile only: the crates ``cargo test`` compiled are reused, not built
+    again for release. (The few whose features differ, because ``cargo test --workspace``
+    adds test-only ones such as tokio's ``test-util``, compile once more, in dev, and stay
+    fresh afterwards: the second line's run reuses them.) Users build theirs with
+    ``maturin build --release``.
     """
     result = subprocess.run(
         [sys.executable, "-m", "maturin", "build", "--profile", "dev", "--locked", "--out", str(out)],

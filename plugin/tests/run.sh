@@ -8,7 +8,7 @@
 #              says which package brings each)
 # HERMES_VENV  virtualenv to create or reuse (default plugin/.hermes-venv for 0.19,
 #              plugin/.hermes-venv-LINE for the others): it gets that Hermes, pytest,
-#              mypy and pocketsphinx
+#              mypy, pocketsphinx and maturin
 # HERALD_BIN   the herald binary (default the workspace's target/debug/herald,
 #              which `cargo test` builds; built here only if it is missing)
 set -euo pipefail
@@ -28,9 +28,10 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; p, v = sys.argv
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "$requirement"
 fi
-# pocketsphinx (with its English model) is the offline speech-to-text of test_voice.py.
-if ! "$venv/bin/python" -c 'import pytest, mypy, pocketsphinx' 2>/dev/null; then
-    "$venv/bin/pip" install --quiet --disable-pip-version-check pytest mypy pocketsphinx
+# pocketsphinx (with its English model) is the offline speech-to-text of test_voice.py;
+# maturin builds the wheel test_wheel.py installs into a fresh Hermes.
+if ! "$venv/bin/python" -c 'import pytest, mypy, pocketsphinx, maturin' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check pytest mypy pocketsphinx 'maturin>=1.16,<2'
 fi
 # test_voice.py speaks with espeak-ng (Debian: apt-get install espeak-ng).
 command -v espeak-ng >/dev/null || { echo "espeak-ng is missing: apt-get install -y espeak-ng" >&2; exit 1; }
