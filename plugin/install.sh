@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Install the Herald plugin and the herald binary into a Hermes home.
+# For development: install the checkout's Herald plugin and herald binary into a Hermes
+# home as a directory plugin. Hermes owners install the wheel instead (README, "With
+# Hermes": `pip install` of herald-hermes into Hermes's Python environment).
 #
 #   plugin/install.sh [--hermes-home DIR] [--binary PATH]
 #
 # Builds herald (release) unless --binary names one, copies plugin/herald/ to
 # $HERMES_HOME/plugins/herald/ with the binary in its bin/, and leaves enabling to
 # Hermes:   hermes plugins enable herald
+# On Hermes 0.22 this directory plugin wins over an installed wheel; on 0.19 and 0.20
+# the wheel's entry point wins.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 home=${HERMES_HOME:-$HOME/.hermes}

@@ -69,6 +69,14 @@ def herald_binary() -> Path:
     return binary
 
 
+def run_step(argv: list[str], timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run one set-up command; :class:`HarnessError` with its output if it fails."""
+    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout)
+    if result.returncode != 0:
+        raise HarnessError(f"{' '.join(argv)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
 def build_wheel(out: Path) -> Path:
     """The ``herald-hermes`` wheel of this checkout (``plugin/pyproject.toml``), in ``out``.
 
@@ -80,17 +88,12 @@ def build_wheel(out: Path) -> Path:
     fresh afterwards: the second line's run reuses them.) Users build theirs with
     ``maturin build --release``.
     """
-    result = subprocess.run(
+    # A cold build compiles the whole binary.
+    result = run_step(
         [sys.executable, "-m", "maturin", "build", "--profile", "dev", "--locked", "--out", str(out)],
-        cwd=PLUGIN_ROOT,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        # A cold build compiles the whole binary.
         timeout=1800,
+        cwd=PLUGIN_ROOT,
     )
-    if result.returncode != 0:
-        raise HarnessError(f"maturin build exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     wheels = list(out.glob("herald_hermes-*.whl"))
     if len(wheels) != 1:
         raise HarnessError(f"maturin built {wheels} in {out}:\n{result.stderr}")
@@ -100,16 +103,9 @@ def build_wheel(out: Path) -> Path:
 def fresh_hermes_venv(path: Path, line: Line, *packages: str) -> Path:
     """A new virtualenv with the line's Hermes and ``packages``, made the way an owner
     makes one: ``python -m venv``, then one ``pip install``."""
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=120)
-    result = subprocess.run(
-        [str(path / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", line.requirement, *packages],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=900,
-    )
-    if result.returncode != 0:
-        raise HarnessError(f"pip install into {path} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    run_step([sys.executable, "-m", "venv", str(path)], timeout=120)
+    pip = [str(path / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+    run_step([*pip, line.requirement, *packages], timeout=900)
     return path
 
 
