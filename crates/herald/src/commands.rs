@@ -88,16 +88,7 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
     }
     let data_dir = data_dir(global, &config)?;
 
-    // Logs go to stderr: stdout belongs to whatever drives herald (the Hermes bridge).
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person who wants them: the Hermes plugin copies these
-        // lines into its log.
-        .with_ansi(color_wanted(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    init_logging();
 
     // One descriptor per device: take the hard limit, not the shell's soft one.
     let limit = raise_fd_limit();
@@ -154,6 +145,32 @@ pub fn serve(global: &Global, args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Colour for a terminal, unless `NO_COLOR` is set (<https://no-color.org>).
+/// Logs go to stderr: stdout belongs to whatever drives herald (the Hermes bridge).
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person who wants them: the Hermes plugin copies these
+        // lines into its log.
+        .with_ansi(color_wanted(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+}
+
+/// `herald gadget`: this machine as a gadget. `--config` names the gadget's file here,
+/// not the server's, and no server configuration is read.
+#[cfg(unix)]
+pub fn gadget(global: &Global, command: herald_sim::gadget::GadgetCommand) -> anyhow::Result<()> {
+    if matches!(command, herald_sim::gadget::GadgetCommand::Run) {
+        init_logging();
+    }
+    let data_dir = global.data_dir.clone().or_else(|| {
+        directories::ProjectDirs::from("", "", "herald").map(|dirs| dirs.data_dir().to_owned())
+    });
+    herald_sim::gadget::run(command, global.config.as_deref(), data_dir.as_deref())
+}
+
 pub(crate) fn color_wanted(stream: &impl std::io::IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

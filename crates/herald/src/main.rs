@@ -84,6 +84,11 @@ enum Command {
     Bench(herald_bench::BenchArgs),
     /// Run a simulated gadget against a server, in the terminal or from a script
     Sim(SimCommand),
+    /// This machine as a gadget: a service with buttons and outputs on GPIO, and the
+    /// commands that talk to it (docs/linux-gadget.md)
+    #[cfg(unix)]
+    #[command(subcommand)]
+    Gadget(herald_sim::gadget::GadgetCommand),
 }
 
 #[derive(Debug, Args)]
@@ -247,5 +252,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Bench(args) => herald_bench::run(cli.global.data_dir.as_deref(), args),
         Command::Sim(args) => commands::sim(&cli.global, args),
+        #[cfg(unix)]
+        Command::Gadget(command) => commands::gadget(&cli.global, command),
     })
 }

@@ -18,6 +18,8 @@
 
 mod audio;
 mod boards;
+#[cfg(unix)]
+pub mod gadget;
 mod host;
 mod render;
 mod runner;
@@ -96,6 +98,9 @@ pub fn run(url: String, data_dir: &Path, args: SimArgs) -> anyhow::Result<()> {
         config,
         mic,
         echo: args.headless,
+        led_action: true,
+        actions: Vec::new(),
+        invocations: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

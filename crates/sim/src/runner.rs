@@ -58,6 +58,21 @@ pub struct Settings {
     pub speaker: PathBuf,
     /// Print every change of the screen, and every note, to standard output.
     pub echo: bool,
+    /// Register the simulator's own `led.set` action.
+    pub led_action: bool,
+    /// Further application actions, and where their invocations go (bounded: an
+    /// invocation that finds the channel full fails at once). They are answered with
+    /// [`Command::Complete`].
+    pub actions: Vec<ActionSpec>,
+    pub invocations: Option<mpsc::Sender<Invocation>>,
+}
+
+/// An application action of [`Settings::actions`] the server invoked.
+#[derive(Debug)]
+pub struct Invocation {
+    pub id: String,
+    pub name: String,
+    pub args: Value,
 }
 
 /// Boots the board and starts its task; the task ends after [`Command::Quit`] or when
@@ -123,15 +138,20 @@ fn boot(settings: &Settings, now: Instant) -> anyhow::Result<Device<SimHost>> {
         ..settings.config.clone()
     };
     let mut device = Device::new(config, boot, host, now);
-    device.register_action(ActionSpec {
-        name: LED_ACTION.to_owned(),
-        description: Some("Set the colour of the LED.".to_owned()),
-        params: Some(json!({
-            "type": "object",
-            "properties": {"color": {"type": "string"}},
-            "required": ["color"],
-        })),
-    })?;
+    if settings.led_action {
+        device.register_action(ActionSpec {
+            name: LED_ACTION.to_owned(),
+            description: Some("Set the colour of the LED.".to_owned()),
+            params: Some(json!({
+                "type": "object",
+                "properties": {"color": {"type": "string"}},
+                "required": ["color"],
+            })),
+        })?;
+    }
+    for spec in &settings.actions {
+        device.register_action(spec.clone())?;
+    }
     Ok(device)
 }
 
@@ -404,6 +424,15 @@ impl Runner {
                 self.device.handle(Event::ButtonUp(button), now);
             }),
             Command::Text(text) => self.device.send_text(&text, now).map_err(|e| e.to_string()),
+            Command::Event { name, data, notify } => self
+                .device
+                .emit_event(&name, data, notify)
+                .map_err(|e| e.to_string()),
+            Command::Complete { id, result } => {
+                // Fails only for an action already timed out, which the core answered.
+                let _ = self.device.complete_action(&id, result);
+                Ok(())
+            }
             Command::Say(_) if config.mic_rate.is_none() => {
                 Err("this board has no microphone".to_owned())
             }
@@ -464,10 +493,28 @@ impl Runner {
         Ok(())
     }
 
-    /// The application action: `led.set {color}`.
+    /// The application actions: `led.set {color}`, or one of [`Settings::actions`].
     fn invoke(&mut self, id: &str, name: &str, args: &Value) {
+        if self.settings.actions.iter().any(|a| a.name == name) {
+            if let Some(to) = &self.settings.invocations {
+                let invocation = Invocation {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    args: args.clone(),
+                };
+                if to.try_send(invocation).is_ok() {
+                    return;
+                }
+            }
+            let _ = self
+                .device
+                .complete_action(id, Err(format!("{name} cannot be run now")));
+            return;
+        }
         let result = match args.get("color").and_then(Value::as_str) {
-            _ if name != LED_ACTION => Err(format!("unknown action {name}")),
+            _ if name != LED_ACTION || !self.settings.led_action => {
+                Err(format!("unknown action {name}"))
+            }
             Some(color) if !color.is_empty() && color.chars().count() <= MAX_COLOR => {
                 self.led = Some(color.to_owned());
                 self.note(format!("LED {color}"));

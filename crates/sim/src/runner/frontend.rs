@@ -15,6 +15,17 @@ pub enum Command {
     Release(Button),
     /// Type a message to the agent.
     Text(String),
+    /// Send an `event`; with `notify` the agent receives it as a message.
+    Event {
+        name: String,
+        data: Option<serde_json::Value>,
+        notify: bool,
+    },
+    /// The answer to an [`super::Invocation`].
+    Complete {
+        id: String,
+        result: Result<serde_json::Value, String>,
+    },
     /// Hold TALK while the microphone hears this clip to its end, then let go.
     Say(Vec<i16>),
     /// Power off: close the connection and save the speaker's audio.

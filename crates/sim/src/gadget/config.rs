@@ -1,0 +1,296 @@
+//! The service's configuration file: where the server is, who the device is, where it
+//! keeps its state, and which GPIO lines are its buttons, status LED and outputs.
+//!
+//! ```toml
+//! server = "ws://herald.local:8765/gadget"
+//! name = "Kitchen"
+//! token = "…"                              # the server's GADGET_ACCESS_TOKEN, if it has one
+//! state_dir = "/var/lib/herald-gadget"     # default: gadget in the data directory
+//!
+//! [gpio]
+//! chip = "/dev/gpiochip0"
+//! talk = 17
+//! cancel = 27
+//! status_led = 22
+//!
+//! [[gpio.outputs]]
+//! name = "lamp"
+//! line = 23
+//! description = "The lamp on the desk."
+//! ```
+//!
+//! A file that holds a token must not be readable by others (mode `o-r`): the token lets
+//! anyone enroll devices on the server. Group-readable is allowed so that `root:herald`
+//! with mode 0640 works for a service user.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Longest output name: it becomes part of an action name.
+const MAX_OUTPUT_NAME: usize = 32;
+/// Most outputs one device exposes.
+pub const MAX_OUTPUTS: usize = 16;
+/// Default debounce window for the buttons.
+const DEFAULT_DEBOUNCE_MS: u64 = 30;
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid gadget configuration: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error(
+        "{path} holds an access token but others can read it: `chmod o-rw {path}` \
+         (and own it by the service's user or group)"
+    )]
+    Exposed { path: PathBuf },
+}
+
+/// The whole file.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GadgetConfig {
+    /// The server's gadget endpoint, `ws://` or `wss://`.
+    pub server: String,
+    /// The device's name, as the owner sees it.
+    pub name: String,
+    /// The server's access token (its GADGET_ACCESS_TOKEN).
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Where the key and the control socket live.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub gpio: Option<GpioConfig>,
+}
+
+/// The GPIO lines, by their offset on the chip (BCM numbers on a Raspberry Pi).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpioConfig {
+    /// The GPIO character device.
+    #[serde(default = "default_chip")]
+    pub chip: PathBuf,
+    /// Buttons close to ground, with the line's pull-up enabled (active low). Set false
+    /// for buttons that drive the line high (then pulled down).
+    #[serde(default = "yes")]
+    pub buttons_active_low: bool,
+    /// How long a button's level must hold before it counts.
+    #[serde(default = "default_debounce")]
+    pub debounce_ms: u64,
+    pub talk: Option<u32>,
+    pub cancel: Option<u32>,
+    pub up: Option<u32>,
+    pub down: Option<u32>,
+    /// The status LED (lit when the line is high).
+    pub status_led: Option<u32>,
+    #[serde(default)]
+    pub outputs: Vec<OutputConfig>,
+}
+
+/// One output line, offered to the agent as the action `output.NAME`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    pub name: String,
+    pub line: u32,
+    /// What it switches, for the model.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Whether "on" drives the line low (a relay board that switches on low).
+    #[serde(default)]
+    pub active_low: bool,
+}
+
+/// Everything but the token, which never reaches a log.
+impl std::fmt::Debug for GadgetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GadgetConfig")
+            .field("server", &self.server)
+            .field("name", &self.name)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("state_dir", &self.state_dir)
+            .field("gpio", &self.gpio)
+            .finish()
+    }
+}
+
+fn default_chip() -> PathBuf {
+    PathBuf::from("/dev/gpiochip0")
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_debounce() -> u64 {
+    DEFAULT_DEBOUNCE_MS
+}
+
+impl GadgetConfig {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<GadgetConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config = GadgetConfig::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
+        if config.token.is_some() && readable_by_others(path) {
+            return Err(ConfigError::Exposed {
+                path: path.to_owned(),
+            });
+        }
+        Ok(config)
+    }
+
+    /// Parses and checks the text of a file.
+    pub fn parse(text: &str) -> Result<GadgetConfig, String> {
+        let mut config: GadgetConfig = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        if !(config.server.starts_with("ws://") || config.server.starts_with("wss://")) {
+            return Err("server must be a ws:// or wss:// URL".to_owned());
+        }
+        if config.name.trim().is_empty() {
+            return Err("name must not be empty".to_owned());
+        }
+        config.token = config.token.filter(|t| !t.is_empty());
+        if let Some(gpio) = &config.gpio {
+            gpio.check()?;
+        }
+        Ok(config)
+    }
+}
+
+impl GpioConfig {
+    fn check(&self) -> Result<(), String> {
+        let mut used = BTreeSet::new();
+        let lines = [self.talk, self.cancel, self.up, self.down, self.status_led];
+        let outputs = self.outputs.iter().map(|o| Some(o.line));
+        for line in lines.into_iter().chain(outputs).flatten() {
+            if !used.insert(line) {
+                return Err(format!("GPIO line {line} is used twice"));
+            }
+        }
+        if self.outputs.len() > MAX_OUTPUTS {
+            return Err(format!("at most {MAX_OUTPUTS} outputs"));
+        }
+        let mut names = BTreeSet::new();
+        for output in &self.outputs {
+            let name = &output.name;
+            let valid = !name.is_empty()
+                && name.len() <= MAX_OUTPUT_NAME
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !valid {
+                return Err(format!(
+                    "output name {name:?}: 1 to {MAX_OUTPUT_NAME} of a-z, 0-9 and _"
+                ));
+            }
+            if !names.insert(name) {
+                return Err(format!("output {name} is named twice"));
+            }
+        }
+        if self.debounce_ms > 1000 {
+            return Err("debounce_ms must be at most 1000".to_owned());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn readable_by_others(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    // Unknown counts as exposed: a token is not run with on a guess.
+    std::fs::metadata(path).map_or(true, |m| m.permissions().mode() & 0o004 != 0)
+}
+
+#[cfg(not(unix))]
+fn readable_by_others(_: &Path) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+        server = "ws://127.0.0.1:8765/gadget"
+        name = "Kitchen"
+        token = "secret-token"
+        [gpio]
+        talk = 17
+        cancel = 27
+        status_led = 22
+        [[gpio.outputs]]
+        name = "lamp"
+        line = 23
+        description = "The desk lamp."
+    "#;
+
+    #[test]
+    fn a_full_file_parses_with_defaults() {
+        let config = GadgetConfig::parse(FULL).unwrap();
+        assert_eq!(config.token.as_deref(), Some("secret-token"));
+        assert!(!format!("{config:?}").contains("secret-token"));
+        let gpio = config.gpio.unwrap();
+        assert_eq!(gpio.chip, PathBuf::from("/dev/gpiochip0"));
+        assert!(gpio.buttons_active_low);
+        assert_eq!((gpio.talk, gpio.up, gpio.debounce_ms), (Some(17), None, 30));
+        assert_eq!(gpio.outputs[0].name, "lamp");
+        assert!(!gpio.outputs[0].active_low);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let bad = |text: &str, what: &str| {
+            let err = GadgetConfig::parse(text).unwrap_err();
+            assert!(err.contains(what), "{err}");
+        };
+        bad("name = \"x\"", "server");
+        bad("server = \"http://x\"\nname = \"x\"", "ws://");
+        bad("server = \"ws://x\"\nname = \"x\"\ncolour = 1", "colour");
+        let gpio = |extra: &str| format!("server = \"ws://x\"\nname = \"x\"\n[gpio]\n{extra}");
+        bad(&gpio("talk = 17\ncancel = 17"), "used twice");
+        bad(
+            &gpio("[[gpio.outputs]]\nname = \"Lamp!\"\nline = 3"),
+            "output name",
+        );
+        bad(
+            &gpio("[[gpio.outputs]]\nname = \"a\"\nline = 3\n[[gpio.outputs]]\nname = \"a\"\nline = 4"),
+            "named twice",
+        );
+    }
+
+    #[test]
+    fn a_token_readable_by_others_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gadget.toml");
+        std::fs::write(&path, FULL).unwrap();
+        let mode = |m| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(m));
+        mode(0o644).unwrap();
+        let err = GadgetConfig::load(&path).unwrap_err();
+        assert!(matches!(err, ConfigError::Exposed { .. }), "{err}");
+        // The message never repeats the token.
+        assert!(!err.to_string().contains("secret-token"));
+        mode(0o640).unwrap();
+        GadgetConfig::load(&path).unwrap();
+        // Without a token the file may be public.
+        std::fs::write(&path, "server = \"ws://x\"\nname = \"x\"\n").unwrap();
+        mode(0o644).unwrap();
+        GadgetConfig::load(&path).unwrap();
+        assert!(matches!(
+            GadgetConfig::load(&dir.path().join("missing.toml")),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+}

@@ -1,0 +1,184 @@
+//! `herald gadget`: a Linux box (a Raspberry Pi with buttons and relays, or any Linux
+//! machine) as a Herald gadget, run as a service.
+//!
+//! It is the simulator's runner (the device core, its WebSocket and the state directory
+//! as flash) with a service around it instead of a terminal: a TOML file for its
+//! settings, a lock on the state directory, signals for a polite stop, a control socket
+//! for scripts, and GPIO lines for buttons, a status LED and outputs the agent can
+//! switch. It lives in this crate rather than one of its own so it reuses the runner,
+//! the host and the link as they are, without making them a public API.
+//!
+//! Layout: `config` (the file), `service` (start-up, the lock, the panel task, the stop),
+//! `control` (the socket and its client), `status` (what `status` reports), `gpio` (the
+//! line logic, and `gpio::cdev` for the kernel's GPIO character device).
+
+mod config;
+mod control;
+mod gpio;
+mod service;
+mod status;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+pub use config::GadgetConfig;
+use control::Request;
+
+/// What `herald gadget` does. The configuration file is herald's global `--config`.
+#[derive(Debug, Subcommand)]
+pub enum GadgetCommand {
+    /// Run the gadget as a service, from the file --config names
+    Run,
+    /// Send a message to the agent, as typed on the device
+    Say {
+        /// The message
+        text: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Send an event; with --notify the agent hears about it
+    Event {
+        /// The event's name (e.g. doorbell)
+        name: String,
+        /// Its data, as JSON
+        #[arg(long)]
+        data: Option<String>,
+        /// Tell the agent
+        #[arg(long)]
+        notify: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Press a button: talk, cancel, up or down
+    Press {
+        /// talk, cancel, up or down
+        button: String,
+        /// How long to hold it, in seconds (cancel held 2 s starts a new conversation)
+        #[arg(long, default_value_t = 0.1)]
+        hold: f64,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Show the device's state, its outputs and the last replies
+    Status {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+/// Which running gadget a command talks to.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The gadget's state directory [default: state_dir of --config, else gadget in the
+    /// data directory]
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+/// Runs `command`; `config_file` is `--config`, `data_dir` the data directory.
+pub fn run(
+    command: GadgetCommand,
+    config_file: Option<&Path>,
+    data_dir: Option<&Path>,
+) -> anyhow::Result<()> {
+    let load = |path: &Path| GadgetConfig::load(path).map_err(anyhow::Error::from);
+    let state_dir = |target: Option<&Target>, config: Option<&GadgetConfig>| {
+        target
+            .and_then(|t| t.state_dir.clone())
+            .or_else(|| config.and_then(|c| c.state_dir.clone()))
+            .or_else(|| data_dir.map(service::default_state_dir))
+            .context("no state directory: pass --state-dir or --data-dir")
+    };
+    let (request, target) = match command {
+        GadgetCommand::Run => {
+            let path = config_file.context("herald gadget run needs --config FILE")?;
+            let config = load(path)?;
+            let dir = state_dir(None, Some(&config))?;
+            return service::run(config, dir);
+        }
+        GadgetCommand::Say { text, target } => (Request::Say { text }, target),
+        GadgetCommand::Event {
+            name,
+            data,
+            notify,
+            target,
+        } => {
+            let data = data
+                .map(|d| serde_json::from_str::<Value>(&d))
+                .transpose()
+                .context("--data is not JSON")?;
+            (Request::Event { name, data, notify }, target)
+        }
+        GadgetCommand::Press {
+            button,
+            hold,
+            target,
+        } => {
+            if !(0.0..=10.0).contains(&hold) {
+                anyhow::bail!("--hold is 0 to 10 seconds");
+            }
+            let hold_ms = Some((hold * 1000.0).round() as u64);
+            (Request::Press { button, hold_ms }, target)
+        }
+        GadgetCommand::Status { json, target } => {
+            let config = config_file.map(load).transpose()?;
+            let dir = state_dir(Some(&target), config.as_ref())?;
+            let status = ask(&dir, &Request::Status)?;
+            if json {
+                println!("{status:#}");
+            } else {
+                print!("{}", describe(&status));
+            }
+            return Ok(());
+        }
+    };
+    let config = match (&target.state_dir, config_file) {
+        (None, Some(path)) => Some(load(path)?),
+        _ => None,
+    };
+    let dir = state_dir(Some(&target), config.as_ref())?;
+    ask(&dir, &request).map(drop)
+}
+
+fn ask(state_dir: &Path, request: &Request) -> anyhow::Result<Value> {
+    control::request(&state_dir.join(control::SOCKET), request)?.map_err(anyhow::Error::msg)
+}
+
+/// `herald gadget status` for a person.
+fn describe(status: &Value) -> String {
+    let text = |key: &str| status.get(key).and_then(Value::as_str).unwrap_or("?");
+    let mut out = format!(
+        "device   {} (herald {})\nphase    {}{}\nscreen   {}\n",
+        text("device_id"),
+        text("version"),
+        text("phase"),
+        if status["paired"] == Value::Bool(true) {
+            ", paired"
+        } else {
+            ""
+        },
+        text("shows"),
+    );
+    if let Some(outputs) = status.get("outputs").and_then(Value::as_object) {
+        for (name, on) in outputs {
+            let on = if on == &Value::Bool(true) {
+                "on"
+            } else {
+                "off"
+            };
+            out.push_str(&format!("output   {name}: {on}\n"));
+        }
+    }
+    if let Some(replies) = status.get("replies").and_then(Value::as_array) {
+        for reply in replies.iter().filter_map(Value::as_str) {
+            out.push_str(&format!("reply    {reply}\n"));
+        }
+    }
+    out
+}

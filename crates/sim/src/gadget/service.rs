@@ -1,0 +1,497 @@
+//! `herald gadget run`: the device core as a service, on the simulator's runner.
+//!
+//! Start-up takes the state directory's lock (one service per directory), boots the
+//! device from the directory (the same key every time; a damaged key file stops here
+//! rather than enrolling a new device), opens the control socket and the GPIO lines,
+//! then runs until Ctrl-C or SIGTERM, when it closes the connection politely, switches
+//! the outputs and the LED off and removes the socket. Reconnecting with backoff is the
+//! device core's: the runner only carries out its `Connect`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use herald_device::{Button, DeviceConfig, DisplayProfile};
+use herald_server::files::create_private_dir;
+use tokio::sync::{mpsc, watch};
+
+use super::config::{GadgetConfig, GpioConfig};
+use super::control;
+use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
+use super::status::Status;
+use crate::runner::{self, Command, Handle, Invocation, Settings};
+
+/// The board name the service announces.
+pub const BOARD: &str = "linux-gadget";
+/// The lock file in the state directory.
+const LOCK_FILE: &str = "lock";
+/// Edges and invocations waiting for the panel.
+const QUEUE: usize = 64;
+
+/// The state directory, held for the life of the service.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+impl StateLock {
+    /// Creates the directory (owner only) and locks it, or says who holds it.
+    pub fn acquire(dir: &Path) -> anyhow::Result<StateLock> {
+        use std::io::{Read, Seek, Write};
+        create_private_dir(dir)
+            .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        if file.try_lock().is_err() {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            anyhow::bail!(
+                "another herald gadget (pid {}) runs on {}",
+                pid.trim(),
+                dir.display()
+            );
+        }
+        file.set_len(0)?;
+        file.rewind()?;
+        writeln!(file, "{}", std::process::id())?;
+        Ok(StateLock { _file: file })
+    }
+}
+
+/// The device the service is: a text screen (the log), no images, every button (the
+/// control socket can press those the GPIO does not wire), no microphone or speaker yet,
+/// and no firmware updates (the package manager updates a Linux box).
+pub fn device_config(config: &GadgetConfig) -> DeviceConfig {
+    DeviceConfig {
+        name: config.name.clone(),
+        board: BOARD.to_owned(),
+        firmware: env!("CARGO_PKG_VERSION").to_owned(),
+        token: config.token.clone(),
+        display: Some(DisplayProfile {
+            width: 640,
+            height: 480,
+            color: false,
+            charset: "utf8".to_owned(),
+            text_cols: 80,
+            text_rows: 24,
+            image: None,
+        }),
+        mic_rate: None,
+        speaker_rate: None,
+        inputs: Button::ALL.to_vec(),
+        ota_max_size: None,
+    }
+}
+
+/// Runs the service until a signal or a failure.
+pub fn run(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
+    let _lock = StateLock::acquire(&state_dir)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(config, state_dir))
+}
+
+async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
+    let origin = std::time::Instant::now();
+    let outputs = Outputs::new(config.gpio.as_ref().map_or(&[][..], |g| &g.outputs));
+    let (invoke_tx, invocations) = mpsc::channel(QUEUE);
+    let settings = Settings {
+        url: config.server.clone(),
+        config: device_config(&config),
+        speaker: state_dir.join("speaker.wav"),
+        state_dir: state_dir.clone(),
+        mic: None,
+        echo: true,
+        led_action: false,
+        actions: outputs.specs(),
+        invocations: Some(invoke_tx),
+    };
+    let (handle, board) = runner::start(settings)?;
+    let status = Arc::new(Status::default());
+    status.set_outputs(outputs.states());
+
+    let socket = state_dir.join(control::SOCKET);
+    let listener = control::bind(&socket)?;
+    let control = tokio::spawn(control::serve(listener, handle.clone(), status.clone()));
+    let watcher = tokio::spawn(watch_screen(handle.clone(), status.clone()));
+
+    let (stop_panel, stopped) = watch::channel(false);
+    let panel = match &config.gpio {
+        Some(gpio) => Some(start_panel(
+            gpio,
+            outputs,
+            invocations,
+            &handle,
+            &status,
+            origin,
+            stopped,
+        )?),
+        None => None,
+    };
+    tracing::info!(
+        "herald gadget {} runs on {}; control socket {}",
+        env!("CARGO_PKG_VERSION"),
+        state_dir.display(),
+        socket.display()
+    );
+
+    let mut board = board;
+    let outcome = tokio::select! {
+        () = shutdown_signal() => {
+            tracing::info!("stopping");
+            let _ = handle.run(Command::Quit).await;
+            (&mut board).await.context("the gadget failed")?
+        }
+        ended = &mut board => ended.context("the gadget failed")?,
+    };
+    let _ = stop_panel.send(true);
+    if let Some(panel) = panel {
+        let _ = panel.await;
+    }
+    control.abort();
+    watcher.abort();
+    let _ = std::fs::remove_file(&socket);
+    outcome
+}
+
+async fn watch_screen(handle: Handle, status: Arc<Status>) {
+    let mut snapshot = handle.snapshot();
+    loop {
+        status.observe(&snapshot.borrow_and_update().shown);
+        if snapshot.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Opens the lines and starts the task that runs them.
+fn start_panel(
+    config: &GpioConfig,
+    outputs: Outputs,
+    invocations: mpsc::Receiver<Invocation>,
+    handle: &Handle,
+    status: &Arc<Status>,
+    origin: std::time::Instant,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (config, outputs, invocations, handle, status, origin, stop);
+        anyhow::bail!("GPIO needs Linux's GPIO character device");
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let buttons = Buttons::new(config);
+        let mut levels = outputs.initial();
+        levels.extend(config.status_led.map(|led| (led, false)));
+        let (edge_tx, edges) = mpsc::channel(QUEUE);
+        let (gpio, edge_thread) = super::gpio::cdev::open(
+            &config.chip,
+            &buttons.lines(),
+            buttons.active_low(),
+            &levels,
+            origin,
+            edge_tx,
+        )?;
+        let panel = Panel {
+            gpio,
+            buttons,
+            led: config.status_led,
+            outputs,
+            handle: handle.clone(),
+            status: status.clone(),
+            origin,
+        };
+        Ok(tokio::spawn(async move {
+            let _edge_thread = edge_thread;
+            panel.run(edges, invocations, stop).await;
+        }))
+    }
+}
+
+/// Buttons, LED and outputs around a [`Gpio`].
+pub struct Panel<G> {
+    pub gpio: G,
+    pub buttons: Buttons,
+    pub led: Option<u32>,
+    pub outputs: Outputs,
+    pub handle: Handle,
+    pub status: Arc<Status>,
+    pub origin: std::time::Instant,
+}
+
+impl<G: Gpio> Panel<G> {
+    /// Runs until `stop` turns true (or its sender is gone); then switches every output
+    /// and the LED off.
+    pub async fn run(
+        mut self,
+        edges: mpsc::Receiver<RawEdge>,
+        invocations: mpsc::Receiver<Invocation>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let (mut edges, mut invocations) = (Some(edges), Some(invocations));
+        let mut snapshot = self.handle.snapshot();
+        let mut lit = None;
+        loop {
+            let now = self.origin.elapsed();
+            for (button, down) in self.buttons.poll(now) {
+                let command = if down {
+                    Command::Press(button)
+                } else {
+                    Command::Release(button)
+                };
+                if let Err(e) = self.handle.run(command).await {
+                    tracing::warn!("button {}: {e}", button.name());
+                }
+            }
+            let pattern = {
+                let s = snapshot.borrow_and_update();
+                led_pattern(s.phase, s.shown.screen, s.recording)
+            };
+            if let Some(line) = self.led {
+                let want = pattern.lit(now);
+                if lit != Some(want) {
+                    match self.gpio.set(line, want) {
+                        Ok(()) => lit = Some(want),
+                        Err(e) => tracing::warn!("status LED: {e}"),
+                    }
+                }
+            }
+            let next = [
+                self.buttons.deadline(),
+                self.led.and_then(|_| pattern.next_change(now)),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let timer = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until((self.origin + at).into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = timer => {}
+                edge = recv(&mut edges) => match edge {
+                    Some(edge) => self.buttons.edge(edge),
+                    None => edges = None,
+                },
+                invocation = recv(&mut invocations) => match invocation {
+                    Some(Invocation { id, name, args }) => {
+                        let result = self.outputs.invoke(&name, &args, &mut self.gpio);
+                        if let Err(e) = &result {
+                            tracing::warn!("{name}: {e}");
+                        }
+                        self.status.set_outputs(self.outputs.states());
+                        let _ = self.handle.run(Command::Complete { id, result }).await;
+                    }
+                    None => invocations = None,
+                },
+                changed = snapshot.changed() => if changed.is_err() { break },
+                changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
+            }
+        }
+        for e in self.outputs.all_off(&mut self.gpio) {
+            tracing::error!("an output stays on: {e}");
+        }
+        self.status.set_outputs(self.outputs.states());
+        if let Some(line) = self.led {
+            if let Err(e) = self.gpio.set(line, false) {
+                tracing::warn!("status LED: {e}");
+            }
+        }
+    }
+}
+
+/// The next item of a channel; a channel that ended (`None`) is not polled again.
+async fn recv<T>(channel: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
+    match channel {
+        Some(channel) => channel.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// The default state directory under the data directory.
+pub fn default_state_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("gadget")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gadget::gpio::double::FakeGpio;
+    use herald_device::Phase;
+    use herald_test_support::server::Harness;
+    use serde_json::json;
+    use std::time::Duration;
+
+    const CONFIG: &str = r#"
+        server = "ws://127.0.0.1:1/gadget"
+        name = "Panel test"
+        [gpio]
+        talk = 17
+        cancel = 27
+        status_led = 22
+        debounce_ms = 20
+        [[gpio.outputs]]
+        name = "lamp"
+        line = 23
+        description = "The desk lamp."
+    "#;
+
+    async fn until(handle: &Handle, what: &str, test: impl Fn(&runner::Snapshot) -> bool) {
+        let mut snapshot = handle.snapshot();
+        let reached = tokio::time::timeout(Duration::from_secs(10), async {
+            snapshot.wait_for(|s| test(s)).await.is_ok()
+        })
+        .await;
+        if reached != Ok(true) {
+            panic!("never {what}: {:?}", handle.snapshot().borrow().shown);
+        }
+    }
+
+    /// Waits until the double's `line` is at `level`.
+    async fn level(gpio: &FakeGpio, line: u32, want: bool) {
+        for _ in 0..200 {
+            if gpio.level(line) == Some(want) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("line {line} never went {want}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn buttons_led_and_outputs_drive_a_device_on_a_real_server() {
+        let harness = Harness::start().await;
+        let mut config = GadgetConfig::parse(CONFIG).unwrap();
+        config.server.clone_from(&harness.url);
+        let state = tempfile::tempdir().unwrap();
+        let gpio_config = config.gpio.clone().unwrap();
+        let outputs = Outputs::new(&gpio_config.outputs);
+        let (invoke_tx, invocations) = mpsc::channel(QUEUE);
+        let (handle, board) = runner::start(Settings {
+            url: config.server.clone(),
+            config: device_config(&config),
+            speaker: state.path().join("speaker.wav"),
+            state_dir: state.path().to_owned(),
+            mic: None,
+            echo: false,
+            led_action: false,
+            actions: outputs.specs(),
+            invocations: Some(invoke_tx),
+        })
+        .unwrap();
+        let gpio = FakeGpio::default();
+        let status = Arc::new(Status::default());
+        let origin = std::time::Instant::now();
+        let (edge_tx, edges) = mpsc::channel(QUEUE);
+        let (stop, stopped) = watch::channel(false);
+        let panel = Panel {
+            gpio: gpio.clone(),
+            buttons: Buttons::new(&gpio_config),
+            led: gpio_config.status_led,
+            outputs,
+            handle: handle.clone(),
+            status: status.clone(),
+            origin,
+        };
+        let panel = tokio::spawn(panel.run(edges, invocations, stopped));
+
+        until(&handle, "online", |s| s.phase == Phase::Online).await;
+        // Online, the status LED is lit steadily.
+        level(&gpio, 22, true).await;
+
+        // CANCEL closes line 27 to ground, bouncing; held, the device counts down to a
+        // new conversation. Pulled up, the line is high again once let go.
+        for high in [false, true, false] {
+            let at = origin.elapsed();
+            edge_tx.send(RawEdge { line: 27, high, at }).await.unwrap();
+        }
+        until(&handle, "counting down", |s| {
+            s.shown.status.starts_with("New chat in")
+        })
+        .await;
+        let at = origin.elapsed();
+        edge_tx
+            .send(RawEdge {
+                line: 27,
+                high: true,
+                at,
+            })
+            .await
+            .unwrap();
+        until(&handle, "released", |s| {
+            !s.shown.status.starts_with("New chat in")
+        })
+        .await;
+
+        // The output is an action the server can invoke, with a boolean `on`.
+        let body = json!({"device_id": handle.snapshot().borrow().device_id, "name": "output.lamp", "args": {"on": true}});
+        let (code, answer) = harness.admin("POST", "/v1/action", Some(body)).await;
+        assert_eq!(
+            (code, &answer["result"]),
+            (200, &json!({"on": true})),
+            "{answer}"
+        );
+        assert_eq!(gpio.level(23), Some(true));
+        assert_eq!(
+            status.to_json(&handle.snapshot().borrow())["outputs"]["lamp"],
+            true
+        );
+        let bad = json!({"device_id": handle.snapshot().borrow().device_id, "name": "output.lamp", "args": {"on": 1}});
+        let (code, answer) = harness.admin("POST", "/v1/action", Some(bad)).await;
+        assert_ne!(code, 200, "{answer}");
+
+        // A clean stop switches the output and the LED off.
+        stop.send(true).unwrap();
+        panel.await.unwrap();
+        assert_eq!((gpio.level(23), gpio.level(22)), (Some(false), Some(false)));
+        handle.run(Command::Quit).await.unwrap();
+        board.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn one_service_per_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let lock = StateLock::acquire(&state).unwrap();
+        let err = StateLock::acquire(&state).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        drop(lock);
+        StateLock::acquire(&state).unwrap();
+    }
+}
