@@ -27,7 +27,7 @@ from .locations import find_herald
 from .sender import standalone_sender
 from .targets import parse_target, valid_target
 
-INSTALL_HINT = "run plugin/install.sh from the Herald repository, or set HERALD_BIN"
+INSTALL_HINT = "pip install the herald-hermes wheel into Hermes's Python environment, or set HERALD_BIN"
 
 GADGET_HINT = (
     "You are talking through a small voice gadget: a screen of a few short lines and a "

@@ -444,7 +444,10 @@ def hermes_hint(cause: str) -> str:
             "config.yaml, or $HERMES_HOME/herald/herald.toml), then restart the gateway."
         )
     if "no such file" in lowered or "herald binary" in lowered or "permission denied" in lowered:
-        return "Install herald with plugin/install.sh (or set HERALD_BIN), then restart the gateway."
+        return (
+            "Install herald (pip install the herald-hermes wheel into Hermes's Python environment, "
+            "or set HERALD_BIN), then restart the gateway."
+        )
     # herald's own hint names herald's flags, which do not apply here.
     return "See herald's lines above in this log and `hermes gadget info`, then restart the gateway."
 

@@ -114,5 +114,5 @@ def test_a_missing_herald_binary_is_reported_once_with_its_fix(rig: Rig, fresh_s
         gateway.stop()
     reports = re.findall(r"Herald's gadget and mobile platforms are off: .*", gateway.log())
     assert len(reports) == 1, reports
-    assert "no-such-herald is not an executable" in reports[0] and "plugin/install.sh" in reports[0]
+    assert "no-such-herald is not an executable" in reports[0] and "herald-hermes wheel" in reports[0]
     assert "started herald" not in gateway.log()
