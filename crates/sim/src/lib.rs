@@ -101,6 +101,7 @@ pub fn run(url: String, data_dir: &Path, args: SimArgs) -> anyhow::Result<()> {
         led_action: true,
         actions: Vec::new(),
         invocations: None,
+        live: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -108,6 +108,63 @@ fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Tells the agent's replies from the screens that show them: a reply is the text of
+/// the responding screen, growing as it streams, and final on the ready screen after it.
+#[derive(Debug, Default)]
+pub struct Replies {
+    /// The last reply is still being written.
+    open: bool,
+}
+
+/// What a screen did to the list of replies.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// A new reply.
+    New(String),
+    /// The last reply, longer now.
+    Grew(String),
+}
+
+/// Replies kept in [`crate::runner::Snapshot::replies`].
+pub const REPLIES_KEPT: usize = 8;
+
+impl Replies {
+    /// Takes note of what the screen shows now (call it for every screen shown).
+    pub fn observe(&mut self, shown: &Shown) -> Option<Reply> {
+        let text = shown.lines.join(" ").trim().to_owned();
+        let replying = shown.screen == Screen::Responding;
+        let finishing = shown.screen == Screen::Ready && self.open;
+        let open = std::mem::replace(&mut self.open, replying);
+        if !(replying || finishing) || text.is_empty() {
+            return None;
+        }
+        Some(if open {
+            Reply::Grew(text)
+        } else {
+            Reply::New(text)
+        })
+    }
+}
+
+impl Reply {
+    /// Applies this to `replies`, keeping the last [`REPLIES_KEPT`].
+    pub fn apply(self, replies: &mut std::collections::VecDeque<String>) {
+        match self {
+            Reply::Grew(text) if !replies.is_empty() => {
+                if let Some(last) = replies.back_mut() {
+                    *last = text;
+                }
+            }
+            Reply::Grew(text) | Reply::New(text) => {
+                replies.push_back(text);
+                if replies.len() > REPLIES_KEPT {
+                    replies.pop_front();
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +202,40 @@ mod tests {
             "screen: card\nstatus: Card\ntitle: Timer\n+----------+\n|Pasta: 9  |\n\
              |min       |\n|          |\n+----------+\npage: 1/2\nnotice: Paired\nimage 3x2\n"
         );
+    }
+
+    #[test]
+    fn a_streamed_reply_is_kept_once_with_its_final_text() {
+        let shown = |screen, text: &str| Shown {
+            screen,
+            status: String::new(),
+            title: None,
+            lines: text.split('\n').map(str::to_owned).collect(),
+            page: 0,
+            pages: 1,
+            notice: None,
+            image: None,
+        };
+        let mut replies = Replies::default();
+        let mut kept = std::collections::VecDeque::new();
+        let mut show = |screen, text: &str, kept: &mut std::collections::VecDeque<String>| {
+            if let Some(reply) = replies.observe(&shown(screen, text)) {
+                reply.apply(kept);
+            }
+        };
+        show(Screen::Thinking, "hello", &mut kept);
+        show(Screen::Responding, "You said:", &mut kept);
+        show(Screen::Responding, "You said:\nhello", &mut kept);
+        show(Screen::Ready, "You said:\nhello there", &mut kept);
+        show(Screen::Ready, "You said:\nhello there", &mut kept);
+        show(Screen::Responding, "Second", &mut kept);
+        show(Screen::Offline, "No connection.", &mut kept);
+        assert_eq!(kept, ["You said: hello there", "Second"]);
+        for n in 0..20 {
+            show(Screen::Responding, &format!("reply {n}"), &mut kept);
+            show(Screen::Ready, &format!("reply {n}"), &mut kept);
+        }
+        assert_eq!(kept.len(), REPLIES_KEPT);
+        assert_eq!(kept.back().map(String::as_str), Some("reply 19"));
     }
 }

@@ -33,7 +33,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::audio::{Mic, Speaker};
 use super::host::SimHost;
-use super::render::Shown;
+use super::render::{Replies, Shown};
 use frontend::{Answer, Request};
 pub use frontend::{Command, Handle, Snapshot};
 pub use link::client_request;
@@ -65,6 +65,20 @@ pub struct Settings {
     /// [`Command::Complete`].
     pub actions: Vec<ActionSpec>,
     pub invocations: Option<mpsc::Sender<Invocation>>,
+    /// Real sound in and out, in place of `mic` and the `speaker` file.
+    pub live: Option<Box<dyn LiveSound>>,
+}
+
+/// A microphone and a speaker that are really there (a sound card).
+pub trait LiveSound: Send {
+    /// Starts the microphone: 40 ms frames at `rate` arrive on the channel, and an
+    /// error (or the channel closing) when it fails.
+    fn start_mic(&mut self, rate: u32) -> mpsc::Receiver<Result<Vec<i16>, String>>;
+    fn stop_mic(&mut self);
+    /// Queues samples at `rate` after those queued before.
+    fn play(&mut self, rate: u32, samples: &[i16]);
+    /// Drops what is still queued.
+    fn stop_playback(&mut self);
 }
 
 /// An application action of [`Settings::actions`] the server invoked.
@@ -94,6 +108,7 @@ pub fn start(
         led: None,
         recording: false,
         note: None,
+        replies: VecDeque::new(),
     };
     let (publish, snapshot) = watch::channel(snapshot);
     let (requests, inbox) = mpsc::channel(16);
@@ -117,6 +132,7 @@ pub fn start(
         say: None,
         led: None,
         note: None,
+        replies: Replies::default(),
     };
     let config = runner.device.config();
     runner.note(format!(
@@ -163,10 +179,10 @@ fn has_button(config: &DeviceConfig, button: Button) -> Result<(), String> {
     }
 }
 
-/// The microphone on, and its 40 ms clock.
-struct Listening {
-    mic: Mic,
-    ticker: Interval,
+/// The microphone on: a clip and its 40 ms clock, or a live one.
+enum Listening {
+    Clip { mic: Mic, ticker: Interval },
+    Live(mpsc::Receiver<Result<Vec<i16>, String>>),
 }
 
 /// A [`Command::Say`] under way.
@@ -193,12 +209,14 @@ struct Runner {
     speaker: Speaker,
     led: Option<String>,
     note: Option<String>,
+    replies: Replies,
 }
 
 enum Wake {
     Deadline,
     Link(LinkEvent),
     Mic,
+    LiveMic(Option<Result<Vec<i16>, String>>),
     Request(Option<Request>),
 }
 
@@ -223,6 +241,7 @@ impl Runner {
                     }
                 }
                 Wake::Mic => self.on_mic(now),
+                Wake::LiveMic(frame) => self.on_live_mic(frame, now),
                 Wake::Request(None) => break Ok(()),
                 Wake::Request(Some(Request {
                     command: Command::Quit,
@@ -266,16 +285,18 @@ impl Runner {
         };
         let mic = async {
             match listening {
-                Some(l) => {
-                    l.ticker.tick().await;
+                Some(Listening::Clip { ticker, .. }) => {
+                    ticker.tick().await;
+                    Wake::Mic
                 }
+                Some(Listening::Live(frames)) => Wake::LiveMic(frames.recv().await),
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
             () = timer => Wake::Deadline,
             event = link.next() => Wake::Link(event),
-            () = mic => Wake::Mic,
+            wake = mic => wake,
             request = inbox.recv() => Wake::Request(request),
         }
     }
@@ -312,11 +333,23 @@ impl Runner {
             Action::Redraw => self.redraw = true,
             Action::StartMic => self.start_mic(),
             Action::StopMic => {
-                self.listening = None;
+                if let Some(Listening::Live(_)) = self.listening.take() {
+                    if let Some(live) = self.settings.live.as_mut() {
+                        live.stop_mic();
+                    }
+                }
                 self.redraw = true;
             }
-            Action::Play { rate, samples } => self.speaker.play(rate, &samples),
-            Action::StopPlayback => self.note("speaker stopped"),
+            Action::Play { rate, samples } => match self.settings.live.as_mut() {
+                Some(live) => live.play(rate, &samples),
+                None => self.speaker.play(rate, &samples),
+            },
+            Action::StopPlayback => {
+                if let Some(live) = self.settings.live.as_mut() {
+                    live.stop_playback();
+                }
+                self.note("speaker stopped");
+            }
             Action::SetVolume(percent) => self.note(format!("volume {percent}%")),
             Action::SetBrightness(percent) => self.note(format!("brightness {percent}%")),
             Action::StoreKey(key) => {
@@ -382,6 +415,13 @@ impl Runner {
         let Some(rate) = self.device.config().mic_rate else {
             return;
         };
+        if self.say.is_none() {
+            if let Some(live) = self.settings.live.as_mut() {
+                self.listening = Some(Listening::Live(live.start_mic(rate)));
+                self.redraw = true;
+                return;
+            }
+        }
         let clip = match self.say.as_mut() {
             Some(say) => say.clip.take(),
             None => self.settings.mic.clone(),
@@ -390,7 +430,7 @@ impl Runner {
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         // Catch up after a stall, so the recording keeps the clip's length in real time.
         ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
-        self.listening = Some(Listening {
+        self.listening = Some(Listening::Clip {
             mic: Mic::new(clip.unwrap_or_default(), rate),
             ticker,
         });
@@ -399,16 +439,39 @@ impl Runner {
 
     /// The next 40 ms of sound; a Say lets TALK go when its clip has been heard.
     fn on_mic(&mut self, now: Instant) {
-        let Some(listening) = self.listening.as_mut() else {
+        let Some(Listening::Clip { mic, .. }) = self.listening.as_mut() else {
             return;
         };
-        let frame = listening.mic.next_frame();
-        let finished = listening.mic.finished();
+        let frame = mic.next_frame();
+        let finished = mic.finished();
         self.device.handle(Event::MicSamples(&frame), now);
         if finished && self.listening.is_some() {
             if let Some(say) = self.say.take() {
                 self.device.handle(Event::ButtonUp(Button::Talk), now);
                 self.answers.push((say.done, Ok(())));
+            }
+        }
+    }
+
+    /// What the live microphone heard. A microphone that failed cancels the recording
+    /// (a short CANCEL), so what was not heard is never sent as speech.
+    fn on_live_mic(&mut self, frame: Option<Result<Vec<i16>, String>>, now: Instant) {
+        match frame {
+            Some(Ok(samples)) => self.device.handle(Event::MicSamples(&samples), now),
+            failed => {
+                let why = match failed {
+                    Some(Err(why)) => why,
+                    _ => "it stopped".to_owned(),
+                };
+                if let Some(live) = self.settings.live.as_mut() {
+                    live.stop_mic();
+                }
+                self.listening = None;
+                self.note(format!(
+                    "the microphone failed ({why}): recording cancelled"
+                ));
+                self.device.handle(Event::ButtonDown(Button::Cancel), now);
+                self.device.handle(Event::ButtonUp(Button::Cancel), now);
             }
         }
     }
@@ -560,6 +623,7 @@ impl Runner {
             return;
         }
         let shown = Shown::new(&self.device.view(), Some(&self.publish.borrow().shown));
+        let replied = self.replies.observe(&shown);
         if self.settings.echo {
             let summary = shown.summary();
             if summary != self.printed {
@@ -587,6 +651,9 @@ impl Runner {
             s.led.clone_from(led);
             s.recording = recording;
             s.note.clone_from(note);
+            if let Some(reply) = replied {
+                reply.apply(&mut s.replies);
+            }
         });
     }
 }

@@ -401,6 +401,7 @@ mod tests {
             led: None,
             recording: false,
             note: None,
+            replies: Default::default(),
         };
         // `thinking` came and went after the cursor: it counts, once.
         assert_eq!(matching(&snapshot, 5, &[Screen::Thinking]), Some(5));

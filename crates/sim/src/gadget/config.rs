@@ -7,6 +7,10 @@
 //! token = "…"                              # the server's GADGET_ACCESS_TOKEN, if it has one
 //! state_dir = "/var/lib/herald-gadget"     # default: gadget in the data directory
 //!
+//! [audio]                                # `herald gadget audio-devices` lists the names
+//! input = "USB"
+//! output = "USB"
+//!
 //! [gpio]
 //! chip = "/dev/gpiochip0"
 //! talk = 17
@@ -68,6 +72,18 @@ pub struct GadgetConfig {
     pub state_dir: Option<PathBuf>,
     #[serde(default)]
     pub gpio: Option<GpioConfig>,
+    #[serde(default)]
+    pub audio: AudioConfig,
+}
+
+/// The sound cards, each named as `herald gadget audio-devices` lists it: `default`, an
+/// index, a whole name or a part of one. Without an input the device has no microphone,
+/// without an output no speaker (and says so in `hello`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudioConfig {
+    pub input: Option<String>,
+    pub output: Option<String>,
 }
 
 /// The GPIO lines, by their offset on the chip (BCM numbers on a Raspberry Pi).
@@ -117,6 +133,7 @@ impl std::fmt::Debug for GadgetConfig {
             .field("token", &self.token.as_ref().map(|_| "…"))
             .field("state_dir", &self.state_dir)
             .field("gpio", &self.gpio)
+            .field("audio", &self.audio)
             .finish()
     }
 }
@@ -226,6 +243,8 @@ mod tests {
         server = "ws://127.0.0.1:8765/gadget"
         name = "Kitchen"
         token = "secret-token"
+        [audio]
+        input = "USB PnP"
         [gpio]
         talk = 17
         cancel = 27
@@ -241,6 +260,8 @@ mod tests {
         let config = GadgetConfig::parse(FULL).unwrap();
         assert_eq!(config.token.as_deref(), Some("secret-token"));
         assert!(!format!("{config:?}").contains("secret-token"));
+        assert_eq!(config.audio.input.as_deref(), Some("USB PnP"));
+        assert_eq!(config.audio.output, None);
         let gpio = config.gpio.unwrap();
         assert_eq!(gpio.chip, PathBuf::from("/dev/gpiochip0"));
         assert!(gpio.buttons_active_low);

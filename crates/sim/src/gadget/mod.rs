@@ -12,6 +12,9 @@
 //! `control` (the socket and its client), `status` (what `status` reports), `gpio` (the
 //! line logic, and `gpio::cdev` for the kernel's GPIO character device).
 
+// Without sound cards the conversions serve only their tests.
+#[cfg_attr(not(all(target_os = "linux", feature = "sound")), allow(dead_code))]
+mod audio;
 mod config;
 mod control;
 mod gpio;
@@ -62,6 +65,18 @@ pub enum GadgetCommand {
         #[command(flatten)]
         target: Target,
     },
+    /// List the sound devices, with the index and name [audio] input and output take
+    AudioDevices,
+    /// Record 3 s from the microphone, print how loud it was and play it back (sends
+    /// nothing to any server)
+    AudioCheck {
+        /// The input device [default: [audio] input of --config, else default]
+        #[arg(long)]
+        input: Option<String>,
+        /// The output device [default: [audio] output of --config, else default]
+        #[arg(long)]
+        output: Option<String>,
+    },
     /// Show the device's state, its outputs and the last replies
     Status {
         /// Print JSON
@@ -101,6 +116,16 @@ pub fn run(
             let config = load(path)?;
             let dir = state_dir(None, Some(&config))?;
             return service::run(config, dir);
+        }
+        GadgetCommand::AudioDevices => return sound::list_devices(),
+        GadgetCommand::AudioCheck { input, output } => {
+            let config = config_file.map(load).transpose()?.map(|c| c.audio);
+            let pick = |flag: Option<String>, configured: Option<String>| {
+                flag.or(configured).unwrap_or_else(|| "default".to_owned())
+            };
+            let input = pick(input, config.as_ref().and_then(|a| a.input.clone()));
+            let output = pick(output, config.and_then(|a| a.output));
+            return sound::check(&input, &output);
         }
         GadgetCommand::Say { text, target } => (Request::Say { text }, target),
         GadgetCommand::Event {
@@ -144,6 +169,78 @@ pub fn run(
     };
     let dir = state_dir(Some(&target), config.as_ref())?;
     ask(&dir, &request).map(drop)
+}
+
+/// Why a build without the `sound` feature cannot use sound cards.
+#[cfg(not(all(target_os = "linux", feature = "sound")))]
+const NO_SOUND: &str = "this herald was built without sound cards: on Linux, build it with \
+                        `--features sound` (docs/linux-gadget.md)";
+
+#[cfg(all(target_os = "linux", feature = "sound"))]
+mod sound {
+    //! `audio-devices` and `audio-check`.
+    use std::time::Duration;
+
+    use super::audio::card::{list, CardSound};
+    use super::audio::{level, DEVICE_RATE};
+    use crate::runner::LiveSound;
+
+    const CHECK: Duration = Duration::from_secs(3);
+
+    pub fn list_devices() -> anyhow::Result<()> {
+        let format = |c: Option<(u32, u16)>| {
+            c.map_or("-".to_owned(), |(rate, channels)| {
+                format!("{rate} Hz × {channels}")
+            })
+        };
+        println!("{:>3}  {:<18} {:<18} name", "#", "input", "output");
+        for device in list()? {
+            println!(
+                "{:>3}  {:<18} {:<18} {}",
+                device.index,
+                format(device.input),
+                format(device.output),
+                device.name
+            );
+        }
+        Ok(())
+    }
+
+    pub fn check(input: &str, output: &str) -> anyhow::Result<()> {
+        let mut sound = CardSound::open(Some(input), Some(output))?;
+        println!("recording {} s from {input}...", CHECK.as_secs());
+        let mut frames = sound.start_mic(DEVICE_RATE);
+        let wanted = usize::try_from(u64::from(DEVICE_RATE) * CHECK.as_secs()).unwrap_or(0);
+        let mut heard: Vec<i16> = Vec::with_capacity(wanted);
+        while heard.len() < wanted {
+            match frames.blocking_recv() {
+                Some(Ok(frame)) => heard.extend(frame),
+                Some(Err(why)) => anyhow::bail!("the microphone failed: {why}"),
+                None => anyhow::bail!("the microphone stopped"),
+            }
+        }
+        sound.stop_mic();
+        let (rms, peak) = level(&heard);
+        println!("level: {rms:.1} dBFS RMS, peak {peak:.1} dBFS");
+        if peak < -50.0 {
+            println!("(that is near silence: is the microphone muted, or the wrong device?)");
+        }
+        println!("playing it back on {output}...");
+        sound.play(DEVICE_RATE, &heard);
+        std::thread::sleep(CHECK + Duration::from_millis(500));
+        Ok(())
+    }
+}
+
+#[cfg(not(all(target_os = "linux", feature = "sound")))]
+mod sound {
+    pub fn list_devices() -> anyhow::Result<()> {
+        anyhow::bail!("{}", super::NO_SOUND)
+    }
+
+    pub fn check(_: &str, _: &str) -> anyhow::Result<()> {
+        anyhow::bail!("{}", super::NO_SOUND)
+    }
 }
 
 fn ask(state_dir: &Path, request: &Request) -> anyhow::Result<Value> {

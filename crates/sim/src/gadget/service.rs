@@ -16,11 +16,12 @@ use herald_device::{Button, DeviceConfig, DisplayProfile};
 use herald_server::files::create_private_dir;
 use tokio::sync::{mpsc, watch};
 
+use super::audio::DEVICE_RATE;
 use super::config::{GadgetConfig, GpioConfig};
 use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
 use super::status::Status;
-use crate::runner::{self, Command, Handle, Invocation, Settings};
+use crate::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
 
 /// The board name the service announces.
 pub const BOARD: &str = "linux-gadget";
@@ -66,8 +67,9 @@ impl StateLock {
 }
 
 /// The device the service is: a text screen (the log), no images, every button (the
-/// control socket can press those the GPIO does not wire), no microphone or speaker yet,
-/// and no firmware updates (the package manager updates a Linux box).
+/// control socket can press those the GPIO does not wire), a microphone and a speaker
+/// only where a sound card is configured for them, and no firmware updates (the package
+/// manager updates a Linux box).
 pub fn device_config(config: &GadgetConfig) -> DeviceConfig {
     DeviceConfig {
         name: config.name.clone(),
@@ -83,8 +85,8 @@ pub fn device_config(config: &GadgetConfig) -> DeviceConfig {
             text_rows: 24,
             image: None,
         }),
-        mic_rate: None,
-        speaker_rate: None,
+        mic_rate: config.audio.input.as_ref().map(|_| DEVICE_RATE),
+        speaker_rate: config.audio.output.as_ref().map(|_| DEVICE_RATE),
         inputs: Button::ALL.to_vec(),
         ota_max_size: None,
     }
@@ -104,6 +106,7 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let origin = std::time::Instant::now();
     let outputs = Outputs::new(config.gpio.as_ref().map_or(&[][..], |g| &g.outputs));
     let (invoke_tx, invocations) = mpsc::channel(QUEUE);
+    let live = open_sound(&config)?;
     let settings = Settings {
         url: config.server.clone(),
         config: device_config(&config),
@@ -114,6 +117,7 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
         led_action: false,
         actions: outputs.specs(),
         invocations: Some(invoke_tx),
+        live,
     };
     let (handle, board) = runner::start(settings)?;
     let status = Arc::new(Status::default());
@@ -122,7 +126,6 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let socket = state_dir.join(control::SOCKET);
     let listener = control::bind(&socket)?;
     let control = tokio::spawn(control::serve(listener, handle.clone(), status.clone()));
-    let watcher = tokio::spawn(watch_screen(handle.clone(), status.clone()));
 
     let (stop_panel, stopped) = watch::channel(false);
     let panel = match &config.gpio {
@@ -158,19 +161,26 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
         let _ = panel.await;
     }
     control.abort();
-    watcher.abort();
     let _ = std::fs::remove_file(&socket);
     outcome
 }
 
-async fn watch_screen(handle: Handle, status: Arc<Status>) {
-    let mut snapshot = handle.snapshot();
-    loop {
-        status.observe(&snapshot.borrow_and_update().shown);
-        if snapshot.changed().await.is_err() {
-            return;
-        }
+/// The sound cards the file names, if any.
+fn open_sound(config: &GadgetConfig) -> anyhow::Result<Option<Box<dyn LiveSound>>> {
+    let (input, output) = (
+        config.audio.input.as_deref(),
+        config.audio.output.as_deref(),
+    );
+    if input.is_none() && output.is_none() {
+        return Ok(None);
     }
+    #[cfg(all(target_os = "linux", feature = "sound"))]
+    {
+        let sound = super::audio::card::CardSound::open(input, output)?;
+        Ok(Some(Box::new(sound)))
+    }
+    #[cfg(not(all(target_os = "linux", feature = "sound")))]
+    anyhow::bail!("{}", super::NO_SOUND)
 }
 
 /// Opens the lines and starts the task that runs them.
@@ -353,6 +363,7 @@ mod tests {
     use herald_device::Phase;
     use herald_test_support::server::Harness;
     use serde_json::json;
+    use std::path::Path;
     use std::time::Duration;
 
     const CONFIG: &str = r#"
@@ -410,6 +421,7 @@ mod tests {
             led_action: false,
             actions: outputs.specs(),
             invocations: Some(invoke_tx),
+            live: None,
         })
         .unwrap();
         let gpio = FakeGpio::default();
@@ -479,6 +491,164 @@ mod tests {
         assert_eq!((gpio.level(23), gpio.level(22)), (Some(false), Some(false)));
         handle.run(Command::Quit).await.unwrap();
         board.await.unwrap().unwrap();
+    }
+
+    /// A microphone that hears `clip` (then silence, or a failure after `fail_after`
+    /// frames) in real time, and a speaker that keeps what it plays.
+    #[derive(Clone, Default)]
+    struct FakeSound {
+        clip: Vec<i16>,
+        fail_after: Option<usize>,
+        heard_all: Arc<tokio::sync::Notify>,
+        played: Arc<std::sync::Mutex<Vec<i16>>>,
+    }
+
+    impl LiveSound for FakeSound {
+        fn start_mic(&mut self, rate: u32) -> mpsc::Receiver<Result<Vec<i16>, String>> {
+            assert_eq!(rate, DEVICE_RATE);
+            let (frames, receiver) = mpsc::channel(64);
+            let this = self.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(40));
+                for n in 0.. {
+                    tick.tick().await;
+                    if this.fail_after == Some(n) {
+                        let _ = frames.send(Err("unplugged".to_owned())).await;
+                        return;
+                    }
+                    let start = (n * 640).min(this.clip.len());
+                    let mut frame = this.clip[start..(start + 640).min(this.clip.len())].to_vec();
+                    if frame.len() < 640 {
+                        this.heard_all.notify_one();
+                    }
+                    frame.resize(640, 0);
+                    if frames.send(Ok(frame)).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            receiver
+        }
+
+        fn stop_mic(&mut self) {}
+
+        fn play(&mut self, rate: u32, samples: &[i16]) {
+            assert_eq!(rate, DEVICE_RATE);
+            self.played.lock().unwrap().extend_from_slice(samples);
+        }
+
+        fn stop_playback(&mut self) {}
+    }
+
+    /// A gadget with a microphone and a speaker on `sound`, online against `harness`.
+    async fn with_sound(harness: &Harness, sound: &FakeSound, state: &Path) -> Handle {
+        let text = format!(
+            "server = \"{}\"\nname = \"Voice\"\n[audio]\ninput = \"mic\"\noutput = \"speaker\"\n",
+            harness.url
+        );
+        let config = GadgetConfig::parse(&text).unwrap();
+        let device = device_config(&config);
+        assert_eq!(
+            (device.mic_rate, device.speaker_rate),
+            (Some(DEVICE_RATE), Some(DEVICE_RATE))
+        );
+        let (handle, _board) = runner::start(Settings {
+            url: config.server.clone(),
+            config: device,
+            speaker: state.join("speaker.wav"),
+            state_dir: state.to_owned(),
+            mic: None,
+            echo: false,
+            led_action: false,
+            actions: Vec::new(),
+            invocations: None,
+            live: Some(Box::new(sound.clone())),
+        })
+        .unwrap();
+        until(&handle, "online", |s| s.phase == Phase::Online).await;
+        handle
+    }
+
+    fn tone(seconds: f64) -> Vec<i16> {
+        let n = (seconds * f64::from(DEVICE_RATE)) as usize;
+        (0..n)
+            .map(|i| ((i as f64 * 0.13).sin() * 8000.0) as i16)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_live_microphone_is_heard_and_the_reply_played() {
+        let harness = Harness::start().await;
+        let state = tempfile::tempdir().unwrap();
+        let sound = FakeSound {
+            clip: tone(1.2),
+            ..FakeSound::default()
+        };
+        let handle = with_sound(&harness, &sound, state.path()).await;
+        handle.run(Command::Press(Button::Talk)).await.unwrap();
+        sound.heard_all.notified().await;
+        handle.run(Command::Release(Button::Talk)).await.unwrap();
+        until(&handle, "answered", |s| {
+            s.shown.lines.join(" ").contains("I heard")
+        })
+        .await;
+        until(&handle, "done", |s| {
+            s.shown.screen == herald_device::Screen::Ready
+        })
+        .await;
+        let reply = handle.snapshot().borrow().replies.back().unwrap().clone();
+        let seconds: f64 = reply
+            .trim_start_matches("I heard ")
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{reply}"));
+        // The clip, and the silence until TALK was let go.
+        assert!((1.2..=1.6).contains(&seconds), "{reply}");
+        // The demo agent plays the recording back: the speaker played that much of it.
+        let played = sound.played.lock().unwrap().clone();
+        let played_s = played.len() as f64 / f64::from(DEVICE_RATE);
+        assert!(
+            (played_s - seconds).abs() < 0.15,
+            "played {played_s} s, heard {seconds} s"
+        );
+        let (rms, _) = crate::gadget::audio::level(&played);
+        assert!(rms > -25.0, "played back {rms} dBFS");
+        handle.run(Command::Quit).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_microphone_cancels_instead_of_sending() {
+        let harness = Harness::start().await;
+        let state = tempfile::tempdir().unwrap();
+        let sound = FakeSound {
+            clip: tone(2.0),
+            fail_after: Some(10),
+            ..FakeSound::default()
+        };
+        let handle = with_sound(&harness, &sound, state.path()).await;
+        handle.run(Command::Press(Button::Talk)).await.unwrap();
+        until(&handle, "told", |s| {
+            s.note
+                .as_deref()
+                .is_some_and(|n| n.contains("the microphone failed (unplugged)"))
+        })
+        .await;
+        assert!(!handle.snapshot().borrow().recording);
+        handle.run(Command::Release(Button::Talk)).await.unwrap();
+        // What reaches the agent next is the text, not a recording.
+        handle.run(Command::Text("after".to_owned())).await.unwrap();
+        until(&handle, "answered", |s| {
+            s.shown.lines.join(" ").contains("You said: after")
+        })
+        .await;
+        until(&handle, "done", |s| {
+            s.shown.screen == herald_device::Screen::Ready
+        })
+        .await;
+        assert_eq!(handle.snapshot().borrow().replies, ["You said: after"]);
+        assert!(sound.played.lock().unwrap().is_empty());
+        handle.run(Command::Quit).await.unwrap();
     }
 
     #[test]

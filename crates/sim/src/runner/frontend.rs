@@ -87,6 +87,8 @@ pub struct Snapshot {
     pub recording: bool,
     /// The latest thing that happened beside the screen (an LED, an update, an error).
     pub note: Option<String>,
+    /// The agent's last replies, as the screen showed them, oldest first.
+    pub replies: VecDeque<String>,
 }
 
 impl Snapshot {
