@@ -193,11 +193,15 @@ mod sound {
                 format!("{rate} Hz × {channels}")
             })
         };
-        println!("{:>3}  {:<18} {:<18} name", "#", "input", "output");
+        println!(
+            "{:>3}  {:<24} {:<16} {:<16} description",
+            "#", "name", "input", "output"
+        );
         for device in list()? {
             println!(
-                "{:>3}  {:<18} {:<18} {}",
+                "{:>3}  {:<24} {:<16} {:<16} {}",
                 device.index,
+                device.id,
                 format(device.input),
                 format(device.output),
                 device.name

@@ -92,6 +92,29 @@ pub fn device_config(config: &GadgetConfig) -> DeviceConfig {
     }
 }
 
+/// How the runner runs this gadget; `echo` prints every screen to standard output.
+pub fn settings(
+    config: &GadgetConfig,
+    state_dir: &Path,
+    outputs: &Outputs,
+    invocations: Option<mpsc::Sender<Invocation>>,
+    live: Option<Box<dyn LiveSound>>,
+    echo: bool,
+) -> Settings {
+    Settings {
+        url: config.server.clone(),
+        config: device_config(config),
+        speaker: state_dir.join("speaker.wav"),
+        state_dir: state_dir.to_owned(),
+        mic: None,
+        echo,
+        led_action: false,
+        actions: outputs.specs(),
+        invocations,
+        live,
+    }
+}
+
 /// Runs the service until a signal or a failure.
 pub fn run(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let _lock = StateLock::acquire(&state_dir)?;
@@ -107,18 +130,7 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let outputs = Outputs::new(config.gpio.as_ref().map_or(&[][..], |g| &g.outputs));
     let (invoke_tx, invocations) = mpsc::channel(QUEUE);
     let live = open_sound(&config)?;
-    let settings = Settings {
-        url: config.server.clone(),
-        config: device_config(&config),
-        speaker: state_dir.join("speaker.wav"),
-        state_dir: state_dir.clone(),
-        mic: None,
-        echo: true,
-        led_action: false,
-        actions: outputs.specs(),
-        invocations: Some(invoke_tx),
-        live,
-    };
+    let settings = settings(&config, &state_dir, &outputs, Some(invoke_tx), live, true);
     let (handle, board) = runner::start(settings)?;
     let status = Arc::new(Status::default());
     status.set_outputs(outputs.states());
@@ -380,7 +392,11 @@ mod tests {
         description = "The desk lamp."
     "#;
 
-    async fn until(handle: &Handle, what: &str, test: impl Fn(&runner::Snapshot) -> bool) {
+    pub(super) async fn until(
+        handle: &Handle,
+        what: &str,
+        test: impl Fn(&runner::Snapshot) -> bool,
+    ) {
         let mut snapshot = handle.snapshot();
         let reached = tokio::time::timeout(Duration::from_secs(10), async {
             snapshot.wait_for(|s| test(s)).await.is_ok()
@@ -411,18 +427,14 @@ mod tests {
         let gpio_config = config.gpio.clone().unwrap();
         let outputs = Outputs::new(&gpio_config.outputs);
         let (invoke_tx, invocations) = mpsc::channel(QUEUE);
-        let (handle, board) = runner::start(Settings {
-            url: config.server.clone(),
-            config: device_config(&config),
-            speaker: state.path().join("speaker.wav"),
-            state_dir: state.path().to_owned(),
-            mic: None,
-            echo: false,
-            led_action: false,
-            actions: outputs.specs(),
-            invocations: Some(invoke_tx),
-            live: None,
-        })
+        let (handle, board) = runner::start(settings(
+            &config,
+            state.path(),
+            &outputs,
+            Some(invoke_tx),
+            None,
+            false,
+        ))
         .unwrap();
         let gpio = FakeGpio::default();
         let status = Arc::new(Status::default());
@@ -552,18 +564,14 @@ mod tests {
             (device.mic_rate, device.speaker_rate),
             (Some(DEVICE_RATE), Some(DEVICE_RATE))
         );
-        let (handle, _board) = runner::start(Settings {
-            url: config.server.clone(),
-            config: device,
-            speaker: state.join("speaker.wav"),
-            state_dir: state.to_owned(),
-            mic: None,
-            echo: false,
-            led_action: false,
-            actions: Vec::new(),
-            invocations: None,
-            live: Some(Box::new(sound.clone())),
-        })
+        let (handle, _board) = runner::start(settings(
+            &config,
+            state,
+            &Outputs::new(&[]),
+            None,
+            Some(Box::new(sound.clone())),
+            false,
+        ))
         .unwrap();
         until(&handle, "online", |s| s.phase == Phase::Online).await;
         handle
@@ -663,5 +671,217 @@ mod tests {
         );
         drop(lock);
         StateLock::acquire(&state).unwrap();
+    }
+}
+
+/// The sound cards for real: PulseAudio with a pipe as the microphone and a null sink as
+/// the speaker, reached through ALSA's `pulse` device as on a desktop Pi.
+#[cfg(all(test, target_os = "linux", feature = "sound"))]
+mod sound_server_tests {
+    use super::tests::until;
+    use super::*;
+    use crate::gadget::audio::{card::CardSound, level};
+    use herald_device::{Phase, Screen};
+    use herald_test_support::server::Harness;
+    use std::io::Write;
+    use std::process::{Child, Command as Process, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// The pipe source's format.
+    const PIPE_RATE: u32 = 48_000;
+    /// What the test records of the speaker.
+    const RECORD_RATE: u32 = 16_000;
+
+    struct Killed(Child);
+
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Whether PulseAudio is installed; in CI it must be.
+    fn pulseaudio_installed() -> bool {
+        let found = ["pulseaudio", "parec"].iter().all(|tool| {
+            Process::new(tool)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+        if !found {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must install pulseaudio, pulseaudio-utils and libasound2-plugins"
+            );
+            eprintln!("skipped: apt-get install pulseaudio pulseaudio-utils libasound2-plugins");
+        }
+        found
+    }
+
+    fn tone(rate: u32, seconds: f64, amplitude: f64) -> Vec<i16> {
+        let n = (seconds * f64::from(rate)) as usize;
+        (0..n)
+            .map(|i| {
+                let t = i as f64 / f64::from(rate);
+                ((2.0 * std::f64::consts::PI * 440.0 * t).sin() * amplitude) as i16
+            })
+            .collect()
+    }
+
+    fn bytes(samples: &[i16]) -> Vec<u8> {
+        samples.iter().flat_map(|s| s.to_le_bytes()).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn speech_through_pulseaudio_reaches_the_agent_and_its_reply_the_speaker() {
+        if !pulseaudio_installed() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (runtime, home) = (dir.path().join("rt"), dir.path().join("home"));
+        std::fs::create_dir(&runtime).unwrap();
+        std::fs::create_dir(&home).unwrap();
+        let fifo = dir.path().join("mic.fifo");
+        let env = [("XDG_RUNTIME_DIR", &runtime), ("HOME", &home)];
+        let _server = Killed(
+            Process::new("pulseaudio")
+                .args(["--daemonize=no", "--exit-idle-time=-1", "-n", "--disallow-exit"])
+                .args(["--disable-shm=yes", "--log-target=stderr"])
+                .args(["-L", "module-native-protocol-unix auth-anonymous=1"])
+                .args(["-L", "module-null-sink sink_name=speaker rate=48000 channels=2"])
+                .arg("-L")
+                .arg(format!(
+                    "module-pipe-source source_name=mic file={} format=s16le rate={PIPE_RATE} channels=1",
+                    fifo.display()
+                ))
+                .envs(env)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let socket = runtime.join("pulse").join("native");
+        let started = Instant::now();
+        while !(socket.exists() && fifo.exists()) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "PulseAudio did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // ALSA's pulse plugin and parec find the server here (no other test uses sound).
+        let server = format!("unix:{}", socket.display());
+        std::env::set_var("PULSE_SERVER", &server);
+
+        let recorded = dir.path().join("speaker.raw");
+        let _recorder = Killed(
+            Process::new("parec")
+                .args([
+                    "-d",
+                    "speaker.monitor",
+                    "--raw",
+                    "--format=s16le",
+                    "--channels=1",
+                ])
+                .arg(format!("--rate={RECORD_RATE}"))
+                .env("PULSE_SERVER", &server)
+                .stdout(std::fs::File::create(&recorded).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+
+        let harness = Harness::start().await;
+        let text = format!(
+            "server = \"{}\"\nname = \"Pulse\"\n[audio]\ninput = \"pulse\"\noutput = \"pulse\"\n",
+            harness.url
+        );
+        let config = GadgetConfig::parse(&text).unwrap();
+        let sound = CardSound::open(Some("pulse"), Some("pulse")).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let (handle, board) = runner::start(settings(
+            &config,
+            state.path(),
+            &Outputs::new(&[]),
+            None,
+            Some(Box::new(sound)),
+            false,
+        ))
+        .unwrap();
+        until(&handle, "online", |s| s.phase == Phase::Online).await;
+
+        // Hold TALK while the microphone hears a second and a half of a tone between
+        // short silences, written into the pipe in real time.
+        handle.run(Command::Press(Button::Talk)).await.unwrap();
+        until(&handle, "recording", |s| s.recording).await;
+        let speech = tone(PIPE_RATE, 1.5, 8000.0);
+        let silence = vec![0i16; PIPE_RATE as usize * 3 / 10];
+        let clip = [silence.clone(), speech, silence].concat();
+        let writer = tokio::task::spawn_blocking(move || {
+            let mut pipe = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+            let start = Instant::now();
+            for (n, chunk) in clip.chunks(PIPE_RATE as usize / 50).enumerate() {
+                pipe.write_all(&bytes(chunk)).unwrap();
+                let due = Duration::from_millis(20 * (n as u64 + 1));
+                std::thread::sleep(due.saturating_sub(start.elapsed()));
+            }
+        });
+        writer.await.unwrap();
+        handle.run(Command::Release(Button::Talk)).await.unwrap();
+
+        until(&handle, "answered", |s| {
+            s.shown.lines.join(" ").contains("I heard")
+        })
+        .await;
+        let reply = handle.snapshot().borrow().shown.lines.join(" ");
+        let heard: f64 = reply
+            .split("I heard ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{reply}"));
+        // The tone and the silences around it, give or take the stream's start.
+        assert!((1.6..=2.6).contains(&heard), "{reply}");
+        until(&handle, "done", |s| s.shown.screen == Screen::Ready).await;
+
+        // The demo agent plays the recording back: the speaker's monitor hears the tone,
+        // as long and as loud as it was spoken.
+        let loud = |samples: &[i16]| {
+            samples
+                .chunks(RECORD_RATE as usize / 50)
+                .filter(|c| level(c).0 > -30.0)
+                .count() as f64
+                / 50.0
+        };
+        let read = || -> Vec<i16> {
+            let raw = std::fs::read(&recorded).unwrap();
+            raw.chunks_exact(2)
+                .map(|b| i16::from_le_bytes([b[0], b[1]]))
+                .collect()
+        };
+        let started = Instant::now();
+        while loud(&read()) < 1.4 && started.elapsed() < Duration::from_secs(15) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The rest of the tone, if it is there, follows within the sink's latency.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let samples = read();
+        let played = loud(&samples);
+        assert!(
+            (1.3..=1.8).contains(&played),
+            "the speaker played {played} s of the tone"
+        );
+        let tone_part: Vec<i16> = samples
+            .chunks(RECORD_RATE as usize / 50)
+            .filter(|c| level(c).0 > -30.0)
+            .flatten()
+            .copied()
+            .collect();
+        let (rms, _) = level(&tone_part);
+        // Amplitude 8000 is -15.3 dBFS RMS.
+        assert!((rms + 15.3).abs() < 2.0, "played back at {rms} dBFS");
+
+        handle.run(Command::Quit).await.unwrap();
+        board.await.unwrap().unwrap();
     }
 }

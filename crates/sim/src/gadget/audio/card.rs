@@ -50,6 +50,9 @@ fn system(e: impl std::fmt::Display) -> SoundError {
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub index: usize,
+    /// ALSA's name for it (`pulse`, `hw:CARD=Device,DEV=0`), as a config names it.
+    pub id: String,
+    /// What it is, for a person.
     pub name: String,
     /// The default input (rate, channels), for a device that records.
     pub input: Option<(u32, u16)>,
@@ -65,6 +68,7 @@ pub fn list() -> Result<Vec<Listed>, SoundError> {
         .enumerate()
         .map(|(index, device)| Listed {
             index,
+            id: alsa_id(&device),
             name: device.to_string(),
             input: device
                 .default_input_config()
@@ -78,8 +82,14 @@ pub fn list() -> Result<Vec<Listed>, SoundError> {
         .collect())
 }
 
-/// The device `spec` names: `default`, an index from [`list`], a whole name, or the
-/// one name that contains it (case-insensitive).
+/// The device's ALSA name (`pulse`), or empty when it has none.
+fn alsa_id(device: &cpal::Device) -> String {
+    device.id().map(|id| id.id().to_owned()).unwrap_or_default()
+}
+
+/// The device `spec` names: `default`, an index from [`list`], an ALSA name
+/// (`pulse`, `hw:CARD=Device,DEV=0`), a whole description, or the one description that
+/// contains it (case-insensitive).
 fn find(spec: &str, input: bool) -> Result<cpal::Device, SoundError> {
     let kind = if input { "input" } else { "output" };
     let host = cpal::default_host();
@@ -108,7 +118,10 @@ fn find(spec: &str, input: bool) -> Result<cpal::Device, SoundError> {
         }
     };
     devices.retain(usable);
-    if let Some(at) = devices.iter().position(|d| d.to_string() == spec) {
+    if let Some(at) = devices
+        .iter()
+        .position(|d| alsa_id(d) == spec || d.to_string() == spec)
+    {
         return Ok(devices.swap_remove(at));
     }
     let wanted = spec.to_lowercase();
