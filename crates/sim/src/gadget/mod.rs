@@ -9,8 +9,10 @@
 //! the host and the link as they are, without making them a public API.
 //!
 //! Layout: `config` (the file), `service` (start-up, the lock, the panel task, the stop),
-//! `control` (the socket and its client), `status` (what `status` reports), `gpio` (the
-//! line logic, and `gpio::cdev` for the kernel's GPIO character device).
+//! `control` (the socket and its client), `status` (what `status` reports), `terminal`
+//! (lines typed into the service's own terminal), `audio` (sound-card conversions, and
+//! `audio::card` for the cards through cpal), `gpio` (the line logic, and `gpio::cdev`
+//! for the kernel's GPIO character device).
 
 // Without sound cards the conversions serve only their tests.
 #[cfg_attr(not(all(target_os = "linux", feature = "sound")), allow(dead_code))]
@@ -20,6 +22,7 @@ mod control;
 mod gpio;
 mod service;
 mod status;
+mod terminal;
 
 use std::path::{Path, PathBuf};
 

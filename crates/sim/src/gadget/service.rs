@@ -122,7 +122,10 @@ pub fn run(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(serve(config, state_dir))
+    let outcome = runtime.block_on(serve(config, state_dir));
+    // A read of the terminal still waiting must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    outcome
 }
 
 async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
@@ -138,6 +141,10 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let socket = state_dir.join(control::SOCKET);
     let listener = control::bind(&socket)?;
     let control = tokio::spawn(control::serve(listener, handle.clone(), status.clone()));
+    let keys = std::io::IsTerminal::is_terminal(&std::io::stdin()).then(|| {
+        println!("{}", super::terminal::HINT);
+        tokio::spawn(super::terminal::run(handle.clone()))
+    });
 
     let (stop_panel, stopped) = watch::channel(false);
     let panel = match &config.gpio {
@@ -173,6 +180,9 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
         let _ = panel.await;
     }
     control.abort();
+    if let Some(keys) = keys {
+        keys.abort();
+    }
     let _ = std::fs::remove_file(&socket);
     outcome
 }
