@@ -108,8 +108,14 @@ fn status_until(
 }
 
 #[test]
-fn the_service_pairs_talks_and_keeps_its_identity() {
-    let serve = Serve::start();
+fn the_service_pairs_talks_reconnects_and_keeps_its_identity() {
+    // A fixed port, so the restarted server is where the gadget looks for it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut serve = Serve::start_with(port, &[]);
     let url = serve.url("Gadgets connect to:");
     let root = tempfile::tempdir().unwrap();
     let state = root.path().join("state");
@@ -180,6 +186,18 @@ fn the_service_pairs_talks_and_keeps_its_identity() {
     let err = failure(&gadget(&config, &["press", "jump"]));
     assert!(err.contains("no button jump"), "{err}");
     stdout(&gadget(&config, &["press", "cancel"]));
+
+    // The server goes away and comes back: so does the gadget, by itself.
+    serve.restart();
+    status_until(&config, "offline", |s| s["phase"] != "online");
+    status_until(&config, "back online", |s| s["phase"] == "online");
+    stdout(&gadget(&config, &["say", "after the restart"]));
+    status_until(&config, "answered again", |s| {
+        s["replies"]
+            .as_array()
+            .and_then(|r| r.last())
+            .is_some_and(|r| r == "You said: after the restart")
+    });
 
     // SIGTERM: a clean exit, the socket gone, the server told.
     service.terminate();
