@@ -7,35 +7,21 @@ mod common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{herald_in, stdout, Lines, BIN};
+use common::{herald_in, serve_command, stdout, wait_started, Lines, BIN};
 use serde_json::{json, Value};
 
 /// `herald serve` on free ports, every log level on, its stderr read line by line.
 fn serve(dir: &Path) -> (Child, Lines) {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--host", "127.0.0.1", "--gadget-port", "0"])
-        .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
-        .arg(dir)
+    let mut child = serve_command(dir, 0)
         .env("RUST_LOG", "trace")
-        .env_remove("MOBILE_TOKEN")
-        .env_remove("HERALD_CONFIG")
-        .env("XDG_CONFIG_HOME", dir.join("no-config"))
-        .env_remove("GADGET_ACCESS_TOKEN")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let logs = Lines::of(child.stderr.take().unwrap());
-    let started = Instant::now();
-    while !dir.join("admin.json").exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "serve did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_started(dir);
     (child, logs)
 }
 

@@ -7,7 +7,7 @@ use herald_gadget_proto::{
     ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome, PromptReply,
     ServerMessage,
 };
-use herald_port::{ActionError, Chat, Choice, InboundBody, Prompt};
+use herald_port::{ActionError, Chat, Choice, Inbound, InboundBody, Prompt, PromptAnswer};
 use herald_test_support::{admin_text, capture, test_config, Conn, Gadget, Harness, WAIT};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -399,17 +399,9 @@ async fn questions_expire_and_can_be_withdrawn() {
         answer: Answer::Yes,
     }))
     .await;
-    let answer = tokio::time::timeout(WAIT, inbox.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    match answer.body {
-        InboundBody::PromptAnswer(a) => {
-            assert_eq!(a.prompt_id, third);
-            assert!(a.choice.is_affirmative());
-        }
-        other => panic!("{other:?}"),
-    }
+    let answer = prompt_answer(&mut inbox).await;
+    assert_eq!(answer.prompt_id, third);
+    assert!(answer.choice.is_affirmative());
     // A clarify's choices are asked one by one; a free-form question cannot be shown.
     let clarify = |choices: &[&str], multi_select| Prompt::Clarify {
         question: "Which rooms?".into(),
@@ -441,15 +433,19 @@ async fn questions_expire_and_can_be_withdrawn() {
     // Each step under an id of its own, the first under the agent's.
     assert_eq!(shown[0], asked);
     assert!(shown[1] != shown[0] && shown[2] != shown[1]);
-    let answer = tokio::time::timeout(WAIT, inbox.recv())
+    let answer = prompt_answer(&mut inbox).await;
+    assert_eq!(answer.prompt_id, asked);
+    assert_eq!(answer.choice, Choice::Options(vec![0, 2]));
+}
+
+/// The next thing the agent hears, which must be an answer to a question.
+async fn prompt_answer(inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Inbound>) -> PromptAnswer {
+    let inbound = tokio::time::timeout(WAIT, inbox.recv())
         .await
         .unwrap()
         .unwrap();
-    match answer.body {
-        InboundBody::PromptAnswer(a) => {
-            assert_eq!(a.prompt_id, asked);
-            assert_eq!(a.choice, Choice::Options(vec![0, 2]));
-        }
+    match inbound.body {
+        InboundBody::PromptAnswer(answer) => answer,
         other => panic!("{other:?}"),
     }
 }

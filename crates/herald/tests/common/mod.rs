@@ -63,22 +63,36 @@ impl Serve {
 }
 
 fn spawn(dir: &Path, gadget_port: u16, env: &[(String, String)]) -> Child {
-    let child = Command::new(BIN)
-        .args(["serve", "--host", "127.0.0.1", "--gadget-port"])
-        .arg(gadget_port.to_string())
-        .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
-        .arg(dir)
+    let child = serve_command(dir, gadget_port)
         .env("RUST_LOG", "warn")
-        .env_remove("MOBILE_TOKEN")
-        .env_remove("HERALD_CONFIG")
-        // No config file of the machine's user: each test brings its own.
-        .env("XDG_CONFIG_HOME", dir.join("no-config"))
-        .env_remove("GADGET_ACCESS_TOKEN")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    wait_started(dir);
+    child
+}
+
+/// `herald serve` on loopback with free mobile and admin ports, none of the machine's
+/// settings or secrets; the caller adds its own and spawns it.
+pub fn serve_command(dir: &Path, gadget_port: u16) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--host", "127.0.0.1", "--gadget-port"])
+        .arg(gadget_port.to_string())
+        .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
+        .arg(dir)
+        .env_remove("MOBILE_TOKEN")
+        .env_remove("HERALD_CONFIG")
+        // No config file of the machine's user: each test brings its own.
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        .env_remove("GADGET_ACCESS_TOKEN");
+    command
+}
+
+/// Until the server in `dir` has written its admin endpoint (20 s at most).
+pub fn wait_started(dir: &Path) {
     let started = Instant::now();
     while !dir.join("admin.json").exists() {
         assert!(
@@ -87,7 +101,6 @@ fn spawn(dir: &Path, gadget_port: u16, env: &[(String, String)]) -> Child {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    child
 }
 
 impl Drop for Serve {
