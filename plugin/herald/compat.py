@@ -405,11 +405,11 @@ def keep_tools_in_view(names: Iterable[str]) -> None:
     """Offer these tools to the model directly, never behind Tool Search.
 
     From 0.20 Hermes defers every plugin tool behind ``tool_search`` whenever Tool
-    Search is on (its default); a gadget's own tools are what its conversations are
-    about, so they join the core tools, which never defer. 0.19 has no Tool Search and
-    is left alone."""
+    Search is on (its default; 0.19 defers them only past a share of the context); a
+    gadget's own tools are what its conversations are about, so they join the core
+    tools, which never defer."""
     try:
-        import tools.tool_search  # noqa: F401  (present from 0.20)
+        import tools.tool_search  # noqa: F401  (a Hermes without it defers nothing)
         from toolsets import _HERMES_CORE_TOOLS
     except ImportError:
         return
