@@ -15,10 +15,7 @@ pub(crate) struct Call {
     pub reply: Reply,
 }
 
-/// The answer of a request with nothing to say but whether it went through.
-pub(crate) fn done(sent: Result<(), DeliveryError>) -> Result<Response, DeliveryError> {
-    sent.map(|()| Response::Done {})
-}
+pub(crate) use herald_session::done;
 
 /// Send [`done`]'s answer, for requests a session's shell carries out.
 pub(crate) fn reply_done(reply: Reply, sent: Result<(), DeliveryError>) {

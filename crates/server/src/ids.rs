@@ -10,6 +10,15 @@ pub fn fill_random(buf: &mut [u8]) {
     }
 }
 
+/// The operating system's CSPRNG, as the session cores take their entropy.
+pub(crate) struct OsEntropy;
+
+impl herald_session::Entropy for OsEntropy {
+    fn fill(&mut self, buf: &mut [u8]) {
+        fill_random(buf);
+    }
+}
+
 /// `len` lowercase hex characters (`len` even) of fresh randomness.
 pub fn random_hex(len: usize) -> String {
     let mut bytes = vec![0u8; len.div_ceil(2)];

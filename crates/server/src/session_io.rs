@@ -1,42 +1,10 @@
 //! What the sessions of both platforms share between their sans-IO core and its shell:
-//! the frames a core hands back ([`Transmit`]), the queue it keeps them and its effects
-//! in ([`Queue`]), and the outboxes the shell writes the frames to ([`Outboxes`]).
+//! the outboxes the shell writes a core's frames to ([`Outboxes`]).
 
-use std::collections::VecDeque;
+use herald_session::io::{Close, Frame, Transmit};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::socket::{Outgoing, SendQueue};
-
-/// A frame for connection `conn`: the current one, or the one a new connection
-/// replaced, for its close.
-pub(crate) struct Transmit {
-    pub conn: u64,
-    pub frame: Outgoing,
-}
-
-/// A core's queue of frames or effects, first in first out. Drained, it gives its room
-/// back, so an idle session holds no buffer.
-pub(crate) struct Queue<T>(VecDeque<T>);
-
-impl<T> Default for Queue<T> {
-    fn default() -> Self {
-        Queue(VecDeque::new())
-    }
-}
-
-impl<T> Queue<T> {
-    pub(crate) fn push(&mut self, item: T) {
-        self.0.push_back(item);
-    }
-
-    pub(crate) fn pop(&mut self) -> Option<T> {
-        let next = self.0.pop_front();
-        if next.is_none() {
-            self.0 = VecDeque::new();
-        }
-        next
-    }
-}
-
 /// The outbox of a session's connection, and until the shell has settled the core's
 /// output, the one a new connection replaced (it still gets its close).
 #[derive(Default)]
@@ -63,7 +31,7 @@ impl Outboxes {
             .find(|(conn, _)| *conn == transmit.conn);
         if let Some((_, outbox)) = outbox {
             // A full outbox makes the session wait: backpressure, not a growing buffer.
-            let _ = outbox.send(transmit.frame).await;
+            let _ = outbox.send(outgoing(transmit.frame)).await;
         }
     }
 
@@ -75,15 +43,32 @@ impl Outboxes {
     }
 }
 
+/// A core's frame as the WebSocket writes it.
+pub(crate) fn outgoing(frame: Frame) -> Outgoing {
+    match frame {
+        Frame::Text(text) => Outgoing::Text(text),
+        Frame::Close(close, reason) => Outgoing::Close(close_code(close), reason),
+    }
+}
+
+/// The WebSocket close code for a core's reason to close.
+pub(crate) fn close_code(close: Close) -> CloseCode {
+    match close {
+        Close::Normal => CloseCode::Normal,
+        Close::Away => CloseCode::Away,
+        Close::TooBig => CloseCode::Size,
+        Close::Invalid => CloseCode::Invalid,
+    }
+}
+
 /// The frames a core handed back, as JSON for tests; a close is
 /// `{"close": reason, "conn": id}`.
 #[cfg(test)]
 pub(crate) fn sent(transmits: impl Iterator<Item = Transmit>) -> Vec<serde_json::Value> {
     transmits
         .map(|t| match t.frame {
-            Outgoing::Text(text) => serde_json::from_str(&text).unwrap(),
-            Outgoing::Close(_, reason) => serde_json::json!({"close": reason, "conn": t.conn}),
-            Outgoing::Binary(_) | Outgoing::Ping => serde_json::json!({"binary": true}),
+            Frame::Text(text) => serde_json::from_str(&text).unwrap(),
+            Frame::Close(_, reason) => serde_json::json!({"close": reason, "conn": t.conn}),
         })
         .collect()
 }

@@ -13,12 +13,13 @@ use axum::Json;
 use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
 use herald_gadget_proto::{is_valid_device_id, OtaRefusal};
 use herald_port::{Chat, DeliveryError, Platform, SendOptions};
+use herald_session::gadget::ota::PushError;
 use serde::{Deserialize, Serialize};
 
 use super::console::{gauges, Console};
 use super::{firmware, AdminState, ApiError};
 use crate::access::Access;
-use crate::gadget::{forget_staged, Command, PushError};
+use crate::gadget::{forget_staged, Command};
 use crate::store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
 
 /// What `herald info` shows about a running server.

@@ -1,7 +1,6 @@
 //! Voice in and speech out for one gadget.
 //!
-//! [`Utterance`] collects an utterance's channel-1 frames into the one buffer that later
-//! becomes the WAV file, so the audio is never copied. [`Playback`] streams speech, a
+//! [`Playback`] streams speech, a
 //! whole file (`send_voice`) or a reply spoken as it is made (`speech_*`): what its feed
 //! brings is decoded and resampled in small batches on the blocking pool into a small
 //! bounded queue, and a task paces the frames out to the device's outbox, at most half a
@@ -13,12 +12,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_gadget_proto::{
-    device, encode_frame, limits, server, Channel, FrameHeader, ServerMessage,
-};
+use herald_gadget_proto::{encode_frame, limits, server, Channel, FrameHeader, ServerMessage};
 use herald_media::audio::{AudioError, Decoder, Pulled, SpeechStream};
 use herald_media::pacing::Pacer;
-use herald_media::wav::pcm16_duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -36,73 +32,6 @@ const LEAD: Duration = Duration::from_millis(limits::AUDIO_MAX_LEAD_MS as u64);
 /// Decoded frames waiting to be paced out: enough to hide a slow decode, small enough
 /// that nothing is decoded far ahead of need.
 const DECODED_AHEAD: usize = 16;
-
-/// An utterance being received.
-#[derive(Debug)]
-pub(super) struct Utterance {
-    pub id: Option<String>,
-    pub stream: u8,
-    pub rate: u32,
-    pcm: Vec<u8>,
-    limit: usize,
-    next_seq: Option<u16>,
-    /// Frames missing according to the sequence numbers.
-    pub gaps: u32,
-    /// Audio dropped past `max_utterance_s`.
-    pub dropped: usize,
-}
-
-impl Utterance {
-    /// Check an `audio.start`; the error is the notice that explains the refusal.
-    pub fn start(msg: &device::AudioStart, max_utterance_s: u32) -> Result<Utterance, String> {
-        if msg.format != "pcm16" {
-            return Err(format!(
-                "Audio format {} is not supported; send pcm16.",
-                msg.format
-            ));
-        }
-        if !(limits::MIN_AUDIO_RATE..=limits::MAX_AUDIO_RATE).contains(&msg.rate) {
-            return Err(format!(
-                "Sample rate {} Hz is not supported ({} to {} Hz).",
-                msg.rate,
-                limits::MIN_AUDIO_RATE,
-                limits::MAX_AUDIO_RATE
-            ));
-        }
-        let limit = msg.rate as usize * 2 * max_utterance_s as usize;
-        Ok(Utterance {
-            id: msg.id.clone(),
-            stream: msg.stream,
-            rate: msg.rate,
-            // About five seconds up front; the buffer grows only for long utterances.
-            pcm: Vec::with_capacity(limit.min(msg.rate as usize * 2 * 5)),
-            limit,
-            next_seq: None,
-            gaps: 0,
-            dropped: 0,
-        })
-    }
-
-    /// Take one channel-1 frame of this utterance's stream.
-    pub fn push(&mut self, header: FrameHeader, payload: &[u8]) {
-        if let Some(expected) = self.next_seq {
-            self.gaps += u32::from(header.seq.wrapping_sub(expected));
-        }
-        self.next_seq = Some(header.seq.wrapping_add(1));
-        let room = self.limit - self.pcm.len();
-        let taken = payload.len().min(room);
-        self.pcm.extend_from_slice(&payload[..taken]);
-        self.dropped += payload.len() - taken;
-    }
-
-    pub fn duration(&self) -> Duration {
-        pcm16_duration(self.pcm.len(), self.rate)
-    }
-
-    pub fn into_pcm(self) -> Vec<u8> {
-        self.pcm
-    }
-}
 
 /// Open an audio file to speak and read its headers, on the blocking pool: the agent may
 /// delete the file as soon as its request is answered, and one that is no audio is
@@ -369,56 +298,5 @@ async fn produce(feed: Arc<Feed>, rate: u32, frames: mpsc::Sender<Vec<u8>>) -> b
             debug!(%err, "speech decoding failed");
             return false;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn start(rate: u32, format: &str) -> device::AudioStart {
-        device::AudioStart {
-            id: Some("a1".into()),
-            stream: 4,
-            rate,
-            format: format.into(),
-            mode: Some("hold".into()),
-        }
-    }
-
-    fn header(seq: u16) -> FrameHeader {
-        FrameHeader {
-            channel: Channel::Audio,
-            stream: 4,
-            seq,
-        }
-    }
-
-    #[test]
-    fn refuses_what_it_cannot_take() {
-        assert!(Utterance::start(&start(16_000, "opus"), 60).is_err());
-        assert!(Utterance::start(&start(3_999, "pcm16"), 60).is_err());
-        assert!(Utterance::start(&start(48_001, "pcm16"), 60).is_err());
-        assert!(Utterance::start(&start(4_000, "pcm16"), 60).is_ok());
-        assert!(Utterance::start(&start(48_000, "pcm16"), 60).is_ok());
-    }
-
-    #[test]
-    fn counts_gaps_and_caps_the_length() {
-        let mut u = Utterance::start(&start(8_000, "pcm16"), 1).unwrap();
-        u.push(header(0), &[0; 640]);
-        u.push(header(1), &[0; 640]);
-        u.push(header(4), &[0; 640]);
-        assert_eq!(u.gaps, 2);
-        for seq in 5..40 {
-            u.push(header(seq), &[0; 640]);
-        }
-        assert_eq!(u.duration(), Duration::from_secs(1));
-        assert_eq!(u.dropped, 38 * 640 - 16_000);
-        // Sequence numbers wrap.
-        let mut u = Utterance::start(&start(8_000, "pcm16"), 1).unwrap();
-        u.push(header(u16::MAX), &[0; 2]);
-        u.push(header(0), &[0; 2]);
-        assert_eq!(u.gaps, 0);
     }
 }

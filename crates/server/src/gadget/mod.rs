@@ -19,9 +19,6 @@ mod handshake;
 mod image;
 mod known;
 mod ota;
-mod peer;
-mod prompts;
-mod sensors;
 mod session;
 mod socket;
 mod waiting;
@@ -34,6 +31,7 @@ use std::sync::{Arc, OnceLock};
 use dashmap::DashMap;
 use herald_gadget_proto::limits;
 use herald_port::{Agent, Authorizer, DeliveryError};
+use herald_session::gadget::ota::PushError;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -51,7 +49,7 @@ use crate::throttle::FailureThrottle;
 
 pub(crate) use known::KnownDevices;
 pub(crate) use ota::{
-    forget_staged, sweep_unused_staged, unfinished_updates, PushError, Unfinished, STAGING_DIR,
+    forget_staged, sweep_unused_staged, unfinished_updates, Unfinished, STAGING_DIR,
 };
 pub(crate) use session::Command;
 use session::{Event, Session};
@@ -171,20 +169,16 @@ impl GadgetHub {
     ) -> Result<OtaUpdate, PushError> {
         let offline = |_| PushError::Offline(device_id.to_owned());
         let target = self
-            .call(device_id, |reply| {
-                Command::Ota(ota::Request::Target { reply })
-            })
+            .call(device_id, Command::OtaTarget)
             .await
             .map_err(offline)??;
         let dir = data_dir.join(STAGING_DIR);
         let staged = tokio::task::spawn_blocking(move || ota::stage(&source, &dir, &target))
             .await
-            .map_err(|_| StoreError::Interrupted)??;
+            .map_err(|_| PushError::Store(StoreError::Interrupted.to_string()))??;
         let file = staged.image.file.clone();
         let started = self
-            .call(device_id, |reply| {
-                Command::Ota(ota::Request::Start { staged, reply })
-            })
+            .call(device_id, |reply| Command::OtaStart { staged, reply })
             .await;
         match started {
             Ok(result) => result,

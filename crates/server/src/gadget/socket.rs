@@ -9,9 +9,10 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use herald_gadget_proto::{limits, DeviceMessage, ErrorCode, ServerMessage};
 use herald_port::Platform;
+use herald_session::io::Close;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{sleep, Sleep};
-use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode, Message};
+use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
@@ -179,7 +180,7 @@ where
                 event: Event::BadFrame {
                     conn,
                     reason: format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME),
-                    close: Some(CloseCode::Size),
+                    close: Some(Close::TooBig),
                 },
                 fatal: true,
             },
@@ -187,7 +188,7 @@ where
                 event: Event::BadFrame {
                     conn,
                     reason: "a text frame that is not UTF-8".into(),
-                    close: Some(CloseCode::Invalid),
+                    close: Some(Close::Invalid),
                 },
                 fatal: true,
             },

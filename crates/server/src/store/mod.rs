@@ -13,8 +13,6 @@ pub use handle::StoreHandle;
 pub use herald_port::PairingRecord;
 pub use sqlite::SqliteStore;
 
-use std::path::PathBuf;
-
 use herald_port::Platform;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -126,123 +124,11 @@ pub enum Enrollment {
     Conflict,
 }
 
-/// Where a firmware update stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OtaStatus {
-    /// An attempt is running, or was when the server stopped.
-    Sending,
-    /// An attempt failed by disconnect; the next starts when the device reconnects.
-    Retrying,
-    Failed,
-    Done,
-}
-
-impl OtaStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OtaStatus::Sending => "sending",
-            OtaStatus::Retrying => "retrying",
-            OtaStatus::Failed => "failed",
-            OtaStatus::Done => "done",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<OtaStatus> {
-        [
-            OtaStatus::Sending,
-            OtaStatus::Retrying,
-            OtaStatus::Failed,
-            OtaStatus::Done,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == s)
-    }
-
-    /// Sending or retrying: a new update for the device must wait.
-    pub fn is_active(self) -> bool {
-        matches!(self, OtaStatus::Sending | OtaStatus::Retrying)
-    }
-}
-
-/// A checked firmware image, copied into the data directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OtaImage {
-    /// The staged copy the server streams from.
-    pub file: PathBuf,
-    /// Lowercase hex SHA-256 of the whole image.
-    pub sha256: String,
-    pub size: u64,
-    /// The version in the image's application descriptor.
-    pub version: String,
-}
-
-/// The latest firmware update of a device.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OtaUpdate {
-    pub id: i64,
-    pub device_id: String,
-    #[serde(flatten)]
-    pub image: OtaImage,
-    #[serde(flatten)]
-    pub progress: OtaProgress,
-    pub created_at: Millis,
-    pub updated_at: Millis,
-}
-
-/// What changes while an update runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OtaProgress {
-    pub status: OtaStatus,
-    /// Attempts started so far.
-    pub attempts: u32,
-    /// Bytes the device confirmed (`ota.ack`) in the current or last attempt.
-    pub bytes_sent: u64,
-    /// Why the last attempt failed, if one did.
-    pub error: Option<String>,
-}
-
-/// Sensor readings a device keeps in the store at most; readings of new keys past
-/// it are dropped, known keys are still updated.
-pub const MAX_SENSORS: usize = 32;
-/// The longest sensor name kept.
-pub const MAX_SENSOR_KEY: usize = 32;
-/// The longest text reading kept.
-pub const MAX_SENSOR_TEXT: usize = 64;
-
-/// The readings worth keeping: scalar values (numbers, booleans, short text) under
-/// short names, at most [`MAX_SENSORS`]. A device's readings reach the owner's
-/// terminal and the agent, so nothing nested, long or unbounded gets in.
-pub fn admissible_sensors(readings: &Map<String, Value>) -> Map<String, Value> {
-    readings
-        .iter()
-        .filter(|(key, _)| {
-            (1..=MAX_SENSOR_KEY).contains(&key.chars().count())
-                && key
-                    .chars()
-                    .all(|c| c.is_alphanumeric() || "_.-".contains(c))
-        })
-        .filter(|(_, value)| match value {
-            Value::Number(_) | Value::Bool(_) => true,
-            Value::String(text) => {
-                text.chars().count() <= MAX_SENSOR_TEXT && !text.chars().any(char::is_control)
-            }
-            _ => false,
-        })
-        .take(MAX_SENSORS)
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect()
-}
-
-/// Merge `readings` into `stored`: known keys are updated, new ones added while there
-/// is room.
-pub(crate) fn merge_sensors(stored: &mut Map<String, Value>, readings: &Map<String, Value>) {
-    for (key, value) in admissible_sensors(readings) {
-        if stored.contains_key(&key) || stored.len() < MAX_SENSORS {
-            stored.insert(key, value);
-        }
-    }
-}
+pub use herald_session::gadget::ota::{OtaImage, OtaProgress, OtaStatus, OtaUpdate};
+pub(crate) use herald_session::gadget::sensors::merge_sensors;
+pub use herald_session::gadget::sensors::{
+    admissible_sensors, MAX_SENSORS, MAX_SENSOR_KEY, MAX_SENSOR_TEXT,
+};
 
 pub trait Store: Send + Sync + 'static {
     fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError>;

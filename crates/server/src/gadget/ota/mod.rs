@@ -1,133 +1,47 @@
-//! Firmware updates over the gadget connection.
+//! Firmware updates over the gadget connection: the server's part.
 //!
-//! Three layers, each testable on its own:
-//! - **checking and staging** (here, with [`GadgetHub::push_ota`] in the hub): before
-//!   anything is sent, the image is read once and checked against the connected device
-//!   (ESP-IDF header, the `HGBOARD=` tag against `hello.board`, the size against
-//!   `caps.ota.max_size`), then copied atomically to `<data_dir>/ota/<device>-<sha256>.bin`.
-//!   The update streams from that copy, so it survives a restart and the owner's file
-//!   may change meanwhile.
-//! - **[`Transfer`]** (`transfer.rs`): one attempt as a sans-IO state machine.
-//! - **[`Updates`]** (`updates.rs`): the attempts of a device's updates, a sub-machine of
-//!   its session core: resuming, recording progress, retrying, and the effects on the
-//!   store and the staged copy that the session's shell carries out.
+//! The rules live in the session core (`herald_session::gadget::ota`): one attempt as a
+//! sans-IO state machine, and the attempts of a device's updates (resuming, recording
+//! progress, retrying). Here is what needs the disk: before anything is sent, the image
+//! is read once and checked against the connected device (ESP-IDF header, the
+//! `HGBOARD=` tag against `hello.board`, the size against `caps.ota.max_size`), then
+//! copied atomically to `<data_dir>/ota/<device>-<sha256>.bin`. The update streams from
+//! that copy, so it survives a restart and the owner's file may change meanwhile.
 //!
 //! Sending never blocks the conversation: the session asks for a frame only when the
 //! window is open and the outbox has room for it, one frame per turn of its event loop,
 //! so device messages and agent replies interleave with the image, and a slow device
 //! holds the update back instead of making a buffer grow.
-//!
-//! [`GadgetHub::push_ota`]: super::GadgetHub::push_ota
-
-mod transfer;
-mod updates;
-
-pub(crate) use transfer::{Chunk, Timeouts};
-pub(crate) use updates::{OtaEffect, OtaOutput, Updates};
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
-use herald_gadget_proto::{self as proto, ota_image, OtaRefusal};
+use std::time::Duration;
+
+use herald_gadget_proto::{self as proto, ota_image};
+use herald_session::gadget::ota::{refused, PushError, Staged, Target, Timeouts};
 use sha2::{Digest, Sha256};
-use tokio::sync::oneshot;
 use tracing::warn;
 
-use super::peer::Peer;
+use crate::config::GadgetConfig;
 use crate::files;
 use crate::store::{OtaImage, OtaUpdate, Store, StoreError, StoreHandle};
 
 /// Where staged images live, inside the data directory.
 pub(crate) const STAGING_DIR: &str = "ota";
 
+/// How long an attempt waits for each of the device's answers.
+pub(crate) fn timeouts(config: &GadgetConfig) -> Timeouts {
+    Timeouts {
+        ready: Duration::from_secs(config.ota_ready_timeout_s),
+        ack: Duration::from_secs(config.ota_ack_timeout_s),
+        done: Duration::from_secs(config.ota_done_timeout_s),
+    }
+}
+
 // ---- checking and staging ----
-
-/// Why an update was not started.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PushError {
-    #[error("{0} is not connected; firmware goes to an online device (see `herald devices`)")]
-    Offline(String),
-    #[error("refused ({refusal}): {reason}")]
-    Refused { refusal: OtaRefusal, reason: String },
-    #[error("cannot read {path}: {source}")]
-    Unreadable {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot stage the image in {path}: {source}")]
-    Staging {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-fn refused(refusal: OtaRefusal, reason: String) -> PushError {
-    PushError::Refused { refusal, reason }
-}
-
-/// What an image must fit: the connected device, as its `hello` described it.
-#[derive(Debug, Clone)]
-pub(crate) struct Target {
-    device_id: String,
-    board: Option<String>,
-    max_size: u64,
-}
-
-impl Target {
-    /// The device's limits, or `unsupported` when it does not take updates.
-    fn of(device_id: &str, peer: &Peer) -> Result<Target, PushError> {
-        let Some(max_size) = peer.ota_max_size else {
-            return Err(refused(
-                OtaRefusal::Unsupported,
-                format!("{device_id} does not install firmware updates (no caps.ota)"),
-            ));
-        };
-        Ok(Target {
-            device_id: device_id.to_owned(),
-            board: peer.board.as_deref().map(str::to_owned),
-            max_size,
-        })
-    }
-
-    fn check_size(&self, size: u64) -> Result<(), PushError> {
-        if size > self.max_size {
-            return Err(refused(
-                OtaRefusal::TooLarge,
-                format!(
-                    "the image is {size} bytes; {} takes at most {}",
-                    self.device_id, self.max_size
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_board(&self, image_board: Option<&str>) -> Result<(), PushError> {
-        let reason = match (image_board, self.board.as_deref()) {
-            (Some(image), Some(device)) if image == device => return Ok(()),
-            (Some(image), Some(device)) => {
-                format!(
-                    "the image is built for board {image}; {} is a {device}",
-                    self.device_id
-                )
-            }
-            (None, _) => "the image has no HGBOARD= tag naming its board".to_owned(),
-            (Some(_), None) => format!("{} did not name its board", self.device_id),
-        };
-        Err(refused(OtaRefusal::WrongBoard, reason))
-    }
-}
-
-/// An image that passed the checks, copied into the data directory.
-#[derive(Debug)]
-pub(crate) struct Staged {
-    pub(super) image: OtaImage,
-    board: Option<String>,
-}
 
 /// Read `source` (never more than the device takes), check it, and copy it to `dir`.
 pub(super) fn stage(source: &Path, dir: &Path, target: &Target) -> Result<Staged, PushError> {
@@ -271,21 +185,9 @@ pub(super) async fn remove_staged(file: &Path) {
     }
 }
 
-/// What the admin API asks of a device's session.
-pub(crate) enum Request {
-    /// The device's limits, before the image is read.
-    Target {
-        reply: oneshot::Sender<Result<Target, PushError>>,
-    },
-    /// Record a staged image and start sending it.
-    Start {
-        staged: Staged,
-        reply: oneshot::Sender<Result<OtaUpdate, PushError>>,
-    },
-}
-
 #[cfg(test)]
 mod tests {
+    use herald_gadget_proto::OtaRefusal;
     use herald_test_support::firmware;
 
     use super::*;
@@ -298,28 +200,6 @@ mod tests {
             board: board.map(Into::into),
             max_size,
         }
-    }
-
-    fn refusal(result: Result<(), PushError>) -> OtaRefusal {
-        match result {
-            Err(PushError::Refused { refusal, .. }) => refusal,
-            other => panic!("not refused: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn targets_check_board_and_size() {
-        let t = target(Some("s3-box"), 1000);
-        assert!(t.check_size(1000).is_ok());
-        assert_eq!(refusal(t.check_size(1001)), OtaRefusal::TooLarge);
-        assert!(t.check_board(Some("s3-box")).is_ok());
-        assert_eq!(refusal(t.check_board(Some("m5"))), OtaRefusal::WrongBoard);
-        assert_eq!(refusal(t.check_board(None)), OtaRefusal::WrongBoard);
-        let nameless = target(None, 1000);
-        assert_eq!(
-            refusal(nameless.check_board(Some("s3-box"))),
-            OtaRefusal::WrongBoard
-        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One session per device: the only owner of the device's conversation state.
 //!
-//! The state and its rules are [`core::Core`], a state machine with no I/O. This module
-//! is its shell, an actor that does what the core asks: events arrive on one bounded
+//! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
+//! no I/O. This module is its shell, an actor that does what the core asks: events arrive on one bounded
 //! mailbox (frames from the connection's task in `socket.rs`, calls from the agent
 //! through the conversation port, requests from the admin API); the shell feeds them to
 //! the core with the time, writes the frames the core hands back into the connection's
@@ -12,12 +12,6 @@
 //! Firmware updates are a sub-machine of the core; the shell keeps the staged image
 //! open while one is sent and writes each frame as the outbox has room for it.
 
-mod calls;
-mod core;
-mod firmware;
-mod inbound;
-mod speech;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,20 +19,22 @@ use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, DeviceMessage};
 use herald_port::{ActionError, DeliveryError, PairingCode, Platform, RequestError, Response};
+use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
+use herald_session::gadget::{Core, Counted, Effect, ImageJob, Peer, SpeechChunk};
+use herald_session::io::Close;
+use herald_session::{CallId, Ids};
 use tokio::io::AsyncReadExt;
+use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
 
-use self::core::{Core, Effect, ImageJob};
-use self::speech::SpeechChunk;
 use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
-use super::ota::{self, OtaEffect, Timeouts};
-use super::peer::Peer;
+use super::ota;
 use super::GadgetHub;
-use crate::calls::{reply_done, Call};
+use crate::calls::{done, reply_done, Call, Reply};
 use crate::clock::now_ms;
+use crate::ids::OsEntropy;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
 use crate::session_io::Outboxes;
@@ -49,8 +45,13 @@ use crate::store::OtaUpdate;
 pub(crate) enum Command {
     /// A conversation-port call.
     Port(Call),
-    /// A firmware update request from the admin API.
-    Ota(ota::Request),
+    /// The admin API asks for the device's firmware limits.
+    OtaTarget(oneshot::Sender<Result<Target, PushError>>),
+    /// The admin API starts an update with a staged image.
+    OtaStart {
+        staged: Staged,
+        reply: oneshot::Sender<Result<OtaUpdate, PushError>>,
+    },
     /// Authorization changed (pairing approved or revoked).
     SetPaired(bool),
     /// The device was removed from the store: drop the connection and end.
@@ -77,9 +78,9 @@ pub(crate) enum Event {
     BadFrame {
         conn: u64,
         reason: String,
-        /// Close the connection with this code after the error frame: the connection
+        /// Close the connection this way after the error frame: the connection
         /// cannot read on (a frame over the limit, text that is not UTF-8).
-        close: Option<CloseCode>,
+        close: Option<Close>,
     },
     Binary {
         conn: u64,
@@ -103,6 +104,8 @@ pub(crate) struct Session {
     hub: Arc<GadgetHub>,
     mailbox: queue::Sender<Event>,
     core: Core,
+    /// The calls the core will answer, by the id it knows them by.
+    waiting: Waiting,
     outboxes: Outboxes,
     to_agent: AgentQueue,
     /// The staged image of the firmware update being sent, open.
@@ -111,6 +114,46 @@ pub(crate) struct Session {
     playback: Option<Playback>,
     /// When the mailbox last had something for the session.
     last_event: Instant,
+}
+
+/// A channel a call's answer goes back on, held while the core works on it.
+enum Answering {
+    Port(Reply),
+    OtaTarget(oneshot::Sender<Result<Target, PushError>>),
+    OtaStart(oneshot::Sender<Result<OtaUpdate, PushError>>),
+}
+
+/// The session's calls in progress. A list, not a map: a session rarely has more than
+/// a few, and an idle one then holds no allocation.
+#[derive(Default)]
+struct Waiting {
+    next: u64,
+    calls: Vec<(CallId, Answering)>,
+}
+
+impl Waiting {
+    fn hold(&mut self, answering: Answering) -> CallId {
+        self.next += 1;
+        let call = CallId(self.next);
+        self.calls.push((call, answering));
+        call
+    }
+
+    fn take(&mut self, call: CallId) -> Option<Answering> {
+        let at = self.calls.iter().position(|(id, _)| *id == call)?;
+        let (_, answering) = self.calls.swap_remove(at);
+        if self.calls.is_empty() {
+            self.calls = Vec::new();
+        }
+        Some(answering)
+    }
+
+    fn take_port(&mut self, call: CallId) -> Option<Reply> {
+        match self.take(call)? {
+            Answering::Port(reply) => Some(reply),
+            _ => None,
+        }
+    }
 }
 
 /// An idle session ends this long after its last event.
@@ -151,14 +194,15 @@ impl Session {
             device_id,
             heartbeat,
             hub.config.max_utterance_s,
-            Timeouts::from_config(&hub.config),
-            hub.metrics.clone(),
+            ota::timeouts(&hub.config),
+            Ids::new(OsEntropy),
         );
         let session = Session {
             image: None,
             hub,
             mailbox: tx.clone(),
             core,
+            waiting: Waiting::default(),
             outboxes: Outboxes::default(),
             to_agent: AgentQueue::default(),
             playback: None,
@@ -190,7 +234,7 @@ impl Session {
                     if self.retire_at().is_some_and(|at| at <= now) {
                         break true;
                     }
-                    self.core.handle_timeout(now);
+                    self.core.handle_timeout(now.into_std(), unix_ms());
                     continue;
                 }
                 Some(room) = wait_for_room(&mut room) => {
@@ -211,12 +255,12 @@ impl Session {
             }
             match event {
                 Event::Command(command) if matches!(*command, Command::Forget) => {
-                    self.core.close(CloseCode::Normal, "forgotten");
+                    self.core.close(Close::Normal, "forgotten");
                     Box::pin(self.settle()).await;
                     break false;
                 }
                 Event::Command(command) if matches!(*command, Command::Shutdown) => {
-                    self.core.close(CloseCode::Away, "server stopping");
+                    self.core.close(Close::Away, "server stopping");
                     Box::pin(self.settle()).await;
                     break false;
                 }
@@ -224,10 +268,15 @@ impl Session {
             }
         };
         self.core.fail_actions(ActionError::Disconnected);
-        self.hub.session_ended(&self.core.device_id, &self.mailbox);
+        while let Some(effect) = self.core.poll_effect() {
+            if let Effect::Answer { call, answer } = effect {
+                self.answer(call, answer);
+            }
+        }
+        self.hub.session_ended(self.core.device_id(), &self.mailbox);
         if retired {
             Box::pin(hand_over(mailbox, || {
-                self.hub.session(&self.core.device_id)
+                self.hub.session(self.core.device_id())
             }))
             .await;
         }
@@ -241,10 +290,13 @@ impl Session {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.core.poll_timeout(), self.retire_at()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.core.poll_timeout().map(Instant::from_std),
+            self.retire_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Where the next firmware frame goes, once the window is open: it waits for room
@@ -255,6 +307,7 @@ impl Session {
     }
 
     async fn handle(&mut self, event: Event, now: Instant) {
+        let now = now.into_std();
         match event {
             Event::Attach(attach) => {
                 let Attach {
@@ -295,9 +348,21 @@ impl Session {
             Event::Closed { conn } if self.core.is_current(conn) => self.core.handle_closed(),
             Event::PairingCode(code) => self.core.handle_pairing_code(code),
             Event::Command(command) => match *command {
-                Command::Port(call) => self.core.handle_call(call, now),
+                Command::Port(Call { request, reply }) => {
+                    let call = self.waiting.hold(Answering::Port(reply));
+                    self.core.handle_call(call, request, now);
+                }
                 Command::SetPaired(paired) => self.core.handle_paired(paired, now),
-                Command::Ota(request) => self.core.handle_ota_request(request),
+                Command::OtaTarget(reply) => {
+                    let call = self.waiting.hold(Answering::OtaTarget(reply));
+                    let request = ota_core::Request::Target { call };
+                    self.core.handle_ota_request(request);
+                }
+                Command::OtaStart { staged, reply } => {
+                    let call = self.waiting.hold(Answering::OtaStart(reply));
+                    let request = ota_core::Request::Start { staged, call };
+                    self.core.handle_ota_request(request);
+                }
                 // Handled by the run loop.
                 Command::Forget | Command::Shutdown => {}
             },
@@ -330,7 +395,7 @@ impl Session {
     }
 
     async fn carry_out(&mut self, effect: Effect) {
-        let device_id = &self.core.device_id;
+        let device_id = &self.core.device_id().to_owned();
         match effect {
             Effect::Online { conn } => {
                 self.hub.online.insert(device_id.clone(), conn);
@@ -346,6 +411,8 @@ impl Session {
             Effect::Paired => self.hub.waiting.leave(device_id),
             Effect::AskPairingCode { name } => self.ask_pairing_code(name),
             Effect::ToAgent(inbound) => {
+                let activity = &self.hub.metrics.activity;
+                activity.said(&inbound.source.chat, &inbound.body);
                 if let Some(agent) = self.hub.agent() {
                     if !self.to_agent.push(agent, *inbound) {
                         self.core.handle_agent_full();
@@ -381,13 +448,18 @@ impl Session {
                     warn!(%err, "could not store sensors");
                 }
             }
+            Effect::Answer { call, answer } => self.answer(call, answer),
+            Effect::Count(Counted::Turn) => self.hub.metrics.turn(Platform::Gadget),
+            Effect::Count(Counted::ProtocolError) => {
+                self.hub.metrics.error(Platform::Gadget, "protocol");
+            }
             Effect::Ota(effect) => self.carry_out_ota(effect).await,
-            Effect::OpenSpeech { path, rate, reply } => {
+            Effect::OpenSpeech { path, rate, call } => {
                 let result = match open_speech(&path).await {
                     Ok(decoder) => self.play(Feed::file(decoder), rate).await,
                     Err(err) => Err(cannot_play(&path, &err)),
                 };
-                reply_done(reply, result);
+                self.answer(call, done(result).map_err(RequestError::from));
             }
             Effect::BeginSpeech {
                 stream,
@@ -403,8 +475,11 @@ impl Session {
             Effect::FeedSpeech {
                 stream,
                 input,
-                reply,
+                call,
             } => {
+                let Some(reply) = self.waiting.take_port(call) else {
+                    return;
+                };
                 let input = match input {
                     SpeechChunk::Pcm(pcm) => SpeechInput::Pcm(pcm),
                     SpeechChunk::File(path) => match open_speech(&path).await {
@@ -435,12 +510,23 @@ impl Session {
                 }
                 self.core.handle_speech_stopped();
             }
-            Effect::ShowImage(job) => self.show_image(*job),
+            Effect::ShowImage(job) => {
+                if let Some(reply) = self.waiting.take_port(job.call) {
+                    self.show_image(*job, reply);
+                }
+            }
+        }
+    }
+
+    /// Send the core's answer to call `call` back to whoever is waiting for it.
+    fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
+        if let Some(Answering::Port(reply)) = self.waiting.take(call) {
+            let _ = reply.send(answer);
         }
     }
 
     async fn carry_out_ota(&mut self, effect: OtaEffect) {
-        let (store, id) = (&self.hub.store, self.core.device_id.clone());
+        let (store, id) = (&self.hub.store, self.core.device_id().to_owned());
         match effect {
             OtaEffect::Lookup => {
                 let unfinished = &self.hub.unfinished_updates;
@@ -451,9 +537,10 @@ impl Session {
                 };
                 let running = |update: &OtaUpdate| update.progress.status.is_active();
                 if matches!(&found, Ok(update) if !update.as_ref().is_some_and(running)) {
-                    unfinished.settled(&self.core.device_id);
+                    unfinished.settled(self.core.device_id());
                 }
-                self.core.handle_ota_found(found);
+                self.core
+                    .handle_ota_found(found.map_err(|err| err.to_string()));
             }
             OtaEffect::Prepare { file } => {
                 let key = match store.run(move |store| store.device(&id)).await {
@@ -467,7 +554,8 @@ impl Session {
                     Ok(None) => Err("the device was forgotten".to_owned()),
                     Err(err) => Err(err.to_string()),
                 };
-                self.core.handle_ota_prepared(key, Instant::now());
+                self.core
+                    .handle_ota_prepared(key, Instant::now().into_std());
             }
             OtaEffect::Save {
                 id: update,
@@ -481,17 +569,28 @@ impl Session {
                 }
             }
             OtaEffect::Remove(file) => ota::remove_staged(&file).await,
-            OtaEffect::Stage { image, reply } => {
+            OtaEffect::Stage { image, call } => {
                 let file = image.file.clone();
                 let stored = store
                     .run(move |store| store.stage_ota(&id, &image, now_ms()))
                     .await;
                 if let Ok(Some(_)) = &stored {
-                    self.hub.unfinished_updates.started(&self.core.device_id);
+                    self.hub.unfinished_updates.started(self.core.device_id());
                 }
-                self.core.handle_ota_staged(file, stored, reply);
+                let stored = stored.map_err(|err| err.to_string());
+                self.core.handle_ota_staged(file, stored, call);
             }
             OtaEffect::Discard(file) => ota::discard_staged(store, &id, &file).await,
+            OtaEffect::Target { call, answer } => {
+                if let Some(Answering::OtaTarget(reply)) = self.waiting.take(call) {
+                    let _ = reply.send(answer);
+                }
+            }
+            OtaEffect::Started { call, answer } => {
+                if let Some(Answering::OtaStart(reply)) = self.waiting.take(call) {
+                    let _ = reply.send(answer);
+                }
+            }
         }
     }
 
@@ -523,7 +622,7 @@ impl Session {
             self.core.handle_pairing_code(None);
             return;
         };
-        let (device_id, mailbox) = (self.core.device_id.clone(), self.mailbox.clone());
+        let (device_id, mailbox) = (self.core.device_id().to_owned(), self.mailbox.clone());
         tokio::spawn(async move {
             let code = authorizer
                 .pairing_code(Platform::Gadget, &device_id, name.as_deref())
@@ -575,10 +674,10 @@ impl Session {
 
     /// Fit a picture into the device's image box and send it; the work runs on its own
     /// task so the session keeps serving the device meanwhile.
-    fn show_image(&self, job: ImageJob) {
+    fn show_image(&self, job: ImageJob, reply: Reply) {
         let Some(outbox) = self.outboxes.current().map(|(_, outbox)| outbox.clone()) else {
             let offline = Err(DeliveryError::Offline(self.core.chat()));
-            reply_done(job.reply, offline);
+            reply_done(reply, offline);
             return;
         };
         let chat = self.core.chat();
@@ -603,13 +702,18 @@ impl Session {
                     reason: err.to_string(),
                 }),
             };
-            reply_done(job.reply, result);
+            reply_done(reply, result);
         });
     }
 }
 
 fn cannot_play(path: &std::path::Path, err: &herald_media::audio::AudioError) -> DeliveryError {
     DeliveryError::Failed(format!("cannot play {}: {err}", path.display()))
+}
+
+/// The wall clock as a ping carries it.
+fn unix_ms() -> u64 {
+    u64::try_from(now_ms()).unwrap_or(0)
 }
 
 fn far_future() -> Instant {

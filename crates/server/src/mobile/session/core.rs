@@ -20,8 +20,8 @@ use herald_mobile_proto::{self as proto, limits, AvatarState, ErrorCode, PromptC
 use herald_port::{
     Chat, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, Platform, Source,
 };
+use herald_session::io::{Close, Frame, Queue, Transmit};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
 
 use super::super::seen::SeenIds;
@@ -29,8 +29,6 @@ use super::super::uploads::{Upload, UploadBudget, Uploads};
 use crate::authorized::Authorized;
 use crate::ids;
 use crate::metrics::Metrics;
-use crate::session_io::{Queue, Transmit};
-use crate::socket::Outgoing;
 
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more
 /// while one answer is out is told to slow down.
@@ -188,7 +186,7 @@ impl Core {
 
     /// A connection passed `hello`; it replaces any other.
     pub(crate) fn handle_attach(&mut self, conn: u64, user_id: String, user_name: Option<String>) {
-        self.close(CloseCode::Normal, "replaced by a new connection");
+        self.close(Close::Normal, "replaced by a new connection");
         self.conn = Some(conn);
         self.uploads.set_user(&user_id);
         self.user_id = user_id;
@@ -197,11 +195,11 @@ impl Core {
         self.effects.push(Effect::Replay);
     }
 
-    pub(crate) fn close(&mut self, code: CloseCode, reason: &str) {
+    pub(crate) fn close(&mut self, code: Close, reason: &str) {
         if let Some(conn) = self.conn {
             self.transmits.push(Transmit {
                 conn,
-                frame: Outgoing::Close(code, reason.into()),
+                frame: Frame::Close(code, reason.into()),
             });
         }
         self.handle_closed();
@@ -265,7 +263,7 @@ impl Core {
             Some(conn) => {
                 self.transmits.push(Transmit {
                     conn,
-                    frame: Outgoing::Text(frame.encode()),
+                    frame: Frame::Text(frame.encode()),
                 });
                 Ok(())
             }

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use herald_mobile_proto::{limits, ClientFrame, Deliver};
 use herald_port::{DeliveryError, PairingCode, Platform};
+use herald_session::io::Close;
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::warn;
 
 pub(crate) use self::core::Shared;
@@ -121,7 +121,7 @@ impl Session {
             match event {
                 None => break false,
                 Some(Event::Command(Command::Shutdown)) => {
-                    self.core.close(CloseCode::Away, "server stopping");
+                    self.core.close(Close::Away, "server stopping");
                     self.settle().await;
                     break false;
                 }

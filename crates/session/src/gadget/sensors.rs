@@ -1,20 +1,63 @@
-//! How often a gadget's readings reach the store: at most once per [`WRITE_EVERY`].
+//! A gadget's readings: which are kept ([`admissible_sensors`], [`merge_sensors`]) and how
+//! often they reach the store, at most once per [`WRITE_EVERY`].
 //!
 //! A device may send `state` as often as it likes; readings that arrive within the
 //! window are merged (the newest value of each key wins, within the store's key limit)
 //! and written when it ends, so a chatty device costs one write per window and no
 //! reading is lost. Pure state, time passed in.
 
-use serde_json::{Map, Value};
-use tokio::time::{Duration, Instant};
+use std::time::{Duration, Instant};
 
-use crate::store::merge_sensors;
+use serde_json::{Map, Value};
 
 /// The shortest time between two sensor writes of one device.
-pub(crate) const WRITE_EVERY: Duration = Duration::from_secs(10);
+pub const WRITE_EVERY: Duration = Duration::from_secs(10);
 
-#[derive(Default)]
-pub(super) struct SensorWrites {
+/// Sensor readings a device keeps in the store at most; readings of new keys past
+/// it are dropped, known keys are still updated.
+pub const MAX_SENSORS: usize = 32;
+/// The longest sensor name kept.
+pub const MAX_SENSOR_KEY: usize = 32;
+/// The longest text reading kept.
+pub const MAX_SENSOR_TEXT: usize = 64;
+
+/// The readings worth keeping: scalar values (numbers, booleans, short text) under
+/// short names, at most [`MAX_SENSORS`]. A device's readings reach the owner's
+/// terminal and the agent, so nothing nested, long or unbounded gets in.
+pub fn admissible_sensors(readings: &Map<String, Value>) -> Map<String, Value> {
+    readings
+        .iter()
+        .filter(|(key, _)| {
+            (1..=MAX_SENSOR_KEY).contains(&key.chars().count())
+                && key
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || "_.-".contains(c))
+        })
+        .filter(|(_, value)| match value {
+            Value::Number(_) | Value::Bool(_) => true,
+            Value::String(text) => {
+                text.chars().count() <= MAX_SENSOR_TEXT && !text.chars().any(char::is_control)
+            }
+            _ => false,
+        })
+        .take(MAX_SENSORS)
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// Merge `readings` into `stored`: known keys are updated, new ones added while there
+/// is room.
+pub fn merge_sensors(stored: &mut Map<String, Value>, readings: &Map<String, Value>) {
+    for (key, value) in admissible_sensors(readings) {
+        if stored.contains_key(&key) || stored.len() < MAX_SENSORS {
+            stored.insert(key, value);
+        }
+    }
+}
+
+/// Readings waiting for the next write.
+#[derive(Debug, Default)]
+pub struct SensorWrites {
     pending: Map<String, Value>,
     /// When the next write may happen; `None` before the first.
     open_at: Option<Instant>,
@@ -22,7 +65,7 @@ pub(super) struct SensorWrites {
 
 impl SensorWrites {
     /// Take `readings`; returns what to write now when the window is open.
-    pub(super) fn take(
+    pub fn take(
         &mut self,
         readings: &Map<String, Value>,
         now: Instant,
@@ -32,7 +75,7 @@ impl SensorWrites {
     }
 
     /// What to write at `now`, if anything waits and the window is open.
-    pub(super) fn due(&mut self, now: Instant) -> Option<Map<String, Value>> {
+    pub fn due(&mut self, now: Instant) -> Option<Map<String, Value>> {
         if self.pending.is_empty() || self.open_at.is_some_and(|at| now < at) {
             return None;
         }
@@ -41,12 +84,12 @@ impl SensorWrites {
     }
 
     /// When waiting readings are due.
-    pub(super) fn deadline(&self) -> Option<Instant> {
+    pub fn deadline(&self) -> Option<Instant> {
         self.open_at.filter(|_| !self.pending.is_empty())
     }
 
     /// Whatever waits, now (the device left); the window is kept.
-    pub(super) fn flush(&mut self) -> Option<Map<String, Value>> {
+    pub fn flush(&mut self) -> Option<Map<String, Value>> {
         (!self.pending.is_empty()).then(|| std::mem::take(&mut self.pending))
     }
 }
@@ -104,9 +147,6 @@ mod tests {
         assert_eq!(writes.flush(), None);
         let many: Map<String, Value> = (0..100).map(|i| (format!("k{i}"), json!(i))).collect();
         writes.take(&many, t0);
-        assert_eq!(
-            writes.flush().map(|m| m.len()),
-            Some(crate::store::MAX_SENSORS)
-        );
+        assert_eq!(writes.flush().map(|m| m.len()), Some(MAX_SENSORS));
     }
 }

@@ -4,24 +4,22 @@
 //! effects, and an action's answer waits in the core for the device's result or its
 //! deadline.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, ServerMessage};
 use herald_port::{
-    ActionError, DeliveryError, Outcome, Platform, Prompt, Request, RequestError, Response,
-    SendOptions,
+    ActionError, DeliveryError, Outcome, Prompt, Request, RequestError, Response, SendOptions,
 };
 use serde_json::Value;
-use tokio::time::Instant;
 
-use super::super::prompts::{Question, Show};
-use super::core::{profile, Conn, Core, Effect, ImageJob, PendingAction};
-use crate::calls::{done, Call, Reply};
-use crate::ids;
+use super::core::{profile, Conn, Core, Counted, Effect, ImageJob, PendingAction};
+use super::prompts::{Question, Show};
+use crate::{done, CallId};
 
 impl Core {
-    pub(crate) fn handle_call(&mut self, call: Call, now: Instant) {
-        let Call { request, reply } = call;
+    /// The agent's call `call`; its answer comes back as [`Effect::Answer`], at once or
+    /// when the device (or the shell's work) settles it.
+    pub fn handle_call(&mut self, call: CallId, request: Request, now: Instant) {
         let answer = match request {
             Request::SendText { text, options } => self
                 .send_text(&text, options)
@@ -38,8 +36,8 @@ impl Core {
                 done(self.deliver(status))
             }
             Request::TurnStarted {} => {
-                self.metrics.turn(Platform::Gadget);
-                let turn = ids::random_hex(12);
+                self.effect(Effect::Count(Counted::Turn));
+                let turn = self.ids.hex(12);
                 self.turn = Some(turn.clone());
                 self.streaming = None;
                 let start = ServerMessage::TurnStart(proto::TurnStart { turn: turn.clone() });
@@ -86,14 +84,14 @@ impl Core {
                 done(reachable)
             }
             Request::SendVoice { path } => match self.speaker() {
-                Ok(rate) => return self.effect(Effect::OpenSpeech { path, rate, reply }),
+                Ok(rate) => return self.effect(Effect::OpenSpeech { path, rate, call }),
                 Err(err) => Err(err),
             },
             request @ (Request::SpeechBegin { .. }
             | Request::SpeechWrite { .. }
             | Request::SpeechFile { .. }
             | Request::SpeechEnd { .. }
-            | Request::SpeechAbort { .. }) => return self.speech_request(request, reply),
+            | Request::SpeechAbort { .. }) => return self.speech_request(request, call),
             Request::SendImage { path, caption } => match self.reachable() {
                 Ok(conn) => match conn.peer.image_box {
                     Some(image_box) => {
@@ -103,7 +101,7 @@ impl Core {
                             stream: self.stream_id(),
                             caption: caption.map(|c| self.shape(&c)),
                             turn: self.turn.clone(),
-                            reply,
+                            call,
                         };
                         return self.effect(Effect::ShowImage(Box::new(job)));
                     }
@@ -121,7 +119,7 @@ impl Core {
                 reason: "gadgets cannot show documents".into(),
             }),
             Request::InvokeAction { name, args } => {
-                return self.invoke(name, args, reply, now);
+                return self.invoke(name, args, call, now);
             }
             Request::Actions {} => self.reachable().map(|conn| Response::Actions {
                 actions: conn.peer.actions.to_vec(),
@@ -133,26 +131,23 @@ impl Core {
                 None => Err(DeliveryError::Offline(self.chat())),
             },
         };
-        let _ = reply.send(answer.map_err(RequestError::from));
+        self.answer(call, answer.map_err(RequestError::from));
     }
 
     /// Run a device action: its answer waits for the device's result or the deadline.
-    fn invoke(&mut self, name: String, args: Value, reply: Reply, now: Instant) {
+    fn invoke(&mut self, name: String, args: Value, call: CallId, now: Instant) {
         let known = match self.reachable() {
             Ok(conn) => conn.peer.actions.iter().any(|a| a.name == name),
-            Err(err) => {
-                let _ = reply.send(Err(err.into()));
-                return;
-            }
+            Err(err) => return self.answer(call, Err(err.into())),
         };
         if !known {
-            let _ = reply.send(Err(RequestError::Action(ActionError::UnknownAction(name))));
-            return;
+            let unknown = ActionError::UnknownAction(name);
+            return self.answer(call, Err(RequestError::Action(unknown)));
         }
-        let id = ids::random_hex(12);
+        let id = self.ids.hex(12);
         let deadline = now + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
         self.actions
-            .insert(id.clone(), PendingAction { reply, deadline });
+            .insert(id.clone(), PendingAction { call, deadline });
         self.send(ServerMessage::Action(proto::Action { id, name, args }));
     }
 
@@ -191,7 +186,7 @@ impl Core {
 
     fn send_text(&mut self, text: &str, options: SendOptions) -> Result<String, DeliveryError> {
         self.reachable()?;
-        let id = ids::random_hex(12);
+        let id = self.ids.hex(12);
         let text = self.shape(text);
         let msg = if options.streaming {
             self.streaming = Some(id.clone());
@@ -278,7 +273,7 @@ impl Core {
             Prompt::Confirm { .. } => ttl_s.or(Some(limits::CONFIRM_PROMPT_TTL_SECS)),
         };
         let expires = ttl_s.map(|s| now + Duration::from_secs(u64::from(s)));
-        let question = Question::new(ids::random_hex(8), prompt, ttl_s, expires);
+        let question = Question::new(self.ids.hex(8), prompt, ttl_s, expires);
         let id = question.id.clone();
         if let Show::Ask(head) = self.prompts.push(question) {
             let head = head.clone();

@@ -5,36 +5,34 @@
 //! as WAV files, answers settle questions and actions, and readings go to the store.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, ServerMessage};
 use herald_port::{
-    ActionError, Command as ConvCommand, Inbound, InboundBody, Platform, PromptAnswer,
-    RequestError, Response, Source,
+    ActionError, Command as ConvCommand, Inbound, InboundBody, PromptAnswer, RequestError,
+    Response, Source,
 };
 use serde_json::Value;
-use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use super::super::audio::Utterance;
-use super::super::prompts::{Replied, Show};
-use super::core::{profile, protocol_error, Core, Effect};
-use crate::ids;
+use super::core::{profile, protocol_error, Core, Counted, Effect};
+use super::prompts::{Replied, Show};
+use super::utterance::Utterance;
+use crate::io::Close;
 
 impl Core {
     /// A frame that could not be read: the device is told, and a connection that cannot
     /// read on is closed with `close`.
-    pub(crate) fn handle_bad_frame(&mut self, reason: String, close: Option<CloseCode>) {
+    pub fn handle_bad_frame(&mut self, reason: String, close: Option<Close>) {
         debug!(device = %self.device_id, %reason, "bad frame");
-        self.metrics.error(Platform::Gadget, "protocol");
+        self.effect(Effect::Count(Counted::ProtocolError));
         self.send(protocol_error(reason));
         if let Some(code) = close {
             self.close(code, "protocol");
         }
     }
 
-    pub(crate) fn handle_frame(&mut self, msg: DeviceMessage, now: Instant) {
+    pub fn handle_frame(&mut self, msg: DeviceMessage, now: Instant) {
         match msg {
             DeviceMessage::Ping(ping) => {
                 self.send(ServerMessage::Pong(proto::Pong { ts: ping.ts }))
@@ -45,7 +43,7 @@ impl Core {
                     self.notice("That message is too long.");
                     return;
                 }
-                let id = message_id(text.id);
+                let id = self.message_id(text.id);
                 self.forward(
                     id,
                     InboundBody::Text {
@@ -99,13 +97,12 @@ impl Core {
                     .take(limits::MAX_EVENT_DATA)
                     .collect();
                 let text = format!("[Gadget event] {name} {data}");
-                self.forward(
-                    ids::random_hex(12),
-                    InboundBody::Text {
-                        text,
-                        reply_to: None,
-                    },
-                );
+                let id = self.ids.hex(12);
+                let body = InboundBody::Text {
+                    text,
+                    reply_to: None,
+                };
+                self.forward(id, body);
             }
             DeviceMessage::Hello(_) | DeviceMessage::Auth(_) => {
                 self.send(protocol_error("already authenticated".into()));
@@ -119,7 +116,7 @@ impl Core {
     }
 
     /// A channel-1 frame of the utterance being received; anything else is dropped.
-    pub(crate) fn handle_binary(&mut self, data: &[u8]) {
+    pub fn handle_binary(&mut self, data: &[u8]) {
         match proto::decode_frame(data) {
             Ok((header, payload)) if header.channel == proto::Channel::Audio => {
                 match &mut self.utterance {
@@ -137,12 +134,14 @@ impl Core {
     }
 
     fn command(&mut self, command: ConvCommand) {
-        self.forward(ids::random_hex(12), InboundBody::Command(command));
+        let id = self.ids.hex(12);
+        self.forward(id, InboundBody::Command(command));
     }
 
     fn on_prompt_reply(&mut self, reply: proto::PromptReply, now: Instant) {
         let yes = reply.answer == proto::Answer::Yes;
-        let (settled, next) = match self.prompts.reply(&reply.id, yes, || ids::random_hex(8)) {
+        let ids = &mut self.ids;
+        let (settled, next) = match self.prompts.reply(&reply.id, yes, || ids.hex(8)) {
             None => {
                 self.notice("That question has expired");
                 return;
@@ -157,8 +156,9 @@ impl Core {
             }
         };
         if let Some((prompt_id, choice)) = settled {
+            let id = self.ids.hex(12);
             self.forward(
-                ids::random_hex(12),
+                id,
                 InboundBody::PromptAnswer(PromptAnswer { prompt_id, choice }),
             );
         }
@@ -184,7 +184,7 @@ impl Core {
             let error = result.error.unwrap_or_else(|| "the action failed".into());
             Err(RequestError::Action(ActionError::Device(error)))
         };
-        let _ = action.reply.send(outcome);
+        self.answer(action.call, outcome);
     }
 
     /// The utterance is complete: too short gets a notice, the rest is saved (from the
@@ -200,7 +200,7 @@ impl Core {
         if utterance.gaps > 0 || utterance.dropped > 0 {
             debug!(device = %self.device_id, gaps = utterance.gaps, dropped = utterance.dropped, "utterance was incomplete");
         }
-        let message_id = message_id(utterance.id.clone());
+        let message_id = self.message_id(utterance.id.clone());
         let rate = utterance.rate;
         self.effect(Effect::SaveUtterance {
             message_id,
@@ -210,7 +210,7 @@ impl Core {
     }
 
     /// Where the shell put an utterance's WAV file (and its length), or why it could not.
-    pub(crate) fn handle_utterance_saved(
+    pub fn handle_utterance_saved(
         &mut self,
         message_id: String,
         saved: Result<(PathBuf, Duration), String>,
@@ -253,23 +253,20 @@ impl Core {
                 .as_ref()
                 .map(|conn| Box::new(profile(&conn.peer, self.paired))),
         };
-        self.metrics
-            .activity
-            .said(&inbound.source.chat, &inbound.body);
         self.effect(Effect::ToAgent(Box::new(inbound)));
     }
 
+    /// The device's id for a message when it is a short, printable one (it reaches the
+    /// agent and its logs), else one of ours.
+    fn message_id(&mut self, id: Option<String>) -> String {
+        id.filter(|id| {
+            (1..=limits::MAX_ID).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic())
+        })
+        .unwrap_or_else(|| self.ids.hex(12))
+    }
+
     /// The agent's queue was full: the device is told to slow down.
-    pub(crate) fn handle_agent_full(&mut self) {
+    pub fn handle_agent_full(&mut self) {
         self.notice("Too many messages at once; try again in a moment.");
     }
-}
-
-/// The device's id for a message when it is a short, printable one (it reaches the
-/// agent and its logs), else one of ours.
-fn message_id(id: Option<String>) -> String {
-    id.filter(|id| {
-        (1..=limits::MAX_ID).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic())
-    })
-    .unwrap_or_else(|| ids::random_hex(12))
 }

@@ -4,32 +4,23 @@
 //! (`poll_chunk`) and its deadline (`next_deadline`). It never reads a file or a socket.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{
     self as proto, auth, limits, Channel, DeviceMessage, FrameHeader, OtaErrorCode, ServerMessage,
 };
-use tokio::time::Instant;
 
-use crate::config::GadgetConfig;
-use crate::store::OtaImage;
+use super::OtaImage;
 
 /// How long an attempt waits for each answer: the spec's values unless configured.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeouts {
+pub struct Timeouts {
+    /// For `ota.ready` after the offer.
     pub ready: Duration,
+    /// For each `ota.ack`.
     pub ack: Duration,
+    /// For `ota.done` after the last frame.
     pub done: Duration,
-}
-
-impl Timeouts {
-    pub(crate) fn from_config(config: &GadgetConfig) -> Self {
-        Timeouts {
-            ready: Duration::from_secs(config.ota_ready_timeout_s),
-            ack: Duration::from_secs(config.ota_ack_timeout_s),
-            done: Duration::from_secs(config.ota_done_timeout_s),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,8 +70,10 @@ impl Ending {
 /// The next firmware frame: its header and how many image bytes follow. Chunks are
 /// consecutive from offset 0, so the caller reads the image front to back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Chunk {
+pub struct Chunk {
+    /// The frame's header.
     pub header: FrameHeader,
+    /// How many bytes of the image it carries.
     pub len: usize,
 }
 

@@ -9,21 +9,21 @@
 //! shell carries it out and hands the result back (`found`, `prepared`, `staged`).
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage, OtaRefusal, ServerMessage};
-use tokio::sync::oneshot;
-use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::transfer::{Chunk, Ending, Timeouts, Transfer};
-use super::{refused, PushError, Request, Staged, Target};
-use crate::gadget::peer::Peer;
-use crate::store::{OtaImage, OtaProgress, OtaStatus, OtaUpdate, StoreError};
-
-type StartReply = oneshot::Sender<Result<OtaUpdate, PushError>>;
+use super::{
+    refused, OtaImage, OtaProgress, OtaStatus, OtaUpdate, PushError, Request, Staged, Target,
+};
+use crate::gadget::Peer;
+use crate::CallId;
 
 /// What the updates need of the store and the disk.
-pub(crate) enum OtaEffect {
+#[derive(Debug)]
+pub enum OtaEffect {
     /// Look up the device's update, for [`Updates::found`].
     Lookup,
     /// Find the device's key and open the staged image for reading, for
@@ -34,14 +34,35 @@ pub(crate) enum OtaEffect {
     /// Remove a staged image.
     Remove(PathBuf),
     /// Record a staged image as the device's update, for [`Updates::staged`].
-    Stage { image: OtaImage, reply: StartReply },
+    Stage {
+        /// The staged image.
+        image: OtaImage,
+        /// The admin request that answers with the update.
+        call: CallId,
+    },
     /// Remove a staged image no update took, unless the running one streams from it.
     Discard(PathBuf),
+    /// Answer an admin request for the device's limits.
+    Target {
+        /// The request.
+        call: CallId,
+        /// The limits, or why no update can start.
+        answer: Result<Target, PushError>,
+    },
+    /// Answer an admin request to start an update: the update as offered, or why not.
+    Started {
+        /// The request.
+        call: CallId,
+        /// The update, or why it did not start.
+        answer: Result<OtaUpdate, PushError>,
+    },
 }
 
 /// What the updates hand back: messages for the device and effects.
-pub(crate) enum OtaOutput {
+pub enum OtaOutput {
+    /// A message for the device.
     Send(ServerMessage),
+    /// Work for the shell.
     Effect(OtaEffect),
 }
 
@@ -51,10 +72,10 @@ struct Attempt {
     /// `None` while the shell finds the device's key and opens the image.
     transfer: Option<Transfer>,
     /// An admin request waiting for the update as it stands once offered.
-    reply: Option<StartReply>,
+    call: Option<CallId>,
 }
 
-pub(crate) struct Updates {
+pub struct Updates {
     timeouts: Timeouts,
     /// Boxed: an update rarely runs, and every idle device carries this field.
     attempt: Option<Box<Attempt>>,
@@ -62,7 +83,7 @@ pub(crate) struct Updates {
 }
 
 impl Updates {
-    pub(crate) fn new(timeouts: Timeouts) -> Self {
+    pub fn new(timeouts: Timeouts) -> Self {
         Updates {
             timeouts,
             attempt: None,
@@ -72,27 +93,27 @@ impl Updates {
 
     /// What the updates handed back since the last call, in order. Taken whole, so an
     /// idle device keeps no buffer.
-    pub(crate) fn take_output(&mut self) -> Vec<OtaOutput> {
+    pub fn take_output(&mut self) -> Vec<OtaOutput> {
         std::mem::take(&mut self.out)
     }
 
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+    pub fn next_deadline(&self) -> Option<Instant> {
         self.transfer().and_then(Transfer::next_deadline)
     }
 
     /// Whether an image is being sent (its staged copy is open).
-    pub(crate) fn is_running(&self) -> bool {
+    pub fn is_running(&self) -> bool {
         self.attempt.is_some()
     }
 
     /// Whether a firmware frame may go out as soon as the outbox has room.
-    pub(crate) fn wants_chunk(&self) -> bool {
+    pub fn wants_chunk(&self) -> bool {
         self.transfer().is_some_and(Transfer::wants_chunk)
     }
 
     /// The next frame to send, which counts as sent: the shell reads its bytes from the
     /// staged copy, front to back.
-    pub(crate) fn poll_chunk(&mut self) -> Option<Chunk> {
+    pub fn poll_chunk(&mut self) -> Option<Chunk> {
         self.attempt.as_mut()?.transfer.as_mut()?.poll_chunk()
     }
 
@@ -107,18 +128,18 @@ impl Updates {
     // ---- the device comes and goes ----
 
     /// The device is (back) online: look for an update a disconnect or a restart cut off.
-    pub(crate) fn attached(&mut self) {
+    pub fn attached(&mut self) {
         if self.attempt.is_none() {
             self.effect(OtaEffect::Lookup);
         }
     }
 
     /// The device's update in the store, when it came online.
-    pub(crate) fn found(
+    pub fn found(
         &mut self,
         device_id: &str,
         peer: &Peer,
-        found: Result<Option<OtaUpdate>, StoreError>,
+        found: Result<Option<OtaUpdate>, String>,
     ) {
         if self.attempt.is_some() {
             return;
@@ -144,7 +165,7 @@ impl Updates {
     }
 
     /// The connection is gone, and with it the running attempt.
-    pub(crate) fn detached(&mut self) {
+    pub fn detached(&mut self) {
         let Some(attempt) = self.attempt.take() else {
             return;
         };
@@ -168,12 +189,13 @@ impl Updates {
     // ---- the admin API ----
 
     /// A request from the admin API; `peer` is the connected device, if any.
-    pub(crate) fn request(&mut self, device_id: &str, peer: Option<&Peer>, request: Request) {
+    pub fn request(&mut self, device_id: &str, peer: Option<&Peer>, request: Request) {
         match request {
-            Request::Target { reply } => {
-                let _ = reply.send(self.target(device_id, peer));
+            Request::Target { call } => {
+                let answer = self.target(device_id, peer);
+                self.effect(OtaEffect::Target { call, answer });
             }
-            Request::Start { staged, reply } => self.begin(device_id, peer, staged, reply),
+            Request::Start { staged, call } => self.begin(device_id, peer, staged, call),
         }
     }
 
@@ -191,7 +213,7 @@ impl Updates {
     }
 
     /// Check a staged image against the device, then have it recorded.
-    fn begin(&mut self, device_id: &str, peer: Option<&Peer>, staged: Staged, reply: StartReply) {
+    fn begin(&mut self, device_id: &str, peer: Option<&Peer>, staged: Staged, call: CallId) {
         let checked = self.target(device_id, peer).and_then(|target| {
             target.check_size(staged.image.size)?;
             target.check_board(staged.board.as_deref())
@@ -199,71 +221,79 @@ impl Updates {
         match checked {
             Ok(()) => self.effect(OtaEffect::Stage {
                 image: staged.image,
-                reply,
+                call,
             }),
             Err(err) => {
                 self.effect(OtaEffect::Discard(staged.image.file));
-                let _ = reply.send(Err(err));
+                self.effect(OtaEffect::Started {
+                    call,
+                    answer: Err(err),
+                });
             }
         }
     }
 
     /// The store's answer to [`OtaEffect::Stage`]: the recorded update, or `None` when
     /// another one already runs.
-    pub(crate) fn staged(
+    pub fn staged(
         &mut self,
         device_id: &str,
         peer: Option<&Peer>,
         file: PathBuf,
-        stored: Result<Option<OtaUpdate>, StoreError>,
-        reply: StartReply,
+        stored: Result<Option<OtaUpdate>, String>,
+        call: CallId,
     ) {
         let refusal = match (stored, peer) {
             (Ok(Some(update)), Some(peer)) => {
-                return self.start(device_id, peer, update, Some(reply));
+                return self.start(device_id, peer, update, Some(call));
             }
             (Ok(None), _) => refused(
                 OtaRefusal::Busy,
                 format!("an update of {device_id} is already running"),
             ),
             (Ok(Some(_)), None) => PushError::Offline(device_id.to_owned()),
-            (Err(err), _) => err.into(),
+            (Err(err), _) => PushError::Store(err),
         };
         self.effect(OtaEffect::Discard(file));
-        let _ = reply.send(Err(refusal));
+        self.effect(OtaEffect::Started {
+            call,
+            answer: Err(refusal),
+        });
+    }
+
+    /// Answer the admin request waiting for this update, if one is.
+    fn answer_start(&mut self, call: Option<CallId>, update: OtaUpdate) {
+        if let Some(call) = call {
+            self.effect(OtaEffect::Started {
+                call,
+                answer: Ok(update),
+            });
+        }
     }
 
     // ---- attempts ----
 
     /// Start the next attempt from the beginning, once the shell has the key and the
     /// image open.
-    fn start(
-        &mut self,
-        device_id: &str,
-        peer: &Peer,
-        update: OtaUpdate,
-        reply: Option<StartReply>,
-    ) {
+    fn start(&mut self, device_id: &str, peer: &Peer, update: OtaUpdate, call: Option<CallId>) {
         let ready = Target::of(device_id, peer).and_then(|t| t.check_size(update.image.size));
         if let Err(err) = ready {
             let failed = self.fail(update, err.to_string());
-            if let Some(reply) = reply {
-                let _ = reply.send(Ok(failed));
-            }
+            self.answer_start(call, failed);
             return;
         }
         let file = update.image.file.clone();
         self.attempt = Some(Box::new(Attempt {
             update,
             transfer: None,
-            reply,
+            call,
         }));
         self.effect(OtaEffect::Prepare { file });
     }
 
     /// The shell's answer to [`OtaEffect::Prepare`]: the device's key (the image is
     /// open), or why the attempt cannot be made.
-    pub(crate) fn prepared(
+    pub fn prepared(
         &mut self,
         device_id: &str,
         key: Result<[u8; limits::KEY_LEN], String>,
@@ -276,9 +306,7 @@ impl Updates {
             Ok(key) => key,
             Err(error) => {
                 let failed = self.fail(attempt.update, error);
-                if let Some(reply) = attempt.reply {
-                    let _ = reply.send(Ok(failed));
-                }
+                self.answer_start(attempt.call, failed);
                 return;
             }
         };
@@ -298,21 +326,13 @@ impl Updates {
         let snapshot = update.clone();
         self.save(&snapshot);
         self.flush(&mut transfer);
-        if let Some(reply) = attempt.reply.take() {
-            let _ = reply.send(Ok(snapshot));
-        }
+        self.answer_start(attempt.call.take(), snapshot);
         attempt.transfer = Some(transfer);
         self.attempt = Some(attempt);
     }
 
     /// A firmware-update message of the device.
-    pub(crate) fn message(
-        &mut self,
-        device_id: &str,
-        peer: &Peer,
-        msg: &DeviceMessage,
-        now: Instant,
-    ) {
+    pub fn message(&mut self, device_id: &str, peer: &Peer, msg: &DeviceMessage, now: Instant) {
         let Some(Attempt {
             update,
             transfer: Some(transfer),
@@ -332,7 +352,7 @@ impl Updates {
         self.settle(device_id, peer);
     }
 
-    pub(crate) fn timeout(&mut self, device_id: &str, peer: &Peer, now: Instant) {
+    pub fn timeout(&mut self, device_id: &str, peer: &Peer, now: Instant) {
         if let Some(transfer) = self.attempt.as_mut().and_then(|a| a.transfer.as_mut()) {
             transfer.handle_timeout(now);
             self.settle(device_id, peer);
@@ -340,7 +360,7 @@ impl Updates {
     }
 
     /// The staged copy could not be read: no attempt can succeed.
-    pub(crate) fn unreadable(&mut self, err: String) {
+    pub fn unreadable(&mut self, err: String) {
         let Some(attempt) = self.attempt.take() else {
             return;
         };
@@ -487,6 +507,9 @@ mod tests {
                 OtaOutput::Effect(OtaEffect::Remove(_)) => "remove".into(),
                 OtaOutput::Effect(OtaEffect::Stage { .. }) => "stage".into(),
                 OtaOutput::Effect(OtaEffect::Discard(_)) => "discard".into(),
+                OtaOutput::Effect(OtaEffect::Target { .. } | OtaEffect::Started { .. }) => {
+                    "answer".into()
+                }
             })
             .collect()
     }

@@ -7,7 +7,7 @@ use herald_gadget_proto as proto;
 use herald_media::text::Charset;
 use herald_port::{ActionSpec, Screen};
 
-pub(crate) struct Peer {
+pub struct Peer {
     /// What the device calls itself (cleaned in the handshake).
     pub name: Option<Box<str>>,
     /// Firmware images must name this board.

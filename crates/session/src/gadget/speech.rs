@@ -8,18 +8,19 @@ use std::path::PathBuf;
 use herald_port::{InboundBody, Request, RequestError, Response, SpeechId, SpeechStopReason};
 
 use super::core::{Core, Effect};
-use crate::calls::Reply;
-use crate::ids;
+use crate::CallId;
 
 /// The speech the device hears.
-pub(crate) struct Speaking {
+pub(super) struct Speaking {
     pub stream: u8,
     /// The agent's id for a streamed reply; `None` for a whole file.
     pub speech_id: Option<SpeechId>,
 }
 
 /// What a speech write brings.
-pub(crate) enum SpeechChunk {
+#[derive(Debug)]
+pub enum SpeechChunk {
+    /// PCM in the stream's format.
     Pcm(Vec<u8>),
     /// A whole audio file, to open and queue.
     File(PathBuf),
@@ -28,7 +29,7 @@ pub(crate) enum SpeechChunk {
 impl Core {
     /// A `speech_*` request: the ones for a stream that is not playing any more are
     /// dropped quietly, as the agent may still be writing when it was stopped.
-    pub(super) fn speech_request(&mut self, request: Request, reply: Reply) {
+    pub(super) fn speech_request(&mut self, request: Request, call: CallId) {
         let answer = match request {
             Request::SpeechBegin { speech_id, format } => match self.speaker() {
                 Ok(rate) => {
@@ -45,10 +46,10 @@ impl Core {
                 Err(err) => Err(err.into()),
             },
             Request::SpeechWrite { speech_id, pcm } => {
-                return self.feed_speech(&speech_id, SpeechChunk::Pcm(pcm.0), reply);
+                return self.feed_speech(&speech_id, SpeechChunk::Pcm(pcm.0), call);
             }
             Request::SpeechFile { speech_id, path } => {
-                return self.feed_speech(&speech_id, SpeechChunk::File(path), reply);
+                return self.feed_speech(&speech_id, SpeechChunk::File(path), call);
             }
             Request::SpeechEnd { speech_id } => {
                 if let Some(stream) = self.speaking_stream(&speech_id) {
@@ -66,19 +67,17 @@ impl Core {
                 format!("not a speech request: {other:?}"),
             ))),
         };
-        let _ = reply.send(answer);
+        self.answer(call, answer);
     }
 
-    fn feed_speech(&mut self, speech_id: &SpeechId, input: SpeechChunk, reply: Reply) {
+    fn feed_speech(&mut self, speech_id: &SpeechId, input: SpeechChunk, call: CallId) {
         match self.speaking_stream(speech_id) {
             Some(stream) => self.effect(Effect::FeedSpeech {
                 stream,
                 input,
-                reply,
+                call,
             }),
-            None => {
-                let _ = reply.send(Ok(Response::Dropped { dropped: true }));
-            }
+            None => self.answer(call, Ok(Response::Dropped { dropped: true })),
         }
     }
 
@@ -92,7 +91,7 @@ impl Core {
 
     /// The speech file opened: stop what plays and take a stream for the new speech.
     /// Returns its stream and turn, or `None` when the device went away meanwhile.
-    pub(crate) fn start_speech(&mut self) -> Option<(u8, Option<String>)> {
+    pub fn start_speech(&mut self) -> Option<(u8, Option<String>)> {
         self.conn.as_ref()?;
         let stream = self.take_speaker(None);
         Some((stream, self.turn.clone()))
@@ -107,7 +106,7 @@ impl Core {
     }
 
     /// Speech stream `stream` played to its end (or failed).
-    pub(crate) fn handle_speech_done(&mut self, stream: u8) {
+    pub fn handle_speech_done(&mut self, stream: u8) {
         if self.speaking.as_ref().is_some_and(|s| s.stream == stream) {
             self.speaking = None;
             self.send_deferred_end();
@@ -116,7 +115,7 @@ impl Core {
 
     /// A stop asked for by [`Effect::StopSpeech`] is done: the `audio.abort` is out, so
     /// a `turn.end` held back for the speech may follow it.
-    pub(crate) fn handle_speech_stopped(&mut self) {
+    pub fn handle_speech_stopped(&mut self) {
         if self.speaking.is_none() {
             self.send_deferred_end();
         }
@@ -145,7 +144,8 @@ impl Core {
             speech_id,
             reason: SpeechStopReason::Interrupted,
         };
-        self.forward(ids::random_hex(12), body);
+        let id = self.ids.hex(12);
+        self.forward(id, body);
     }
 
     pub(super) fn send_deferred_end(&mut self) {

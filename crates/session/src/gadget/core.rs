@@ -1,45 +1,32 @@
-//! A gadget's conversation as a state machine, with no I/O.
-//!
-//! [`Core`] is told what happens, with the time passed in: a connection attached or gone,
-//! a frame, a port call, a deadline reached, the result of an effect. It hands back
-//! frames for the device ([`Core::poll_transmit`]), effects for its shell to carry out
-//! ([`Core::poll_effect`]: the store, files, the authorizer, speech, pictures, the agent,
-//! firmware updates) and its next deadline ([`Core::poll_timeout`]). It never awaits, and
-//! reads no clock but the wall clock that stamps a ping, so its timers are unit-tested
-//! in virtual time.
-//!
-//! The sub-machines it drives are pure too: the question queue ([`PromptQueue`]), the
-//! utterance being received ([`Utterance`]) and the sensor write window
-//! ([`SensorWrites`]). Agent → device calls are in `calls.rs`.
+//! The gadget core's state, its effects, its connection and its timers; how it takes
+//! frames is `inbound.rs`, agent calls `calls.rs`, speech `speech.rs` and firmware
+//! updates `firmware.rs`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, ServerMessage};
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{
     ActionError, Chat, DeviceProfile, Inbound, PairingCode, PcmFormat, Prompt, RequestError,
+    Response,
 };
 use serde_json::{Map, Value};
-use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, info};
 
-use super::super::audio::Utterance;
-use super::super::ota::{OtaEffect, Timeouts, Updates};
-use super::super::peer::Peer;
-use super::super::prompts::{PromptQueue, Question};
-use super::super::sensors::SensorWrites;
+use super::ota::{OtaEffect, Timeouts, Updates};
+use super::prompts::{PromptQueue, Question};
+use super::sensors::SensorWrites;
 use super::speech::{Speaking, SpeechChunk};
-use crate::calls::Reply;
-use crate::metrics::Metrics;
-use crate::session_io::{Queue, Transmit};
-use crate::socket::Outgoing;
+use super::utterance::Utterance;
+use super::Peer;
+use crate::io::{Close, Frame, Queue, Transmit};
+use crate::{CallId, Ids};
 
 /// Work the shell carries out for the core, in order.
-pub(crate) enum Effect {
+#[derive(Debug)]
+pub enum Effect {
     /// The device is online on connection `conn`.
     Online {
         conn: u64,
@@ -55,8 +42,16 @@ pub(crate) enum Effect {
     AskPairingCode {
         name: Option<String>,
     },
-    /// Hand this to the agent, in order; [`Core::handle_agent_full`] when it cannot take it.
+    /// Hand this to the agent, in order (and note it in the activity log);
+    /// [`Core::handle_agent_full`] when it cannot take it.
     ToAgent(Box<Inbound>),
+    /// Answer the agent's call `call`.
+    Answer {
+        call: CallId,
+        answer: Result<Response, RequestError>,
+    },
+    /// Count this in the server's metrics.
+    Count(Counted),
     /// Write an utterance's audio as a WAV file and hand the result to
     /// [`Core::handle_utterance_saved`].
     SaveUtterance {
@@ -72,7 +67,8 @@ pub(crate) enum Effect {
     OpenSpeech {
         path: PathBuf,
         rate: u32,
-        reply: Reply,
+        /// The call to answer once it plays (or could not).
+        call: CallId,
     },
     /// Start speech stream `stream` at `rate` Hz, fed PCM in `format` as it comes.
     BeginSpeech {
@@ -82,11 +78,11 @@ pub(crate) enum Effect {
         turn: Option<String>,
     },
     /// Queue PCM (or, with `path`, an audio file opened now) for speech stream `stream`,
-    /// answering `reply` once it is queued.
+    /// answering `call` once it is queued.
     FeedSpeech {
         stream: u8,
         input: SpeechChunk,
-        reply: Reply,
+        call: CallId,
     },
     /// Speech stream `stream` gets nothing more: it plays out and ends.
     EndSpeech {
@@ -101,14 +97,30 @@ pub(crate) enum Effect {
     ShowImage(Box<ImageJob>),
 }
 
-pub(crate) struct ImageJob {
+/// What the server's metrics count of a gadget's session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// A turn started.
+    Turn,
+    /// A frame broke the protocol.
+    ProtocolError,
+}
+
+/// A picture to fit and send.
+#[derive(Debug)]
+pub struct ImageJob {
+    /// The picture file.
     pub path: PathBuf,
+    /// The box the device's screen fits pictures into.
     pub image_box: (u32, u32),
+    /// The stream it goes out on.
     pub stream: u8,
     /// Shaped for the device; sent as a reply under the picture.
     pub caption: Option<String>,
+    /// The turn it belongs to.
     pub turn: Option<String>,
-    pub reply: Reply,
+    /// The call to answer once it is sent (or could not be).
+    pub call: CallId,
 }
 
 /// The live connection of a device.
@@ -120,15 +132,16 @@ pub(super) struct Conn {
 }
 
 pub(super) struct PendingAction {
-    pub reply: Reply,
+    pub call: CallId,
     pub deadline: Instant,
 }
 
-pub(crate) struct Core {
+/// A gadget's session: everything about its conversation that outlives a frame.
+pub struct Core {
     pub(super) device_id: String,
     heartbeat: Duration,
     pub(super) max_utterance_s: u32,
-    pub(super) metrics: Arc<Metrics>,
+    pub(super) ids: Ids,
     pub(super) conn: Option<Conn>,
     pub(super) paired: bool,
     /// A pairing code was asked for and has not come back: one question at a time,
@@ -159,18 +172,20 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(
+    /// The session of `device_id`, which pings every `heartbeat` and takes utterances of
+    /// up to `max_utterance_s`; its ids come from `ids`.
+    pub fn new(
         device_id: String,
         heartbeat: Duration,
         max_utterance_s: u32,
         ota: Timeouts,
-        metrics: Arc<Metrics>,
+        ids: Ids,
     ) -> Core {
         Core {
             device_id,
             heartbeat,
             max_utterance_s,
-            metrics,
+            ids,
             conn: None,
             paired: false,
             pairing_asked: false,
@@ -191,16 +206,23 @@ impl Core {
 
     // ---- what the shell reads ----
 
-    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
+    /// The device this session is for.
+    pub fn device_id(&self) -> &str {
+        &self.device_id
+    }
+
+    /// The next frame for a connection.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop()
     }
 
-    pub(crate) fn poll_effect(&mut self) -> Option<Effect> {
+    /// The next effect for the shell.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
         self.effects.pop()
     }
 
     /// The earliest instant [`Core::handle_timeout`] has work.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let conn = self.conn.as_ref().map(|c| {
             c.next_ping
                 .min(c.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS)
@@ -219,7 +241,7 @@ impl Core {
 
     /// Nothing open: no connection, turn, question, action or firmware transfer
     /// (updates resume from the store).
-    pub(crate) fn is_idle(&self) -> bool {
+    pub fn is_idle(&self) -> bool {
         self.conn.is_none()
             && self.turn.is_none()
             && self.prompts.head().is_none()
@@ -230,7 +252,7 @@ impl Core {
     // ---- connections ----
 
     /// A connection finished its handshake; it replaces any other.
-    pub(crate) fn handle_attach(
+    pub fn handle_attach(
         &mut self,
         conn: u64,
         peer: Peer,
@@ -239,7 +261,7 @@ impl Core {
         heartbeat_s: u32,
         now: Instant,
     ) {
-        self.close(CloseCode::Normal, "replaced by a new connection");
+        self.close(Close::Normal, "replaced by a new connection");
         self.conn = Some(Conn {
             id: conn,
             peer,
@@ -266,23 +288,23 @@ impl Core {
 
     /// Whether events of connection `conn` still count: a replaced or timed-out
     /// connection's last frames are dropped.
-    pub(crate) fn is_current(&self, conn: u64) -> bool {
+    pub fn is_current(&self, conn: u64) -> bool {
         self.conn.as_ref().is_some_and(|c| c.id == conn)
     }
 
     /// Close the connection, if any, and forget it.
-    pub(crate) fn close(&mut self, code: CloseCode, reason: &str) {
+    pub fn close(&mut self, code: Close, reason: &str) {
         if let Some(conn) = &self.conn {
             self.transmits.push(Transmit {
                 conn: conn.id,
-                frame: Outgoing::Close(code, reason.to_owned()),
+                frame: Frame::Close(code, reason.to_owned()),
             });
         }
         self.handle_closed();
     }
 
     /// The connection ended on its own (closed, failed or timed out).
-    pub(crate) fn handle_closed(&mut self) {
+    pub fn handle_closed(&mut self) {
         // Their outbox is gone with the connection.
         if let Some(speaking) = self.speaking.take() {
             self.effects.push(Effect::StopSpeech {
@@ -308,33 +330,34 @@ impl Core {
     }
 
     /// Proof of life from the current connection (any frame, control frames included).
-    pub(crate) fn touch(&mut self, now: Instant) {
+    pub fn touch(&mut self, now: Instant) {
         if let Some(conn) = &mut self.conn {
             conn.last_inbound = now;
         }
     }
 
-    pub(crate) fn fail_actions(&mut self, error: ActionError) {
-        for (_, action) in self.actions.drain() {
-            let _ = action.reply.send(Err(RequestError::Action(error.clone())));
+    /// Answer every action waiting for the device with `error`.
+    pub fn fail_actions(&mut self, error: ActionError) {
+        for (_, action) in std::mem::take(&mut self.actions) {
+            self.answer(action.call, Err(RequestError::Action(error.clone())));
         }
     }
 
     // ---- time ----
 
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+    /// Time passed: `now` on the core's clock, `unix_ms` on the wall clock (a ping
+    /// carries it).
+    pub fn handle_timeout(&mut self, now: Instant, unix_ms: u64) {
         if let Some(readings) = self.sensors.due(now) {
             self.effects.push(Effect::SaveSensors(readings));
         }
         if let Some(conn) = &mut self.conn {
             if now >= conn.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
                 info!(device = %self.device_id, "gadget silent for too long; closing");
-                self.close(CloseCode::Away, "heartbeat timeout");
+                self.close(Close::Away, "heartbeat timeout");
             } else if now >= conn.next_ping {
                 conn.next_ping = now + self.heartbeat;
-                self.send(ServerMessage::Ping(proto::Ping {
-                    ts: Some(crate::clock::now_ms().try_into().unwrap_or(0)),
-                }));
+                self.send(ServerMessage::Ping(proto::Ping { ts: Some(unix_ms) }));
             }
         }
         let (expired, next) = self.prompts.expire(now);
@@ -354,9 +377,7 @@ impl Core {
             .collect();
         for id in overdue {
             if let Some(action) = self.actions.remove(&id) {
-                let _ = action
-                    .reply
-                    .send(Err(RequestError::Action(ActionError::Timeout)));
+                self.answer(action.call, Err(RequestError::Action(ActionError::Timeout)));
             }
         }
     }
@@ -375,7 +396,7 @@ impl Core {
 
     /// The code the authorizer gave (none when it could not): shown while the device
     /// is connected and still unpaired.
-    pub(crate) fn handle_pairing_code(&mut self, code: Option<PairingCode>) {
+    pub fn handle_pairing_code(&mut self, code: Option<PairingCode>) {
         self.pairing_asked = false;
         if let Some(PairingCode { code, command }) = code.filter(|_| !self.paired) {
             self.send(ServerMessage::Pairing(proto::Pairing { code, command }));
@@ -383,7 +404,7 @@ impl Core {
     }
 
     /// Authorization changed (pairing approved or revoked).
-    pub(crate) fn handle_paired(&mut self, paired: bool, now: Instant) {
+    pub fn handle_paired(&mut self, paired: bool, now: Instant) {
         if self.paired == paired {
             return;
         }
@@ -411,7 +432,8 @@ impl Core {
 
     // ---- frames ----
 
-    pub(super) fn chat(&self) -> Chat {
+    /// The device's chat, as the agent knows it.
+    pub fn chat(&self) -> Chat {
         Chat::gadget(self.device_id.clone())
     }
 
@@ -419,13 +441,17 @@ impl Core {
         if let Some(conn) = &self.conn {
             self.transmits.push(Transmit {
                 conn: conn.id,
-                frame: Outgoing::Text(msg.encode()),
+                frame: Frame::Text(msg.encode()),
             });
         }
     }
 
     pub(super) fn effect(&mut self, effect: Effect) {
         self.effects.push(effect);
+    }
+
+    pub(super) fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
+        self.effects.push(Effect::Answer { call, answer });
     }
 
     pub(super) fn shape(&self, text: &str) -> String {

@@ -2,17 +2,16 @@
 //! device's messages, the clock and the shell's results, its messages sent to the
 //! device and its effects handed to the shell.
 //!
-//! [`Updates`]: super::super::ota::Updates
+//! [`Updates`]: super::ota::Updates
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use herald_gadget_proto::{limits, DeviceMessage};
-use tokio::sync::oneshot;
-use tokio::time::Instant;
 
-use super::super::ota::{Chunk, OtaOutput, PushError, Request};
 use super::core::{Core, Effect};
-use crate::store::{OtaUpdate, StoreError};
+use super::ota::{Chunk, OtaOutput, OtaUpdate, Request};
+use crate::CallId;
 
 impl Core {
     /// Send what the updates handed back and queue their effects.
@@ -40,14 +39,14 @@ impl Core {
     }
 
     /// A firmware update request from the admin API.
-    pub(crate) fn handle_ota_request(&mut self, request: Request) {
+    pub fn handle_ota_request(&mut self, request: Request) {
         let peer = self.conn.as_ref().map(|c| &c.peer);
         self.ota.request(&self.device_id, peer, request);
         self.drain_ota();
     }
 
     /// The device's update in the store, as the shell found it.
-    pub(crate) fn handle_ota_found(&mut self, found: Result<Option<OtaUpdate>, StoreError>) {
+    pub fn handle_ota_found(&mut self, found: Result<Option<OtaUpdate>, String>) {
         if let Some(conn) = &self.conn {
             self.ota.found(&self.device_id, &conn.peer, found);
             self.drain_ota();
@@ -55,7 +54,7 @@ impl Core {
     }
 
     /// The device's key with the staged image open, or why not.
-    pub(crate) fn handle_ota_prepared(
+    pub fn handle_ota_prepared(
         &mut self,
         key: Result<[u8; limits::KEY_LEN], String>,
         now: Instant,
@@ -65,34 +64,34 @@ impl Core {
     }
 
     /// What the store made of a staged image.
-    pub(crate) fn handle_ota_staged(
+    pub fn handle_ota_staged(
         &mut self,
         file: PathBuf,
-        stored: Result<Option<OtaUpdate>, StoreError>,
-        reply: oneshot::Sender<Result<OtaUpdate, PushError>>,
+        stored: Result<Option<OtaUpdate>, String>,
+        call: CallId,
     ) {
         let peer = self.conn.as_ref().map(|c| &c.peer);
-        self.ota.staged(&self.device_id, peer, file, stored, reply);
+        self.ota.staged(&self.device_id, peer, file, stored, call);
         self.drain_ota();
     }
 
     /// The staged image could not be read for the next frame.
-    pub(crate) fn handle_ota_unreadable(&mut self, err: String) {
+    pub fn handle_ota_unreadable(&mut self, err: String) {
         self.ota.unreadable(err);
         self.drain_ota();
     }
 
     /// Whether a firmware frame may go out once the outbox has room.
-    pub(crate) fn ota_wants_chunk(&self) -> bool {
+    pub fn ota_wants_chunk(&self) -> bool {
         self.conn.is_some() && self.ota.wants_chunk()
     }
 
-    pub(crate) fn poll_ota_chunk(&mut self) -> Option<Chunk> {
+    pub fn poll_ota_chunk(&mut self) -> Option<Chunk> {
         self.ota.poll_chunk()
     }
 
     /// Whether an update is being sent, so its staged copy must stay open.
-    pub(crate) fn ota_is_running(&self) -> bool {
+    pub fn ota_is_running(&self) -> bool {
         self.ota.is_running()
     }
 }

@@ -8,9 +8,9 @@
 //! withdrawal, the steps of a clarify, and what the device must be shown after each change.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use herald_port::{Choice, Prompt};
-use tokio::time::Instant;
 
 /// A question waiting for an answer.
 #[derive(Debug, Clone, PartialEq)]

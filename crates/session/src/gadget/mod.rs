@@ -1,0 +1,30 @@
+//! A gadget's conversation as a state machine: [`Core`].
+//!
+//! [`Core`] is told what happens, with the time passed in: a connection attached or
+//! gone, a frame, a port call, a deadline reached, the result of an effect. It hands
+//! back frames for the device ([`Core::poll_transmit`]), effects for its shell to carry
+//! out ([`Core::poll_effect`]: the store, files, the authorizer, speech, pictures, the
+//! agent, answers to calls, firmware updates) and its next deadline
+//! ([`Core::poll_timeout`]).
+//!
+//! The sub-machines it drives are pure too: the question queue ([`prompts`]), the
+//! utterance being received ([`utterance`]), the sensor write window ([`sensors`]) and
+//! the firmware updates ([`ota`]).
+
+mod calls;
+mod core;
+mod firmware;
+mod inbound;
+pub mod ota;
+mod peer;
+pub mod prompts;
+pub mod sensors;
+mod speech;
+pub mod utterance;
+
+pub use self::core::{Core, Counted, Effect, ImageJob};
+pub use self::peer::Peer;
+pub use self::speech::SpeechChunk;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,563 @@
+//! The gadget core driven in virtual time: hours of protocol run in microseconds,
+//! "nothing was sent" is a drained queue, not a wait, and ids are seeded.
+
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+use herald_gadget_proto::{self as proto, limits, DeviceMessage};
+use herald_port::{
+    ActionError, Outcome, PairingCode, Prompt, Request, RequestError, Response, SendOptions,
+};
+use serde_json::{json, Value};
+
+use super::ota::{OtaEffect, Timeouts};
+use super::{Core, Effect, Peer};
+use crate::io::Frame;
+use crate::{CallId, Ids};
+
+const HEARTBEAT: Duration = Duration::from_secs(20);
+
+/// A core and what it answered: answers to calls are kept by call id, the rest of its
+/// effects in order.
+struct Rig {
+    core: Core,
+    calls: u64,
+    effects: Vec<Effect>,
+    answers: Vec<(CallId, Result<Response, RequestError>)>,
+}
+
+impl Deref for Rig {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl DerefMut for Rig {
+    fn deref_mut(&mut self) -> &mut Core {
+        &mut self.core
+    }
+}
+
+impl Rig {
+    fn drain(&mut self) {
+        while let Some(effect) = self.core.poll_effect() {
+            match effect {
+                Effect::Answer { call, answer } => self.answers.push((call, answer)),
+                Effect::Count(_) => {}
+                other => self.effects.push(other),
+            }
+        }
+    }
+
+    /// Hand `request` to the core as a new call.
+    fn call(&mut self, request: Request, now: Instant) -> CallId {
+        self.calls += 1;
+        let call = CallId(self.calls);
+        self.core.handle_call(call, request, now);
+        call
+    }
+
+    /// The answer to `call`, if the core gave it.
+    fn answer(&mut self, call: CallId) -> Option<Result<Response, RequestError>> {
+        self.drain();
+        let at = self.answers.iter().position(|(id, _)| *id == call)?;
+        Some(self.answers.remove(at).1)
+    }
+}
+
+fn core() -> Rig {
+    let ota = Timeouts {
+        ready: Duration::from_secs(limits::OTA_READY_TIMEOUT_SECS),
+        ack: Duration::from_secs(limits::OTA_ACK_TIMEOUT_SECS),
+        done: Duration::from_secs(limits::OTA_DONE_TIMEOUT_SECS),
+    };
+    let core = Core::new(
+        "hg-0123456789abcdef".into(),
+        HEARTBEAT,
+        60,
+        ota,
+        Ids::seeded(1),
+    );
+    Rig {
+        core,
+        calls: 0,
+        effects: Vec::new(),
+        answers: Vec::new(),
+    }
+}
+
+fn peer(extra: Value) -> Peer {
+    let mut hello = json!({"proto": 1, "device_id": "hg-0123456789abcdef", "name": "desk"});
+    if let (Some(hello), Some(extra)) = (hello.as_object_mut(), extra.as_object()) {
+        hello.extend(extra.clone());
+    }
+    Peer::from(serde_json::from_value::<proto::Hello>(hello).unwrap())
+}
+
+fn attached(paired: bool, extra: Value, now: Instant) -> Rig {
+    let mut core = core();
+    core.handle_attach(1, peer(extra), paired, "s-1".into(), 20, now);
+    core
+}
+
+/// The frames handed back since the last look, as JSON; a close is
+/// `{"close": reason, "conn": id}`.
+fn sent(core: &mut Core) -> Vec<Value> {
+    std::iter::from_fn(|| core.poll_transmit())
+        .map(|t| match t.frame {
+            Frame::Text(text) => serde_json::from_str(&text).unwrap(),
+            Frame::Close(_, reason) => json!({"close": reason, "conn": t.conn}),
+        })
+        .collect()
+}
+
+fn types(frames: &[Value]) -> Vec<&str> {
+    frames
+        .iter()
+        .map(|f| f["type"].as_str().unwrap_or("close"))
+        .collect()
+}
+
+/// The effects since the last look, answers to calls aside.
+fn effects(rig: &mut Rig) -> Vec<Effect> {
+    rig.drain();
+    std::mem::take(&mut rig.effects)
+}
+
+fn frame(json: Value) -> DeviceMessage {
+    DeviceMessage::decode(&json.to_string()).unwrap()
+}
+
+/// Hand `request` to the core and take the answer it gave at once.
+fn call(rig: &mut Rig, now: Instant, request: Request) -> Result<Response, RequestError> {
+    let call = rig.call(request, now);
+    rig.answer(call).expect("answered at once")
+}
+
+/// The id a request answered with.
+fn id(answer: Result<Response, RequestError>) -> String {
+    match answer {
+        Ok(Response::MessageId { message_id: id })
+        | Ok(Response::PromptId { prompt_id: id })
+        | Ok(Response::TurnId { turn_id: id }) => id,
+        other => panic!("no id: {other:?}"),
+    }
+}
+
+#[test]
+fn a_device_that_answers_is_pinged_every_heartbeat_for_hours_and_never_dropped() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    assert_eq!(types(&sent(&mut core)), ["welcome"]);
+    let mut pings = 0;
+    while let Some(at) = core
+        .poll_timeout()
+        .filter(|at| *at <= start + Duration::from_secs(3 * 3600))
+    {
+        core.handle_timeout(at, 0);
+        let frames = sent(&mut core);
+        assert_eq!(types(&frames), ["ping"], "at {:?}", at - start);
+        pings += 1;
+        let answered = at + Duration::from_millis(150);
+        core.touch(answered);
+        core.handle_frame(frame(json!({"type": "pong"})), answered);
+        assert!(sent(&mut core).is_empty());
+    }
+    assert_eq!(
+        pings,
+        3 * 3600 / 20,
+        "one ping per heartbeat for three hours"
+    );
+    assert!(core.is_current(1));
+}
+
+#[test]
+fn a_silent_device_is_closed_after_three_heartbeats_and_its_last_seen_recorded() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    sent(&mut core);
+    effects(&mut core);
+    let mut seen = Vec::new();
+    while let Some(at) = core.poll_timeout() {
+        core.handle_timeout(at, 0);
+        seen.push(((at - start).as_secs(), types(&sent(&mut core)).join(",")));
+    }
+    assert_eq!(
+        seen,
+        [
+            (20, "ping".to_owned()),
+            (40, "ping".to_owned()),
+            (60, "close".to_owned())
+        ]
+    );
+    assert!(
+        !core.is_current(1),
+        "events of the dead connection no longer count"
+    );
+    let effects = effects(&mut core);
+    assert!(matches!(effects[0], Effect::Offline { paired: true }));
+    assert!(matches!(effects[1], Effect::RecordLastSeen));
+    assert!(core.is_idle());
+}
+
+#[test]
+fn questions_show_one_at_a_time_and_the_next_shows_when_the_first_lapses() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    sent(&mut core);
+    let confirm = |text: &str| Prompt::Confirm {
+        title: "Sure?".into(),
+        text: text.into(),
+    };
+    let ask = |text, ttl_s| Request::Ask {
+        prompt: confirm(text),
+        ttl_s: Some(ttl_s),
+    };
+    let first = id(call(&mut core, start, ask("first", 30)));
+    let frames = sent(&mut core);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        (frames[0]["id"].as_str(), frames[0]["ttl_s"].as_u64()),
+        (Some(first.as_str()), Some(30))
+    );
+
+    let second = id(call(&mut core, start, ask("second", 60)));
+    assert!(
+        sent(&mut core).is_empty(),
+        "the second waits behind the first"
+    );
+    assert_eq!(core.poll_timeout(), Some(start + HEARTBEAT));
+
+    core.handle_timeout(start + Duration::from_secs(30), 0);
+    let frames = sent(&mut core);
+    let prompt = frames.iter().find(|f| f["type"] == "prompt").unwrap();
+    assert_eq!(prompt["id"].as_str(), Some(second.as_str()));
+    assert_eq!(
+        prompt["ttl_s"].as_u64(),
+        Some(30),
+        "what is left of its minute"
+    );
+}
+
+#[test]
+fn an_action_the_device_never_answers_fails_at_its_deadline_and_not_before() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({"actions": [{"name": "led"}]}), start);
+    sent(&mut core);
+    let request = Request::InvokeAction {
+        name: "led".into(),
+        args: json!({"on": true}),
+    };
+    let led = core.call(request, start);
+    assert_eq!(types(&sent(&mut core)), ["action"]);
+    let deadline = start + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
+    core.handle_timeout(deadline - Duration::from_millis(1), 0);
+    assert_eq!(core.answer(led), None, "still waiting");
+    // The device kept answering pings meanwhile; only the action lapses.
+    core.touch(deadline);
+    core.handle_timeout(deadline, 0);
+    assert_eq!(
+        core.answer(led),
+        Some(Err(RequestError::Action(ActionError::Timeout)))
+    );
+    assert!(core.is_current(1));
+
+    let fan = Request::InvokeAction {
+        name: "fan".into(),
+        args: json!({}),
+    };
+    assert_eq!(
+        call(&mut core, start, fan),
+        Err(RequestError::Action(ActionError::UnknownAction(
+            "fan".into()
+        )))
+    );
+}
+
+#[test]
+fn an_unpaired_device_asks_for_one_pairing_code_at_a_time_and_reaches_no_agent() {
+    let start = Instant::now();
+    let mut core = attached(false, json!({}), start);
+    assert_eq!(sent(&mut core)[0]["paired"], false);
+    let asked = |effects: &[Effect]| {
+        effects
+            .iter()
+            .filter(
+                |e| matches!(e, Effect::AskPairingCode { name } if name.as_deref() == Some("desk")),
+            )
+            .count()
+    };
+    assert_eq!(asked(&effects(&mut core)), 1);
+    for _ in 0..3 {
+        core.handle_frame(frame(json!({"type": "text", "text": "hi"})), start);
+    }
+    let knocked = effects(&mut core);
+    assert_eq!(asked(&knocked), 0, "the question is still out");
+    assert!(!knocked.iter().any(|e| matches!(e, Effect::ToAgent(_))));
+
+    core.handle_pairing_code(Some(PairingCode {
+        code: "ABCD2345".into(),
+        command: "hermes pairing approve gadget ABCD2345".into(),
+    }));
+    let frames = sent(&mut core);
+    assert_eq!(types(&frames), ["pairing"]);
+    assert_eq!(frames[0]["code"], "ABCD2345");
+    core.handle_frame(frame(json!({"type": "text", "text": "hi"})), start);
+    assert_eq!(asked(&effects(&mut core)), 1, "asked again once answered");
+
+    core.handle_paired(true, start);
+    assert_eq!(types(&sent(&mut core)), ["paired"]);
+    core.handle_pairing_code(Some(PairingCode {
+        code: "LATE0000".into(),
+        command: String::new(),
+    }));
+    assert!(
+        sent(&mut core).is_empty(),
+        "a late code is not shown to a paired device"
+    );
+}
+
+#[test]
+fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
+    let start = Instant::now();
+    let mut core = attached(
+        true,
+        json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}}),
+        start,
+    );
+    sent(&mut core);
+    effects(&mut core);
+    let turn = id(call(&mut core, start, Request::TurnStarted {}));
+    let request = Request::SendVoice {
+        path: "/tmp/speech.ogg".into(),
+    };
+    core.call(request, start);
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::OpenSpeech { rate: 16000, .. }]
+    ));
+    let (stream, speech_turn) = core.start_speech().unwrap();
+    assert_eq!(speech_turn.as_deref(), Some(turn.as_str()));
+    let end = Request::TurnEnded {
+        turn_id: turn.clone(),
+        outcome: Outcome::Success,
+    };
+    call(&mut core, start, end).unwrap();
+    assert_eq!(
+        types(&sent(&mut core)),
+        ["turn.start"],
+        "no turn.end during speech"
+    );
+    core.handle_speech_done(stream);
+    assert_eq!(types(&sent(&mut core)), ["turn.end"]);
+
+    let (stream, _) = core.start_speech().unwrap();
+    core.handle_frame(frame(json!({"type": "cancel"})), start);
+    // The playback sends the abort once it has stopped (the shell's part).
+    assert!(sent(&mut core).is_empty());
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::StopSpeech { stream: s }, Effect::ToAgent(_)] if s == stream
+    ));
+}
+
+fn speech(op: &str, args: Value) -> Request {
+    serde_json::from_value(json!({"op": op, "args": args})).unwrap()
+}
+
+#[test]
+fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
+    let start = Instant::now();
+    let speaker = json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}});
+    let mut core = attached(true, speaker, start);
+    sent(&mut core);
+    effects(&mut core);
+    let turn = id(call(&mut core, start, Request::TurnStarted {}));
+    let begin = json!({"speech_id": "s1", "sample_rate": 24000, "channels": 1});
+    call(&mut core, start, speech("speech_begin", begin.clone())).unwrap();
+    let [Effect::BeginSpeech {
+        stream,
+        rate: 16000,
+        format,
+        turn: Some(t),
+    }] = &effects(&mut core)[..]
+    else {
+        panic!("no begin")
+    };
+    let stream = *stream;
+    assert_eq!((format.sample_rate, t), (24_000, &turn));
+
+    // A write for the stream goes to it; one for another id is dropped at once.
+    let write = speech("speech_write", json!({"speech_id": "s1", "pcm": "AAA="}));
+    core.call(write, start);
+    assert!(
+        matches!(effects(&mut core)[..], [Effect::FeedSpeech { stream: s, .. }] if s == stream)
+    );
+    let other = speech("speech_write", json!({"speech_id": "s0", "pcm": "AAA="}));
+    assert_eq!(
+        call(&mut core, start, other).unwrap(),
+        Response::Dropped { dropped: true }
+    );
+    assert!(effects(&mut core).is_empty());
+
+    // The turn ends after the speech; speaking over it stops it and tells the agent.
+    let end = Request::TurnEnded {
+        turn_id: turn,
+        outcome: Outcome::Success,
+    };
+    call(&mut core, start, end).unwrap();
+    let barge_in = json!({"type": "audio.start", "stream": 9, "rate": 16000, "format": "pcm16"});
+    core.handle_frame(frame(barge_in), start);
+    let done = effects(&mut core);
+    let [Effect::StopSpeech { stream: s }, Effect::ToAgent(inbound)] = &done[..] else {
+        panic!("not stopped")
+    };
+    assert_eq!(*s, stream);
+    assert!(matches!(
+        &inbound.body,
+        herald_port::InboundBody::SpeechStopped { speech_id, .. } if speech_id.as_str() == "s1"
+    ));
+    assert_eq!(
+        types(&sent(&mut core)),
+        ["turn.start"],
+        "turn.end after the abort"
+    );
+    core.handle_speech_stopped();
+    assert_eq!(types(&sent(&mut core)), ["turn.end"]);
+    let late = speech("speech_write", json!({"speech_id": "s1", "pcm": "AAA="}));
+    assert_eq!(
+        call(&mut core, start, late).unwrap(),
+        Response::Dropped { dropped: true }
+    );
+
+    // The agent's own abort and a new begin stop it too, but are no interruption.
+    call(&mut core, start, speech("speech_begin", begin.clone())).unwrap();
+    effects(&mut core);
+    call(&mut core, start, speech("speech_begin", begin)).unwrap();
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::StopSpeech { .. }, Effect::BeginSpeech { .. }]
+    ));
+    let abort = speech("speech_abort", json!({"speech_id": "s1"}));
+    call(&mut core, start, abort).unwrap();
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::StopSpeech { .. }]
+    ));
+}
+
+#[test]
+fn streamed_speech_needs_a_speaker() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    let begin = json!({"speech_id": "s1", "sample_rate": 24000, "channels": 2});
+    let refused = call(&mut core, start, speech("speech_begin", begin.clone()));
+    assert!(
+        matches!(
+            refused,
+            Err(RequestError::Delivery(
+                herald_port::DeliveryError::Unsupported { .. }
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert!(effects(&mut core)
+        .iter()
+        .all(|e| !matches!(e, Effect::BeginSpeech { .. })));
+    core.handle_closed();
+    let offline = call(&mut core, start, speech("speech_begin", begin));
+    assert!(matches!(
+        offline,
+        Err(RequestError::Delivery(herald_port::DeliveryError::Offline(
+            _
+        )))
+    ));
+}
+
+#[test]
+fn readings_reach_the_store_at_most_once_per_window_and_none_is_lost() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    effects(&mut core);
+    let state = |t: f64| frame(json!({"type": "state", "sensors": {"temp": t}}));
+    core.handle_frame(state(20.5), start);
+    assert!(matches!(&effects(&mut core)[..], [Effect::SaveSensors(r)] if r["temp"] == 20.5));
+    core.handle_frame(state(21.0), start + Duration::from_secs(1));
+    core.handle_frame(state(21.5), start + Duration::from_secs(2));
+    assert!(effects(&mut core).is_empty(), "within the window");
+    let due = start + Duration::from_secs(10);
+    assert_eq!(core.poll_timeout(), Some(due));
+    core.handle_timeout(due, 0);
+    assert!(matches!(&effects(&mut core)[..], [Effect::SaveSensors(r)] if r["temp"] == 21.5));
+}
+
+#[test]
+fn a_new_connection_closes_the_one_it_replaces_and_streaming_starts_over() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    sent(&mut core);
+    effects(&mut core);
+    let streamed = Request::SendText {
+        text: "Hel".into(),
+        options: SendOptions {
+            streaming: true,
+            ..Default::default()
+        },
+    };
+    let message_id = id(call(&mut core, start, streamed));
+    sent(&mut core);
+    core.handle_attach(2, peer(json!({})), true, "s-2".into(), 20, start);
+    let frames = sent(&mut core);
+    assert_eq!(
+        frames[0],
+        json!({"close": "replaced by a new connection", "conn": 1})
+    );
+    assert_eq!(frames[1]["type"], "welcome");
+    assert!(matches!(
+        effects(&mut core)[..],
+        [
+            Effect::Offline { .. },
+            Effect::RecordLastSeen,
+            Effect::Online { conn: 2 },
+            // Whether an update waits for it.
+            Effect::Ota(OtaEffect::Lookup)
+        ]
+    ));
+    let edit = Request::EditText {
+        message_id,
+        text: "Hello".into(),
+        finalize: true,
+    };
+    assert!(
+        call(&mut core, start, edit).is_err(),
+        "the old stream is gone"
+    );
+}
+
+#[test]
+fn only_short_printable_message_ids_are_kept() {
+    let start = Instant::now();
+    let mut core = attached(true, json!({}), start);
+    effects(&mut core);
+    let id_of = |core: &mut Rig, id: Value| {
+        core.handle_frame(
+            frame(json!({"type": "text", "text": "hi", "id": id})),
+            start,
+        );
+        match effects(core).pop() {
+            Some(Effect::ToAgent(inbound)) => inbound.message_id,
+            _ => panic!("no inbound"),
+        }
+    };
+    assert_eq!(id_of(&mut core, json!("m-1")), "m-1");
+    for bad in [
+        "x".repeat(limits::MAX_ID + 1),
+        "a\u{1b}[2J".into(),
+        String::new(),
+    ] {
+        let id = id_of(&mut core, json!(bad));
+        assert_ne!(id, bad);
+        assert_eq!(id.len(), 12);
+    }
+}

@@ -1,0 +1,38 @@
+//! Herald's device sessions as state machines that cannot do I/O.
+//!
+//! A session core is told what happened (a frame, an agent's call, an answer to one of
+//! its effects, a deadline reached), always with the time, and hands back frames for
+//! the device, effects for its shell and its next deadline. It owns nothing that waits:
+//! no sockets, no channels, no clock, no store, no OS randomness. That is why the
+//! crate's dependencies stop at the protocol, media and port crates; the compiler
+//! keeps the promise that a core's behaviour is a function of its inputs.
+//!
+//! Why this shape (after quinn-proto): the rules of a conversation (who may speak, what
+//! a timeout means, which question is on screen) are the part worth testing
+//! exhaustively, and they are tested here in virtual time with seeded ids, without a
+//! runtime. The server crate's shells are thin: they own the connection, the
+//! mailboxes and the pending answers, and carry the effects out.
+//!
+//! - [`gadget`]: a gadget's conversation, its questions, utterances, speech bookkeeping
+//!   and firmware updates.
+//! - [`io`]: what every core hands back: frames for a connection and their queue.
+//! - [`Ids`]: the ids a core mints, from entropy its shell injects.
+//! - [`CallId`]: how an agent's call and its answer are matched, without a channel.
+
+pub mod gadget;
+mod ids;
+pub mod io;
+
+pub use ids::{Entropy, Ids};
+
+use herald_port::{DeliveryError, Response};
+
+/// The shell's name for an agent's call (or an admin request) that a core answers
+/// later, in an effect: the core holds the id, the shell the channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallId(pub u64);
+
+/// The answer of a request with nothing to say but whether it went through.
+pub fn done(sent: Result<(), DeliveryError>) -> Result<Response, DeliveryError> {
+    sent.map(|()| Response::Done {})
+}
