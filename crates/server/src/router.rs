@@ -195,7 +195,7 @@ impl Outbound for Router {
                     .await;
             }
             // A phone's messages check the remembered answer; its connections stay.
-            Platform::Mobile => self.mobile.shared.authorized.set(user_id, authorized),
+            Platform::Mobile => self.mobile.authorized.set(user_id, authorized),
         }
     }
 }

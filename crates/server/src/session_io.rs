@@ -60,15 +60,3 @@ pub(crate) fn close_code(close: Close) -> CloseCode {
         Close::Invalid => CloseCode::Invalid,
     }
 }
-
-/// The frames a core handed back, as JSON for tests; a close is
-/// `{"close": reason, "conn": id}`.
-#[cfg(test)]
-pub(crate) fn sent(transmits: impl Iterator<Item = Transmit>) -> Vec<serde_json::Value> {
-    transmits
-        .map(|t| match t.frame {
-            Frame::Text(text) => serde_json::from_str(&text).unwrap(),
-            Frame::Close(_, reason) => serde_json::json!({"close": reason, "conn": t.conn}),
-        })
-        .collect()
-}

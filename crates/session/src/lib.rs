@@ -15,6 +15,7 @@
 //!
 //! - [`gadget`]: a gadget's conversation, its questions, utterances, speech bookkeeping
 //!   and firmware updates.
+//! - [`mobile`]: a phone's conversation, its cards, uploads and the avatar.
 //! - [`io`]: what every core hands back: frames for a connection and their queue.
 //! - [`Ids`]: the ids a core mints, from entropy its shell injects.
 //! - [`CallId`]: how an agent's call and its answer are matched, without a channel.
@@ -22,10 +23,22 @@
 pub mod gadget;
 mod ids;
 pub mod io;
+pub mod mobile;
+#[cfg(test)]
+mod testing;
 
 pub use ids::{Entropy, Ids};
 
 use herald_port::{DeliveryError, Response};
+
+/// What the server's metrics count of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// A turn started.
+    Turn,
+    /// An error of this code reached the device.
+    Error(&'static str),
+}
 
 /// The shell's name for an agent's call (or an admin request) that a core answers
 /// later, in an effect: the core holds the id, the shell the channel.

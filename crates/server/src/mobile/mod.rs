@@ -3,11 +3,12 @@
 //! - [`handshake`] checks `hello` (token, device filter, ownership) and answers `ready`;
 //! - [`connection`] reads frames, answers what needs no state (`ping`, `deliver`) and
 //!   forwards the rest to the device's session;
-//! - [`session`] is the per-device sans-IO core and its actor shell: authorization
-//!   (work waits in order while the authorizer is asked), duplicate suppression, uploads, cards, the
-//!   outbox (in the store) that keeps a turn's frames while the phone is away, replies
-//!   shaped into chunks and streaming edits;
-//! - [`uploads`] and [`seen`] hold the bounded buffers, free of I/O.
+//! - [`session`] is the shell of each phone's session core (`herald_session::mobile`:
+//!   authorization, duplicate suppression, uploads, cards, replies shaped into chunks
+//!   and streaming edits): it carries out the core's effects, among them the outbox (in
+//!   the store) that keeps a turn's frames while the phone is away;
+//! - the hub ([`MobileHub`]) holds what phones share: who may reach the agent, which
+//!   device each open card was shown to, and the upload budget.
 //!
 //! Like gadgets, a session outlives its connections: a phone that drops mid-turn gets
 //! the rest of the turn when it comes back, even across a restart of the server, and
@@ -15,16 +16,15 @@
 
 mod connection;
 mod handshake;
-mod seen;
 mod session;
-mod uploads;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::DashMap;
 use herald_mobile_proto::{limits, Capabilities, TokenSet};
 use herald_port::{Agent, Authorizer, Chat, DeliveryError};
+use herald_session::mobile::uploads::UploadBudget;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -75,9 +75,12 @@ pub(crate) struct MobileHub {
     /// Where uploads and voice messages are written for the agent.
     inbox: Arc<Inbox>,
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
-    /// What every phone's session core shares: which users the authorizer allows (as
-    /// last heard), the upload budget, which device each open card was shown to.
-    pub(crate) shared: Arc<session::Shared>,
+    /// Which users the authorizer allows, as last heard.
+    pub(crate) authorized: Authorized,
+    /// Which device each open card was shown to, so another device's answer is refused.
+    cards: DashMap<String, String>,
+    /// The bytes of unfinished uploads, per user and in all.
+    upload_budget: Mutex<UploadBudget>,
     sessions: Mailboxes<Event>,
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
@@ -143,13 +146,6 @@ impl MobileHub {
         check_strength(app_token, extra, &deliver)?;
         let tokens = TokenSet::parse(Some(app_token), Some(extra))?;
         let deliver_tokens = TokenSet::parse(None, Some(&deliver))?;
-        let shared = Arc::new(session::Shared {
-            metrics: metrics.clone(),
-            authorized: Arc::new(Authorized::default()),
-            cards: Arc::new(DashMap::new()),
-            upload_budget: Arc::default(),
-            max_message_chars: config.max_message_chars as usize,
-        });
         Ok(MobileHub {
             failures: FailureThrottle::default(),
             config,
@@ -158,12 +154,20 @@ impl MobileHub {
             deliver_tokens,
             inbox,
             backend: OnceLock::new(),
-            shared,
+            authorized: Authorized::default(),
+            cards: DashMap::new(),
+            upload_budget: Mutex::new(UploadBudget::default()),
             sessions: Mailboxes::default(),
             online: DashMap::new(),
             next_conn: std::sync::atomic::AtomicU64::new(1),
             metrics,
         })
+    }
+
+    /// The upload budget, for one reservation or release.
+    fn upload_budget(&self) -> std::sync::MutexGuard<'_, UploadBudget> {
+        // Counts are updated whole under the lock; a panic elsewhere leaves them valid.
+        self.upload_budget.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether the phone `device_id` belongs to `user_id` (the first user who used it).

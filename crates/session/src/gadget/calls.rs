@@ -12,9 +12,9 @@ use herald_port::{
 };
 use serde_json::Value;
 
-use super::core::{profile, Conn, Core, Counted, Effect, ImageJob, PendingAction};
+use super::core::{profile, Conn, Core, Effect, ImageJob, PendingAction};
 use super::prompts::{Question, Show};
-use crate::{done, CallId};
+use crate::{done, CallId, Counted};
 
 impl Core {
     /// The agent's call `call`; its answer comes back as [`Effect::Answer`], at once or

@@ -22,7 +22,7 @@ use super::speech::{Speaking, SpeechChunk};
 use super::utterance::Utterance;
 use super::Peer;
 use crate::io::{Close, Frame, Queue, Transmit};
-use crate::{CallId, Ids};
+use crate::{CallId, Counted, Ids};
 
 /// Work the shell carries out for the core, in order.
 #[derive(Debug)]
@@ -95,15 +95,6 @@ pub enum Effect {
     },
     /// Fit a picture to the device's box and send it on stream `stream`.
     ShowImage(Box<ImageJob>),
-}
-
-/// What the server's metrics count of a gadget's session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
-    /// A turn started.
-    Turn,
-    /// A frame broke the protocol.
-    ProtocolError,
 }
 
 /// A picture to fit and send.

@@ -15,17 +15,18 @@ use herald_port::{
 use serde_json::Value;
 use tracing::debug;
 
-use super::core::{profile, protocol_error, Core, Counted, Effect};
+use super::core::{profile, protocol_error, Core, Effect};
 use super::prompts::{Replied, Show};
 use super::utterance::Utterance;
 use crate::io::Close;
+use crate::Counted;
 
 impl Core {
     /// A frame that could not be read: the device is told, and a connection that cannot
     /// read on is closed with `close`.
     pub fn handle_bad_frame(&mut self, reason: String, close: Option<Close>) {
         debug!(device = %self.device_id, %reason, "bad frame");
-        self.effect(Effect::Count(Counted::ProtocolError));
+        self.effect(Effect::Count(Counted::Error("protocol")));
         self.send(protocol_error(reason));
         if let Some(code) = close {
             self.close(code, "protocol");

@@ -22,7 +22,7 @@ pub mod sensors;
 mod speech;
 pub mod utterance;
 
-pub use self::core::{Core, Counted, Effect, ImageJob};
+pub use self::core::{Core, Effect, ImageJob};
 pub use self::peer::Peer;
 pub use self::speech::SpeechChunk;
 

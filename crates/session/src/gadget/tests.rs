@@ -1,7 +1,6 @@
 //! The gadget core driven in virtual time: hours of protocol run in microseconds,
 //! "nothing was sent" is a drained queue, not a wait, and ids are seeded.
 
-use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage};
@@ -12,59 +11,33 @@ use serde_json::{json, Value};
 
 use super::ota::{OtaEffect, Timeouts};
 use super::{Core, Effect, Peer};
-use crate::io::Frame;
+use crate::io::Transmit;
+use crate::testing::{Driven, Sorted};
 use crate::{CallId, Ids};
 
 const HEARTBEAT: Duration = Duration::from_secs(20);
 
-/// A core and what it answered: answers to calls are kept by call id, the rest of its
-/// effects in order.
-struct Rig {
-    core: Core,
-    calls: u64,
-    effects: Vec<Effect>,
-    answers: Vec<(CallId, Result<Response, RequestError>)>,
-}
-
-impl Deref for Rig {
-    type Target = Core;
-    fn deref(&self) -> &Core {
-        &self.core
+impl Driven for Core {
+    type Effect = Effect;
+    fn next_effect(&mut self) -> Option<Effect> {
+        self.poll_effect()
     }
-}
-
-impl DerefMut for Rig {
-    fn deref_mut(&mut self) -> &mut Core {
-        &mut self.core
+    fn next_transmit(&mut self) -> Option<Transmit> {
+        self.poll_transmit()
     }
-}
-
-impl Rig {
-    fn drain(&mut self) {
-        while let Some(effect) = self.core.poll_effect() {
-            match effect {
-                Effect::Answer { call, answer } => self.answers.push((call, answer)),
-                Effect::Count(_) => {}
-                other => self.effects.push(other),
-            }
+    fn call(&mut self, call: CallId, request: Request, now: Instant) {
+        self.handle_call(call, request, now);
+    }
+    fn sort(effect: Effect) -> Sorted<Effect> {
+        match effect {
+            Effect::Answer { call, answer } => Sorted::Answer(call, answer),
+            Effect::Count(_) => Sorted::Ignored,
+            other => Sorted::Other(other),
         }
     }
-
-    /// Hand `request` to the core as a new call.
-    fn call(&mut self, request: Request, now: Instant) -> CallId {
-        self.calls += 1;
-        let call = CallId(self.calls);
-        self.core.handle_call(call, request, now);
-        call
-    }
-
-    /// The answer to `call`, if the core gave it.
-    fn answer(&mut self, call: CallId) -> Option<Result<Response, RequestError>> {
-        self.drain();
-        let at = self.answers.iter().position(|(id, _)| *id == call)?;
-        Some(self.answers.remove(at).1)
-    }
 }
+
+type Rig = crate::testing::Rig<Core>;
 
 fn core() -> Rig {
     let ota = Timeouts {
@@ -79,12 +52,7 @@ fn core() -> Rig {
         ota,
         Ids::seeded(1),
     );
-    Rig {
-        core,
-        calls: 0,
-        effects: Vec::new(),
-        answers: Vec::new(),
-    }
+    Rig::new(core)
 }
 
 fn peer(extra: Value) -> Peer {
@@ -101,15 +69,8 @@ fn attached(paired: bool, extra: Value, now: Instant) -> Rig {
     core
 }
 
-/// The frames handed back since the last look, as JSON; a close is
-/// `{"close": reason, "conn": id}`.
-fn sent(core: &mut Core) -> Vec<Value> {
-    std::iter::from_fn(|| core.poll_transmit())
-        .map(|t| match t.frame {
-            Frame::Text(text) => serde_json::from_str(&text).unwrap(),
-            Frame::Close(_, reason) => json!({"close": reason, "conn": t.conn}),
-        })
-        .collect()
+fn sent(rig: &mut Rig) -> Vec<Value> {
+    rig.sent()
 }
 
 fn types(frames: &[Value]) -> Vec<&str> {
@@ -119,20 +80,16 @@ fn types(frames: &[Value]) -> Vec<&str> {
         .collect()
 }
 
-/// The effects since the last look, answers to calls aside.
 fn effects(rig: &mut Rig) -> Vec<Effect> {
-    rig.drain();
-    std::mem::take(&mut rig.effects)
+    rig.effects()
 }
 
 fn frame(json: Value) -> DeviceMessage {
     DeviceMessage::decode(&json.to_string()).unwrap()
 }
 
-/// Hand `request` to the core and take the answer it gave at once.
 fn call(rig: &mut Rig, now: Instant, request: Request) -> Result<Response, RequestError> {
-    let call = rig.call(request, now);
-    rig.answer(call).expect("answered at once")
+    rig.ask(request, now)
 }
 
 /// The id a request answered with.

@@ -20,9 +20,9 @@ use std::time::Duration;
 use herald_gadget_proto::{self as proto, DeviceMessage};
 use herald_port::{ActionError, DeliveryError, PairingCode, Platform, RequestError, Response};
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
-use herald_session::gadget::{Core, Counted, Effect, ImageJob, Peer, SpeechChunk};
+use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
 use herald_session::io::Close;
-use herald_session::{CallId, Ids};
+use herald_session::{CallId, Counted, Ids};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
@@ -450,9 +450,7 @@ impl Session {
             }
             Effect::Answer { call, answer } => self.answer(call, answer),
             Effect::Count(Counted::Turn) => self.hub.metrics.turn(Platform::Gadget),
-            Effect::Count(Counted::ProtocolError) => {
-                self.hub.metrics.error(Platform::Gadget, "protocol");
-            }
+            Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Gadget, code),
             Effect::Ota(effect) => self.carry_out_ota(effect).await,
             Effect::OpenSpeech { path, rate, call } => {
                 let result = match open_speech(&path).await {

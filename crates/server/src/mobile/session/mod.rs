@@ -1,35 +1,31 @@
 //! One session per phone (per `device.id`): the only owner of its conversation state.
 //!
-//! The state and its rules are [`core::Core`], a state machine with no I/O. This module
-//! is its shell, an actor that does what the core asks: frames from the phone's
+//! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
+//! no I/O. This module is its shell, an actor that does what the core asks: frames from the phone's
 //! connection, calls from the agent and the authorizer's answers arrive on one bounded
 //! mailbox; the shell feeds them to the core with the time, writes the frames it hands
 //! back into the connection's outbox, carries out its effects (the store, the inbox,
-//! the authorizer, files to send, the agent's queue) and sleeps until the core's next
-//! deadline (a card lapsing, the avatar going idle).
-
-mod calls;
-mod core;
-mod inbound;
-mod media;
+//! the authorizer, the hub's cards and upload budget, files to send, the agent's queue)
+//! and sleeps until the core's next deadline (a card lapsing, the avatar going idle).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use herald_mobile_proto::{limits, ClientFrame, Deliver};
-use herald_port::{DeliveryError, PairingCode, Platform};
+use herald_port::{DeliveryError, PairingCode, Platform, RequestError, Response};
 use herald_session::io::Close;
+use herald_session::mobile::{Core, Effect, SaveFile};
+use herald_session::{CallId, Counted, Ids};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 use tracing::warn;
 
-pub(crate) use self::core::Shared;
-use self::core::{Core, Effect, SaveFile};
 use super::MobileHub;
-use crate::calls::{reply_done, Call};
+use crate::calls::{done, Call, Reply};
 use crate::clock::now_ms;
 use crate::files;
+use crate::ids::OsEntropy;
 use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
 use crate::session_io::Outboxes;
@@ -80,6 +76,9 @@ pub(crate) struct Session {
     hub: Arc<MobileHub>,
     mailbox: queue::Sender<Event>,
     core: Core,
+    /// The calls the core will answer, by the id it knows them by (few at a time).
+    waiting: Vec<(CallId, Reply)>,
+    next_call: u64,
     outboxes: Outboxes,
     to_agent: AgentQueue,
     /// When the mailbox last had something for the session.
@@ -90,7 +89,13 @@ impl Session {
     pub(super) fn spawn(device_id: String, hub: Arc<MobileHub>) -> queue::Sender<Event> {
         let (tx, rx) = queue::channel(MAILBOX);
         let session = Session {
-            core: Core::new(device_id, hub.shared.clone()),
+            core: Core::new(
+                device_id,
+                hub.config.max_message_chars as usize,
+                Ids::new(OsEntropy),
+            ),
+            waiting: Vec::new(),
+            next_call: 0,
             hub,
             mailbox: tx.clone(),
             outboxes: Outboxes::default(),
@@ -112,7 +117,7 @@ impl Session {
                     if self.retire_at().is_some_and(|at| at <= now) {
                         break true;
                     }
-                    self.core.handle_timeout(now);
+                    self.core.handle_timeout(now.into_std());
                     continue;
                 }
             };
@@ -128,10 +133,11 @@ impl Session {
                 Some(event) => self.handle(event, now),
             }
         };
-        self.core.forget_cards();
-        self.hub.session_ended(&self.core.device_id, &self.mailbox);
+        self.core.end();
+        self.settle().await;
+        self.hub.session_ended(self.core.device_id(), &self.mailbox);
         if retired {
-            hand_over(mailbox, || self.hub.session(&self.core.device_id)).await;
+            hand_over(mailbox, || self.hub.session(self.core.device_id())).await;
         }
     }
 
@@ -143,13 +149,17 @@ impl Session {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.core.poll_timeout(), self.retire_at()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.core.poll_timeout().map(Instant::from_std),
+            self.retire_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn handle(&mut self, event: Event, now: Instant) {
+        let now = now.into_std();
         match event {
             Event::Attach(attach) => {
                 let Attach {
@@ -167,7 +177,12 @@ impl Session {
             Event::Closed { conn } if self.core.is_current(conn) => self.core.handle_closed(),
             Event::Authorization(answer) => self.core.handle_authorization(answer, now),
             Event::PairingCode(code) => self.core.handle_pairing_code(code),
-            Event::Command(Command::Port(call)) => self.core.handle_call(call, now),
+            Event::Command(Command::Port(Call { request, reply })) => {
+                self.next_call += 1;
+                let call = CallId(self.next_call);
+                self.waiting.push((call, reply));
+                self.core.handle_call(call, request, now);
+            }
             Event::Command(Command::Deliver { deliver, reply }) => {
                 let _ = reply.send(self.core.handle_deliver(*deliver));
             }
@@ -196,7 +211,7 @@ impl Session {
     }
 
     async fn carry_out(&mut self, effect: Effect) {
-        let device_id = &self.core.device_id;
+        let device_id = &self.core.device_id().to_owned();
         match effect {
             Effect::Online { conn } => {
                 self.hub.online.insert(device_id.clone(), conn);
@@ -221,6 +236,8 @@ impl Session {
                 self.ask_pairing_code(user_id, user_name);
             }
             Effect::ToAgent(inbound) => {
+                let activity = &self.hub.metrics.activity;
+                activity.said(&inbound.source.chat, &inbound.body);
                 if let Some(agent) = self.hub.agent() {
                     if !self.to_agent.push(agent, *inbound) {
                         self.core.handle_agent_full();
@@ -235,24 +252,59 @@ impl Session {
                     saved,
                 } = *save;
                 let path = self.save(&extension, parts).await;
-                self.core
-                    .handle_file_saved(message_id, saved, path, Instant::now());
+                let now = Instant::now().into_std();
+                self.core.handle_file_saved(message_id, saved, path, now);
             }
             Effect::SendFile {
                 kind,
                 path,
                 caption,
-                reply,
+                call,
             } => {
                 let result = self.send_file(kind, &path, caption).await;
-                reply_done(reply, result);
+                self.answer(call, done(result).map_err(RequestError::from));
             }
+            Effect::Answer { call, answer } => self.answer(call, answer),
+            Effect::Count(Counted::Turn) => self.hub.metrics.turn(Platform::Mobile),
+            Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Mobile, code),
+            Effect::ReserveUpload { user, bytes } => {
+                let granted = self
+                    .hub
+                    .upload_budget()
+                    .reserve(&user, bytes)
+                    .map_err(|err| err.to_string());
+                self.core.handle_upload_budget(granted);
+            }
+            Effect::ReleaseUpload { user, bytes } => {
+                self.hub.upload_budget().release(&user, bytes);
+            }
+            Effect::CardShown { prompt_id } => {
+                self.hub.cards.insert(prompt_id, device_id.clone());
+            }
+            Effect::CardClosed { prompt_id } => {
+                self.hub.cards.remove(&prompt_id);
+            }
+            Effect::WhoseCard { prompt_id } => {
+                let owner = self.hub.cards.get(&prompt_id).map(|o| o.clone());
+                self.core.handle_card_owner(prompt_id, owner);
+            }
+        }
+    }
+
+    /// Send the core's answer to call `call` back to whoever is waiting for it.
+    fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
+        if let Some(at) = self.waiting.iter().position(|(id, _)| *id == call) {
+            let (_, reply) = self.waiting.swap_remove(at);
+            if self.waiting.is_empty() {
+                self.waiting = Vec::new();
+            }
+            let _ = reply.send(answer);
         }
     }
 
     /// Whatever the phone missed of a turn, in order, before anything new.
     async fn replay(&mut self) {
-        let id = self.core.device_id.clone();
+        let id = self.core.device_id().to_owned();
         let since = now_ms() - OUTBOX_TTL_MS;
         let missed = self
             .hub
@@ -273,15 +325,21 @@ impl Session {
     /// Ask the authorizer on a task of its own (under Hermes the question crosses a
     /// pipe); the answer comes back through the mailbox.
     fn authorize(&mut self, user_id: String) {
+        if self.hub.authorized.knows(&user_id) {
+            return self
+                .core
+                .handle_authorization(Ok(true), Instant::now().into_std());
+        }
         let Some(authorizer) = self.hub.authorizer().cloned() else {
             // No backend yet: nothing may wait for an answer that will not come.
             let unanswered = Err("there is no authorizer".to_owned());
-            return self.core.handle_authorization(unanswered, Instant::now());
+            return self
+                .core
+                .handle_authorization(unanswered, Instant::now().into_std());
         };
         let (hub, mailbox) = (self.hub.clone(), self.mailbox.clone());
         tokio::spawn(async move {
             let answer = hub
-                .shared
                 .authorized
                 .check(authorizer.as_ref(), Platform::Mobile, &user_id)
                 .await

@@ -6,8 +6,6 @@ use herald_mobile_proto::{
 };
 use herald_port::Choice;
 
-use crate::ids;
-
 /// The port's choice for an answer that [`proto::PromptCard::resolve`] validated.
 pub(super) fn choice_of(kind: PromptKind, option_id: &str, response: Option<&str>) -> Choice {
     match (kind, option_id) {
@@ -54,7 +52,8 @@ pub(super) fn split_chunks(text: &str, max: usize) -> Vec<String> {
 
 /// A file on its way to a phone as `media` frames of at most
 /// [`limits::MEDIA_CHUNK_BYTES`] each, built one at a time.
-pub(crate) struct FileDown {
+#[derive(Debug)]
+pub struct FileDown {
     id: String,
     kind: MediaKindDown,
     mime: String,
@@ -62,11 +61,12 @@ pub(crate) struct FileDown {
     caption: Option<String>,
     size: u64,
     /// At least one: an empty file is one empty frame.
-    pub(crate) parts: u32,
+    pub parts: u32,
 }
 
 impl FileDown {
     pub(super) fn new(
+        id: String,
         kind: MediaKindDown,
         mime: String,
         filename: Option<String>,
@@ -75,7 +75,7 @@ impl FileDown {
     ) -> Self {
         let parts = size.div_ceil(limits::MEDIA_CHUNK_BYTES as u64).max(1);
         FileDown {
-            id: ids::random_hex(12),
+            id,
             kind,
             mime,
             filename,
@@ -86,12 +86,13 @@ impl FileDown {
     }
 
     /// The length of part `part`.
-    pub(crate) fn part_len(&self, part: u32) -> u64 {
+    pub fn part_len(&self, part: u32) -> u64 {
         let chunk = limits::MEDIA_CHUNK_BYTES as u64;
         chunk.min(self.size.saturating_sub(u64::from(part) * chunk))
     }
 
-    pub(crate) fn frame(&self, part: u32, piece: &[u8]) -> ServerFrame {
+    /// Part `part`'s frame, carrying `piece`.
+    pub fn frame(&self, part: u32, piece: &[u8]) -> ServerFrame {
         ServerFrame::Media(MediaDown {
             id: self.id.clone(),
             kind: self.kind,
@@ -181,6 +182,7 @@ mod tests {
         let bytes = vec![7u8; limits::MEDIA_CHUNK_BYTES + 5];
         let size = bytes.len() as u64;
         let file = FileDown::new(
+            "f1".into(),
             MediaKindDown::Image,
             "image/png".into(),
             None,
@@ -202,7 +204,8 @@ mod tests {
         assert!(!first.final_ && last.final_);
         assert_eq!((first.id.as_str(), last.size), (last.id.as_str(), size));
         assert_eq!((first.caption.as_deref(), last.caption), (Some("c"), None));
-        let empty = FileDown::new(MediaKindDown::Document, "text/plain".into(), None, None, 0);
+        let kind = MediaKindDown::Document;
+        let empty = FileDown::new("f2".into(), kind, "text/plain".into(), None, None, 0);
         assert_eq!(empty.parts, 1, "an empty file is one frame");
         assert_eq!(mime_for(Some("a.JPG")), "image/jpeg");
         assert_eq!(mime_for(None), "application/octet-stream");

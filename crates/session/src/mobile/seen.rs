@@ -2,22 +2,21 @@
 //! [`limits::DEDUP_TTL_SECS`]), so a resend after a drop is not answered twice.
 
 use std::collections::{HashSet, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_mobile_proto::limits;
-use tokio::time::Instant;
 
 const SEEN_TTL: Duration = Duration::from_secs(limits::DEDUP_TTL_SECS);
 
 #[derive(Default)]
-pub(crate) struct SeenIds {
+pub(super) struct SeenIds {
     order: VecDeque<(String, Instant)>,
     ids: HashSet<String>,
 }
 
 impl SeenIds {
     /// Record `id`; false when it was already seen (a duplicate).
-    pub(crate) fn insert(&mut self, id: &str, now: Instant) -> bool {
+    pub(super) fn insert(&mut self, id: &str, now: Instant) -> bool {
         while let Some((oldest, at)) = self.order.front() {
             if self.order.len() >= limits::DEDUP_IDS || now.duration_since(*at) >= SEEN_TTL {
                 self.ids.remove(oldest);
@@ -34,7 +33,7 @@ impl SeenIds {
         true
     }
 
-    pub(crate) fn contains(&self, id: &str) -> bool {
+    pub(super) fn contains(&self, id: &str) -> bool {
         self.ids.contains(id)
     }
 }

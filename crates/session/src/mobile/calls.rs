@@ -3,21 +3,19 @@
 //! once from the core's state.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_mobile_proto::{
     self as proto, limits, AvatarState, Chunk, Deliver, MediaKindDown, PromptCard, PromptKind,
     ServerFrame,
 };
 use herald_port::{
-    ActionError, DeliveryError, Platform, Prompt, Request, RequestError, Response, SendOptions,
+    ActionError, DeliveryError, Prompt, Request, RequestError, Response, SendOptions,
 };
-use tokio::time::Instant;
 
 use super::core::{Core, Effect, OpenCard};
 use super::media::{mime_for, split_chunks, FileDown};
-use crate::calls::{done, Call};
-use crate::ids;
+use crate::{done, CallId, Counted};
 
 /// Under a multi-select question: a card takes one tap, so several choices are typed.
 const MULTI_SELECT_HINT: &str = "(Tap one, or type several with commas between.)";
@@ -28,8 +26,9 @@ const IDLE_PAUSE: Duration = Duration::from_millis(1500);
 const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
 
 impl Core {
-    pub(crate) fn handle_call(&mut self, call: Call, now: Instant) {
-        let Call { request, reply } = call;
+    /// The agent's call `call`; its answer comes back as [`Effect::Answer`], at once or
+    /// once the shell has sent a file.
+    pub fn handle_call(&mut self, call: CallId, request: Request, now: Instant) {
         let answer = match request {
             Request::SendText { text, options } => self
                 .send_text(&text, options)
@@ -51,8 +50,8 @@ impl Core {
             }
             Request::Typing { on } => done(self.emit(&ServerFrame::Typing { stop: !on })),
             Request::TurnStarted {} => {
-                self.shared.metrics.turn(Platform::Mobile);
-                let turn = ids::random_hex(12);
+                self.effect(Effect::Count(Counted::Turn));
+                let turn = self.ids.hex(12);
                 self.turn = Some(turn.clone());
                 self.speaking = false;
                 self.idle_at = None;
@@ -79,7 +78,9 @@ impl Core {
                 .map(|prompt_id| Response::PromptId { prompt_id }),
             Request::Withdraw { prompt_id } => match self.cards.remove(&prompt_id) {
                 Some(_) => {
-                    self.shared.cards.remove(&prompt_id);
+                    self.effect(Effect::CardClosed {
+                        prompt_id: prompt_id.clone(),
+                    });
                     done(self.emit(&ServerFrame::PromptDone {
                         prompt_id,
                         option_id: None,
@@ -95,7 +96,7 @@ impl Core {
                     kind,
                     path,
                     caption,
-                    reply,
+                    call,
                 });
             }
             Request::SendImage { path, caption } => {
@@ -104,7 +105,7 @@ impl Core {
                     kind,
                     path,
                     caption,
-                    reply,
+                    call,
                 });
             }
             Request::SendDocument { path, caption } => {
@@ -113,7 +114,7 @@ impl Core {
                     kind,
                     path,
                     caption,
-                    reply,
+                    call,
                 });
             }
             Request::Display { card } => {
@@ -131,8 +132,7 @@ impl Core {
             Request::Status { .. } | Request::Transcript { .. } => Ok(Response::Done {}),
             Request::InvokeAction { name, .. } => {
                 let unknown = ActionError::UnknownAction(name);
-                let _ = reply.send(Err(RequestError::Action(unknown)));
-                return;
+                return self.answer(call, Err(RequestError::Action(unknown)));
             }
             Request::Actions {} => Ok(Response::Actions {
                 actions: Vec::new(),
@@ -151,16 +151,16 @@ impl Core {
                 reason: "phones take speech as a voice message".into(),
             }),
         };
-        let _ = reply.send(answer.map_err(RequestError::from));
+        self.answer(call, answer.map_err(RequestError::from));
     }
 
     /// Text within the phone's limit, cut at a character boundary.
     fn cap(&self, text: &str) -> String {
-        text.chars().take(self.shared.max_message_chars).collect()
+        text.chars().take(self.max_message_chars).collect()
     }
 
     fn send_text(&mut self, text: &str, options: SendOptions) -> Result<String, DeliveryError> {
-        let id = ids::random_hex(12);
+        let id = self.ids.hex(12);
         if self.turn.is_some() && !self.speaking {
             self.speaking = true;
             self.emit(&ServerFrame::Avatar {
@@ -179,7 +179,7 @@ impl Core {
             self.emit(&frame)?;
             return Ok(id);
         }
-        let chunks = split_chunks(text, self.shared.max_message_chars);
+        let chunks = split_chunks(text, self.max_message_chars);
         let total = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
         for (index, chunk) in (0u32..).zip(chunks) {
             let frame = ServerFrame::Message(proto::Message {
@@ -202,7 +202,7 @@ impl Core {
         now: Instant,
     ) -> Result<String, DeliveryError> {
         let timeout = ttl_s.unwrap_or(limits::PROMPT_TIMEOUT_SECS);
-        let id = ids::random_hex(16);
+        let id = self.ids.hex(16);
         // An option the agent does not offer is not on the card, so it is not accepted
         // either: "always" needs both permissions, "session" its own.
         let (session, permanent) = match &prompt {
@@ -269,7 +269,9 @@ impl Core {
             description,
         };
         self.emit(&ServerFrame::Prompt(card.clone()))?;
-        self.shared.cards.insert(id.clone(), self.device_id.clone());
+        self.effect(Effect::CardShown {
+            prompt_id: id.clone(),
+        });
         self.cards.insert(
             id.clone(),
             OpenCard {
@@ -282,8 +284,8 @@ impl Core {
 
     /// A file of `size` bytes the shell is about to read and send in parts, each through
     /// [`Core::emit`]; refused when it is too large for a phone.
-    pub(crate) fn start_file(
-        &self,
+    pub fn start_file(
+        &mut self,
         kind: MediaKindDown,
         path: &Path,
         caption: Option<String>,
@@ -297,11 +299,12 @@ impl Core {
         }
         let filename = path.file_name().map(|n| n.to_string_lossy().into_owned());
         let mime = mime_for(filename.as_deref());
-        Ok(FileDown::new(kind, mime, filename, caption, size))
+        let id = self.ids.hex(12);
+        Ok(FileDown::new(id, kind, mime, filename, caption, size))
     }
 
     /// A push from a `deliver` frame: only to a phone that is connected now.
-    pub(crate) fn handle_deliver(&mut self, deliver: Deliver) -> Result<(), DeliveryError> {
+    pub fn handle_deliver(&mut self, deliver: Deliver) -> Result<(), DeliveryError> {
         if self.conn.is_none() {
             return Err(DeliveryError::Offline(self.chat()));
         }
@@ -316,7 +319,9 @@ impl Core {
                 .mime
                 .unwrap_or_else(|| mime_for(media.filename.as_deref()));
             let size = bytes.len() as u64;
-            let file_down = FileDown::new(media.kind, mime, media.filename, media.caption, size);
+            let id = self.ids.hex(12);
+            let file_down =
+                FileDown::new(id, media.kind, mime, media.filename, media.caption, size);
             for (part, piece) in (0..).zip(proto::media_pieces(&bytes)) {
                 self.emit(&file_down.frame(part, piece))?;
             }

@@ -1,44 +1,36 @@
-//! A phone's conversation as a state machine, with no I/O.
+//! The phone core's state, its effects, its connection and its timers; how it takes
+//! frames is `inbound.rs`, agent calls `calls.rs`.
 //!
-//! [`Core`] is told what happens, with the time passed in: a connection attached or gone,
-//! a frame, a port call, a deadline reached, the result of an effect. It hands back
-//! frames for the phone ([`Core::poll_transmit`]), effects for its shell to carry out
-//! ([`Core::poll_effect`]: the store, files, the authorizer, the agent's queue) and its
-//! next deadline ([`Core::poll_timeout`]: cards lapsing, the avatar going idle).
-//!
-//! Whether the user may reach the agent comes from the shared [`Authorized`] memory when
-//! it knows; otherwise the work waits in order in the core while the shell asks, so
-//! nothing from an unauthorized user is written to disk and nothing overtakes.
-//! Phone → agent frames are in `inbound.rs`, agent → phone calls in `calls.rs`.
+//! Whether the user may reach the agent is the hub's to say: work waits in order in the
+//! core while the shell asks (from memory when it can), so nothing from an unauthorized
+//! user is written to disk and nothing overtakes.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::time::Instant;
 
-use dashmap::DashMap;
 use herald_mobile_proto::{self as proto, limits, AvatarState, ErrorCode, PromptCard, ServerFrame};
 use herald_port::{
-    Chat, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, Platform, Source,
+    Chat, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, RequestError, Response,
+    Source,
 };
-use herald_session::io::{Close, Frame, Queue, Transmit};
-use tokio::time::Instant;
 use tracing::warn;
 
-use super::super::seen::SeenIds;
-use super::super::uploads::{Upload, UploadBudget, Uploads};
-use crate::authorized::Authorized;
-use crate::ids;
-use crate::metrics::Metrics;
+use super::seen::SeenIds;
+use super::uploads::{Upload, Uploads};
+use crate::io::{Close, Frame, Queue, Transmit};
+use crate::{CallId, Counted, Ids};
 
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more
 /// while one answer is out is told to slow down.
 const MAX_HELD: usize = 32;
 
 /// Work the shell carries out for the core, in order.
-pub(crate) enum Effect {
-    Online {
-        conn: u64,
-    },
+#[derive(Debug)]
+pub enum Effect {
+    /// The phone is online on connection `conn`.
+    Online { conn: u64 },
+    /// The connection is gone.
     Offline,
     /// Send the connection what the phone missed of a turn while it was away, in order.
     Replay,
@@ -46,16 +38,33 @@ pub(crate) enum Effect {
     Keep(String),
     /// Ask whether the user may reach the agent; the answer goes to
     /// [`Core::handle_authorization`].
-    Authorize {
-        user_id: String,
-    },
+    Authorize { user_id: String },
     /// Ask for a pairing code for [`Core::handle_pairing_code`].
     AskPairingCode {
         user_id: String,
         user_name: Option<String>,
     },
-    /// Hand this to the agent, in order; [`Core::handle_agent_full`] when it cannot take it.
+    /// Hand this to the agent, in order (and note it in the activity log);
+    /// [`Core::handle_agent_full`] when it cannot take it.
     ToAgent(Box<Inbound>),
+    /// Answer the agent's call `call`.
+    Answer {
+        call: CallId,
+        answer: Result<Response, RequestError>,
+    },
+    /// Count this in the server's metrics.
+    Count(Counted),
+    /// Reserve `bytes` of `user`'s upload budget and hand the answer to
+    /// [`Core::handle_upload_budget`].
+    ReserveUpload { user: String, bytes: usize },
+    /// `user`'s uploads let go of `bytes`.
+    ReleaseUpload { user: String, bytes: usize },
+    /// Card `prompt_id` is on this phone: an answer from another device is refused.
+    CardShown { prompt_id: String },
+    /// Card `prompt_id` is answered, withdrawn or lapsed.
+    CardClosed { prompt_id: String },
+    /// Find which device card `prompt_id` was shown to, for [`Core::handle_card_owner`].
+    WhoseCard { prompt_id: String },
     /// Write a file for the agent into the inbox and hand where to
     /// [`Core::handle_file_saved`].
     SaveFile(Box<SaveFile>),
@@ -64,11 +73,14 @@ pub(crate) enum Effect {
         kind: proto::MediaKindDown,
         path: PathBuf,
         caption: Option<String>,
-        reply: crate::calls::Reply,
+        /// The call to answer once it is sent (or could not be).
+        call: CallId,
     },
 }
 
-pub(crate) struct SaveFile {
+/// A file for the agent, to write.
+#[derive(Debug)]
+pub struct SaveFile {
     pub message_id: String,
     pub extension: String,
     pub parts: Vec<Vec<u8>>,
@@ -76,7 +88,8 @@ pub(crate) struct SaveFile {
 }
 
 /// What a saved file becomes for the agent.
-pub(crate) enum Saved {
+#[derive(Debug)]
+pub enum Saved {
     Voice {
         duration_ms: u32,
         transcript: Option<String>,
@@ -104,19 +117,12 @@ pub(super) struct OpenCard {
     pub expires: Instant,
 }
 
-/// What the core shares with the other phones' cores.
-pub(crate) struct Shared {
-    pub metrics: Arc<Metrics>,
-    pub authorized: Arc<Authorized>,
-    /// Which device each open card was shown to, so another device's answer is refused.
-    pub cards: Arc<DashMap<String, String>>,
-    pub upload_budget: Arc<UploadBudget>,
-    pub max_message_chars: usize,
-}
-
-pub(crate) struct Core {
+/// A phone's session: everything about its conversation that outlives a frame.
+pub struct Core {
     pub(super) device_id: String,
-    pub(super) shared: Arc<Shared>,
+    /// The longest text a message carries; longer text goes in chunks.
+    pub(super) max_message_chars: usize,
+    pub(super) ids: Ids,
     pub(super) conn: Option<u64>,
     /// The user who owns this phone (from its token); kept across connections.
     pub(super) user_id: String,
@@ -134,11 +140,14 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(device_id: String, shared: Arc<Shared>) -> Core {
-        let uploads = Uploads::new(limits::MAX_MEDIA_BYTES, shared.upload_budget.clone());
+    /// The session of phone `device_id`, with messages of at most `max_message_chars`
+    /// and ids from `ids`.
+    pub fn new(device_id: String, max_message_chars: usize, ids: Ids) -> Core {
+        let uploads = Uploads::new(limits::MAX_MEDIA_BYTES);
         Core {
             device_id,
-            shared,
+            max_message_chars,
+            ids,
             conn: None,
             user_id: String::new(),
             user_name: None,
@@ -156,21 +165,26 @@ impl Core {
 
     // ---- what the shell reads ----
 
-    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
+    /// The phone this session is for.
+    pub fn device_id(&self) -> &str {
+        &self.device_id
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop()
     }
 
-    pub(crate) fn poll_effect(&mut self) -> Option<Effect> {
+    pub fn poll_effect(&mut self) -> Option<Effect> {
         self.effects.pop()
     }
 
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let cards = self.cards.values().map(|c| c.expires).min();
         [cards, self.idle_at].into_iter().flatten().min()
     }
 
     /// Nothing open: no connection, turn, card, avatar change or authorizer question.
-    pub(crate) fn is_idle(&self) -> bool {
+    pub fn is_idle(&self) -> bool {
         self.conn.is_none()
             && self.turn.is_none()
             && self.cards.is_empty()
@@ -178,24 +192,28 @@ impl Core {
             && self.held.is_empty()
     }
 
-    pub(crate) fn is_current(&self, conn: u64) -> bool {
+    pub fn is_current(&self, conn: u64) -> bool {
         self.conn == Some(conn)
     }
 
     // ---- connections ----
 
     /// A connection passed `hello`; it replaces any other.
-    pub(crate) fn handle_attach(&mut self, conn: u64, user_id: String, user_name: Option<String>) {
+    pub fn handle_attach(&mut self, conn: u64, user_id: String, user_name: Option<String>) {
         self.close(Close::Normal, "replaced by a new connection");
         self.conn = Some(conn);
-        self.uploads.set_user(&user_id);
+        if self.user_id != user_id {
+            // What is held counts against the user it came from.
+            self.uploads.clear();
+            self.release_uploads();
+        }
         self.user_id = user_id;
         self.user_name = user_name;
         self.effects.push(Effect::Online { conn });
         self.effects.push(Effect::Replay);
     }
 
-    pub(crate) fn close(&mut self, code: Close, reason: &str) {
+    pub fn close(&mut self, code: Close, reason: &str) {
         if let Some(conn) = self.conn {
             self.transmits.push(Transmit {
                 conn,
@@ -205,24 +223,35 @@ impl Core {
         self.handle_closed();
     }
 
-    pub(crate) fn handle_closed(&mut self) {
+    pub fn handle_closed(&mut self) {
         if self.conn.take().is_some() {
             self.effects.push(Effect::Offline);
             // Unfinished uploads are not resumed across connections.
             self.uploads.clear();
+            self.release_uploads();
         }
     }
 
-    /// The session ends: its cards are no longer anyone's.
-    pub(crate) fn forget_cards(&mut self) {
-        for id in self.cards.keys() {
-            self.shared.cards.remove(id);
+    /// The session ends: its cards are no longer anyone's, and nothing is held.
+    pub fn end(&mut self) {
+        self.handle_closed();
+        for prompt_id in std::mem::take(&mut self.cards).into_keys() {
+            self.effects.push(Effect::CardClosed { prompt_id });
+        }
+    }
+
+    /// Give back to the budget what the uploads let go.
+    pub(super) fn release_uploads(&mut self) {
+        let bytes = self.uploads.take_released();
+        if bytes > 0 {
+            let user = self.user_id.clone();
+            self.effects.push(Effect::ReleaseUpload { user, bytes });
         }
     }
 
     // ---- time ----
 
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         let expired: Vec<String> = self
             .cards
             .iter()
@@ -231,7 +260,9 @@ impl Core {
             .collect();
         for id in expired {
             self.cards.remove(&id);
-            self.shared.cards.remove(&id);
+            self.effects.push(Effect::CardClosed {
+                prompt_id: id.clone(),
+            });
             let done = ServerFrame::PromptDone {
                 prompt_id: id,
                 option_id: None,
@@ -249,7 +280,8 @@ impl Core {
 
     // ---- frames ----
 
-    pub(super) fn chat(&self) -> Chat {
+    /// The phone's chat, as the agent knows it.
+    pub fn chat(&self) -> Chat {
         Chat::mobile(self.device_id.clone())
     }
 
@@ -257,8 +289,12 @@ impl Core {
         self.effects.push(effect);
     }
 
+    pub(super) fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
+        self.effects.push(Effect::Answer { call, answer });
+    }
+
     /// Send a frame now, or keep it for later while a turn runs and the phone is away.
-    pub(crate) fn emit(&mut self, frame: &ServerFrame) -> Result<(), DeliveryError> {
+    pub fn emit(&mut self, frame: &ServerFrame) -> Result<(), DeliveryError> {
         match self.conn {
             Some(conn) => {
                 self.transmits.push(Transmit {
@@ -277,20 +313,16 @@ impl Core {
     }
 
     pub(super) fn error(&mut self, code: ErrorCode, message: impl Into<String>) {
-        self.shared.metrics.error(Platform::Mobile, code.as_str());
+        self.effects
+            .push(Effect::Count(Counted::Error(code.as_str())));
         let _ = self.emit(&ServerFrame::error(code, message));
     }
 
     // ---- authorization ----
 
-    /// Send `work` on to the agent once the user is known to be allowed: at once when
-    /// the shared memory says so, else after the authorizer's answer, behind any work
-    /// that already waits for it.
-    pub(super) fn for_agent(&mut self, work: Held, now: Instant) {
-        if self.held.is_empty() && self.shared.authorized.knows(&self.user_id) {
-            self.admit(work, now);
-            return;
-        }
+    /// Send `work` on to the agent once the user is known to be allowed, behind any
+    /// work that already waits for the answer.
+    pub(super) fn for_agent(&mut self, work: Held) {
         if self.held.len() >= MAX_HELD {
             self.error(
                 ErrorCode::RateLimited,
@@ -308,7 +340,7 @@ impl Core {
     }
 
     /// The authorizer's answer for the work waiting on it.
-    pub(crate) fn handle_authorization(&mut self, answer: Result<bool, String>, now: Instant) {
+    pub fn handle_authorization(&mut self, answer: Result<bool, String>, now: Instant) {
         let held = std::mem::take(&mut self.held);
         match answer {
             Ok(true) => held.into_iter().for_each(|work| self.admit(work, now)),
@@ -324,7 +356,7 @@ impl Core {
         }
     }
 
-    pub(crate) fn handle_pairing_code(&mut self, code: Result<PairingCode, String>) {
+    pub fn handle_pairing_code(&mut self, code: Result<PairingCode, String>) {
         let text = match code {
             Ok(PairingCode { code, command }) => format!(
                 "This app is not paired with the agent yet. Pairing code: {code}\nAsk the owner to run: {command}"
@@ -336,7 +368,7 @@ impl Core {
             }
         };
         let message = ServerFrame::Message(proto::Message {
-            id: ids::random_hex(12),
+            id: self.ids.hex(12),
             text,
             chunk: None,
             final_: true,
@@ -358,15 +390,11 @@ impl Core {
             body,
             profile: None,
         };
-        self.shared
-            .metrics
-            .activity
-            .said(&inbound.source.chat, &inbound.body);
         self.effects.push(Effect::ToAgent(Box::new(inbound)));
     }
 
     /// The agent's queue was full: the phone is told to slow down.
-    pub(crate) fn handle_agent_full(&mut self) {
+    pub fn handle_agent_full(&mut self) {
         self.error(
             ErrorCode::RateLimited,
             "too many messages at once; try again shortly",

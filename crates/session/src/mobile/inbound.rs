@@ -8,16 +8,16 @@
 use std::path::PathBuf;
 
 use herald_mobile_proto::{self as proto, limits, ClientFrame, ErrorCode, ServerFrame};
-use herald_port::{InboundBody, MediaKind, PromptAnswer};
-use tokio::time::Instant;
+use std::time::Instant;
 
-use super::super::uploads::{Accepted, Upload, UploadError};
+use herald_port::{InboundBody, MediaKind, PromptAnswer};
+
 use super::core::{Core, Effect, Held, SaveFile, Saved};
 use super::media::choice_of;
-use crate::ids;
+use super::uploads::{Accepted, Upload, UploadError};
 
 impl Core {
-    pub(crate) fn handle_frame(&mut self, frame: ClientFrame, now: Instant) {
+    pub fn handle_frame(&mut self, frame: ClientFrame, now: Instant) {
         match frame {
             ClientFrame::Text(text) => {
                 if !self.seen.insert(&text.id, now) {
@@ -31,30 +31,44 @@ impl Core {
                     message_id: text.id,
                     body,
                 };
-                self.for_agent(work, now);
+                self.for_agent(work);
             }
             ClientFrame::Audio(audio) => {
                 if !self.seen.contains(&audio.id) {
-                    self.for_agent(Held::Voice(Box::new(audio)), now);
+                    self.for_agent(Held::Voice(Box::new(audio)));
                 }
             }
             ClientFrame::Media(media) => {
                 if self.seen.contains(&media.id) {
                     return;
                 }
-                match self.uploads.accept(media) {
-                    Ok(Accepted::Complete(upload)) => {
-                        self.for_agent(Held::Upload(Box::new(upload)), now);
-                    }
-                    Ok(Accepted::Partial | Accepted::Duplicate) => {}
-                    Err(UploadError::TooBig(message)) => self.error(ErrorCode::TooBig, message),
-                    Err(UploadError::BadFrame(message)) => self.error(ErrorCode::BadFrame, message),
-                }
+                let accepted = self.uploads.accept(media);
+                self.on_upload(accepted);
             }
-            ClientFrame::Prompt(answer) => self.on_answer(answer, now),
+            ClientFrame::Prompt(answer) => self.on_answer(answer),
             // Handled by the connection before it reaches a session.
             ClientFrame::Hello(_) | ClientFrame::Deliver(_) | ClientFrame::Ping => {}
         }
+    }
+
+    /// The hub's answer to [`Effect::ReserveUpload`].
+    pub fn handle_upload_budget(&mut self, granted: Result<(), String>) {
+        let accepted = self.uploads.budget_answer(granted);
+        self.on_upload(accepted);
+    }
+
+    fn on_upload(&mut self, accepted: Result<Accepted, UploadError>) {
+        match accepted {
+            Ok(Accepted::Complete(upload)) => self.for_agent(Held::Upload(Box::new(upload))),
+            Ok(Accepted::NeedsBudget { bytes }) => {
+                let user = self.user_id.clone();
+                self.effect(Effect::ReserveUpload { user, bytes });
+            }
+            Ok(Accepted::Partial | Accepted::Duplicate) => {}
+            Err(UploadError::TooBig(message)) => self.error(ErrorCode::TooBig, message),
+            Err(UploadError::BadFrame(message)) => self.error(ErrorCode::BadFrame, message),
+        }
+        self.release_uploads();
     }
 
     /// Work the user may send on: text goes to the agent, files to the shell to save.
@@ -74,7 +88,7 @@ impl Core {
     }
 
     /// Where the shell wrote a file, or why it could not.
-    pub(crate) fn handle_file_saved(
+    pub fn handle_file_saved(
         &mut self,
         message_id: String,
         saved: Saved,
@@ -114,31 +128,18 @@ impl Core {
         self.hand_over(message_id, body);
     }
 
-    fn on_answer(&mut self, answer: proto::PromptAnswer, now: Instant) {
+    fn on_answer(&mut self, answer: proto::PromptAnswer) {
         let Some(open) = self.cards.get(&answer.prompt_id) else {
-            let owner = self.shared.cards.get(&answer.prompt_id).map(|o| o.clone());
-            match owner {
-                Some(owner) if owner != self.device_id => {
-                    self.error(
-                        ErrorCode::Forbidden,
-                        "that card was shown to another device",
-                    );
-                }
-                _ => {
-                    let _ = self.emit(&ServerFrame::PromptDone {
-                        prompt_id: answer.prompt_id,
-                        option_id: None,
-                        expired: true,
-                    });
-                }
-            }
-            return;
+            let prompt_id = answer.prompt_id;
+            return self.effect(Effect::WhoseCard { prompt_id });
         };
         let resolution = open.card.resolve(&answer);
         let option_id = resolution.option_id.to_owned();
         let choice = choice_of(open.card.kind, &option_id, resolution.response);
         self.cards.remove(&answer.prompt_id);
-        self.shared.cards.remove(&answer.prompt_id);
+        self.effect(Effect::CardClosed {
+            prompt_id: answer.prompt_id.clone(),
+        });
         let done = ServerFrame::PromptDone {
             prompt_id: answer.prompt_id.clone(),
             option_id: Some(option_id),
@@ -151,10 +152,30 @@ impl Core {
         });
         // An answer is never a chat message, but it still needs an authorized user.
         let work = Held::Forward {
-            message_id: ids::random_hex(12),
+            message_id: self.ids.hex(12),
             body,
         };
-        self.for_agent(work, now);
+        self.for_agent(work);
+    }
+
+    /// The hub's answer to [`Effect::WhoseCard`]: the device the card was shown to, if
+    /// it is still open anywhere.
+    pub fn handle_card_owner(&mut self, prompt_id: String, owner: Option<String>) {
+        match owner {
+            Some(owner) if owner != self.device_id => {
+                self.error(
+                    ErrorCode::Forbidden,
+                    "that card was shown to another device",
+                );
+            }
+            _ => {
+                let _ = self.emit(&ServerFrame::PromptDone {
+                    prompt_id,
+                    option_id: None,
+                    expired: true,
+                });
+            }
+        }
     }
 }
 

@@ -1,0 +1,367 @@
+//! The phone core driven in virtual time: "nothing was sent" is a drained queue, not a
+//! wait, and ids are seeded.
+
+use std::time::{Duration, Instant};
+
+use herald_mobile_proto::ClientFrame;
+use herald_port::{
+    DeliveryError, InboundBody, PairingCode, Prompt, Request, RequestError, Response, SendOptions,
+};
+use serde_json::{json, Value};
+
+use super::{Core, Effect};
+use crate::io::Transmit;
+use crate::testing::{Driven, Sorted};
+use crate::{CallId, Ids};
+
+const USER: &str = "alice";
+
+impl Driven for Core {
+    type Effect = Effect;
+    fn next_effect(&mut self) -> Option<Effect> {
+        self.poll_effect()
+    }
+    fn next_transmit(&mut self) -> Option<Transmit> {
+        self.poll_transmit()
+    }
+    fn call(&mut self, call: CallId, request: Request, now: Instant) {
+        self.handle_call(call, request, now);
+    }
+    fn sort(effect: Effect) -> Sorted<Effect> {
+        match effect {
+            Effect::Answer { call, answer } => Sorted::Answer(call, answer),
+            Effect::Count(_) => Sorted::Ignored,
+            other => Sorted::Other(other),
+        }
+    }
+}
+
+type Rig = crate::testing::Rig<Core>;
+
+fn attached() -> Rig {
+    let mut core = Rig::new(Core::new("tel-1".into(), 4000, Ids::seeded(2)));
+    core.handle_attach(1, USER.into(), Some("Alice".into()));
+    core
+}
+
+fn sent(rig: &mut Rig) -> Vec<Value> {
+    rig.sent()
+}
+
+fn effects(rig: &mut Rig) -> Vec<Effect> {
+    rig.effects()
+}
+
+/// Hand `request` to the core and take the answer it gave at once.
+fn call(rig: &mut Rig, now: Instant, request: Request) -> Result<Response, RequestError> {
+    rig.ask(request, now)
+}
+
+fn kinds(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|f| match (f["t"].as_str(), f["state"].as_str()) {
+            (Some("avatar"), Some(state)) => format!("avatar:{state}"),
+            (Some(t), _) => t.to_owned(),
+            _ => "close".to_owned(),
+        })
+        .collect()
+}
+
+fn text(id: &str, text: &str) -> ClientFrame {
+    ClientFrame::decode(&json!({"t": "text", "id": id, "text": text}).to_string()).unwrap()
+}
+
+/// The texts handed to the agent, in order.
+fn to_agent(effects: &[Effect]) -> Vec<String> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ToAgent(inbound) => match &inbound.body {
+                InboundBody::Text { text, .. } => Some(text.clone()),
+                _ => Some("(other)".into()),
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn asked(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Authorize { user_id } if user_id == USER))
+        .count()
+}
+
+#[test]
+fn work_waits_in_order_for_one_answer_and_goes_on_when_the_user_is_allowed() {
+    let now = Instant::now();
+    let mut core = attached();
+    effects(&mut core);
+    core.handle_frame(text("m1", "one"), now);
+    core.handle_frame(text("m2", "two"), now);
+    core.handle_frame(text("m1", "one again"), now);
+    let waiting = effects(&mut core);
+    assert_eq!(asked(&waiting), 1, "one question for both");
+    assert!(to_agent(&waiting).is_empty());
+    assert!(
+        !core.is_idle(),
+        "a session with an answer out does not retire"
+    );
+
+    core.handle_authorization(Ok(true), now);
+    assert_eq!(to_agent(&effects(&mut core)), ["one", "two"]);
+}
+
+#[test]
+fn a_refused_user_is_told_how_to_pair_and_nothing_of_theirs_is_saved() {
+    let now = Instant::now();
+    let mut core = attached();
+    effects(&mut core);
+    core.handle_frame(text("m1", "hi"), now);
+    core.handle_authorization(Ok(false), now);
+    let refused = effects(&mut core);
+    assert!(to_agent(&refused).is_empty());
+    assert!(matches!(
+        &refused[..],
+        [Effect::Authorize { .. }, Effect::AskPairingCode { user_id, user_name }] if user_id == USER && user_name.as_deref() == Some("Alice")
+    ));
+    core.handle_pairing_code(Ok(PairingCode {
+        code: "ABCD2345".into(),
+        command: "hermes pairing approve mobile ABCD2345".into(),
+    }));
+    let frames = sent(&mut core);
+    assert!(frames[0]["text"].as_str().unwrap().contains("ABCD2345"));
+
+    // A voice message of a refused user is not saved anywhere.
+    let voice = json!({"t": "audio", "id": "v1", "format": "wav", "data": "UklGRg=="});
+    core.handle_frame(ClientFrame::decode(&voice.to_string()).unwrap(), now);
+    core.handle_authorization(Ok(false), now);
+    assert!(!effects(&mut core)
+        .iter()
+        .any(|e| matches!(e, Effect::SaveFile(_))));
+
+    // Paired since: the next message asks again, and goes through.
+    core.handle_frame(text("m2", "paired now"), now);
+    assert_eq!(asked(&effects(&mut core)), 1);
+    core.handle_authorization(Ok(true), now);
+    assert_eq!(to_agent(&effects(&mut core)), ["paired now"]);
+}
+
+#[test]
+fn an_authorizer_that_fails_drops_the_waiting_work_and_says_so() {
+    let now = Instant::now();
+    let mut core = attached();
+    sent(&mut core);
+    core.handle_frame(text("m1", "hi"), now);
+    core.handle_authorization(Err("the bridge is gone".into()), now);
+    assert!(to_agent(&effects(&mut core)).is_empty());
+    let frames = sent(&mut core);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0]["code"], "internal");
+    core.handle_frame(text("m2", "again"), now);
+    assert_eq!(asked(&effects(&mut core)), 1, "the next message asks again");
+}
+
+#[test]
+fn a_phone_sending_on_while_the_answer_is_out_is_held_to_a_bound() {
+    let now = Instant::now();
+    let mut core = attached();
+    sent(&mut core);
+    for i in 0..40 {
+        core.handle_frame(text(&format!("m{i}"), "x"), now);
+    }
+    let frames = sent(&mut core);
+    assert_eq!(frames.len(), 8, "{frames:?}");
+    assert!(frames.iter().all(|f| f["code"] == "rate_limited"));
+    core.handle_authorization(Ok(true), now);
+    assert_eq!(to_agent(&effects(&mut core)).len(), 32);
+}
+
+#[test]
+fn a_card_lapses_on_time_and_is_nobody_s_after() {
+    let now = Instant::now();
+    let mut core = attached();
+    effects(&mut core);
+    let ask = Request::Ask {
+        prompt: Prompt::Confirm {
+            title: "Sure?".into(),
+            text: "Delete it".into(),
+        },
+        ttl_s: Some(30),
+    };
+    let Ok(Response::PromptId { prompt_id: id }) = call(&mut core, now, ask) else {
+        panic!("no card")
+    };
+    assert_eq!(kinds(&sent(&mut core)), ["prompt"]);
+    assert!(
+        matches!(&effects(&mut core)[..], [Effect::CardShown { prompt_id }] if *prompt_id == id)
+    );
+    assert_eq!(core.poll_timeout(), Some(now + Duration::from_secs(30)));
+    core.handle_timeout(now + Duration::from_secs(29));
+    assert!(sent(&mut core).is_empty(), "still open");
+    core.handle_timeout(now + Duration::from_secs(30));
+    let frames = sent(&mut core);
+    assert_eq!(
+        (
+            frames[0]["prompt_id"].as_str(),
+            frames[0]["expired"].as_bool()
+        ),
+        (Some(id.as_str()), Some(true))
+    );
+    assert!(
+        matches!(&effects(&mut core)[..], [Effect::CardClosed { prompt_id }] if *prompt_id == id)
+    );
+    assert_eq!(core.poll_timeout(), None);
+
+    // Its answer, late, is the hub's to place: shown here, it lapsed.
+    let answer = json!({"t": "prompt", "prompt_id": id, "option_id": "yes"});
+    core.handle_frame(ClientFrame::decode(&answer.to_string()).unwrap(), now);
+    assert!(
+        matches!(&effects(&mut core)[..], [Effect::WhoseCard { prompt_id }] if *prompt_id == id)
+    );
+    core.handle_card_owner(id.clone(), Some("tel-2".into()));
+    assert_eq!(sent(&mut core)[0]["code"], "forbidden");
+    core.handle_card_owner(id, None);
+    assert_eq!(sent(&mut core)[0]["expired"], true);
+}
+
+#[test]
+fn an_approval_card_offers_only_what_the_agent_allows() {
+    let now = Instant::now();
+    let mut core = attached();
+    let options = |core: &mut Rig, allow_session, allow_permanent| {
+        let prompt = Prompt::ExecApproval {
+            command: "rm -rf /tmp/x".into(),
+            description: String::new(),
+            allow_permanent,
+            allow_session,
+        };
+        let ask = Request::Ask {
+            prompt,
+            ttl_s: None,
+        };
+        assert!(call(core, now, ask).is_ok());
+        let card = sent(core).remove(0);
+        card["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        options(&mut core, true, true),
+        ["once", "session", "always", "deny"]
+    );
+    assert_eq!(options(&mut core, true, false), ["once", "session", "deny"]);
+    // "Always" is wider than the session: without the session it is not offered either.
+    assert_eq!(options(&mut core, false, true), ["once", "deny"]);
+}
+
+#[test]
+fn a_multi_select_card_says_several_may_be_typed() {
+    let now = Instant::now();
+    let mut core = attached();
+    let prompt = Prompt::Clarify {
+        question: "Which rooms?".into(),
+        choices: vec!["hall".into(), "den".into()],
+        multi_select: true,
+    };
+    let ask = Request::Ask {
+        prompt,
+        ttl_s: None,
+    };
+    assert!(call(&mut core, now, ask).is_ok());
+    let card = sent(&mut core).remove(0);
+    assert_eq!(
+        card["text"],
+        "Which rooms?\n(Tap one, or type several with commas between.)"
+    );
+    assert_eq!(card["options"].as_array().map(Vec::len), Some(3));
+}
+
+fn start_turn(core: &mut Rig, now: Instant) -> String {
+    match call(core, now, Request::TurnStarted {}) {
+        Ok(Response::TurnId { turn_id }) => turn_id,
+        other => panic!("no turn: {other:?}"),
+    }
+}
+
+fn say(text: &str) -> Request {
+    Request::SendText {
+        text: text.into(),
+        options: SendOptions::default(),
+    }
+}
+
+fn end(turn_id: String) -> Request {
+    Request::TurnEnded {
+        turn_id,
+        outcome: herald_port::Outcome::Success,
+    }
+}
+
+#[test]
+fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
+    let now = Instant::now();
+    let mut core = attached();
+    let turn = start_turn(&mut core, now);
+    call(&mut core, now, say("Hello")).unwrap();
+    call(&mut core, now, end(turn)).unwrap();
+    assert_eq!(
+        kinds(&sent(&mut core)),
+        [
+            "typing",
+            "avatar:thinking",
+            "avatar:speaking",
+            "message",
+            "typing"
+        ]
+    );
+    let rest = now + Duration::from_millis(1500);
+    assert_eq!(core.poll_timeout(), Some(rest));
+    core.handle_timeout(rest);
+    assert_eq!(kinds(&sent(&mut core)), ["avatar:idle"]);
+}
+
+#[test]
+fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
+    let now = Instant::now();
+    let mut core = attached();
+    let turn = start_turn(&mut core, now);
+    core.handle_closed();
+    sent(&mut core);
+    effects(&mut core);
+    call(&mut core, now, say("while you were away")).unwrap();
+    let kept: Vec<Value> = effects(&mut core)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Keep(frame) => serde_json::from_str(&frame).ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds(&kept), ["avatar:speaking", "message"]);
+    call(&mut core, now, end(turn)).unwrap();
+    let after = call(&mut core, now, Request::Typing { on: true });
+    assert!(matches!(
+        after,
+        Err(RequestError::Delivery(DeliveryError::Offline(_)))
+    ));
+}
+
+#[test]
+fn a_new_connection_closes_the_one_it_replaces_and_gets_what_was_missed() {
+    let mut core = attached();
+    effects(&mut core);
+    core.handle_attach(2, USER.into(), None);
+    assert_eq!(
+        sent(&mut core),
+        [json!({"close": "replaced by a new connection", "conn": 1})]
+    );
+    assert!(matches!(
+        effects(&mut core)[..],
+        [Effect::Offline, Effect::Online { conn: 2 }, Effect::Replay]
+    ));
+    assert!(core.is_current(2) && !core.is_current(1));
+}
