@@ -1,5 +1,12 @@
-//! Private files: small ones (tokens, endpoints) written so a crash never leaves half
-//! of one, and the data directory's lock.
+//! Private files: small ones (tokens, endpoints, keys) written so a crash never leaves
+//! half of one, directories only their owner may enter, and the data directory's lock.
+//!
+//! A crate of its own because the server is not alone in keeping secrets on disk: the
+//! simulator keeps a device key, `herald chat` keeps what it downloads. Each writes them
+//! the one way here (atomic, mode 0600, no planted link followed) without linking the
+//! server for it.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::io::Write;
 use std::path::Path;
@@ -18,7 +25,9 @@ pub fn write_private_parts<P: AsRef<[u8]>>(path: &Path, parts: &[P]) -> std::io:
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.part", crate::ids::random_hex(8)));
+    let mut salt = [0u8; 4];
+    getrandom::fill(&mut salt)?;
+    let tmp = dir.join(format!(".{name}.{}.part", hex::encode(salt)));
     let result = (|| {
         let mut file = private_options(false).create_new(true).open(&tmp)?;
         for part in parts {
