@@ -210,7 +210,7 @@ impl Server {
             mobile: mobile.clone(),
             outbound,
             metrics,
-            info: Arc::new(admin::Info {
+            info: Arc::new(herald_admin_api::Info {
                 version: env!("CARGO_PKG_VERSION").into(),
                 gadget_url: gadget_url.clone(),
                 mobile_url: mobile_url.clone(),
