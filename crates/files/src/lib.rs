@@ -29,7 +29,7 @@ pub fn write_private_parts<P: AsRef<[u8]>>(path: &Path, parts: &[P]) -> std::io:
     getrandom::fill(&mut salt)?;
     let tmp = dir.join(format!(".{name}.{}.part", hex::encode(salt)));
     let result = (|| {
-        let mut file = private_options(false).create_new(true).open(&tmp)?;
+        let mut file = private_options().create_new(true).open(&tmp)?;
         for part in parts {
             file.write_all(part.as_ref())?;
         }
@@ -44,12 +44,12 @@ pub fn write_private_parts<P: AsRef<[u8]>>(path: &Path, parts: &[P]) -> std::io:
 
 /// Open `path` for writing, creating it with mode 0600 if missing; nothing is truncated.
 pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    private_options(false).open(path)
+    private_options().open(path)
 }
 
-fn private_options(truncate: bool) -> std::fs::OpenOptions {
+fn private_options() -> std::fs::OpenOptions {
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(truncate);
+    options.write(true).create(true).truncate(false);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
