@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::Args;
-use herald_server::store::MAX_PHONES_PER_USER;
+use herald_admin_api::MAX_PHONES_PER_USER;
 use serde::{Deserialize, Serialize};
 
 use self::baseline::Baseline;

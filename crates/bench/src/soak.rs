@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use herald_admin_api::MAX_PHONES_PER_USER;
 use herald_host::print_table;
-use herald_server::store::MAX_PHONES_PER_USER;
 use serde::{Deserialize, Serialize};
 
 use super::worker::Workers;

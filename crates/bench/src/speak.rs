@@ -16,11 +16,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
+use herald_admin_api::{AdminClient, DeliverKind, DeliverMedia, DeliverRequest, Delivered};
 use herald_gadget_proto::{limits, DeviceMessage, Pong, ServerMessage};
-use herald_host::AdminClient;
 use herald_media::pacing::Pacer;
 use herald_port::Chat;
-use herald_server::admin::{DeliverKind, DeliverMedia, DeliverRequest, Delivered};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::connect::{connect_all, SPEECH_RATE};

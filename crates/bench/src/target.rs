@@ -7,8 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use herald_host::AdminClient;
-use herald_server::admin::{Endpoint, Info};
+use herald_admin_api::{AdminClient, Info};
 
 use super::worker::loopback_addr;
 use super::{soak, BenchArgs, Load, HEARTBEAT_S};
@@ -159,12 +158,9 @@ pub(crate) fn herald_target(
             (Some(info), Some(pid), Some(spawned))
         }
         Some(dir) => {
-            let info = AdminClient::connect(dir)?.get::<Info>("/v1/info")?;
-            (
-                Some(info),
-                Endpoint::discover(dir).ok().map(|e| e.pid),
-                None,
-            )
+            let client = AdminClient::connect(dir)?;
+            let info = client.get::<Info>("/v1/info")?;
+            (Some(info), Some(client.endpoint().pid), None)
         }
     };
     let admin = spawned

@@ -252,9 +252,9 @@ impl Screen {
             .and_then(|n| Path::new(n).file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| format!("{}.bin", media.id));
-        herald_server::files::create_private_dir(&self.downloads)?;
+        herald_files::create_private_dir(&self.downloads)?;
         let path = self.downloads.join(name);
-        herald_server::files::write_private(&path, &bytes)?;
+        herald_files::write_private(&path, &bytes)?;
         let caption = media.caption.map(|c| format!(" {c}")).unwrap_or_default();
         println!(
             "< [{} {} bytes]{caption} saved to {}",

@@ -4,18 +4,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use herald_admin_api::{
+    AdminClient, AdminError, ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered,
+    DeviceView, Info, PairingRecord, RevokeRequest,
+};
 use herald_agents::bridge::Ready;
 use herald_agents::{Bridge, DemoAgent, EchoAgent};
+use herald_host::{print_table, raise_fd_limit};
 use herald_port::{Backend, Chat, Platform};
-use herald_server::admin::{
-    ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceView, Endpoint,
-    Info, PhoneView, RevokeRequest,
-};
+use herald_server::admin::PhoneView;
 use herald_server::config::Config;
-use herald_server::store::PairingRecord;
 use herald_server::Server;
-
-use herald_host::{print_table, raise_fd_limit, AdminClient, AdminError};
 
 use crate::{
     BackendKind, ChatArgs, Global, PairingCommand, SendArgs, ServeArgs, SimCommand, Usage,
@@ -211,15 +210,17 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
     let config_path = config_file(global);
     let config = load_config_from(config_path.as_deref())?;
     let data_dir = data_dir(global, &config)?;
-    let report = match AdminClient::connect(&data_dir).and_then(|c| c.get::<Info>("/v1/info")) {
-        Ok(info) => InfoReport {
+    let running = AdminClient::connect(&data_dir).and_then(|c| {
+        c.get::<Info>("/v1/info")
+            .map(|info| (info, c.endpoint().url.clone()))
+    });
+    let report = match running {
+        Ok((info, admin_url)) => InfoReport {
             running: true,
             version: Some(info.version),
             gadget_url: info.gadget_url,
             mobile_url: info.mobile_url,
-            console_url: Endpoint::discover(&data_dir)
-                .map(|e| format!("{}/", e.url.trim_end_matches('/')))
-                .unwrap_or_else(|_| configured_console(&config)),
+            console_url: format!("{}/", admin_url.trim_end_matches('/')),
             mobile_token_file: info.mobile_token,
             data_dir: info.data_dir,
             store: info.store,

@@ -1,7 +1,7 @@
 //! `herald console`: a link that logs the owner in to the console once.
 //!
 //! The running server mints a single-use code (two minutes; see
-//! `herald_server::admin::LoginLink`) for the admin token this command reads from the data
+//! `herald_admin_api::LoginLink`) for the admin token this command reads from the data
 //! directory. The code goes in the link's fragment (`/#login=…`), which a browser never
 //! sends: the console page posts it to `/v1/login`, so no request line, log or proxy sees
 //! it. The link is printed always and opened where a browser is at hand: `$BROWSER`, else
@@ -10,8 +10,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use herald_host::AdminClient;
-use herald_server::admin::{Endpoint, LoginLink};
+use herald_admin_api::{AdminClient, LoginLink};
 
 use crate::commands::{data_dir, load_config};
 use crate::Global;
@@ -25,7 +24,7 @@ pub fn run(global: &Global, no_open: bool) -> anyhow::Result<()> {
     let dir = data_dir(global, &config)?;
     let client = AdminClient::connect(&dir)?;
     let link: LoginLink = client.post("/v1/console/link", &serde_json::json!({}))?;
-    let endpoint = Endpoint::discover(&dir)?;
+    let endpoint = client.endpoint();
     let url = login_url(&endpoint.url, &link.code);
     let minutes = link.expires_in_ms / 60_000;
     println!("Open this link to log in to the console (it works once, for {minutes} minutes):");

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use herald_host::{print_table, AdminClient};
-use herald_server::admin::{OtaRequest, OtaView};
+use herald_admin_api::{AdminClient, OtaRequest};
+use herald_host::print_table;
+use herald_server::admin::OtaView;
 use herald_server::store::OtaStatus;
 
 use crate::commands::{admin, ago, now_ms};

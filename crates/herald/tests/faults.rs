@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use herald_admin_api::{AdminClient, Method};
 use herald_device::{Action, Boot, Device, DeviceConfig, Event, FlashError, Host, Phase};
 use herald_gadget_proto::ota_image::inspect_image;
 use herald_gadget_proto::{auth, ServerMessage, SUBPROTOCOL};
@@ -444,29 +445,16 @@ fn final_checks(herald: &Herald) {
 /// A GET (no body) or POST to the admin API of the server running on `dir`: the status
 /// and the JSON answer. An error means the server could not be reached.
 fn admin(dir: &Path, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
-    let endpoint = herald_server::admin::Endpoint::discover(dir).map_err(|e| e.to_string())?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into();
-    let url = format!("{}{path}", endpoint.url);
-    let bearer = format!("Bearer {}", endpoint.token);
-    let response = match body {
-        None => agent.get(&url).header("Authorization", &bearer).call(),
-        Some(body) => agent
-            .post(&url)
-            .header("Authorization", &bearer)
-            .send_json(body),
+    let method = if body.is_some() {
+        Method::POST
+    } else {
+        Method::GET
     };
-    let mut response = response.map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let text = response
-        .body_mut()
-        .read_to_string()
+    let reply = AdminClient::connect(dir)
+        .and_then(|client| client.request(method, path, body))
         .map_err(|e| e.to_string())?;
-    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    Ok((status, value))
+    let value = serde_json::from_str(&reply.body).unwrap_or(Value::String(reply.body));
+    Ok((reply.status, value))
 }
 
 async fn admin_async(dir: &Path, path: &str, body: Option<Value>) -> Result<(u16, Value), String> {

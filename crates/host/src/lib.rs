@@ -1,22 +1,17 @@
-//! What Herald's command-line tools (`herald`, the simulator, the bench) share on the
-//! machine they run on:
+//! What Herald's command-line tools (`herald`, the bench) share on the machine they run
+//! on:
 //!
-//! - [`AdminClient`]: the admin API of the server that runs on a data directory, found
-//!   through the endpoint file it writes there;
 //! - [`print_table`]: rows under headers, with device-supplied cells kept from the
 //!   terminal;
 //! - [`raise_fd_limit`]: one descriptor per device, so the soft limit goes up to the hard
 //!   one.
 //!
-//! Where the configuration and the data directory are is the CLI's business (its flags
-//! and environment); what is here takes them resolved.
+//! The admin API's client lives with the API's contract, in `herald-admin-api`.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-mod admin_client;
 mod table;
 
-pub use admin_client::{AdminClient, AdminError};
 pub use table::print_table;
 
 /// Lift the soft descriptor limit to the hard one and return the limit now in force;

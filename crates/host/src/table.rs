@@ -31,7 +31,7 @@ pub fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
 fn printable(cell: &str) -> String {
     cell.chars()
         .map(|c| {
-            if c.is_control() || herald_server::labels::is_bidi_control(c) {
+            if herald_labels::is_unsafe(c) {
                 c.escape_unicode().to_string()
             } else {
                 c.to_string()

@@ -25,12 +25,10 @@ mod clock;
 pub mod config;
 #[cfg(test)]
 mod fake_authorizer;
-pub mod files;
 mod gadget;
 mod http;
 mod ids;
 mod inbox;
-pub mod labels;
 mod listener;
 mod mailboxes;
 mod metrics;
@@ -50,6 +48,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+// Crates of their own, as the tools share them; here they keep their module names.
+use herald_files as files;
+use herald_labels as labels;
 use herald_port::{AgentFactory, Authorizer, Outbound};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -209,7 +210,7 @@ impl Server {
             mobile: mobile.clone(),
             outbound,
             metrics,
-            info: Arc::new(admin::Info {
+            info: Arc::new(herald_admin_api::Info {
                 version: env!("CARGO_PKG_VERSION").into(),
                 gadget_url: gadget_url.clone(),
                 mobile_url: mobile_url.clone(),

@@ -517,7 +517,7 @@ async fn a_forgotten_device_must_pair_again() {
 #[tokio::test]
 async fn admin_api_needs_the_token() {
     let h = Harness::start().await;
-    let endpoint = herald_server::admin::Endpoint::discover(h.dir.path()).unwrap();
+    let endpoint = herald_admin_api::Endpoint::discover(h.dir.path()).unwrap();
     let url = format!("{}/v1/devices", endpoint.url);
     let status = tokio::task::spawn_blocking(move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()

@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use herald_device::{Boot, FlashError, Host};
+use herald_files::{create_private_dir, write_private};
 use herald_gadget_proto::limits::KEY_LEN;
 use herald_gadget_proto::ota_image::inspect_image;
-use herald_server::files::{create_private_dir, write_private};
 use serde::{Deserialize, Serialize};
 
 const KEY_FILE: &str = "key";

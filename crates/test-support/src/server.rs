@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use herald_admin_api::{AdminClient, Method};
 use herald_agents::DemoAgent;
 use herald_port::{Agent, AgentFactory, Backend, Outbound};
-use herald_server::admin::Endpoint;
 use herald_server::config::Config;
 use herald_server::Server;
 use serde_json::Value;
@@ -166,31 +166,14 @@ pub async fn admin_text(
     path: &str,
     body: Option<Value>,
 ) -> (u16, String) {
-    let endpoint = Endpoint::discover(dir).unwrap();
-    let method = method.to_owned();
-    let url = format!("{}{path}", endpoint.url);
-    tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let auth = format!("Bearer {}", endpoint.token);
-        let mut response = match (method.as_str(), body) {
-            ("GET", _) => agent.get(&url).header("Authorization", &auth).call(),
-            ("DELETE", _) => agent.delete(&url).header("Authorization", &auth).call(),
-            (_, Some(body)) => agent
-                .post(&url)
-                .header("Authorization", &auth)
-                .send_json(body),
-            (_, None) => agent.post(&url).header("Authorization", &auth).send_empty(),
-        }
+    let client = AdminClient::connect(dir).unwrap();
+    let method = Method::from_bytes(method.as_bytes()).unwrap();
+    let path = path.to_owned();
+    let reply = tokio::task::spawn_blocking(move || client.request(method, &path, body.as_ref()))
+        .await
+        .unwrap()
         .unwrap();
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().unwrap();
-        (status, text)
-    })
-    .await
-    .unwrap()
+    (reply.status, reply.body)
 }
 
 /// Wait (at most `within`) for the server to close `ws`; returns its close frame.

@@ -1,18 +1,22 @@
 //! The admin API's JSON endpoints: what the CLI and the console read and change.
 //!
 //! Every handler here runs behind the authorization of `session.rs` (a bearer token or a
-//! console session); the shapes are the CLI's contract and stay as they are.
+//! console session); the shapes are the CLI's contract (`herald-admin-api`, except the
+//! views of the store's phones and updates below) and stay as they are.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use herald_admin_api::{
+    ApproveRequest, DeliverKind, DeliverRequest, Delivered, DeviceRecordView, DeviceView, Info,
+    OtaRequest, RevokeRequest,
+};
 use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
 use herald_gadget_proto::{is_valid_device_id, OtaRefusal};
-use herald_port::{Chat, DeliveryError, Platform, SendOptions};
+use herald_port::{Chat, DeliveryError, SendOptions};
 use herald_session::gadget::ota::PushError;
 use serde::{Deserialize, Serialize};
 
@@ -21,37 +25,6 @@ use super::{firmware, AdminState, ApiError};
 use crate::access::Access;
 use crate::gadget::{forget_staged, Command};
 use crate::store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
-
-/// What `herald info` shows about a running server.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Info {
-    pub version: String,
-    pub gadget_url: String,
-    pub mobile_url: String,
-    /// The file holding the generated app token, when `MOBILE_TOKEN` is not set.
-    pub mobile_token: Option<PathBuf>,
-    pub data_dir: PathBuf,
-    pub store: PathBuf,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct DeviceView {
-    #[serde(flatten)]
-    pub record: DeviceRecordView,
-    pub online: bool,
-}
-
-/// A device record as the API shows it: everything but the key.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct DeviceRecordView {
-    pub id: String,
-    pub name: Option<String>,
-    pub board: Option<String>,
-    pub firmware: Option<String>,
-    pub enrolled_at: i64,
-    pub last_seen: Option<i64>,
-    pub sensors: serde_json::Map<String, serde_json::Value>,
-}
 
 impl From<DeviceRecord> for DeviceRecordView {
     fn from(r: DeviceRecord) -> Self {
@@ -67,18 +40,6 @@ impl From<DeviceRecord> for DeviceRecordView {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ApproveRequest {
-    pub platform: Platform,
-    pub code: Option<String>,
-    pub user_id: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct RevokeRequest {
-    pub platform: Platform,
-    pub user_id: String,
-}
 pub(super) async fn healthz() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
@@ -226,54 +187,6 @@ pub(super) async fn revoke(
     Ok(Json(serde_json::json!({ "revoked": user })))
 }
 
-/// `POST /v1/deliver`: a message from outside any conversation (`herald send`, which
-/// `hermes send` and cron use), through the same port the agent uses.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct DeliverRequest {
-    pub chat: Chat,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub media: Vec<DeliverMedia>,
-}
-
-/// A file to deliver: an absolute path on this machine, read before the answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct DeliverMedia {
-    pub path: PathBuf,
-    /// Guessed from the file name when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<DeliverKind>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliverKind {
-    Voice,
-    Image,
-    Document,
-}
-
-impl DeliverKind {
-    fn of(path: &Path) -> DeliverKind {
-        let extension = path
-            .extension()
-            .map(|e| e.to_string_lossy().to_ascii_lowercase())
-            .unwrap_or_default();
-        match extension.as_str() {
-            "png" | "jpg" | "jpeg" | "gif" | "webp" => DeliverKind::Image,
-            "wav" | "mp3" | "ogg" | "oga" | "opus" | "flac" | "m4a" => DeliverKind::Voice,
-            _ => DeliverKind::Document,
-        }
-    }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Delivered {
-    /// The id of the text message, when there was text.
-    pub message_id: Option<String>,
-}
-
 impl From<DeliveryError> for ApiError {
     fn from(err: DeliveryError) -> Self {
         let status = match &err {
@@ -313,15 +226,6 @@ pub(super) async fn deliver(
         }
     }
     Ok(Json(Delivered { message_id }))
-}
-
-/// `POST /v1/ota`: send a firmware image to a connected gadget. The image is a path on
-/// this machine (the CLI runs here too); the server checks it and copies it into its own
-/// staging directory before anything is sent.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct OtaRequest {
-    pub device_id: String,
-    pub image: PathBuf,
 }
 
 /// A firmware update as the API shows it.

@@ -14,11 +14,12 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use herald_admin_api::DeviceView;
 use herald_port::{ActionError, Card, Chat, DeviceProfile, Platform};
 use serde::{Deserialize, Serialize};
 
 use super::activity::ConversationEvent;
-use super::api::{ota_view, DeviceView, OtaView, PhoneView};
+use super::api::{ota_view, OtaView, PhoneView};
 use super::firmware::Firmware;
 use super::link::LoginCodes;
 use super::session::Sessions;

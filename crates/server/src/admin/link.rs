@@ -26,8 +26,9 @@ use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use herald_admin_api::LoginLink;
 use herald_gadget_proto::auth::ct_eq;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::console::Console;
@@ -43,24 +44,6 @@ pub(crate) const MAX_CODES: usize = 8;
 const REMEMBER: Duration = Duration::from_secs(600);
 /// Hex characters of a code: 128 bits.
 const CODE_LEN: usize = 32;
-
-/// `POST /v1/console/link`'s answer: the code to put in the link's fragment.
-#[derive(Clone, Serialize, Deserialize)]
-pub struct LoginLink {
-    pub code: String,
-    /// How long the code works from now.
-    pub expires_in_ms: u64,
-}
-
-/// Everything but the code, which a logged answer must not give away.
-impl std::fmt::Debug for LoginLink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoginLink")
-            .field("code", &"<secret>")
-            .field("expires_in_ms", &self.expires_in_ms)
-            .finish()
-    }
-}
 
 /// What `POST /v1/console/link` may ask for.
 #[derive(Debug, Default, Deserialize)]

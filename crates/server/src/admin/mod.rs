@@ -6,7 +6,8 @@
 //! directory can approve pairings or forget devices. `admin.json` beside it tells the
 //! CLI where the API listens. The console's pages are open, its data is not: a browser
 //! trades the same token for a session cookie (`session.rs`) and then calls the same
-//! API.
+//! API. Those files, the JSON the CLI sends and reads, and the client the tools use are
+//! the crate `herald-admin-api`; this module answers.
 //!
 //! - [`api`]: the JSON endpoints the CLI uses, unchanged;
 //! - [`session`]: who may call them (bearer token or console session, CSRF rules);
@@ -37,8 +38,8 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE, TOKEN_FILE};
 use herald_port::{AccessError, Authorizer, Outbound};
-use serde::{Deserialize, Serialize};
 
 use crate::access::Access;
 use crate::files;
@@ -48,46 +49,7 @@ use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
 use crate::store::{StoreError, StoreHandle};
 
-pub use api::{
-    ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceRecordView,
-    DeviceView, Info, OtaRequest, OtaView, PhoneView, RevokeRequest,
-};
-pub use link::LoginLink;
-const TOKEN_FILE: &str = "admin.token";
-const ENDPOINT_FILE: &str = "admin.json";
-
-/// How the CLI finds and authenticates to a running server.
-#[derive(Clone, Serialize, Deserialize)]
-pub struct Endpoint {
-    pub url: String,
-    pub pid: u32,
-    #[serde(skip)]
-    pub token: String,
-}
-
-/// Everything but the token, which a logged endpoint must not give away.
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("url", &self.url)
-            .field("pid", &self.pid)
-            .field("token", &"<secret>")
-            .finish()
-    }
-}
-
-impl Endpoint {
-    /// Read the endpoint a running server left in `data_dir`.
-    pub fn discover(data_dir: &Path) -> std::io::Result<Endpoint> {
-        let text = std::fs::read_to_string(data_dir.join(ENDPOINT_FILE))?;
-        let mut endpoint: Endpoint = serde_json::from_str(&text)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        endpoint.token = std::fs::read_to_string(data_dir.join(TOKEN_FILE))?
-            .trim()
-            .to_owned();
-        Ok(endpoint)
-    }
-}
+pub use api::{OtaView, PhoneView};
 
 /// The token every admin request must carry; created once, kept across restarts.
 pub(crate) fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
@@ -225,6 +187,6 @@ impl From<AccessError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
+        (self.0, Json(ErrorBody { error: self.1 })).into_response()
     }
 }

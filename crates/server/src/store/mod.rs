@@ -10,6 +10,7 @@ mod handle;
 mod sqlite;
 
 pub use handle::StoreHandle;
+pub use herald_admin_api::MAX_PHONES_PER_USER;
 pub use herald_port::PairingRecord;
 pub use sqlite::SqliteStore;
 
@@ -109,8 +110,6 @@ pub enum PhoneClaim {
     TooMany,
 }
 
-/// The most phones (device ids) one user may own at a time.
-pub const MAX_PHONES_PER_USER: usize = 32;
 /// A phone unseen this long gives its place to a user's new one.
 pub const STALE_PHONE_DAYS: i64 = 30;
 

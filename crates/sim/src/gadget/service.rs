@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use herald_device::{Button, DeviceConfig, DisplayProfile};
-use herald_server::files::create_private_dir;
+use herald_files::create_private_dir;
 use tokio::sync::{mpsc, watch};
 
 use super::audio::DEVICE_RATE;

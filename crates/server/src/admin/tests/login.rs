@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{demo, req, start};
 use crate::admin::session::MAX_FAILURES;
-use crate::admin::Endpoint;
+use herald_admin_api::Endpoint;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_is_a_cookie_and_changes_need_its_csrf_token_from_this_origin() {

@@ -19,9 +19,9 @@ use herald_agents::DemoAgent;
 use herald_port::{AgentFactory, Backend};
 use serde_json::{json, Value};
 
-use super::Endpoint;
 use crate::config::{Config, Secret};
 use crate::Server;
+use herald_admin_api::Endpoint;
 
 struct Running {
     server: Server,

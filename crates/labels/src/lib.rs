@@ -2,11 +2,17 @@
 //! terminal, in pairing requests and in the agent's context, so control characters
 //! (a terminal escape can rewrite what `herald devices` shows) and bidirectional
 //! overrides (which can make one name read as another) never get in.
+//!
+//! A crate of its own so the two ends agree on what is unsafe ([`is_unsafe`]): the server
+//! drops it from names as they arrive ([`clean`]), and a tool that prints what a server
+//! says (the tables of `herald devices`) escapes it, without linking the server.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 /// `text` without control or bidi-formatting characters, trimmed, at most `max` chars.
-pub(crate) fn clean(text: &str, max: usize) -> String {
+pub fn clean(text: &str, max: usize) -> String {
     text.chars()
-        .filter(|c| !c.is_control() && !is_bidi_control(*c))
+        .filter(|c| !is_unsafe(*c))
         .collect::<String>()
         .trim()
         .chars()
@@ -15,12 +21,17 @@ pub(crate) fn clean(text: &str, max: usize) -> String {
 }
 
 /// The same for an optional name; one left empty is no name.
-pub(crate) fn clean_opt(text: Option<&str>, max: usize) -> Option<String> {
+pub fn clean_opt(text: Option<&str>, max: usize) -> Option<String> {
     text.map(|t| clean(t, max)).filter(|t| !t.is_empty())
 }
 
+/// A character no name may carry: a control character or a bidi control.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control() || is_bidi_control(c)
+}
+
 /// Marks, embeddings, overrides and isolates (Unicode's Bidi_Control property).
-pub fn is_bidi_control(c: char) -> bool {
+fn is_bidi_control(c: char) -> bool {
     matches!(
         c,
         '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'

@@ -1,5 +1,12 @@
-//! Private files: small ones (tokens, endpoints) written so a crash never leaves half
-//! of one, and the data directory's lock.
+//! Private files: small ones (tokens, endpoints, keys) written so a crash never leaves
+//! half of one, directories only their owner may enter, and the data directory's lock.
+//!
+//! A crate of its own because the server is not alone in keeping secrets on disk: the
+//! simulator keeps a device key, `herald chat` keeps what it downloads. Each writes them
+//! the one way here (atomic, mode 0600, no planted link followed) without linking the
+//! server for it.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::io::Write;
 use std::path::Path;
@@ -18,9 +25,11 @@ pub fn write_private_parts<P: AsRef<[u8]>>(path: &Path, parts: &[P]) -> std::io:
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.part", crate::ids::random_hex(8)));
+    let mut salt = [0u8; 4];
+    getrandom::fill(&mut salt)?;
+    let tmp = dir.join(format!(".{name}.{}.part", hex::encode(salt)));
     let result = (|| {
-        let mut file = private_options(false).create_new(true).open(&tmp)?;
+        let mut file = private_options().create_new(true).open(&tmp)?;
         for part in parts {
             file.write_all(part.as_ref())?;
         }
@@ -35,12 +44,12 @@ pub fn write_private_parts<P: AsRef<[u8]>>(path: &Path, parts: &[P]) -> std::io:
 
 /// Open `path` for writing, creating it with mode 0600 if missing; nothing is truncated.
 pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    private_options(false).open(path)
+    private_options().open(path)
 }
 
-fn private_options(truncate: bool) -> std::fs::OpenOptions {
+fn private_options() -> std::fs::OpenOptions {
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(truncate);
+    options.write(true).create(true).truncate(false);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
