@@ -153,8 +153,8 @@ fn profile() -> DeviceProfile {
     }
 }
 
-/// An `inbound` event from the gadget, as message `m1`.
-fn from_gadget(body: InboundBody) -> String {
+/// An `inbound` event from the gadget, as message `m1`, with its profile when given.
+fn from_gadget_with(body: InboundBody, profile: Option<DeviceProfile>) -> String {
     inbound(Inbound {
         source: Source {
             chat: gadget(),
@@ -163,8 +163,12 @@ fn from_gadget(body: InboundBody) -> String {
         },
         message_id: "m1".into(),
         body,
-        profile: None,
+        profile: profile.map(Box::new),
     })
+}
+
+fn from_gadget(body: InboundBody) -> String {
+    from_gadget_with(body, None)
 }
 
 fn inbound(inbound: Inbound) -> String {
@@ -210,19 +214,11 @@ fn written() -> Vec<(&'static str, Build)> {
             .encode()
         }),
         ("inbound text from a gadget, with its profile", || {
-            inbound(Inbound {
-                source: Source {
-                    chat: gadget(),
-                    user_id: GADGET.into(),
-                    user_name: None,
-                },
-                message_id: "m1".into(),
-                body: InboundBody::Text {
-                    text: "What time is it?".into(),
-                    reply_to: None,
-                },
-                profile: Some(Box::new(profile())),
-            })
+            let text = InboundBody::Text {
+                text: "What time is it?".into(),
+                reply_to: None,
+            };
+            from_gadget_with(text, Some(profile()))
         }),
         ("inbound text from a phone: a reply, its user named", || {
             inbound(Inbound {
