@@ -278,7 +278,7 @@ class Herald {
   }
 }
 
-const GADGET_FILES = ["index.html", "gadget.js", "gadget.css"];
+const GADGET_FILES = ["index.html", "gadget.js", "gadget.css", "mic-worklet.js"];
 
 /**
  * web/dist/gadget at /gadget/, for when herald's admin listener does not serve these
