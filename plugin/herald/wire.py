@@ -1,12 +1,14 @@
 """The bridge's line protocol as types; ``crates/agents/src/bridge/wire.rs`` is herald's side.
 
-Every line the plugin writes is built from these ``TypedDict``\\s, so mypy checks it; every
-line herald writes is checked against them by :func:`decode_line` before anything reads
-it, so the code that reads it may trust its types. ``vectors/bridge-v1.json`` pins both
-sides to the same lines (``tests/test_bridge_vectors.py`` here).
+Every line the plugin writes is built from these ``TypedDict`` classes, so mypy checks
+it; every line herald writes is checked against them by :func:`decode_line` before
+anything reads it, so the code that reads it may trust its types.
+``vectors/bridge-v1.json`` pins both sides to the same lines
+(``tests/test_bridge_vectors.py`` here).
 
 No ``from __future__ import annotations`` here: :func:`conforms` reads these annotations
-at run time, and Python 3.11 loses ``NotRequired`` in string annotations.
+at run time, and Python 3.11 counts a ``NotRequired`` key of a string annotation as
+required.
 """
 
 import functools
