@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { gadgetLimits } from "./limits.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 process.chdir(here);
@@ -61,6 +62,7 @@ const OFFLINE = [
 
 /** esbuild's options for every bundle. */
 const BUNDLE = {
+  define: gadgetLimits(),
   bundle: true,
   format: "esm",
   target: "es2020",

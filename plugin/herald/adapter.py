@@ -17,7 +17,7 @@ import re
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Optional
+from typing import Any, Awaitable, Literal, Optional
 
 from gateway.config import Platform, PlatformConfig
 from gateway.platforms.base import (
@@ -29,10 +29,26 @@ from gateway.platforms.base import (
 )
 
 from . import compat
-from .bridge import BridgeError, ChildSpec, HeraldBridge, Json, child_env, shared_bridge, spawn
+from .bridge import BridgeError, ChildSpec, HeraldBridge, child_env, shared_bridge, spawn
 from .locations import data_dir, herald_argv
 from .settings import flag
 from .speech import SpeechOwner
+from .wire import (
+    AskArgs,
+    Answer,
+    Body,
+    Chat,
+    FileArgs,
+    HermesUser,
+    InboundArgs,
+    IssuedCode,
+    Profile,
+    Prompt,
+    PromptAnswerBody,
+    Question,
+    Result,
+    SendTextArgs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +115,7 @@ class HeraldAdapter(BasePlatformAdapter):
         self._turns: dict[tuple[str, str], asyncio.Future[Optional[str]]] = {}
         self._prompts: dict[str, PendingPrompt] = {}
         # Answers that overtook the reply to their own question (see _ask_or_raise).
-        self._early_answers: dict[str, Json] = {}
+        self._early_answers: dict[str, PromptAnswerBody] = {}
         self._confirm_new: set[str] = set()
         self._names: dict[str, str] = {}
         # Chats whose agent run is over while Hermes may still hold their session;
@@ -158,11 +174,8 @@ class HeraldAdapter(BasePlatformAdapter):
 
     # -- outbound: Hermes -> device ---------------------------------------------
 
-    def _chat(self, chat_id: str) -> Json:
+    def _chat(self, chat_id: str) -> Chat:
         return {"platform": self.platform_name, "id": str(chat_id)}
-
-    async def _call(self, op: str, **args: Any) -> Json:
-        return await self.bridge.request(op, present(args))
 
     async def send(
         self,
@@ -176,23 +189,19 @@ class HeraldAdapter(BasePlatformAdapter):
             # Hermes's echo of what speech-to-text heard: a gadget shows it apart from
             # the reply; herald decides per platform.
             try:
-                await self._call("transcript", chat=self._chat(chat_id), text=transcript)
+                await self.bridge.request({"op": "transcript", "args": {"chat": self._chat(chat_id), "text": transcript}})
             except BridgeError as err:
                 return failed(err)
             return SendResult(success=True)
         streaming = bool((metadata or {}).get("expect_edits"))
+        args: SendTextArgs = {"chat": self._chat(chat_id), "text": content, "streaming": streaming, "interim": False}
+        if reply_to is not None:
+            args["reply_to"] = reply_to
         try:
-            result = await self._call(
-                "send_text",
-                chat=self._chat(chat_id),
-                text=content,
-                reply_to=reply_to,
-                streaming=streaming,
-                interim=False,
-            )
+            result = await self.bridge.request({"op": "send_text", "args": args})
         except BridgeError as err:
             return failed(err)
-        message_id = str(result.get("message_id", ""))
+        message_id = result.get("message_id", "")
         if streaming:
             self.speech.reply_text(self._chat(chat_id), message_id, content, final=False)
         return SendResult(success=True, message_id=message_id)
@@ -201,8 +210,11 @@ class HeraldAdapter(BasePlatformAdapter):
         self, chat_id: str, message_id: str, content: str, *, finalize: bool = False
     ) -> SendResult:
         try:
-            await self._call(
-                "edit_text", chat=self._chat(chat_id), message_id=message_id, text=content, finalize=finalize
+            await self.bridge.request(
+                {
+                    "op": "edit_text",
+                    "args": {"chat": self._chat(chat_id), "message_id": message_id, "text": content, "finalize": finalize},
+                }
             )
         except BridgeError as err:
             return failed(err)
@@ -214,18 +226,18 @@ class HeraldAdapter(BasePlatformAdapter):
         if chat_id in self._typing:
             return
         self._typing.add(chat_id)
-        await self._quietly("typing", chat=self._chat(chat_id), on=True)
+        await self.bridge.request_quietly({"op": "typing", "args": {"chat": self._chat(chat_id), "on": True}})
 
     async def stop_typing(self, chat_id: str) -> None:
         if chat_id not in self._typing:
             return
         self._typing.discard(chat_id)
-        await self._quietly("typing", chat=self._chat(chat_id), on=False)
+        await self.bridge.request_quietly({"op": "typing", "args": {"chat": self._chat(chat_id), "on": False}})
 
     def set_status_text(self, chat_id: str, text: Optional[str]) -> None:
         # Called from the agent's worker thread: hop onto the bridge's loop.
         super().set_status_text(chat_id, text)
-        self.bridge.call_soon("status", {"chat": self._chat(chat_id), "text": text or ""})
+        self.bridge.call_soon({"op": "status", "args": {"chat": self._chat(chat_id), "text": text or ""}})
 
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
@@ -235,7 +247,7 @@ class HeraldAdapter(BasePlatformAdapter):
         # waiting for herald's answer: the line leaves now, ahead of the turn's replies,
         # and the turn's id is needed only when the turn ends.
         try:
-            started = self.bridge.begin("turn_started", {"chat": self._chat(chat_id)})
+            started = self.bridge.begin({"op": "turn_started", "args": {"chat": self._chat(chat_id)}})
         except BridgeError as err:
             logger.debug("turn_started for %s failed: %s", chat_id, err)
             return
@@ -249,7 +261,9 @@ class HeraldAdapter(BasePlatformAdapter):
         started = self._turns.pop((chat_id, event.message_id or ""), None)
         turn_id = await started if started is not None else None
         if turn_id is not None:
-            await self._quietly("turn_ended", chat=self._chat(chat_id), turn_id=turn_id, outcome=outcome.value)
+            await self.bridge.request_quietly(
+                {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome.value}}
+            )
         # Approvals and clarifications block the agent; once its turn is over they are moot.
         for prompt_id, prompt in list(self._prompts.items()):
             if prompt.chat_id == chat_id and prompt.kind in ("exec_approval", "clarify"):
@@ -269,7 +283,7 @@ class HeraldAdapter(BasePlatformAdapter):
     ) -> SendResult:
         """Hermes 0.19 and 0.20 call this (0.20 adds ``allow_session``); 0.22 calls it too
         once ``supports_exec_approval_buttons`` says so, with room for more keywords."""
-        prompt = {
+        prompt: Prompt = {
             "kind": "exec_approval",
             "command": command,
             "description": description or "",
@@ -318,7 +332,7 @@ class HeraldAdapter(BasePlatformAdapter):
         for prompt_id, earlier in list(self._prompts.items()):
             if earlier.kind == "clarify" and earlier.chat_id == chat_id:
                 await self._withdraw(prompt_id)
-        prompt = {"kind": "clarify", "question": question, "choices": options, "multi_select": multi_select}
+        prompt: Prompt = {"kind": "clarify", "question": question, "choices": options, "multi_select": multi_select}
         pending = PendingPrompt("clarify", chat_id, session_key, clarify_id, options, multi_select)
         try:
             return await self._ask_or_raise(chat_id, prompt, compat.clarify_timeout(), pending)
@@ -342,7 +356,7 @@ class HeraldAdapter(BasePlatformAdapter):
             self._confirm_new.discard(chat_id)
             self._spawn(self._resolve_confirm(chat_id, session_key, confirm_id, "once"))
             return SendResult(success=True)
-        prompt = {"kind": "confirm", "title": title, "text": message}
+        prompt: Prompt = {"kind": "confirm", "title": title, "text": message}
         pending = PendingPrompt("confirm", chat_id, session_key, confirm_id)
         return await self._ask(chat_id, prompt, CONFIRM_TTL_S, pending)
 
@@ -428,24 +442,36 @@ class HeraldAdapter(BasePlatformAdapter):
     async def get_chat_info(self, chat_id: str) -> dict[str, Any]:
         return {"name": self._names.get(chat_id, chat_id), "type": "dm", "chat_id": chat_id}
 
-    async def _send_file(self, op: str, chat_id: str, path: str, caption: Optional[str] = None) -> SendResult:
+    async def _send_file(
+        self,
+        op: Literal["send_voice", "send_image", "send_document"],
+        chat_id: str,
+        path: str,
+        caption: Optional[str] = None,
+    ) -> SendResult:
+        args: FileArgs = {"chat": self._chat(chat_id), "path": str(path)}
+        if caption is not None:
+            args["caption"] = caption
         try:
-            await self._call(op, chat=self._chat(chat_id), path=str(path), caption=caption)
+            await self.bridge.request({"op": op, "args": args})
         except BridgeError as err:
             return failed(err)
         return SendResult(success=True)
 
-    async def _ask(self, chat_id: str, prompt: Json, ttl_s: Optional[int], pending: PendingPrompt) -> SendResult:
+    async def _ask(self, chat_id: str, prompt: Prompt, ttl_s: Optional[int], pending: PendingPrompt) -> SendResult:
         try:
             return await self._ask_or_raise(chat_id, prompt, ttl_s, pending)
         except BridgeError as err:
             return failed(err)
 
     async def _ask_or_raise(
-        self, chat_id: str, prompt: Json, ttl_s: Optional[int], pending: PendingPrompt
+        self, chat_id: str, prompt: Prompt, ttl_s: Optional[int], pending: PendingPrompt
     ) -> SendResult:
-        result = await self._call("ask", chat=self._chat(chat_id), prompt=prompt, ttl_s=ttl_s)
-        prompt_id = str(result.get("prompt_id", ""))
+        args: AskArgs = {"chat": self._chat(chat_id), "prompt": prompt}
+        if ttl_s is not None:
+            args["ttl_s"] = ttl_s
+        result = await self.bridge.request({"op": "ask", "args": args})
+        prompt_id = result.get("prompt_id", "")
         # Cards herald has dropped unanswered (a turn's end withdraws the others).
         now = time.monotonic()
         for stale in [i for i, p in self._prompts.items() if p.ttl_s is not None and now - p.asked > p.ttl_s]:
@@ -461,7 +487,9 @@ class HeraldAdapter(BasePlatformAdapter):
     async def _withdraw(self, prompt_id: str) -> None:
         prompt = self._prompts.pop(prompt_id, None)
         if prompt is not None:
-            await self._quietly("withdraw", chat=self._chat(prompt.chat_id), prompt_id=prompt_id)
+            await self.bridge.request_quietly(
+                {"op": "withdraw", "args": {"chat": self._chat(prompt.chat_id), "prompt_id": prompt_id}}
+            )
 
     def approval_settled(self, session_key: str) -> None:
         """Hermes finished an approval some other way (typed /approve, timeout).
@@ -476,58 +504,54 @@ class HeraldAdapter(BasePlatformAdapter):
             if prompt.kind == "exec_approval" and prompt.session_key == session_key:
                 loop.call_soon_threadsafe(self._spawn, self._withdraw(prompt_id))
 
-    async def _quietly(self, op: str, **args: Any) -> None:
-        """A request whose failure only matters to the log (typing, turn ends)."""
-        await self.bridge.request_quietly(op, present(args))
-
     def _spawn(self, coro: Any) -> None:
         spawn(self._spawned, coro)
 
     # -- inbound: device -> Hermes -------------------------------------------------
 
-    async def on_inbound(self, args: Json) -> None:
-        source = args.get("source") or {}
-        chat_id = str((source.get("chat") or {}).get("id", ""))
-        user_id = str(source.get("user_id", ""))
+    async def on_inbound(self, args: InboundArgs) -> None:
+        source = args["source"]
+        chat_id = source["chat"]["id"]
         user_name = source.get("user_name")
-        body = args.get("body") or {}
-        if body.get("kind") == "prompt_answer":
+        body = args["body"]
+        if body["kind"] == "prompt_answer":
             self._spawn(self._on_answer(body))
             return
-        if body.get("kind") == "speech_stopped":
-            self.speech.stopped(str(body.get("speech_id", "")))
+        if body["kind"] == "speech_stopped":
+            self.speech.stopped(body["speech_id"])
             return
         if user_name:
-            self._names[chat_id] = str(user_name)
-        message_id = str(args.get("message_id", ""))
+            self._names[chat_id] = user_name
+        message_id = args["message_id"]
         event = self._event(chat_id, body)
         if event is None:
-            logger.warning("herald sent an inbound body of unknown kind %r", body.get("kind"))
+            logger.warning("herald sent an inbound body Hermes has no message for: %r", body)
             return
         event.source = self.build_source(
             chat_id=chat_id,
             chat_type="dm",
-            user_id=user_id,
-            user_name=str(user_name) if user_name else None,
+            user_id=source["user_id"],
+            user_name=user_name or None,
             message_id=message_id,
         )
         event.message_id = message_id
-        if self.platform_name == "gadget":
-            self._describe_device(event, args.get("profile") or {})
+        profile = args.get("profile")
+        if self.platform_name == "gadget" and profile is not None:
+            self._describe_device(event, profile)
         self._claim_home(chat_id)
         await self._hand_over(event)
 
-    def _describe_device(self, event: MessageEvent, profile: Json) -> None:
+    def _describe_device(self, event: MessageEvent, profile: Profile) -> None:
         """Tell the model which device it talks to, and speak on one with a speaker.
 
         herald sends a gadget's profile with each of its messages (as it is then), so
         describing it costs no round trip.
         """
         chat_id = event.source.chat_id
-        if not profile.get("paired"):
+        if not profile["paired"]:
             return
         event.channel_prompt = device_prompt(chat_id, self._names.get(chat_id, chat_id), profile)
-        if not profile.get("speaker_rate"):
+        if not profile["speaker_rate"]:
             self._speakers.discard(chat_id)
             return
         self._speakers.add(chat_id)
@@ -641,43 +665,37 @@ class HeraldAdapter(BasePlatformAdapter):
                     logger.exception("handing a held message from %s to Hermes failed", chat_id)
             del self._held[chat_id]
 
-    def _event(self, chat_id: str, body: Json) -> Optional[MessageEvent]:
-        kind = body.get("kind")
-        if kind == "text":
-            reply_to = body.get("reply_to")
-            return MessageEvent(
-                text=str(body.get("text", "")),
-                reply_to_message_id=str(reply_to) if reply_to else None,
-            )
-        if kind == "voice":
+    def _event(self, chat_id: str, body: Body) -> Optional[MessageEvent]:
+        if body["kind"] == "text":
+            return MessageEvent(text=body["text"], reply_to_message_id=body.get("reply_to") or None)
+        if body["kind"] == "voice":
             transcript = body.get("transcript")
             if transcript:
                 # The client already ran speech-to-text; Hermes need not do it again.
-                return MessageEvent(text=str(transcript))
+                return MessageEvent(text=transcript)
             return MessageEvent(
                 text="",
                 message_type=MessageType.VOICE,
-                media_urls=[str(body.get("path", ""))],
+                media_urls=[body["path"]],
                 media_types=["audio/wav"],
             )
-        if kind == "media":
-            media_kind = str(body.get("media_kind", "document"))
+        if body["kind"] == "media":
             return MessageEvent(
-                text=str(body.get("caption") or ""),
-                message_type=MEDIA_TYPES.get(media_kind, MessageType.DOCUMENT),
-                media_urls=[str(body.get("path", ""))],
-                media_types=[str(body.get("mime") or "application/octet-stream")],
+                text=body.get("caption") or "",
+                message_type=MEDIA_TYPES.get(body["media_kind"], MessageType.DOCUMENT),
+                media_urls=[body["path"]],
+                media_types=[body.get("mime") or "application/octet-stream"],
             )
-        if kind == "command":
-            command = body.get("command")
+        if body["kind"] == "command":
+            command = body["command"]
             if command == "new":
                 self._confirm_new.add(chat_id)
             if command in ("stop", "new"):
                 return MessageEvent(text=f"/{command}", message_type=MessageType.COMMAND)
         return None
 
-    async def _on_answer(self, body: Json) -> None:
-        prompt_id = str(body.get("prompt_id", ""))
+    async def _on_answer(self, body: PromptAnswerBody) -> None:
+        prompt_id = body["prompt_id"]
         prompt = self._prompts.pop(prompt_id, None)
         if prompt is None:
             # Either the question is over, or its answer overtook herald's reply to the
@@ -686,7 +704,7 @@ class HeraldAdapter(BasePlatformAdapter):
                 self._early_answers.pop(next(iter(self._early_answers)))
             self._early_answers[prompt_id] = body
             return
-        choice = str(body.get("choice", ""))
+        choice = body["choice"]
         if prompt.kind == "exec_approval":
             compat.resolve_approval(prompt.session_key, choice if choice in EXEC_CHOICES else "deny")
             self.resume_typing_for_chat(prompt.chat_id)
@@ -703,20 +721,17 @@ class HeraldAdapter(BasePlatformAdapter):
 
     # -- herald's questions: who may talk to the agent ------------------------------
 
-    async def answer(self, op: str, args: Json) -> Json:
-        user_id = str(args.get("user_id", ""))
-        if op == "is_authorized":
-            return {"authorized": self.is_authorized(user_id)}
-        if op == "pairing_code":
-            user_name = args.get("user_name")
-            return self.pairing_code(user_id, str(user_name) if user_name else "")
-        if op == "pairings":
+    async def answer(self, question: Question) -> Answer:
+        if question["op"] == "is_authorized":
+            return {"authorized": self.is_authorized(question["args"]["user_id"])}
+        if question["op"] == "revoke_pairing":
+            return {"revoked": self.revoke_pairing(question["args"]["user_id"])}
+        if question["op"] == "pairing_code":
+            args = question["args"]
+            return self.pairing_code(args["user_id"], args.get("user_name", ""))
+        if question["op"] == "pairings":
             return {"approved": self.pairing_store().list_approved(self.platform_name)}
-        if op == "approve_pairing":
-            return {"approved": self.approve_pairing(str(args.get("code", "")))}
-        if op == "revoke_pairing":
-            return {"revoked": self.revoke_pairing(user_id)}
-        raise BridgeError("bad_request", f"unknown request {op!r}")
+        return {"approved": self.approve_pairing(question["args"]["code"])}
 
     def pairing_store(self) -> Any:
         store = compat.pairing_store(self.gateway_runner)
@@ -732,7 +747,7 @@ class HeraldAdapter(BasePlatformAdapter):
         source = self.build_source(chat_id=user_id, chat_type="dm", user_id=user_id)
         return compat.is_user_authorized(runner, source)
 
-    def pairing_code(self, user_id: str, user_name: str) -> Json:
+    def pairing_code(self, user_id: str, user_name: str) -> IssuedCode:
         """A code from Hermes's pairing flow, for ``hermes pairing approve``."""
         runner = self.gateway_runner
         if runner is None:
@@ -748,10 +763,10 @@ class HeraldAdapter(BasePlatformAdapter):
             "ttl_s": compat.pairing_code_ttl_s(),
         }
 
-    def approve_pairing(self, code: str) -> Optional[Json]:
+    def approve_pairing(self, code: str) -> Optional[HermesUser]:
         """The console's approve: ``hermes pairing approve`` with a code herald showed."""
         store = self.pairing_store()
-        approved: Optional[Json] = store.approve_code(self.platform_name, code)
+        approved: Optional[HermesUser] = store.approve_code(self.platform_name, code)
         if approved is None and compat.pairing_locked_out(store, self.platform_name):
             raise BridgeError(
                 "unavailable",
@@ -780,11 +795,12 @@ class HeraldAdapter(BasePlatformAdapter):
             await asyncio.sleep(APPROVAL_POLL_S)
             current = await asyncio.to_thread(approved_users, store, self.platform_name)
             for user_id in sorted(current ^ known):
-                await self._quietly(
-                    "set_authorized",
-                    platform=self.platform_name,
-                    user_id=user_id,
-                    authorized=self.is_authorized(user_id),
+                authorized = self.is_authorized(user_id)
+                await self.bridge.request_quietly(
+                    {
+                        "op": "set_authorized",
+                        "args": {"platform": self.platform_name, "user_id": user_id, "authorized": authorized},
+                    }
                 )
                 # A gadget's user id is its chat; a phone's is its owner, so a phone
                 # becomes home when it first talks.
@@ -793,39 +809,34 @@ class HeraldAdapter(BasePlatformAdapter):
             known = current
 
 
-def present(args: dict[str, Any]) -> Json:
-    """A request's arguments without the unset ones."""
-    return {k: v for k, v in args.items() if v is not None}
-
-
 def approved_users(store: Any, platform: str) -> set[str]:
     return {str(entry.get("user_id", "")) for entry in store.list_approved(platform)}
 
 
-def device_prompt(chat_id: str, name: str, profile: Json) -> str:
+def device_prompt(chat_id: str, name: str, profile: Profile) -> str:
     """What the model should know about a gadget, the same words every turn (so prompt
     caching holds) for as long as the device says the same about itself."""
-    screen = profile.get("screen") or {}
+    screen = profile["screen"]
     parts = [f'You are talking through the gadget "{name}" (id {chat_id}).']
-    if screen.get("width") and screen.get("height"):
+    if screen and screen["width"] and screen["height"]:
         size = f"{screen['width']}x{screen['height']} pixels"
-        if screen.get("text_cols") and screen.get("text_rows"):
+        if screen["text_cols"] and screen["text_rows"]:
             size += f", {screen['text_cols']} columns by {screen['text_rows']} rows of text"
         parts.append(f"Its screen is {size}.")
     else:
         parts.append("It has no screen.")
-    if profile.get("charset") == "ascii":
+    if profile["charset"] == "ascii":
         parts.append("The screen shows ASCII only: other characters are transliterated or left out.")
-    if profile.get("speaker_rate"):
+    if profile["speaker_rate"]:
         parts.append("It has a speaker: write replies that read well aloud.")
     else:
         parts.append("It has no speaker: replies are only shown.")
-    actions = [a for a in profile.get("actions") or [] if isinstance(a, dict) and a.get("name")]
+    actions = [a for a in profile["actions"] if a["name"]]
     if actions:
         parts.append(f'Its actions, run with the gadget_action tool (device "{chat_id}"):')
         for action in actions:
-            line = f"- {action['name']}: {action.get('description') or 'no description'}"
-            if action.get("params"):
+            line = f"- {action['name']}: {action['description'] or 'no description'}"
+            if action["params"]:
                 line += f" (args: {json.dumps(action['params'], sort_keys=True)})"
             parts.append(line)
     return "\n".join(parts)
@@ -839,24 +850,23 @@ def echoed_transcript(content: str) -> str | None:
     return None
 
 
-def clarify_text(prompt: PendingPrompt, body: Json) -> str:
+def clarify_text(prompt: PendingPrompt, body: PromptAnswerBody) -> str:
     """The answer Hermes's clarify resolver expects: the chosen option (a JSON list of
     them for a multi-select question) or the user's words.
 
     A question whose every choice the user turned down is answered in words, so the
     model hears it; an empty answer would mean that nobody answered."""
-    choice = body.get("choice")
+    choice = body["choice"]
     if choice == "option":
         index = body.get("index")
-        if isinstance(index, int) and 0 <= index < len(prompt.choices):
+        if index is not None and 0 <= index < len(prompt.choices):
             one = prompt.choices[index]
             return json.dumps([one]) if prompt.multi_select else one
     if choice == "options":
-        indices = body.get("indices") or []
-        picked = [prompt.choices[i] for i in indices if isinstance(i, int) and 0 <= i < len(prompt.choices)]
+        picked = [prompt.choices[i] for i in body.get("indices", []) if 0 <= i < len(prompt.choices)]
         return json.dumps(picked) if picked else NONE_OF_THESE
     if choice == "other":
-        text = str(body.get("text", ""))
+        text = body.get("text", "")
         return typed_selection(prompt, text) if prompt.multi_select else text
     if choice == "cancel":
         return NONE_OF_THESE
@@ -874,14 +884,14 @@ def typed_selection(prompt: PendingPrompt, text: str) -> str:
     return text
 
 
-async def turn_id_of(chat_id: str, started: Awaitable[Json]) -> Optional[str]:
+async def turn_id_of(chat_id: str, started: Awaitable[Result]) -> Optional[str]:
     """The turn id in herald's answer to turn_started; None when it failed."""
     try:
         result = await started
     except BridgeError as err:
         logger.debug("turn_started for %s failed: %s", chat_id, err)
         return None
-    return str(result.get("turn_id", ""))
+    return result.get("turn_id", "")
 
 
 def failed(err: BridgeError) -> SendResult:

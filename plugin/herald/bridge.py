@@ -9,7 +9,8 @@ One :class:`HeraldBridge` exists per data directory. The first adapter that conn
 starts the child, the last that disconnects stops it; in between a supervisor restarts
 it with backoff whenever it exits. Lines from herald go three ways: responses resolve
 the futures of our requests, requests (``is_authorized``, ``pairing_code``) and
-``inbound`` events go to the adapter of the platform they name.
+``inbound`` events go to the adapter of the platform they name. ``wire.py`` holds the
+lines as types.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import os
 import re
@@ -26,10 +26,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
+from .wire import (
+    MAX_LINE_BYTES,
+    PROTOCOL_VERSION,
+    Answer,
+    ErrorKind,
+    HeraldLine,
+    InboundArgs,
+    LineTooLong,
+    PluginLine,
+    Question,
+    ReadyArgs,
+    Request,
+    Result,
+    Unanswerable,
+    answer_line,
+    decode_line,
+    encode_line,
+    error_kind,
+    error_line,
+    request_line,
+)
+
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
-MAX_LINE_BYTES = 1 << 20
 REQUEST_TIMEOUT_S = 30.0
 READY_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
@@ -41,13 +61,11 @@ STOP_GRACE_S = 10.0
 MAX_INBOUND_QUEUED = 256
 KILL_GRACE_S = 5.0
 
-Json = dict[str, Any]
-
 
 class BridgeError(Exception):
     """A request failed; ``kind`` is one of the protocol's error kinds."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: ErrorKind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -56,9 +74,9 @@ class BridgeError(Exception):
 class Endpoint(Protocol):
     """What a platform adapter answers for herald."""
 
-    async def on_inbound(self, args: Json) -> None: ...
+    async def on_inbound(self, args: InboundArgs) -> None: ...
 
-    async def answer(self, op: str, args: Json) -> Json: ...
+    async def answer(self, question: Question) -> Answer: ...
 
 
 @dataclass(frozen=True)
@@ -77,7 +95,7 @@ class HeraldBridge:
         self._spec = spec
         self._endpoints: dict[str, Endpoint] = {}
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Json]] = {}
+        self._pending: dict[int, asyncio.Future[Result]] = {}
         self._process: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -86,9 +104,9 @@ class HeraldBridge:
         # Each chat's inbound events, in herald's order, with a task delivering them
         # while there are any: one chat waiting on Hermes (a voice message it
         # transcribes while busy) holds up no other.
-        self._inbound: dict[tuple[str, str], asyncio.Queue[Json]] = {}
+        self._inbound: dict[tuple[str, str], asyncio.Queue[InboundArgs]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.info: Json = {}
+        self.info: ReadyArgs | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         # Why herald cannot start (it exited before `ready`), with the fix; set once.
         self.failure: str | None = None
@@ -142,11 +160,11 @@ class HeraldBridge:
         self._supervisor = None
         self._inbound.clear()
 
-    async def request(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
+    async def request(self, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Result:
         """Send a request and wait for its result; raises :class:`BridgeError`."""
-        return await self.begin(op, args, timeout)
+        return await self.begin(request, timeout)
 
-    def begin(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Awaitable[Json]:
+    def begin(self, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Awaitable[Result]:
         """Write a request's line now, before this returns, and give what awaits its result.
 
         For a caller that must not wait but whose request must reach herald ahead of
@@ -157,12 +175,12 @@ class HeraldBridge:
         if not self._ready.is_set() or process is None or process.stdin is None:
             raise BridgeError("unavailable", "herald is not running")
         request_id = next(self._ids)
-        future: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
-        self._put({"type": "request", "id": request_id, "op": op, "args": args})
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._put(request_line(request_id, request))
         self._pending[request_id] = future
-        return self._result(request_id, future, op, timeout)
+        return self._result(request_id, future, request["op"], timeout)
 
-    async def _result(self, request_id: int, future: asyncio.Future[Json], op: str, timeout: float) -> Json:
+    async def _result(self, request_id: int, future: asyncio.Future[Result], op: str, timeout: float) -> Result:
         try:
             await self._drain()
             return await asyncio.wait_for(future, timeout)
@@ -171,40 +189,41 @@ class HeraldBridge:
         finally:
             self._pending.pop(request_id, None)
 
-    def call_soon(self, op: str, args: Json) -> None:
+    def call_soon(self, request: Request) -> None:
         """Fire a request from any thread without waiting for it (status lines)."""
         loop = self.loop
         if loop is None or loop.is_closed():
             return
-        loop.call_soon_threadsafe(spawn, self._tasks, self.request_quietly(op, args))
+        loop.call_soon_threadsafe(spawn, self._tasks, self.request_quietly(request))
 
-    def call_from_thread(self, op: str, args: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
+    def call_from_thread(self, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Result:
         """A blocking request for code on another thread (tool handlers)."""
         loop = self.loop
         if loop is None or loop.is_closed():
             raise BridgeError("unavailable", "herald is not running in this process")
-        future = asyncio.run_coroutine_threadsafe(self.request(op, args, timeout), loop)
+        future = asyncio.run_coroutine_threadsafe(self.request(request, timeout), loop)
         return future.result(timeout + 5)
 
-    async def request_quietly(self, op: str, args: Json) -> None:
+    async def request_quietly(self, request: Request) -> None:
         """A request whose failure only matters to the log (typing, status, turn ends)."""
         try:
-            await self.request(op, args)
+            await self.request(request)
         except BridgeError as err:
-            logger.debug("herald %s failed: %s", op, err)
+            logger.debug("herald %s failed: %s", request["op"], err)
 
-    async def _write(self, message: Json) -> None:
+    async def _write(self, message: PluginLine) -> None:
         self._put(message)
         await self._drain()
 
-    def _put(self, message: Json) -> None:
+    def _put(self, message: PluginLine) -> None:
         """Hand a line to the pipe at once: lines leave in the order they were made."""
         process = self._process
         if process is None or process.stdin is None or process.stdin.is_closing():
             raise BridgeError("unavailable", "herald is not running")
-        line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
-        if len(line) > MAX_LINE_BYTES:
-            raise BridgeError("bad_request", f"a message over {MAX_LINE_BYTES} bytes cannot go to herald")
+        try:
+            line = encode_line(message)
+        except LineTooLong as err:
+            raise BridgeError("bad_request", str(err)) from None
         try:
             process.stdin.write(line)
         except (BrokenPipeError, ConnectionResetError) as err:
@@ -292,81 +311,74 @@ class HeraldBridge:
                 continue
             if not line:
                 return
-            try:
-                message = json.loads(line)
-            except json.JSONDecodeError:
-                logger.error("herald sent a line that is not JSON; dropped")
-                continue
-            if isinstance(message, dict):
+            message = decode_line(line)
+            if isinstance(message, Unanswerable):
+                spawn(self._tasks, self._refuse(message))
+            elif message is None:
+                logger.error("herald sent a line this plugin cannot read; dropped: %.200r", line)
+            else:
                 self._dispatch(message)
 
-    def _dispatch(self, message: Json) -> None:
-        kind = message.get("type")
-        if kind == "response":
-            future = self._pending.get(message.get("id", -1))
+    def _dispatch(self, message: HeraldLine) -> None:
+        if message["type"] == "response":
+            future = self._pending.get(message["id"])
             if future is None or future.done():
                 return
-            if message.get("ok"):
-                result = message.get("result")
-                future.set_result(result if isinstance(result, dict) else {})
+            if message["ok"]:
+                future.set_result(message.get("result", {}))
             else:
-                error = message.get("error") or {}
-                future.set_exception(
-                    BridgeError(str(error.get("kind", "failed")), str(error.get("message", "")))
-                )
-        elif kind == "request":
+                error = message.get("error", {"kind": "failed", "message": ""})
+                future.set_exception(BridgeError(error_kind(error["kind"]), error["message"]))
+        elif message["type"] == "request":
             spawn(self._tasks, self._answer(message))
-        elif kind == "event" and message.get("op") == "ready":
-            self._on_ready(_args(message))
-        elif kind == "event" and message.get("op") == "inbound":
-            self._queue_inbound(_args(message))
+        elif message["op"] == "ready":
+            self._on_ready(message["args"])
         else:
-            logger.warning("herald sent an unknown line: %s", kind)
+            self._queue_inbound(message["args"])
 
     def _give_up(self, cause: str) -> None:
         self.failure = f"herald cannot start: {cause}. {hermes_hint(cause)}"
         logger.error("%s", self.failure)
         self._settled.set()
 
-    def _on_ready(self, info: Json) -> None:
-        if info.get("protocol") != PROTOCOL_VERSION:
-            logger.error("herald speaks bridge protocol %s, this plugin %s", info.get("protocol"), PROTOCOL_VERSION)
+    def _on_ready(self, info: ReadyArgs) -> None:
+        if info["protocol"] != PROTOCOL_VERSION:
+            logger.error("herald speaks bridge protocol %s, this plugin %s", info["protocol"], PROTOCOL_VERSION)
             return
         self.info = info
         self._last_error = ""
         self._ready.set()
         self._settled.set()
-        logger.info("herald ready: gadgets at %s, phones at %s", info.get("gadget_url"), info.get("mobile_url"))
+        logger.info("herald ready: gadgets at %s, phones at %s", info["gadget_url"], info["mobile_url"])
 
-    async def _answer(self, message: Json) -> None:
-        request_id = message.get("id")
-        op = str(message.get("op", ""))
-        args = _args(message)
-        endpoint = self._endpoints.get(str(args.get("platform", "")))
-        reply: Json
+    async def _answer(self, question: Question) -> None:
+        request_id, op, platform = question["id"], question["op"], question["args"]["platform"]
+        endpoint = self._endpoints.get(platform)
+        reply: PluginLine
         try:
             if endpoint is None:
                 # herald serves both platforms; Hermes may have enabled only one.
-                if op == "is_authorized":
-                    result: Json = {"authorized": False}
-                else:
-                    raise BridgeError("denied", f"platform {args.get('platform')!r} is not enabled in Hermes")
+                if op != "is_authorized":
+                    raise BridgeError("denied", f"platform {platform!r} is not enabled in Hermes")
+                reply = answer_line(request_id, {"authorized": False})
             else:
-                result = await endpoint.answer(op, args)
-            reply = {"type": "response", "id": request_id, "ok": True, "result": result}
+                reply = answer_line(request_id, await endpoint.answer(question))
         except BridgeError as err:
-            reply = {"type": "response", "id": request_id, "ok": False, "error": {"kind": err.kind, "message": err.message}}
+            reply = error_line(request_id, err.kind, err.message)
         except Exception as err:  # an answer must always go back, or herald waits
             logger.exception("answering herald's %s failed", op)
-            reply = {"type": "response", "id": request_id, "ok": False, "error": {"kind": "unavailable", "message": str(err)}}
+            reply = error_line(request_id, "unavailable", str(err))
         with contextlib.suppress(BridgeError):
             await self._write(reply)
 
-    def _queue_inbound(self, args: Json) -> None:
-        source = args.get("source")
-        chat = source.get("chat") if isinstance(source, dict) else None
-        chat = chat if isinstance(chat, dict) else {}
-        key = (str(chat.get("platform", "")), str(chat.get("id", "")))
+    async def _refuse(self, request: Unanswerable) -> None:
+        logger.warning("herald asked something this plugin cannot read: %s", request.reason)
+        with contextlib.suppress(BridgeError):
+            await self._write(error_line(request.id, "bad_request", request.reason))
+
+    def _queue_inbound(self, args: InboundArgs) -> None:
+        chat = args["source"]["chat"]
+        key = (chat["platform"], chat["id"])
         queue = self._inbound.get(key)
         if queue is None:
             queue = self._inbound[key] = asyncio.Queue(MAX_INBOUND_QUEUED)
@@ -376,7 +388,7 @@ class HeraldBridge:
         except asyncio.QueueFull:
             logger.error("Hermes is %d messages behind from %s:%s; dropped one", MAX_INBOUND_QUEUED, *key)
 
-    async def _deliver_inbound(self, key: tuple[str, str], queue: asyncio.Queue[Json]) -> None:
+    async def _deliver_inbound(self, key: tuple[str, str], queue: asyncio.Queue[InboundArgs]) -> None:
         """Hand one chat's events to its platform in the order herald sent them."""
         try:
             while not queue.empty():
@@ -406,11 +418,6 @@ def spawn(tasks: set[asyncio.Task[Any]], coro: Any) -> None:
     task = asyncio.ensure_future(coro)
     tasks.add(task)
     task.add_done_callback(tasks.discard)
-
-
-def _args(message: Json) -> Json:
-    args = message.get("args")
-    return args if isinstance(args, dict) else {}
 
 
 async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:

@@ -16,7 +16,8 @@ from typing import Any
 
 from . import compat
 from .adapter import live_adapter
-from .bridge import BridgeError, HeraldBridge, Json, running_bridge
+from .bridge import BridgeError, HeraldBridge, running_bridge
+from .wire import Card, Chat, Device, Json
 
 # herald gives up on a device action after 18 s; wait a little longer for its answer.
 ACTION_WAIT_S = 25.0
@@ -86,13 +87,13 @@ def gadget_display(args: dict[str, Any], **_: Any) -> str:
         text = args.get("text", args.get("body"))
         if not isinstance(text, str) or not text.strip():
             raise ToolError("gadget_display needs `text`, the words to show")
-        card: Json = {"title": str(args.get("title") or ""), "body": text}
+        card: Card = {"title": str(args.get("title") or ""), "body": text}
         seconds = args.get("seconds", args.get("ttl_s"))
         if isinstance(seconds, int) and seconds >= 0:
             card["ttl_s"] = seconds
         bridge = _bridge()
         chat = _gadget(bridge, args.get("device"))
-        bridge.call_from_thread("display", {"chat": chat, "card": card})
+        bridge.call_from_thread({"op": "display", "args": {"chat": chat, "card": card}})
         return json.dumps({"success": True, "device": chat["id"]})
     except (BridgeError, ToolError) as err:
         return _error(err)
@@ -108,10 +109,9 @@ def gadget_action(args: dict[str, Any], **_: Any) -> str:
             )
         bridge = _bridge()
         chat = _gadget(bridge, args.get("device"))
-        action_args = args.get("args") if isinstance(args.get("args"), dict) else {}
+        action_args: Json = args["args"] if isinstance(args.get("args"), dict) else {}
         result = bridge.call_from_thread(
-            "invoke_action",
-            {"chat": chat, "name": name, "args": action_args},
+            {"op": "invoke_action", "args": {"chat": chat, "name": name, "args": action_args}},
             timeout=ACTION_WAIT_S,
         )
         return json.dumps({"success": True, "device": chat["id"], "result": result.get("result")})
@@ -126,10 +126,10 @@ def _bridge() -> HeraldBridge:
     return bridge
 
 
-def _paired_gadgets(bridge: HeraldBridge) -> list[Json]:
+def _paired_gadgets(bridge: HeraldBridge) -> list[Device]:
     """herald's gadgets (online or not) that Hermes lets talk."""
-    listed = bridge.call_from_thread("devices", {"platform": "gadget"}).get("devices") or []
-    return [d for d in listed if isinstance(d, dict) and _paired(str(d.get("id")))]
+    listed = bridge.call_from_thread({"op": "devices", "args": {"platform": "gadget"}}).get("devices", [])
+    return [d for d in listed if _paired(d["id"])]
 
 
 def _paired(device_id: str) -> bool:
@@ -144,7 +144,7 @@ def _waiting(platform: str) -> int:
     return len(store.list_pending(platform)) if store is not None else 0
 
 
-def _gadget(bridge: HeraldBridge, device: Any) -> Json:
+def _gadget(bridge: HeraldBridge, device: Any) -> Chat:
     """The gadget a tool call means: named, this conversation's, or the only paired one online."""
     if isinstance(device, str) and device:
         if not _paired(device):
@@ -154,10 +154,10 @@ def _gadget(bridge: HeraldBridge, device: Any) -> Json:
         chat_id = compat.session_env("HERMES_SESSION_CHAT_ID")
         if chat_id:
             return {"platform": "gadget", "id": chat_id}
-    online = [d for d in _paired_gadgets(bridge) if d.get("online")]
+    online = [d for d in _paired_gadgets(bridge) if d["online"]]
     if len(online) == 1:
-        return {"platform": "gadget", "id": str(online[0].get("id"))}
-    names = ", ".join(str(d.get("id")) for d in online) or "none"
+        return {"platform": "gadget", "id": online[0]["id"]}
+    names = ", ".join(d["id"] for d in online) or "none"
     raise ToolError(f"name the device: paired gadgets online are {names}")
 
 

@@ -30,10 +30,11 @@ import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Literal, Optional, Protocol
 
 from . import compat
-from .bridge import BridgeError, Json
+from .bridge import BridgeError
+from .wire import Chat, Request, Result, SpeechArgs
 
 logger = logging.getLogger(__name__)
 
@@ -106,15 +107,17 @@ class Speech:
     spoke: bool = False
 
 
-Request = Callable[..., Awaitable[Json]]
+class Requester(Protocol):
+    """The bridge's ``request``."""
+
+    def __call__(self, request: Request, timeout: float = ...) -> Awaitable[Result]: ...
 
 
 class SpeechOwner:
     """The speech of each gadget chat's current turn, for one adapter."""
 
-    def __init__(self, request: Request, synthesize: Callable[[str], Optional[str]]) -> None:
-        # request(op, args, timeout=...) on the bridge; synthesize(text) -> audio file path
-        # (blocking: it runs on a worker thread).
+    def __init__(self, request: Requester, synthesize: Callable[[str], Optional[str]]) -> None:
+        # synthesize(text) -> audio file path (blocking: it runs on a worker thread).
         self._request = request
         self._synthesize = synthesize
         # Each gadget chat's current (or last) turn's speech.
@@ -163,9 +166,9 @@ class SpeechOwner:
 
     # -- Hermes's streaming hooks -----------------------------------------------------
 
-    async def begin(self, chat: Json, audio_format: Any, handle: Any) -> bool:
+    async def begin(self, chat: Chat, audio_format: Any, handle: Any) -> bool:
         """``begin_streaming_tts``: a stream at Hermes's format, or False to decline."""
-        chat_id = str(chat["id"])
+        chat_id = chat["id"]
         speech = self._turns.get(chat_id)
         if speech is None or speech.road != "hooks":
             # Not a turn Hermes streams as far as the plugin knew at its start.
@@ -173,13 +176,15 @@ class SpeechOwner:
             self._add(speech)
         try:
             await self._request(
-                "speech_begin",
                 {
-                    "chat": chat,
-                    "speech_id": speech.speech_id,
-                    "sample_rate": int(audio_format.sample_rate),
-                    "channels": int(audio_format.channels),
-                },
+                    "op": "speech_begin",
+                    "args": {
+                        "chat": chat,
+                        "speech_id": speech.speech_id,
+                        "sample_rate": int(audio_format.sample_rate),
+                        "channels": int(audio_format.channels),
+                    },
+                }
             )
         except BridgeError as err:
             logger.debug("speech_begin for %s failed: %s", chat_id, err)
@@ -189,13 +194,16 @@ class SpeechOwner:
         handle.speech_id = speech.speech_id
         return True
 
-    async def write(self, chat: Json, handle: Any, pcm: bytes) -> None:
+    async def write(self, chat: Chat, handle: Any, pcm: bytes) -> None:
         speech = self._by_id.get(str(getattr(handle, "speech_id", "")))
         if speech is None or speech.stopped or not pcm:
             return
-        args = {"chat": chat, "speech_id": speech.speech_id, "pcm": base64.b64encode(pcm).decode()}
+        chunk = base64.b64encode(pcm).decode()
         try:
-            result = await self._request("speech_write", args, timeout=WRITE_TIMEOUT_S)
+            result = await self._request(
+                {"op": "speech_write", "args": {"chat": chat, "speech_id": speech.speech_id, "pcm": chunk}},
+                timeout=WRITE_TIMEOUT_S,
+            )
         except BridgeError as err:
             logger.debug("speech_write for %s failed: %s", speech.chat_id, err)
             handle.aborted = True
@@ -203,24 +211,24 @@ class SpeechOwner:
         if result.get("dropped"):
             self.stopped(speech.speech_id)
 
-    async def finish(self, chat: Json, handle: Any, abort: bool) -> None:
+    async def finish(self, chat: Chat, handle: Any, abort: bool) -> None:
         speech = self._by_id.get(str(getattr(handle, "speech_id", "")))
         if speech is None:
             return
         if abort:
             handle.aborted = True
         if not speech.stopped:
-            op = "speech_abort" if abort else "speech_end"
+            op: Literal["speech_abort", "speech_end"] = "speech_abort" if abort else "speech_end"
             try:
-                await self._request(op, {"chat": chat, "speech_id": speech.speech_id})
+                await self._request({"op": op, "args": {"chat": chat, "speech_id": speech.speech_id}})
             except BridgeError as err:
                 logger.debug("%s for %s failed: %s", op, speech.chat_id, err)
 
     # -- the sentence road ------------------------------------------------------------
 
-    def reply_text(self, chat: Json, message_id: str, text: str, final: bool) -> None:
+    def reply_text(self, chat: Chat, message_id: str, text: str, final: bool) -> None:
         """A streamed reply as it stands: queue the sentences it completes."""
-        speech = self._turns.get(str(chat["id"]))
+        speech = self._turns.get(chat["id"])
         if speech is None or speech.road != "sentences" or speech.stopped:
             return
         if message_id != speech.message_id:
@@ -236,9 +244,9 @@ class SpeechOwner:
         if speech.worker is None and not speech.queue.empty():
             speech.worker = asyncio.ensure_future(self._speak(chat, speech))
 
-    async def _speak(self, chat: Json, speech: Speech) -> None:
+    async def _speak(self, chat: Chat, speech: Speech) -> None:
         """Synthesize and hand over the turn's sentences in order, then end the stream."""
-        args: Json = {"chat": chat, "speech_id": speech.speech_id}
+        args: SpeechArgs = {"chat": chat, "speech_id": speech.speech_id}
         try:
             while True:
                 sentence = await speech.queue.get()
@@ -250,16 +258,20 @@ class SpeechOwner:
                 try:
                     if not speech.begun:
                         # The rate is the file's own; herald resamples each file.
-                        await self._request("speech_begin", {**args, "sample_rate": 24000, "channels": 1})
+                        await self._request(
+                            {"op": "speech_begin", "args": {**args, "sample_rate": 24000, "channels": 1}}
+                        )
                         speech.begun = True
-                    result = await self._request("speech_file", {**args, "path": path}, timeout=WRITE_TIMEOUT_S)
+                    result = await self._request(
+                        {"op": "speech_file", "args": {**args, "path": path}}, timeout=WRITE_TIMEOUT_S
+                    )
                 finally:
                     _remove(path)
                 if result.get("dropped"):
                     return
                 speech.spoke = True
             if speech.begun:
-                await self._request("speech_end", args)
+                await self._request({"op": "speech_end", "args": args})
         except BridgeError as err:
             logger.warning("speaking a reply on %s failed: %s", speech.chat_id, err)
         except asyncio.CancelledError:

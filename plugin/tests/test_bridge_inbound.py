@@ -8,7 +8,8 @@ import logging
 
 import pytest
 
-from herald.bridge import MAX_INBOUND_QUEUED, ChildSpec, HeraldBridge, Json
+from herald.bridge import MAX_INBOUND_QUEUED, ChildSpec, HeraldBridge
+from herald.wire import Answer, InboundArgs, Question
 
 
 class Endpoint:
@@ -19,18 +20,22 @@ class Endpoint:
         self.go = asyncio.Event()
         self.got: dict[str, list[int]] = {}
 
-    async def on_inbound(self, args: Json) -> None:
-        chat = str(args["source"]["chat"]["id"])
+    async def on_inbound(self, args: InboundArgs) -> None:
+        chat = args["source"]["chat"]["id"]
         if chat == self.stuck:
             await self.go.wait()
-        self.got.setdefault(chat, []).append(int(args["n"]))
+        self.got.setdefault(chat, []).append(int(args["message_id"]))
 
-    async def answer(self, op: str, args: Json) -> Json:
-        return {}
+    async def answer(self, question: Question) -> Answer:
+        raise AssertionError("no request is sent here")
 
 
-def inbound(chat: str, n: int) -> Json:
-    return {"source": {"chat": {"platform": "gadget", "id": chat}}, "n": n}
+def inbound(chat: str, n: int) -> InboundArgs:
+    return {
+        "source": {"chat": {"platform": "gadget", "id": chat}, "user_id": chat},
+        "message_id": str(n),
+        "body": {"kind": "text", "text": "hi"},
+    }
 
 
 def no_child() -> ChildSpec:

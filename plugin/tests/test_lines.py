@@ -99,16 +99,16 @@ def test_device_ids_are_targets_and_other_words_are_left_to_hermes() -> None:
 def test_clarify_answers_are_in_the_shape_hermes_reads() -> None:
     single = PendingPrompt("clarify", "hg-1", "s", "c1", ["red", "green"])
     several = PendingPrompt("clarify", "hg-1", "s", "c2", ["hall", "den", "attic"], multi_select=True)
-    assert clarify_text(single, {"choice": "option", "index": 1}) == "green"
-    assert clarify_text(single, {"choice": "cancel"}) == NONE_OF_THESE
-    assert clarify_text(several, {"choice": "options", "indices": [0, 2]}) == json.dumps(["hall", "attic"])
-    assert clarify_text(several, {"choice": "options", "indices": []}) == NONE_OF_THESE
-    assert clarify_text(several, {"choice": "option", "index": 1}) == json.dumps(["den"])
-    assert clarify_text(several, {"choice": "other", "text": "Attic, hall"}) == json.dumps(["attic", "hall"])
-    assert clarify_text(several, {"choice": "other", "text": "the warm ones"}) == "the warm ones"
+    assert clarify_text(single, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "option", "index": 1}) == "green"
+    assert clarify_text(single, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "cancel"}) == NONE_OF_THESE
+    assert clarify_text(several, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "options", "indices": [0, 2]}) == json.dumps(["hall", "attic"])
+    assert clarify_text(several, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "options", "indices": []}) == NONE_OF_THESE
+    assert clarify_text(several, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "option", "index": 1}) == json.dumps(["den"])
+    assert clarify_text(several, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "other", "text": "Attic, hall"}) == json.dumps(["attic", "hall"])
+    assert clarify_text(several, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "other", "text": "the warm ones"}) == "the warm ones"
     # 0.22 marks its first choice; typing the choice's words is enough.
     marked = PendingPrompt("clarify", "hg-1", "s", "c3", ["hall (Recommended)", "den"], multi_select=True)
-    assert clarify_text(marked, {"choice": "other", "text": "Hall, den"}) == json.dumps(["hall (Recommended)", "den"])
+    assert clarify_text(marked, {"kind": "prompt_answer", "prompt_id": "p1", "choice": "other", "text": "Hall, den"}) == json.dumps(["hall (Recommended)", "den"])
 
 
 gate = pytest.mark.skipif(LINE != "0.22", reason="`hermes plugins validate` is new in 0.22")

@@ -23,6 +23,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { build } from "esbuild";
 import { chromium } from "playwright-core";
+import { gadgetLimits } from "../limits.mjs";
 
 // The SDK's test helpers: free loopback ports, and waiting for herald to listen.
 import { freePort, waitForPort } from "../../sdk/typescript/build/test/herald.js";
@@ -51,6 +52,7 @@ async function loadModules() {
     bundle: true,
     format: "esm",
     platform: "neutral",
+    define: gadgetLimits(),
     logLevel: "warning",
   });
   const mod = await import(pathToFileURL(outfile).href);
@@ -62,6 +64,13 @@ const hex = (bytes) => Buffer.from(bytes).toString("hex");
 
 test("protocol pieces match the shared vectors", async () => {
   const g = await loadModules();
+  // The numbers come from the vectors' limits at build time: a name missing there would
+  // leave NaN or undefined here.
+  for (const [name, value] of Object.entries({ ...g.TIMING, MAX_TEXT: g.MAX_TEXT })) {
+    for (const n of [value].flat()) assert.ok(Number.isInteger(n) && n > 0, `${name}: ${value}`);
+  }
+  assert.equal(g.TIMING.connectTimeoutMs, vectors.limits.connect_timeout_s * 1000);
+
   for (const c of vectors.device_id) {
     assert.equal(await g.deviceIdOf(g.fromHex(c.key_hex)), c.device_id, c.name);
   }
@@ -269,7 +278,7 @@ class Herald {
   }
 }
 
-const GADGET_FILES = ["index.html", "gadget.js", "gadget.css"];
+const GADGET_FILES = ["index.html", "gadget.js", "gadget.css", "mic-worklet.js"];
 
 /**
  * web/dist/gadget at /gadget/, for when herald's admin listener does not serve these

@@ -74,7 +74,7 @@ fn limits_match() {
     use herald_gadget_proto::limits::*;
     let v = vectors::gadget();
     let l = &v["limits"];
-    let pairs: [(&str, u64); 17] = [
+    let pairs: [(&str, u64); 32] = [
         ("max_inbound_frame", MAX_INBOUND_FRAME as u64),
         ("max_json_depth", MAX_JSON_DEPTH as u64),
         ("max_name", MAX_NAME as u64),
@@ -92,11 +92,30 @@ fn limits_match() {
         ("session_id_len", SESSION_ID_LEN as u64),
         ("min_audio_rate", MIN_AUDIO_RATE as u64),
         ("max_audio_rate", MAX_AUDIO_RATE as u64),
+        ("heartbeat_default_s", DEFAULT_HEARTBEAT_SECS.into()),
+        ("heartbeat_min_s", MIN_HEARTBEAT_SECS.into()),
+        ("heartbeat_max_s", MAX_HEARTBEAT_SECS.into()),
+        ("dead_after_heartbeats", DEAD_AFTER_HEARTBEATS.into()),
+        ("audio_frame_ms", AUDIO_FRAME_MS.into()),
+        ("connect_timeout_s", CONNECT_TIMEOUT_SECS),
+        ("backoff_reset_after_s", BACKOFF_RESET_AFTER_SECS),
+        ("min_press_ms", MIN_PRESS_MS),
+        ("max_recording_s", MAX_RECORDING_SECS),
+        ("prompt_guard_ms", PROMPT_GUARD_MS),
+        ("session_new_hold_ms", SESSION_NEW_HOLD_MS),
+        ("no_reply_s", NO_REPLY_SECS),
+        ("card_ttl_s", DEFAULT_CARD_TTL_SECS.into()),
+        ("image_ttl_s", DEFAULT_IMAGE_TTL_SECS.into()),
+        ("notice_ttl_s", DEFAULT_NOTICE_TTL_SECS.into()),
     ];
     for (name, value) in pairs {
         assert_eq!(l[name].as_u64(), Some(value), "{name}");
     }
     assert_eq!(l["pairing_code_alphabet"], PAIRING_CODE_ALPHABET);
+    assert_eq!(
+        l["reconnect_backoff_s"],
+        serde_json::json!(RECONNECT_BACKOFF_SECS)
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The shared vectors files at the repository root (`vectors/gadget-v1.json`,
-//! `vectors/mobile-v1.json`): each is an object of sections, each section a list of
-//! cases. The loader and the typed field readers every vectors test uses; a missing
+//! `vectors/mobile-v1.json`, `vectors/bridge-v1.json`): each is an object of sections,
+//! each section a list of cases. The loader and the typed field readers every vectors test uses; a missing
 //! section or field fails the test with the case's name.
 
 use serde_json::Value;
@@ -13,6 +13,10 @@ const MOBILE: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../vectors/mobile-v1.json"
 ));
+const BRIDGE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../vectors/bridge-v1.json"
+));
 
 /// The gadget protocol's vectors.
 pub fn gadget() -> Value {
@@ -22,6 +26,11 @@ pub fn gadget() -> Value {
 /// The mobile protocol's vectors.
 pub fn mobile() -> Value {
     serde_json::from_str(MOBILE).expect("vectors/mobile-v1.json is JSON")
+}
+
+/// The Hermes bridge's line protocol's vectors.
+pub fn bridge() -> Value {
+    serde_json::from_str(BRIDGE).expect("vectors/bridge-v1.json is JSON")
 }
 
 /// The cases of `section`, which must have some.

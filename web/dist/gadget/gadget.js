@@ -2,31 +2,35 @@ var __defProp = Object.defineProperty;
 var __defNormalProp = (obj2, key, value) => key in obj2 ? __defProp(obj2, key, { enumerable: true, configurable: true, writable: true, value }) : obj2[key] = value;
 var __publicField = (obj2, key, value) => __defNormalProp(obj2, typeof key !== "symbol" ? key + "" : key, value);
 
+// <define:HERALD_GADGET_LIMITS>
+var define_HERALD_GADGET_LIMITS_default = { max_inbound_frame: 1048576, max_json_depth: 32, max_name: 64, max_board: 64, max_firmware: 32, max_text: 4e3, max_id: 64, handshake_timeout_s: 10, action_timeout_s: 18, ota_frame: 4096, ota_ack_interval: 16384, ota_max_unacked: 65536, ota_min_image: 288, pairing_code_len: 8, pairing_code_alphabet: "ABCDEFGHJKLMNPQRSTUVWXYZ23456789", session_id_len: 12, min_audio_rate: 4e3, max_audio_rate: 48e3, heartbeat_default_s: 20, heartbeat_min_s: 5, heartbeat_max_s: 300, dead_after_heartbeats: 3, audio_frame_ms: 40, connect_timeout_s: 10, reconnect_backoff_s: [1, 2, 4, 8, 15, 30], backoff_reset_after_s: 30, min_press_ms: 350, max_recording_s: 30, prompt_guard_ms: 600, session_new_hold_ms: 2e3, no_reply_s: 180, card_ttl_s: 15, image_ttl_s: 30, notice_ttl_s: 8 };
+
 // src/gadget/proto.ts
 var SUBPROTOCOL = "hermes-gadget.v1";
 var DEFAULT_PORT = 8765;
 var DEFAULT_PATH = "/gadget";
+var LIMITS = define_HERALD_GADGET_LIMITS_default;
 var KEY_LEN = 32;
-var MAX_TEXT = 4e3;
+var MAX_TEXT = LIMITS.max_text;
 var CHANNEL = { audio: 1, image: 2, firmware: 3 };
 var TIMING = {
-  connectTimeoutMs: 1e4,
-  handshakeTimeoutMs: 1e4,
-  backoffS: [1, 2, 4, 8, 15, 30],
-  backoffResetAfterS: 30,
-  heartbeatDefaultS: 20,
-  heartbeatMinS: 5,
-  heartbeatMaxS: 300,
-  deadAfterHeartbeats: 3,
-  audioFrameMs: 40,
-  minPressMs: 350,
-  maxRecordingS: 30,
-  promptGuardMs: 600,
-  sessionNewHoldMs: 2e3,
-  noReplyS: 180,
-  cardTtlS: 15,
-  imageTtlS: 30,
-  noticeTtlS: 8
+  connectTimeoutMs: LIMITS.connect_timeout_s * 1e3,
+  handshakeTimeoutMs: LIMITS.handshake_timeout_s * 1e3,
+  backoffS: LIMITS.reconnect_backoff_s,
+  backoffResetAfterS: LIMITS.backoff_reset_after_s,
+  heartbeatDefaultS: LIMITS.heartbeat_default_s,
+  heartbeatMinS: LIMITS.heartbeat_min_s,
+  heartbeatMaxS: LIMITS.heartbeat_max_s,
+  deadAfterHeartbeats: LIMITS.dead_after_heartbeats,
+  audioFrameMs: LIMITS.audio_frame_ms,
+  minPressMs: LIMITS.min_press_ms,
+  maxRecordingS: LIMITS.max_recording_s,
+  promptGuardMs: LIMITS.prompt_guard_ms,
+  sessionNewHoldMs: LIMITS.session_new_hold_ms,
+  noReplyS: LIMITS.no_reply_s,
+  cardTtlS: LIMITS.card_ttl_s,
+  imageTtlS: LIMITS.image_ttl_s,
+  noticeTtlS: LIMITS.notice_ttl_s
 };
 var SETUP_CODES = /* @__PURE__ */ new Set(["auth_failed", "bad_token", "protocol"]);
 function toHex(bytes) {

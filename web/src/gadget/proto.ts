@@ -9,8 +9,32 @@ export const SUBPROTOCOL = "hermes-gadget.v1";
 export const DEFAULT_PORT = 8765;
 export const DEFAULT_PATH = "/gadget";
 
+/** The protocol's numbers as vectors/gadget-v1.json gives them; the build puts them in
+ * (web/limits.mjs), so no number here is copied by hand. */
+declare const HERALD_GADGET_LIMITS: {
+  readonly max_text: number;
+  readonly handshake_timeout_s: number;
+  readonly heartbeat_default_s: number;
+  readonly heartbeat_min_s: number;
+  readonly heartbeat_max_s: number;
+  readonly dead_after_heartbeats: number;
+  readonly audio_frame_ms: number;
+  readonly connect_timeout_s: number;
+  readonly reconnect_backoff_s: readonly number[];
+  readonly backoff_reset_after_s: number;
+  readonly min_press_ms: number;
+  readonly max_recording_s: number;
+  readonly prompt_guard_ms: number;
+  readonly session_new_hold_ms: number;
+  readonly no_reply_s: number;
+  readonly card_ttl_s: number;
+  readonly image_ttl_s: number;
+  readonly notice_ttl_s: number;
+};
+const LIMITS = HERALD_GADGET_LIMITS;
+
 export const KEY_LEN = 32;
-export const MAX_TEXT = 4000;
+export const MAX_TEXT = LIMITS.max_text;
 
 /** Binary channels. */
 export const CHANNEL = { audio: 1, image: 2, firmware: 3 } as const;
@@ -18,23 +42,23 @@ export type Channel = (typeof CHANNEL)[keyof typeof CHANNEL];
 
 /** The device's clocks, in the units their names say. */
 export const TIMING = {
-  connectTimeoutMs: 10_000,
-  handshakeTimeoutMs: 10_000,
-  backoffS: [1, 2, 4, 8, 15, 30],
-  backoffResetAfterS: 30,
-  heartbeatDefaultS: 20,
-  heartbeatMinS: 5,
-  heartbeatMaxS: 300,
-  deadAfterHeartbeats: 3,
-  audioFrameMs: 40,
-  minPressMs: 350,
-  maxRecordingS: 30,
-  promptGuardMs: 600,
-  sessionNewHoldMs: 2000,
-  noReplyS: 180,
-  cardTtlS: 15,
-  imageTtlS: 30,
-  noticeTtlS: 8,
+  connectTimeoutMs: LIMITS.connect_timeout_s * 1000,
+  handshakeTimeoutMs: LIMITS.handshake_timeout_s * 1000,
+  backoffS: LIMITS.reconnect_backoff_s,
+  backoffResetAfterS: LIMITS.backoff_reset_after_s,
+  heartbeatDefaultS: LIMITS.heartbeat_default_s,
+  heartbeatMinS: LIMITS.heartbeat_min_s,
+  heartbeatMaxS: LIMITS.heartbeat_max_s,
+  deadAfterHeartbeats: LIMITS.dead_after_heartbeats,
+  audioFrameMs: LIMITS.audio_frame_ms,
+  minPressMs: LIMITS.min_press_ms,
+  maxRecordingS: LIMITS.max_recording_s,
+  promptGuardMs: LIMITS.prompt_guard_ms,
+  sessionNewHoldMs: LIMITS.session_new_hold_ms,
+  noReplyS: LIMITS.no_reply_s,
+  cardTtlS: LIMITS.card_ttl_s,
+  imageTtlS: LIMITS.image_ttl_s,
+  noticeTtlS: LIMITS.notice_ttl_s,
 } as const;
 
 /** Error codes after which retrying cannot help: the owner has to act. */

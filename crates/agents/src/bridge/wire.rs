@@ -217,18 +217,21 @@ pub(crate) enum Question<'a> {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 pub(crate) struct Authorized {
     pub authorized: bool,
 }
 
 /// The answer to `pairings`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 pub(crate) struct HermesPairings {
     pub approved: Vec<HermesUser>,
 }
 
 /// A user in Hermes's pairing store; `approved_at` is in seconds, as Hermes keeps it.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 pub(crate) struct HermesUser {
     pub user_id: String,
     #[serde(default)]
@@ -240,17 +243,20 @@ pub(crate) struct HermesUser {
 /// The answer to `approve_pairing`: who was approved, or `null` for a code Hermes does
 /// not hold.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 pub(crate) struct ApprovedPairing {
     pub approved: Option<HermesUser>,
 }
 
 /// The answer to `revoke_pairing`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 pub(crate) struct RevokedPairing {
     pub revoked: bool,
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 pub(crate) struct IssuedCode {
     pub code: String,
     pub command: String,
