@@ -600,6 +600,8 @@ class GatewayTimes:
     authz: list[tuple[int, int]] = field(default_factory=list)
     # The event loop's long callbacks: (start, end, what).
     slow: list[tuple[int, int, str]] = field(default_factory=list)
+    # Bridge lines by direction, kind and op ("wr request typing"), every turn's.
+    lines: Counter[str] = field(default_factory=Counter)
 
 
 def read_trace(path: Path) -> GatewayTimes:
@@ -618,7 +620,9 @@ def read_trace(path: Path) -> GatewayTimes:
                 times.handed.setdefault(marker, record["t"])
             elif kind in ("send", "edit") and marker:
                 times.replied.setdefault(marker, record["t"])
-            elif kind == "rd":
+            if kind in ("rd", "wr"):
+                times.lines[f"{kind} {record.get('type')} {record.get('op') or ''}".strip()] += 1
+            if kind == "rd":
                 if record.get("op") == "inbound" and marker:
                     times.read.setdefault(marker, record["t"])
                 elif record.get("type") == "request" and record.get("op") == "is_authorized":
@@ -735,6 +739,11 @@ def analyse(offered: Offered, times: GatewayTimes, fleet: Fleet, detail: bool) -
     report["turns_per_device_s"] = round(busiest / max(offered.elapsed_s, 1e-9), 2)
     if detail:
         report["loop"] = loop_report(offered, times)
+        report["bridge_lines_per_turn"] = {
+            "written": round(sum(n for k, n in times.lines.items() if k.startswith("wr")) / sent, 2),
+            "read": round(sum(n for k, n in times.lines.items() if k.startswith("rd")) / sent, 2),
+            "by_kind": {k: round(n / sent, 2) for k, n in sorted(times.lines.items())},
+        }
     # Every turn's timestamps (time.time_ns()), for anyone who wants to look closer.
     report["turns"] = [
         {
@@ -847,6 +856,13 @@ def show(report: dict[str, Any]) -> str:
         for name, stats in rows:
             if stats:
                 lines.append(f"{'':10} {name:12} {stats['p50']:9.2f} {stats['p99']:9.2f} {stats['max']:9.2f}")
+    bridge = report.get("bridge_lines_per_turn")
+    if bridge:
+        lines.append(
+            f"bridge lines per turn: {bridge['written']} written by the plugin, {bridge['read']} read "
+            "(herald's; 'wr response' are answers to herald's questions, 'rd response' herald's answers):"
+        )
+        lines.append("  " + ", ".join(f"{kind} {n}" for kind, n in bridge["by_kind"].items()))
     loop = report.get("loop")
     if loop:
         lines.append(f"event loop in callbacks over {SLOW_CALLBACK_MS:g} ms: {loop['blocked_pct']}% of the time; the longest:")

@@ -14,10 +14,11 @@ import json
 import logging
 import os
 import re
+import secrets
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Literal, Optional
+from typing import Any, Literal, Optional
 
 from gateway.config import Platform, PlatformConfig
 from gateway.platforms.base import (
@@ -112,7 +113,7 @@ class HeraldAdapter(BasePlatformAdapter):
         self.bridge: HeraldBridge = shared_bridge(data_dir(), self._child_spec)
         self._typing: set[str] = set()
         # Each running turn's id, as herald's answer to turn_started brings it.
-        self._turns: dict[tuple[str, str], asyncio.Future[Optional[str]]] = {}
+        self._turns: dict[tuple[str, str], str] = {}
         self._prompts: dict[str, PendingPrompt] = {}
         # Answers that overtook the reply to their own question (see _ask_or_raise).
         self._early_answers: dict[str, PromptAnswerBody] = {}
@@ -226,42 +227,37 @@ class HeraldAdapter(BasePlatformAdapter):
         if chat_id in self._typing:
             return
         self._typing.add(chat_id)
-        await self.bridge.request_quietly({"op": "typing", "args": {"chat": self._chat(chat_id), "on": True}})
+        self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": True}})
 
     async def stop_typing(self, chat_id: str) -> None:
         if chat_id not in self._typing:
             return
         self._typing.discard(chat_id)
-        await self.bridge.request_quietly({"op": "typing", "args": {"chat": self._chat(chat_id), "on": False}})
+        self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": False}})
 
     def set_status_text(self, chat_id: str, text: Optional[str]) -> None:
         # Called from the agent's worker thread: hop onto the bridge's loop.
         super().set_status_text(chat_id, text)
-        self.bridge.call_soon({"op": "status", "args": {"chat": self._chat(chat_id), "text": text or ""}})
+        self.bridge.notify_soon({"op": "status", "args": {"chat": self._chat(chat_id), "text": text or ""}})
 
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
         self._run_going(chat_id)
         self.speech.turn_started(chat_id, self._speech_road(event))
-        # Hermes starts the agent only when this returns, so the device is told without
-        # waiting for herald's answer: the line leaves now, ahead of the turn's replies,
-        # and the turn's id is needed only when the turn ends.
-        try:
-            started = self.bridge.begin({"op": "turn_started", "args": {"chat": self._chat(chat_id)}})
-        except BridgeError as err:
-            logger.debug("turn_started for %s failed: %s", chat_id, err)
-            return
-        self._turns[(chat_id, event.message_id or "")] = asyncio.ensure_future(turn_id_of(chat_id, started))
+        # Hermes starts the agent only when this returns: the turn is named here and
+        # herald told in one line that nobody answers, ahead of the turn's replies.
+        turn_id = secrets.token_hex(6)
+        self._turns[(chat_id, event.message_id or "")] = turn_id
+        self.bridge.notify({"op": "turn_started", "args": {"chat": self._chat(chat_id), "turn_id": turn_id}})
 
     async def on_processing_complete(self, event: MessageEvent, outcome: ProcessingOutcome) -> None:
         chat_id = event.source.chat_id
         # Over for certain now, whatever the hooks saw; turn_ended below tells the device.
         self._runs_over.add(chat_id)
         self.speech.turn_over(chat_id)
-        started = self._turns.pop((chat_id, event.message_id or ""), None)
-        turn_id = await started if started is not None else None
+        turn_id = self._turns.pop((chat_id, event.message_id or ""), None)
         if turn_id is not None:
-            await self.bridge.request_quietly(
+            self.bridge.notify(
                 {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome.value}}
             )
         # Approvals and clarifications block the agent; once its turn is over they are moot.
@@ -882,16 +878,6 @@ def typed_selection(prompt: PendingPrompt, text: str) -> str:
     if named and all(part in by_name for part in named):
         return json.dumps([by_name[part] for part in named])
     return text
-
-
-async def turn_id_of(chat_id: str, started: Awaitable[Result]) -> Optional[str]:
-    """The turn id in herald's answer to turn_started; None when it failed."""
-    try:
-        result = await started
-    except BridgeError as err:
-        logger.debug("turn_started for %s failed: %s", chat_id, err)
-        return None
-    return result.get("turn_id", "")
 
 
 def failed(err: BridgeError) -> SendResult:

@@ -24,7 +24,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from .wire import (
     MAX_LINE_BYTES,
@@ -34,6 +34,7 @@ from .wire import (
     HeraldLine,
     InboundArgs,
     LineTooLong,
+    Notification,
     PluginLine,
     Question,
     ReadyArgs,
@@ -45,6 +46,7 @@ from .wire import (
     encode_line,
     error_kind,
     error_line,
+    event_line,
     request_line,
 )
 
@@ -161,16 +163,8 @@ class HeraldBridge:
         self._inbound.clear()
 
     async def request(self, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Result:
-        """Send a request and wait for its result; raises :class:`BridgeError`."""
-        return await self.begin(request, timeout)
-
-    def begin(self, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Awaitable[Result]:
-        """Write a request's line now, before this returns, and give what awaits its result.
-
-        For a caller that must not wait but whose request must reach herald ahead of
-        anything sent after it (a turn's start, before the turn's replies). The result
-        must be awaited: that is also what drains the pipe and forgets the request.
-        """
+        """Send a request and wait for its result; raises :class:`BridgeError`. The line
+        leaves before the first await, ahead of anything sent after it."""
         process = self._process
         if not self._ready.is_set() or process is None or process.stdin is None:
             raise BridgeError("unavailable", "herald is not running")
@@ -178,7 +172,7 @@ class HeraldBridge:
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._put(request_line(request_id, request))
         self._pending[request_id] = future
-        return self._result(request_id, future, request["op"], timeout)
+        return await self._result(request_id, future, request["op"], timeout)
 
     async def _result(self, request_id: int, future: asyncio.Future[Result], op: str, timeout: float) -> Result:
         try:
@@ -189,12 +183,21 @@ class HeraldBridge:
         finally:
             self._pending.pop(request_id, None)
 
-    def call_soon(self, request: Request) -> None:
-        """Fire a request from any thread without waiting for it (status lines)."""
+    def notify(self, notification: Notification) -> None:
+        """Tell herald something that needs no answer (a turn's start and end, typing,
+        status): the line leaves now, ahead of anything sent after it, and nobody waits.
+        A herald that is not running does not hear it."""
+        try:
+            self._put(event_line(notification))
+        except BridgeError as err:
+            logger.debug("herald %s not sent: %s", notification["op"], err)
+
+    def notify_soon(self, notification: Notification) -> None:
+        """:meth:`notify` from any thread (status lines from the agent's worker)."""
         loop = self.loop
         if loop is None or loop.is_closed():
             return
-        loop.call_soon_threadsafe(spawn, self._tasks, self.request_quietly(request))
+        loop.call_soon_threadsafe(self.notify, notification)
 
     def call_from_thread(self, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Result:
         """A blocking request for code on another thread (tool handlers)."""

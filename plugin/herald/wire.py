@@ -85,6 +85,10 @@ class TextArgs(ChatArgs):
     text: str
 
 
+class TurnStartedArgs(ChatArgs):
+    turn_id: str
+
+
 class TurnEndedArgs(ChatArgs):
     turn_id: str
     outcome: str
@@ -180,24 +184,14 @@ class EditText(TypedDict):
     args: EditTextArgs
 
 
-class Typing(TypedDict):
-    op: Literal["typing"]
-    args: TypingArgs
-
-
 class Text(TypedDict):
-    op: Literal["status", "notice", "transcript"]
+    op: Literal["notice", "transcript"]
     args: TextArgs
 
 
 class ChatOnly(TypedDict):
-    op: Literal["turn_started", "actions", "profile"]
+    op: Literal["actions", "profile"]
     args: ChatArgs
-
-
-class TurnEnded(TypedDict):
-    op: Literal["turn_ended"]
-    args: TurnEndedArgs
 
 
 class Ask(TypedDict):
@@ -258,10 +252,8 @@ class Devices(TypedDict):
 Request = Union[
     SendText,
     EditText,
-    Typing,
     Text,
     ChatOnly,
-    TurnEnded,
     Ask,
     Withdraw,
     SendFile,
@@ -274,6 +266,32 @@ Request = Union[
     SetAuthorized,
     Devices,
 ]
+
+
+# -- what the plugin tells herald, with no answer (an event line) -----------------------
+
+
+class TurnStarted(TypedDict):
+    op: Literal["turn_started"]
+    args: TurnStartedArgs
+
+
+class TurnEnded(TypedDict):
+    op: Literal["turn_ended"]
+    args: TurnEndedArgs
+
+
+class Typing(TypedDict):
+    op: Literal["typing"]
+    args: TypingArgs
+
+
+class Status(TypedDict):
+    op: Literal["status"]
+    args: TextArgs
+
+
+Notification = Union[TurnStarted, TurnEnded, Typing, Status]
 
 
 # -- what herald answers them with --------------------------------------------------
@@ -319,7 +337,6 @@ class Result(TypedDict, total=False):
     (none for a plain success)."""
 
     message_id: str
-    turn_id: str
     prompt_id: str
     result: Any
     actions: list[ActionSpec]
@@ -536,11 +553,21 @@ class ErrorLine(TypedDict):
     error: WireError
 
 
-PluginLine = Union[RequestLine, AnswerLine, ErrorLine]
+class EventLine(TypedDict):
+    type: Literal["event"]
+    op: str
+    args: Any
+
+
+PluginLine = Union[RequestLine, AnswerLine, ErrorLine, EventLine]
 
 
 def request_line(request_id: int, request: Request) -> RequestLine:
     return {"type": "request", "id": request_id, "op": request["op"], "args": request["args"]}
+
+
+def event_line(notification: Notification) -> EventLine:
+    return {"type": "event", "op": notification["op"], "args": notification["args"]}
 
 
 def answer_line(request_id: int, answer: Answer) -> AnswerLine:

@@ -20,6 +20,7 @@ from herald.wire import (
     Chat,
     ErrorKind,
     LineTooLong,
+    Notification,
     PluginLine,
     Request,
     Unanswerable,
@@ -28,6 +29,7 @@ from herald.wire import (
     decode_line,
     encode_line,
     error_line,
+    event_line,
     request_line,
 )
 
@@ -62,6 +64,11 @@ def test_the_plugin_writes_the_lines_herald_reads(case: Any) -> None:
         request = {"op": message["op"], "args": message["args"]}
         assert conforms(request, Request), "the plugin's types allow it"
         line = request_line(message["id"], typing.cast(Request, request))
+    elif message["type"] == "event":
+        news = {"op": message["op"], "args": message["args"]}
+        assert conforms(news, Notification), "the plugin's types allow it"
+        assert not conforms(news, Request), "news is never a request"
+        line = event_line(typing.cast(Notification, news))
     elif message["ok"]:
         assert conforms(message["result"], Answer), "the plugin's types allow it"
         line = answer_line(message["id"], message["result"])

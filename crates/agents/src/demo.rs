@@ -26,7 +26,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use herald_port::{
     Agent, Card, Chat, Choice, Command, DeliveryError, Inbound, InboundBody, Outbound, Outcome,
-    Prompt, PromptAnswer, SendOptions,
+    Prompt, PromptAnswer, SendOptions, TurnId,
 };
 use tokio::task::AbortHandle;
 use tracing::debug;
@@ -53,7 +53,7 @@ const LONG_SENTENCES: usize = 120;
 #[derive(Default)]
 struct ChatState {
     /// The running turn (its id and task), so `/stop` and a new message can end it.
-    turn: Option<(String, AbortHandle)>,
+    turn: Option<(TurnId, AbortHandle)>,
     asked: HashMap<String, Asked>,
 }
 
@@ -92,7 +92,7 @@ impl DemoAgent {
         match running {
             Some((id, task)) if !task.is_finished() => {
                 task.abort();
-                let _ = self.out.turn_ended(chat, &id, Outcome::Cancelled).await;
+                self.out.turn_ended(chat, id, Outcome::Cancelled).await;
                 true
             }
             _ => false,
@@ -105,9 +105,8 @@ impl DemoAgent {
         F: std::future::Future<Output = Result<(), DeliveryError>> + Send + 'static,
     {
         self.stop_turn(&chat).await;
-        let Ok(turn_id) = self.out.turn_started(&chat).await else {
-            return;
-        };
+        let turn_id = TurnId::next();
+        self.out.turn_started(&chat, turn_id.clone()).await;
         let out = self.out.clone();
         let chats = self.chats.clone();
         let key = chat.clone();
@@ -128,7 +127,7 @@ impl DemoAgent {
             {
                 state.turn.take_if(|(running, _)| *running == id);
             }
-            let _ = out.turn_ended(&key, &id, outcome).await;
+            out.turn_ended(&key, id, outcome).await;
         });
         self.with_chat(&chat, |s| s.turn = Some((turn_id, task.abort_handle())));
     }
@@ -237,7 +236,7 @@ impl DemoAgent {
             _ => {
                 let answer = format!("You said: {text}");
                 self.start_turn(chat.clone(), async move {
-                    out.status(&chat, "Thinking").await?;
+                    out.status(&chat, "Thinking").await;
                     stream(&*out, &chat, &answer).await
                 })
                 .await;
@@ -446,12 +445,12 @@ async fn stream(out: &dyn Outbound, chat: &Chat, answer: &str) -> Result<(), Del
             .await?;
     }
     tokio::time::sleep(STREAM_STEP).await;
-    out.status(chat, "").await?;
+    out.status(chat, "").await;
     out.edit_text(chat, &id, answer, true).await
 }
 
 async fn slow(out: &dyn Outbound, chat: &Chat) -> Result<(), DeliveryError> {
-    out.status(chat, "Working slowly").await?;
+    out.status(chat, "Working slowly").await;
     let options = SendOptions {
         streaming: true,
         ..SendOptions::default()

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use herald_port::{Agent, Inbound, InboundBody, Outbound, Outcome, SendOptions};
+use herald_port::{Agent, Inbound, InboundBody, Outbound, Outcome, SendOptions, TurnId};
 
 pub struct EchoAgent {
     out: Arc<dyn Outbound>,
@@ -29,9 +29,8 @@ impl Agent for EchoAgent {
             | InboundBody::SpeechStopped { .. } => return,
         };
         let chat = inbound.source.chat;
-        let Ok(turn) = self.out.turn_started(&chat).await else {
-            return;
-        };
+        let turn = TurnId::next();
+        self.out.turn_started(&chat, turn.clone()).await;
         let outcome = match self
             .out
             .send_text(&chat, &text, SendOptions::default())
@@ -40,6 +39,6 @@ impl Agent for EchoAgent {
             Ok(_) => Outcome::Success,
             Err(_) => Outcome::Failure,
         };
-        let _ = self.out.turn_ended(&chat, &turn, outcome).await;
+        self.out.turn_ended(&chat, turn, outcome).await;
     }
 }

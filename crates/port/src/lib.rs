@@ -18,7 +18,7 @@ mod request;
 mod speech;
 
 pub use outbound::Outbound;
-pub use request::{Request, RequestError, Response};
+pub use request::{Notification, Request, RequestError, Response, TurnId};
 pub use speech::{
     PcmChunk, PcmFormat, SpeechId, SpeechStopReason, MAX_SPEECH_CHUNK, MAX_SPEECH_ID,
     MAX_SPEECH_RATE, MIN_SPEECH_RATE,

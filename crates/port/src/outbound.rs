@@ -1,9 +1,10 @@
 //! The agent's side of the port: [`Outbound`], which the transports implement.
 //!
-//! A transport implements three methods: [`Outbound::request`], which carries any
-//! [`Request`] to the device of a chat, plus the two that are not about one device. The
-//! typed methods (`send_text`, `ask`, ...) are written once here over `request`, for
-//! backends that prefer them.
+//! A transport implements four methods: [`Outbound::request`], which carries any
+//! [`Request`] to the device of a chat and waits for its answer, [`Outbound::notify`],
+//! which hands a [`Notification`] on without waiting, plus the two that are not about
+//! one device. The typed methods (`send_text`, `ask`, ...) are written once here over
+//! those, for backends that prefer them.
 
 use std::path::PathBuf;
 
@@ -11,8 +12,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::{
-    ActionError, ActionSpec, Card, Chat, DeliveryError, DeviceProfile, DeviceSummary, Outcome,
-    Platform, Prompt, Request, RequestError, Response, SendOptions,
+    ActionError, ActionSpec, Card, Chat, DeliveryError, DeviceProfile, DeviceSummary, Notification,
+    Outcome, Platform, Prompt, Request, RequestError, Response, SendOptions, TurnId,
 };
 
 /// Everything a backend can do to a conversation. Every call names its [`Chat`], so one
@@ -21,6 +22,10 @@ use crate::{
 pub trait Outbound: Send + Sync {
     /// Carry out `request` on the device of `chat`.
     async fn request(&self, chat: &Chat, request: Request) -> Result<Response, RequestError>;
+
+    /// Hand `notification` to the session of `chat`'s device, without waiting for the
+    /// device (only for room in its mailbox).
+    async fn notify(&self, chat: &Chat, notification: Notification);
 
     /// Every device the transports know, online or not.
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError>;
@@ -62,34 +67,24 @@ pub trait Outbound: Send + Sync {
         done(self.request(chat, edit).await)
     }
 
-    async fn typing(&self, chat: &Chat, on: bool) -> Result<(), DeliveryError> {
-        done(self.request(chat, Request::Typing { on }).await)
+    async fn typing(&self, chat: &Chat, on: bool) {
+        self.notify(chat, Notification::Typing { on }).await;
     }
 
-    async fn status(&self, chat: &Chat, text: &str) -> Result<(), DeliveryError> {
+    async fn status(&self, chat: &Chat, text: &str) {
         let text = text.to_owned();
-        done(self.request(chat, Request::Status { text }).await)
+        self.notify(chat, Notification::Status { text }).await;
     }
 
-    /// Returns the turn's id.
-    async fn turn_started(&self, chat: &Chat) -> Result<String, DeliveryError> {
-        match self.request(chat, Request::TurnStarted {}).await? {
-            Response::TurnId { turn_id } => Ok(turn_id),
-            other => Err(unexpected(other)),
-        }
+    /// The agent started turn `turn_id` (its own name for it).
+    async fn turn_started(&self, chat: &Chat, turn_id: TurnId) {
+        self.notify(chat, Notification::TurnStarted { turn_id })
+            .await;
     }
 
-    async fn turn_ended(
-        &self,
-        chat: &Chat,
-        turn_id: &str,
-        outcome: Outcome,
-    ) -> Result<(), DeliveryError> {
-        let turn_id = turn_id.to_owned();
-        done(
-            self.request(chat, Request::TurnEnded { turn_id, outcome })
-                .await,
-        )
+    async fn turn_ended(&self, chat: &Chat, turn_id: TurnId, outcome: Outcome) {
+        self.notify(chat, Notification::TurnEnded { turn_id, outcome })
+            .await;
     }
 
     /// Returns the question's id; the answer arrives as an inbound prompt answer.

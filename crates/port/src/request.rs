@@ -1,5 +1,6 @@
 //! The agent → device vocabulary: one [`Request`] variant per operation, and the
-//! [`Response`] it answers with.
+//! [`Response`] it answers with; and the one-way [`Notification`]s, which nothing
+//! answers, so nobody waits on them.
 //!
 //! Both are serde-derived in the shape of Herald's Hermes bridge, `{"op": "send_text",
 //! "args": {...}}` with the answer as the result object, so the bridge decodes Hermes's
@@ -7,6 +8,7 @@
 //! operation means a variant here and its rendering in each transport's session.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -32,23 +34,6 @@ pub enum Request {
         text: String,
         #[serde(default)]
         finalize: bool,
-    },
-    Typing {
-        on: bool,
-    },
-    /// A live working phrase ("Searching the web"); empty text clears it.
-    Status {
-        #[serde(default)]
-        text: String,
-    },
-    /// The agent started on a message; answers [`Response::TurnId`]. Replies until the
-    /// turn ends belong to it.
-    TurnStarted {},
-    /// End the turn `turn_id`; one that already ended (or was replaced) is ignored, so
-    /// a late end never closes a newer turn.
-    TurnEnded {
-        turn_id: String,
-        outcome: Outcome,
     },
     /// Put a question to the user; answers [`Response::PromptId`], and the answer
     /// arrives later as an inbound prompt answer with that id.
@@ -129,15 +114,75 @@ pub enum Request {
     Profile {},
 }
 
+/// News for one device's session that needs no answer: the agent goes on at once, and
+/// a device that cannot show it (offline, say) simply does not. Ids are the sender's:
+/// the one who starts a turn names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub enum Notification {
+    /// The agent started on a message, as turn `turn_id`; replies until the turn ends
+    /// belong to it.
+    TurnStarted {
+        turn_id: TurnId,
+    },
+    /// End the turn `turn_id`; one that already ended (or was replaced) is ignored, so
+    /// a late end never closes a newer turn.
+    TurnEnded {
+        turn_id: TurnId,
+        outcome: Outcome,
+    },
+    Typing {
+        on: bool,
+    },
+    /// A live working phrase ("Searching the web"); empty text clears it.
+    Status {
+        #[serde(default)]
+        text: String,
+    },
+}
+
+/// A turn's id, as its sender named it: 1 to 64 printable ASCII characters, since a
+/// gadget's `turn.start` carries it to the device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TurnId(String);
+
+impl TurnId {
+    /// A fresh id (`t1`, `t2`, ...) from a counter of this process, for an agent that
+    /// needs nothing more.
+    pub fn next() -> TurnId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        TurnId(format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for TurnId {
+    type Error = String;
+    fn try_from(id: String) -> Result<Self, String> {
+        if (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic()) {
+            Ok(TurnId(id))
+        } else {
+            Err("a turn id is 1 to 64 printable ASCII characters".into())
+        }
+    }
+}
+
+impl From<TurnId> for String {
+    fn from(id: TurnId) -> String {
+        id.0
+    }
+}
+
 /// What a request answers when it succeeds; the object the bridge hands Hermes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Response {
     MessageId {
         message_id: String,
-    },
-    TurnId {
-        turn_id: String,
     },
     PromptId {
         prompt_id: String,
@@ -223,9 +268,22 @@ mod tests {
                 }
             }
         );
-        assert_eq!(
-            decode("turn_started", json!({"chat": "x"})),
-            Request::TurnStarted {}
+        let started = json!({"op": "turn_started", "args": {"chat": "x", "turn_id": "t-1"}});
+        let Ok(Notification::TurnStarted { turn_id }) = serde_json::from_value(started) else {
+            panic!("not a turn start")
+        };
+        assert_eq!(turn_id.as_str(), "t-1");
+        for turn_id in [json!(""), json!("a b"), json!("x".repeat(65)), json!(7)] {
+            let bad = json!({"op": "turn_started", "args": {"turn_id": turn_id}});
+            assert!(
+                serde_json::from_value::<Notification>(bad).is_err(),
+                "{turn_id}"
+            );
+        }
+        let asked = json!({"op": "typing", "args": {"on": true}});
+        assert!(
+            serde_json::from_value::<Request>(asked).is_err(),
+            "typing is news"
         );
         let Request::Ask { prompt, ttl_s } = decode(
             "ask",
@@ -252,7 +310,6 @@ mod tests {
     #[test]
     fn every_request_goes_back_to_the_wire_under_its_op() {
         let requests = [
-            ("typing", json!({"on": true})),
             ("profile", json!({})),
             ("invoke_action", json!({"name": "led", "args": null})),
             (

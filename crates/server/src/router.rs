@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use herald_port::{
-    Chat, DeliveryError, DeviceSummary, Outbound, Platform, Prompt, Request, RequestError, Response,
+    Chat, DeliveryError, DeviceSummary, Notification, Outbound, Platform, Prompt, Request,
+    RequestError, Response,
 };
 
 use crate::admin::activity::{Activity, EventKind};
@@ -84,10 +85,6 @@ impl Note {
         match request {
             Request::SendText { text, .. } => Note::Message(text.clone()),
             Request::Transcript { text } => Note::Event(EventKind::Transcript, Some(text.clone())),
-            Request::TurnEnded { outcome, .. } => Note::Event(
-                EventKind::TurnEnded,
-                Some(format!("{outcome:?}").to_lowercase()),
-            ),
             Request::Ask { prompt, .. } => {
                 Note::Event(EventKind::Prompt, Some(prompt_text(prompt)))
             }
@@ -110,9 +107,6 @@ impl Note {
             Request::Notice { text } => Note::Event(EventKind::Notice, Some(text.clone())),
             Request::InvokeAction { name, args } => Note::Action(format!("{name} {args}")),
             Request::EditText { .. }
-            | Request::Typing { .. }
-            | Request::Status { .. }
-            | Request::TurnStarted {}
             | Request::Actions {}
             | Request::Profile {}
             | Request::SpeechWrite { .. }
@@ -154,6 +148,24 @@ impl Outbound for Router {
             Note::Nothing => {}
         }
         result
+    }
+
+    async fn notify(&self, chat: &Chat, notification: Notification) {
+        if let Notification::TurnEnded { outcome, .. } = &notification {
+            let outcome = format!("{outcome:?}").to_lowercase();
+            self.activity()
+                .record(chat, EventKind::TurnEnded, Some(&outcome), None);
+        }
+        match chat.platform {
+            Platform::Gadget => {
+                let notify = gadget::Command::Notify(notification);
+                self.gadget.tell(&chat.id, notify).await;
+            }
+            Platform::Mobile => {
+                let notify = mobile::Command::Notify(notification);
+                self.mobile.tell(&chat.id, notify).await;
+            }
+        }
     }
 
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {

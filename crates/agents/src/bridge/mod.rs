@@ -222,7 +222,11 @@ impl Bridge {
                     drop(permit);
                 });
             }
-            Ok(Line::Event { op }) => debug!(%op, "ignored an event from Hermes"),
+            // In the reader, so news reaches the device before what Hermes sends next.
+            Ok(Line::Event { op, args }) => match wire::decode_notification(op, args) {
+                Ok((chat, notification)) => self.out.notify(&chat, notification).await,
+                Err(err) => warn!(%err, "dropped an event from Hermes that is not the protocol"),
+            },
             Err(err) => match serde_json::from_slice::<RequestId>(line) {
                 Ok(RequestId { kind, id: Some(id) }) if kind == "request" => {
                     let error = WireError::new(ErrorKind::BadRequest, err.to_string());

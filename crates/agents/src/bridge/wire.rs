@@ -3,12 +3,14 @@
 //!
 //! A line is one JSON object: `{"type":"request","id":N,"op":…,"args":{…}}`,
 //! `{"type":"response","id":N,"ok":…,"result"|"error":…}` or
-//! `{"type":"event","op":…,"args":{…}}`. Decoding is two steps, so that a request whose
-//! `op` or `args` are wrong can still be answered (`bad_request`) by its id.
+//! `{"type":"event","op":…,"args":{…}}`, which nobody answers. Decoding is two steps,
+//! so that a request whose `op` or `args` are wrong can still be answered
+//! (`bad_request`) by its id.
 
 use herald_port::{
     AccessError, ActionError, Chat, Choice, Command, DeliveryError, DeviceProfile, DeviceSummary,
-    Inbound, InboundBody, MediaKind, Platform, Request, RequestError, SpeechStopReason,
+    Inbound, InboundBody, MediaKind, Notification, Platform, Request, RequestError,
+    SpeechStopReason,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,6 +38,8 @@ pub(crate) enum Line {
     },
     Event {
         op: String,
+        #[serde(default)]
+        args: Value,
     },
 }
 
@@ -189,6 +193,17 @@ impl HermesRequest {
         let Addressed { chat } = serde_json::from_value(args).map_err(bad)?;
         Ok(HermesRequest::Device { chat, request })
     }
+}
+
+/// News from Hermes for one device (`turn_started`, `turn_ended`, `typing`, `status`).
+pub(crate) fn decode_notification(
+    op: String,
+    args: Value,
+) -> Result<(Chat, Notification), serde_json::Error> {
+    let tagged = serde_json::json!({ "op": op, "args": args });
+    let notification = serde_json::from_value(tagged)?;
+    let Addressed { chat } = serde_json::from_value(args)?;
+    Ok((chat, notification))
 }
 
 /// What herald asks Hermes.

@@ -4,7 +4,8 @@
 use std::process::Command as Process;
 
 use herald_port::{
-    DeviceSummary, Inbound, InboundBody, Platform, Request, RequestError, Response, Source,
+    DeviceSummary, Inbound, InboundBody, Notification, Platform, Request, RequestError, Response,
+    Source,
 };
 use tokio::sync::mpsc;
 
@@ -66,9 +67,6 @@ impl Drop for OnDrop {
 impl Outbound for Recorder {
     async fn request(&self, _chat: &Chat, request: Request) -> Result<Response, RequestError> {
         Ok(match request {
-            Request::TurnStarted {} => Response::TurnId {
-                turn_id: "turn-1".into(),
-            },
             Request::SendImage { path, .. } => {
                 let read = std::fs::read(&path).map_err(|e| e.to_string());
                 let modes = modes(&path);
@@ -81,15 +79,17 @@ impl Outbound for Recorder {
                 }
                 Response::Done {}
             }
-            Request::TurnEnded { outcome, .. } => {
-                let _ = self.events.send(Event::Ended(outcome));
-                Response::Done {}
-            }
             Request::SendText { .. } => Response::MessageId {
                 message_id: "m1".into(),
             },
             _ => Response::Done {},
         })
+    }
+
+    async fn notify(&self, _chat: &Chat, notification: Notification) {
+        if let Notification::TurnEnded { outcome, .. } = notification {
+            let _ = self.events.send(Event::Ended(outcome));
+        }
     }
 
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {

@@ -224,6 +224,11 @@ impl MobileHub {
         self.sessions.remove(device_id, mailbox);
     }
 
+    /// Tell a phone's session, if it has one, without waiting.
+    pub(crate) async fn tell(&self, device_id: &str, command: Command) {
+        self.sessions.send(device_id, Event::Command(command)).await;
+    }
+
     pub(crate) async fn call<T>(
         &self,
         device_id: &str,

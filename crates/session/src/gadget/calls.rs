@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, ServerMessage};
 use herald_port::{
-    ActionError, DeliveryError, Outcome, Prompt, Request, RequestError, Response, SendOptions,
+    ActionError, DeliveryError, Notification, Outcome, Prompt, Request, RequestError, Response,
+    SendOptions, TurnId,
 };
 use serde_json::Value;
 
@@ -29,22 +30,6 @@ impl Core {
                 text,
                 finalize,
             } => done(self.edit_text(&message_id, &text, finalize)),
-            Request::Status { text } => {
-                let status = ServerMessage::Status(proto::Status {
-                    text: self.shape(&text),
-                });
-                done(self.deliver(status))
-            }
-            Request::TurnStarted {} => {
-                self.effect(Effect::Count(Counted::Turn));
-                let turn = self.ids.hex(12);
-                self.turn = Some(turn.clone());
-                self.streaming = None;
-                let start = ServerMessage::TurnStart(proto::TurnStart { turn: turn.clone() });
-                self.deliver(start)
-                    .map(|()| Response::TurnId { turn_id: turn })
-            }
-            Request::TurnEnded { turn_id, outcome } => done(self.end_turn(&turn_id, outcome)),
             Request::Ask { prompt, ttl_s } => self
                 .ask(prompt, ttl_s, now)
                 .map(|prompt_id| Response::PromptId { prompt_id }),
@@ -112,8 +97,6 @@ impl Core {
                 },
                 Err(err) => Err(err),
             },
-            // Gadgets show "thinking" from turn.start; they have no typing indicator.
-            Request::Typing { .. } => done(self.reachable().map(|_| ())),
             Request::SendDocument { .. } => Err(DeliveryError::Unsupported {
                 chat: self.chat(),
                 reason: "gadgets cannot show documents".into(),
@@ -132,6 +115,31 @@ impl Core {
             },
         };
         self.answer(call, answer.map_err(RequestError::from));
+    }
+
+    /// News from the agent; what the device cannot show (offline, unpaired) is dropped.
+    pub fn handle_notification(&mut self, notification: Notification) {
+        let shown = match notification {
+            Notification::Status { text } => {
+                let status = ServerMessage::Status(proto::Status {
+                    text: self.shape(&text),
+                });
+                self.deliver(status)
+            }
+            Notification::TurnStarted { turn_id } => {
+                self.effect(Effect::Count(Counted::Turn));
+                self.turn = Some(turn_id.as_str().to_owned());
+                self.streaming = None;
+                let turn = String::from(turn_id);
+                self.deliver(ServerMessage::TurnStart(proto::TurnStart { turn }))
+            }
+            Notification::TurnEnded { turn_id, outcome } => self.end_turn(&turn_id, outcome),
+            // Gadgets show "thinking" from turn.start; they have no typing indicator.
+            Notification::Typing { .. } => Ok(()),
+        };
+        if let Err(err) = shown {
+            tracing::debug!(device = %self.device_id, %err, "news not shown");
+        }
     }
 
     /// Run a device action: its answer waits for the device's result or the deadline.
@@ -233,8 +241,8 @@ impl Core {
         Ok(())
     }
 
-    fn end_turn(&mut self, ended: &str, outcome: Outcome) -> Result<(), DeliveryError> {
-        let Some(turn) = self.turn.take_if(|t| t == ended) else {
+    fn end_turn(&mut self, ended: &TurnId, outcome: Outcome) -> Result<(), DeliveryError> {
+        let Some(turn) = self.turn.take_if(|t| t == ended.as_str()) else {
             return Ok(());
         };
         self.streaming = None;

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage};
 use herald_port::{
-    ActionError, Outcome, PairingCode, Prompt, Request, RequestError, Response, SendOptions,
+    ActionError, Notification, Outcome, PairingCode, Prompt, Request, RequestError, Response,
+    SendOptions, TurnId,
 };
 use serde_json::{json, Value};
 
@@ -92,12 +93,27 @@ fn call(rig: &mut Rig, now: Instant, request: Request) -> Result<Response, Reque
     rig.ask(request, now)
 }
 
+/// Start a turn under an id of the test's making, as the agent names its turns.
+fn start_turn(core: &mut Core) -> String {
+    let turn_id = TurnId::next();
+    core.handle_notification(Notification::TurnStarted {
+        turn_id: turn_id.clone(),
+    });
+    turn_id.into()
+}
+
+fn end_turn(core: &mut Core, turn: &str) {
+    let turn_id = TurnId::try_from(turn.to_owned()).unwrap();
+    core.handle_notification(Notification::TurnEnded {
+        turn_id,
+        outcome: Outcome::Success,
+    });
+}
+
 /// The id a request answered with.
 fn id(answer: Result<Response, RequestError>) -> String {
     match answer {
-        Ok(Response::MessageId { message_id: id })
-        | Ok(Response::PromptId { prompt_id: id })
-        | Ok(Response::TurnId { turn_id: id }) => id,
+        Ok(Response::MessageId { message_id: id }) | Ok(Response::PromptId { prompt_id: id }) => id,
         other => panic!("no id: {other:?}"),
     }
 }
@@ -285,7 +301,7 @@ fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
     );
     sent(&mut core);
     effects(&mut core);
-    let turn = id(call(&mut core, start, Request::TurnStarted {}));
+    let turn = start_turn(&mut core);
     let request = Request::SendVoice {
         path: "/tmp/speech.ogg".into(),
     };
@@ -296,11 +312,7 @@ fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
     ));
     let (stream, speech_turn) = core.start_speech().unwrap();
     assert_eq!(speech_turn.as_deref(), Some(turn.as_str()));
-    let end = Request::TurnEnded {
-        turn_id: turn.clone(),
-        outcome: Outcome::Success,
-    };
-    call(&mut core, start, end).unwrap();
+    end_turn(&mut core, &turn);
     assert_eq!(
         types(&sent(&mut core)),
         ["turn.start"],
@@ -330,7 +342,7 @@ fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
     let mut core = attached(true, speaker, start);
     sent(&mut core);
     effects(&mut core);
-    let turn = id(call(&mut core, start, Request::TurnStarted {}));
+    let turn = start_turn(&mut core);
     let begin = json!({"speech_id": "s1", "sample_rate": 24000, "channels": 1});
     call(&mut core, start, speech("speech_begin", begin.clone())).unwrap();
     let [Effect::BeginSpeech {
@@ -359,11 +371,7 @@ fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
     assert!(effects(&mut core).is_empty());
 
     // The turn ends after the speech; speaking over it stops it and tells the agent.
-    let end = Request::TurnEnded {
-        turn_id: turn,
-        outcome: Outcome::Success,
-    };
-    call(&mut core, start, end).unwrap();
+    end_turn(&mut core, &turn);
     let barge_in = json!({"type": "audio.start", "stream": 9, "rate": 16000, "format": "pcm16"});
     core.handle_frame(frame(barge_in), start);
     let done = effects(&mut core);

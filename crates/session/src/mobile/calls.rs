@@ -10,7 +10,7 @@ use herald_mobile_proto::{
     ServerFrame,
 };
 use herald_port::{
-    ActionError, DeliveryError, Prompt, Request, RequestError, Response, SendOptions,
+    ActionError, DeliveryError, Notification, Prompt, Request, RequestError, Response, SendOptions,
 };
 
 use super::core::{Core, Effect, OpenCard};
@@ -47,31 +47,6 @@ impl Core {
                     reply_to: None,
                 });
                 done(self.emit(&frame))
-            }
-            Request::Typing { on } => done(self.emit(&ServerFrame::Typing { stop: !on })),
-            Request::TurnStarted {} => {
-                self.effect(Effect::Count(Counted::Turn));
-                let turn = self.ids.hex(12);
-                self.turn = Some(turn.clone());
-                self.speaking = false;
-                self.idle_at = None;
-                self.emit(&ServerFrame::Typing { stop: false })
-                    .and_then(|()| {
-                        self.emit(&ServerFrame::Avatar {
-                            state: AvatarState::Thinking,
-                        })
-                    })
-                    .map(|()| Response::TurnId { turn_id: turn })
-            }
-            Request::TurnEnded { turn_id, .. } => {
-                if self.turn.as_deref() == Some(turn_id.as_str()) {
-                    let sent = self.emit(&ServerFrame::Typing { stop: true });
-                    self.turn = None;
-                    self.idle_at = Some(now + IDLE_PAUSE);
-                    done(sent)
-                } else {
-                    Ok(Response::Done {})
-                }
             }
             Request::Ask { prompt, ttl_s } => self
                 .ask(prompt, ttl_s, now)
@@ -127,9 +102,8 @@ impl Core {
             Request::Notice { text } => {
                 done(self.send_text(&text, SendOptions::default()).map(drop))
             }
-            // Phones show typing and the avatar instead of a working phrase, and their own
-            // voice message instead of a transcript.
-            Request::Status { .. } | Request::Transcript { .. } => Ok(Response::Done {}),
+            // Phones show their own voice message instead of a transcript.
+            Request::Transcript { .. } => Ok(Response::Done {}),
             Request::InvokeAction { name, .. } => {
                 let unknown = ActionError::UnknownAction(name);
                 return self.answer(call, Err(RequestError::Action(unknown)));
@@ -152,6 +126,39 @@ impl Core {
             }),
         };
         self.answer(call, answer.map_err(RequestError::from));
+    }
+
+    /// News from the agent; what the phone cannot be shown (offline) is dropped.
+    pub fn handle_notification(&mut self, notification: Notification, now: Instant) {
+        let shown = match notification {
+            Notification::Typing { on } => self.emit(&ServerFrame::Typing { stop: !on }),
+            Notification::TurnStarted { turn_id } => {
+                self.effect(Effect::Count(Counted::Turn));
+                self.turn = Some(turn_id.into());
+                self.speaking = false;
+                self.idle_at = None;
+                self.emit(&ServerFrame::Typing { stop: false })
+                    .and_then(|()| {
+                        self.emit(&ServerFrame::Avatar {
+                            state: AvatarState::Thinking,
+                        })
+                    })
+            }
+            Notification::TurnEnded { turn_id, .. } => {
+                if self.turn.as_deref() != Some(turn_id.as_str()) {
+                    return;
+                }
+                let sent = self.emit(&ServerFrame::Typing { stop: true });
+                self.turn = None;
+                self.idle_at = Some(now + IDLE_PAUSE);
+                sent
+            }
+            // Phones show typing and the avatar instead of a working phrase.
+            Notification::Status { .. } => Ok(()),
+        };
+        if let Err(err) = shown {
+            tracing::debug!(device = %self.device_id, %err, "news not shown");
+        }
     }
 
     /// Text within the phone's limit, cut at a character boundary.

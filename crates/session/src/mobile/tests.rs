@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use herald_mobile_proto::ClientFrame;
 use herald_port::{
-    DeliveryError, InboundBody, PairingCode, Prompt, Request, RequestError, Response, SendOptions,
+    DeliveryError, InboundBody, Notification, PairingCode, Prompt, Request, RequestError, Response,
+    SendOptions, TurnId,
 };
 use serde_json::{json, Value};
 
@@ -281,11 +282,13 @@ fn a_multi_select_card_says_several_may_be_typed() {
     assert_eq!(card["options"].as_array().map(Vec::len), Some(3));
 }
 
-fn start_turn(core: &mut Rig, now: Instant) -> String {
-    match call(core, now, Request::TurnStarted {}) {
-        Ok(Response::TurnId { turn_id }) => turn_id,
-        other => panic!("no turn: {other:?}"),
-    }
+fn start_turn(core: &mut Rig, now: Instant) -> TurnId {
+    let turn_id = TurnId::next();
+    let started = Notification::TurnStarted {
+        turn_id: turn_id.clone(),
+    };
+    core.handle_notification(started, now);
+    turn_id
 }
 
 fn say(text: &str) -> Request {
@@ -295,8 +298,8 @@ fn say(text: &str) -> Request {
     }
 }
 
-fn end(turn_id: String) -> Request {
-    Request::TurnEnded {
+fn end(turn_id: TurnId) -> Notification {
+    Notification::TurnEnded {
         turn_id,
         outcome: herald_port::Outcome::Success,
     }
@@ -308,7 +311,7 @@ fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
     let mut core = attached();
     let turn = start_turn(&mut core, now);
     call(&mut core, now, say("Hello")).unwrap();
-    call(&mut core, now, end(turn)).unwrap();
+    core.handle_notification(end(turn), now);
     assert_eq!(
         kinds(&sent(&mut core)),
         [
@@ -342,12 +345,14 @@ fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
         })
         .collect();
     assert_eq!(kinds(&kept), ["avatar:speaking", "message"]);
-    call(&mut core, now, end(turn)).unwrap();
-    let after = call(&mut core, now, Request::Typing { on: true });
+    core.handle_notification(end(turn), now);
+    effects(&mut core);
+    let after = call(&mut core, now, say("after the turn"));
     assert!(matches!(
         after,
         Err(RequestError::Delivery(DeliveryError::Offline(_)))
     ));
+    assert!(effects(&mut core).is_empty(), "nothing kept outside a turn");
 }
 
 #[test]

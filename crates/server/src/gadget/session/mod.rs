@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_gadget_proto::{self as proto, DeviceMessage};
-use herald_port::{ActionError, DeliveryError, PairingCode, Platform, RequestError, Response};
+use herald_port::{
+    ActionError, DeliveryError, Notification, PairingCode, Platform, RequestError, Response,
+};
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
 use herald_session::io::Close;
@@ -45,6 +47,8 @@ use crate::store::OtaUpdate;
 pub(crate) enum Command {
     /// A conversation-port call.
     Port(Call),
+    /// News from the agent, answered by nobody.
+    Notify(Notification),
     /// The admin API asks for the device's firmware limits.
     OtaTarget(oneshot::Sender<Result<Target, PushError>>),
     /// The admin API starts an update with a staged image.
@@ -352,6 +356,7 @@ impl Session {
                     let call = self.waiting.hold(Answering::Port(reply));
                     self.core.handle_call(call, request, now);
                 }
+                Command::Notify(notification) => self.core.handle_notification(notification),
                 Command::SetPaired(paired) => self.core.handle_paired(paired, now),
                 Command::OtaTarget(reply) => {
                     let call = self.waiting.hold(Answering::OtaTarget(reply));

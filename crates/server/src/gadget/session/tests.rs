@@ -23,7 +23,7 @@ fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
 }
 
 fn typing(reply: Reply) -> Event {
-    let request = Request::Typing { on: true };
+    let request = Request::Actions {};
     Event::Command(Box::new(Command::Port(Call { request, reply })))
 }
 

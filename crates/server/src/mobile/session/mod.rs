@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_mobile_proto::{limits, ClientFrame, Deliver};
-use herald_port::{DeliveryError, PairingCode, Platform, RequestError, Response};
+use herald_port::{DeliveryError, Notification, PairingCode, Platform, RequestError, Response};
 use herald_session::io::Close;
 use herald_session::mobile::{Core, Effect, SaveFile};
 use herald_session::{CallId, Counted, Ids};
@@ -41,6 +41,8 @@ const RETIRE_AFTER: Duration = Duration::from_secs(limits::DEDUP_TTL_SECS);
 pub(crate) enum Command {
     /// A conversation-port call.
     Port(Call),
+    /// News from the agent, answered by nobody.
+    Notify(Notification),
     /// A push from a `deliver` frame: only to a phone that is connected now.
     Deliver {
         deliver: Box<Deliver>,
@@ -182,6 +184,9 @@ impl Session {
                 let call = CallId(self.next_call);
                 self.waiting.push((call, reply));
                 self.core.handle_call(call, request, now);
+            }
+            Event::Command(Command::Notify(notification)) => {
+                self.core.handle_notification(notification, now);
             }
             Event::Command(Command::Deliver { deliver, reply }) => {
                 let _ = reply.send(self.core.handle_deliver(*deliver));

@@ -41,7 +41,7 @@ async fn an_idle_session_retires_when_its_ids_expire_and_a_new_one_takes_over() 
     assert!(!second.same_channel(&first));
     let answer = hub
         .call("tel-1", |reply| {
-            let request = Request::Typing { on: true };
+            let request = Request::Actions {};
             Command::Port(Call { request, reply })
         })
         .await;
@@ -60,7 +60,7 @@ async fn what_reaches_a_retiring_session_is_answered() {
         // the call is answered, by this session or by the next.
         tokio::time::sleep(RETIRE_AFTER).await;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let request = Request::Typing { on: true };
+        let request = Request::Actions {};
         let typing = Event::Command(Command::Port(Call { request, reply }));
         // Sent without waiting, or not at all: the session had retired.
         if !matches!(session.send(typing).now_or_never(), Some(Ok(()))) {
