@@ -1,7 +1,7 @@
 //! The mobile adapter: phone apps speaking the mobile protocol over WebSocket.
 //!
 //! - [`handshake`] checks `hello` (token, device filter, ownership) and answers `ready`;
-//! - [`connection`] reads frames, answers what needs no state (`ping`, `deliver`) and
+//! - [`socket`] reads frames, answers what needs no state (`ping`, `deliver`) and
 //!   forwards the rest to the device's session;
 //! - [`session`] is the shell of each phone's session core (`herald_session::mobile`:
 //!   authorization, duplicate suppression, uploads, cards, replies shaped into chunks
@@ -14,9 +14,9 @@
 //! the rest of the turn when it comes back, even across a restart of the server, and
 //! an id it already sent stays known.
 
-mod connection;
 mod handshake;
 mod session;
+mod socket;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -1,4 +1,5 @@
-//! A phone's connection after `ready`: reads frames, answers the ones that need no
+//! The phone side of an admitted connection (`gadget/socket.rs` is the gadget's), after
+//! `ready`: reads frames, answers the ones that need no
 //! session (`ping`, `deliver`, malformed frames), forwards the rest, and keeps the
 //! connection alive with WebSocket pings.
 
