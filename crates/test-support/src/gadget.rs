@@ -14,7 +14,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::server::{close_frame, WAIT};
+use crate::server::close_frame;
+use crate::wait::promptly;
 
 /// A gadget: a key and what it says in `hello`.
 #[derive(Clone)]
@@ -54,7 +55,9 @@ impl Gadget {
 
     /// Open a WebSocket to `url` without saying anything yet.
     pub async fn open(url: &str) -> Conn {
-        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let (ws, _) = promptly(tokio_tungstenite::connect_async(url))
+            .await
+            .unwrap();
         Conn { ws }
     }
 
@@ -135,10 +138,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// The next server message other than `ping`, or binary frame.
     pub async fn next(&mut self) -> Incoming {
         loop {
-            let next = tokio::time::timeout(WAIT, self.ws.next())
-                .await
-                .expect("no message in time");
-            match next {
+            match promptly(self.ws.next()).await {
                 Some(Ok(Message::Text(text))) => {
                     let msg = ServerMessage::decode(&text).unwrap();
                     if let ServerMessage::Ping(ping) = &msg {
