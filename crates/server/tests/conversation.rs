@@ -4,11 +4,13 @@
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{
-    ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome, PromptReply,
-    ServerMessage,
+    limits, ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome,
+    PromptReply, ServerMessage,
 };
 use herald_port::{ActionError, Chat, Choice, Inbound, InboundBody, Prompt, PromptAnswer};
-use herald_test_support::{admin_text, capture, test_config, Conn, Gadget, Harness, WAIT};
+use herald_test_support::{
+    admin_text, capture, promptly, test_config, Conn, Gadget, Harness, WAIT,
+};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
@@ -509,7 +511,7 @@ async fn device_actions_run_and_report() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn actions_time_out_and_fail_on_disconnect() {
     let (factory, port, _inbox) = capture();
     let mut config = test_config();
@@ -521,23 +523,27 @@ async fn actions_time_out_and_fail_on_disconnect() {
     let chat = Chat::gadget(gadget.id.clone());
     let (mut conn, _) = gadget.connect(&h.url).await;
 
-    // Unanswered: the timeout is 18 s.
-    let started = Instant::now();
+    // Unanswered, the call fails at its deadline: the clock runs from timer to timer.
+    let deadline = Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
+    let started = tokio::time::Instant::now();
     let call = tokio::spawn({
         let port = port.clone();
         let chat = chat.clone();
         async move { port.invoke_action(&chat, "led.set", json!({})).await }
     });
     assert!(matches!(conn.recv().await, ServerMessage::Action(_)));
-    let result = tokio::time::timeout(Duration::from_secs(25), call)
+    let result = tokio::time::timeout(deadline + WAIT, call)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(result, Err(ActionError::Timeout));
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_secs(17), "{waited:?}");
+    assert!(
+        waited >= deadline && waited < deadline + Duration::from_secs(1),
+        "{waited:?}"
+    );
 
-    // A disconnect fails what is pending at once.
+    // A disconnect fails what is pending at once: the clock stands still meanwhile.
     let call = tokio::spawn({
         let port = port.clone();
         let chat = chat.clone();
@@ -545,7 +551,7 @@ async fn actions_time_out_and_fail_on_disconnect() {
     });
     assert!(matches!(conn.recv().await, ServerMessage::Action(_)));
     drop(conn);
-    let result = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
+    let result = promptly(call).await.unwrap();
     assert_eq!(result, Err(ActionError::Disconnected));
 }
 
