@@ -192,6 +192,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         close_frame(&mut self.ws, within).await
     }
 
+    /// On a paused clock: let `quiet` pass, then show nothing came meanwhile, by the
+    /// answer to the device's own ping arriving first.
+    pub async fn quiet_for(&mut self, quiet: Duration) {
+        tokio::time::advance(quiet).await;
+        self.send_raw(r#"{"type":"ping","ts":1}"#).await;
+        let next = ServerMessage::decode(&promptly(self.ws_text()).await).unwrap();
+        assert!(
+            matches!(next, ServerMessage::Pong(_)),
+            "within {quiet:?}: {next:?}"
+        );
+    }
+
     /// Assert nothing but pings arrives for `quiet`.
     pub async fn silent_for(&mut self, quiet: Duration) {
         let deadline = tokio::time::Instant::now() + quiet;
