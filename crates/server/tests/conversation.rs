@@ -70,7 +70,7 @@ async fn replies_are_shaped_for_the_device() {
     assert_eq!(utf8.reply().await, "You said: Crème x");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cancel_stops_a_slow_turn() {
     let h = Harness::start().await;
     let (mut conn, _) = Gadget::new().connect(&h.url).await;
@@ -85,8 +85,8 @@ async fn cancel_stops_a_slow_turn() {
         })
         .await;
     assert_eq!(outcome, Outcome::Cancelled);
-    // Nothing more of the cancelled turn arrives.
-    conn.silent_for(Duration::from_millis(1200)).await;
+    // Nothing more of the cancelled turn arrives (it streamed every 500 ms).
+    conn.quiet_for(Duration::from_millis(1200)).await;
 }
 
 #[tokio::test]
@@ -360,7 +360,7 @@ async fn questions_queue_answer_and_come_back_after_a_reconnect() {
     assert_eq!(conn.reply().await, "You answered no.");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn questions_expire_and_can_be_withdrawn() {
     let (factory, port, mut inbox) = capture();
     let mut config = test_config();
@@ -375,13 +375,23 @@ async fn questions_expire_and_can_be_withdrawn() {
         title: "Q".into(),
         text: text.into(),
     };
-    let short = port.ask(&chat, confirm("short"), Some(1)).await.unwrap();
-    let second = port.ask(&chat, confirm("second"), None).await.unwrap();
-    let third = port.ask(&chat, confirm("third"), None).await.unwrap();
+    // The agent's calls are held too: nothing may time out while the store answers.
+    let short = promptly(port.ask(&chat, confirm("short"), Some(1)))
+        .await
+        .unwrap();
+    let second = promptly(port.ask(&chat, confirm("second"), None))
+        .await
+        .unwrap();
+    let third = promptly(port.ask(&chat, confirm("third"), None))
+        .await
+        .unwrap();
     assert!(
         matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == short && p.ttl_s == Some(1))
     );
-    // After its ttl the next question shows by itself.
+    // After its ttl, and not a tick before, the next question shows by itself.
+    let (ttl, tick) = (Duration::from_secs(1), Duration::from_millis(1));
+    conn.quiet_for(ttl - tick).await;
+    tokio::time::advance(tick).await;
     assert!(matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == second));
     conn.send(&DeviceMessage::PromptReply(PromptReply {
         id: short,
@@ -391,7 +401,7 @@ async fn questions_expire_and_can_be_withdrawn() {
     assert!(matches!(conn.recv().await, ServerMessage::Notice(_)));
 
     // Withdrawing the shown question closes it and shows the next.
-    port.withdraw(&chat, &second).await.unwrap();
+    promptly(port.withdraw(&chat, &second)).await.unwrap();
     assert!(matches!(conn.recv().await, ServerMessage::PromptClose(c) if c.id == second));
     assert!(matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == third));
     conn.send(&DeviceMessage::PromptReply(PromptReply {
@@ -408,9 +418,10 @@ async fn questions_expire_and_can_be_withdrawn() {
         choices: choices.iter().map(|c| (*c).to_owned()).collect(),
         multi_select,
     };
-    assert!(port.ask(&chat, clarify(&[], false), None).await.is_err());
-    let asked = port
-        .ask(&chat, clarify(&["hall", "den", "attic"], true), None)
+    assert!(promptly(port.ask(&chat, clarify(&[], false), None))
+        .await
+        .is_err());
+    let asked = promptly(port.ask(&chat, clarify(&["hall", "den", "attic"], true), None))
         .await
         .unwrap();
     let mut shown = Vec::new();
@@ -440,10 +451,7 @@ async fn questions_expire_and_can_be_withdrawn() {
 
 /// The next thing the agent hears, which must be an answer to a question.
 async fn prompt_answer(inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Inbound>) -> PromptAnswer {
-    let inbound = tokio::time::timeout(WAIT, inbox.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let inbound = promptly(inbox.recv()).await.unwrap();
     match inbound.body {
         InboundBody::PromptAnswer(answer) => answer,
         other => panic!("{other:?}"),

@@ -11,7 +11,7 @@ use herald_mobile_proto::{
 use herald_port::{Chat, InboundBody, Prompt, SendOptions};
 use herald_server::config::Secret;
 use herald_test_support::{
-    admin_text, capture, demo, test_config, Gadget, Harness, Phone, APP_TOKEN, WAIT,
+    admin_text, capture, demo, promptly, test_config, Gadget, Harness, Phone, APP_TOKEN, WAIT,
 };
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -354,7 +354,7 @@ async fn only_the_device_shown_a_card_may_answer_it() {
     assert_eq!(owner.reply().await, "You answered no.");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cards_expire_on_their_own() {
     let (factory, port, _inbox) = capture();
     let mut config = test_config();
@@ -366,12 +366,13 @@ async fn cards_expire_on_their_own() {
         title: "Quick".into(),
         text: "Answer fast".into(),
     };
-    let id = port
-        .ask(&Chat::mobile("tel-1"), prompt, Some(1))
+    // Held: the clock must not run on while the store keeps the card.
+    let id = promptly(port.ask(&Chat::mobile("tel-1"), prompt, Some(1)))
         .await
         .unwrap();
     let card = card(&mut phone).await;
     assert_eq!((card.id.as_str(), card.timeout_seconds), (id.as_str(), 1));
+    tokio::time::advance(Duration::from_secs(1)).await;
     assert_eq!(done(&mut phone).await, (id.clone(), None, true));
     phone
         .send(json!({"t": "prompt", "prompt_id": id, "option_id": "once"}))
