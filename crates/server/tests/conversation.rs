@@ -4,11 +4,13 @@
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{
-    ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome, PromptReply,
-    ServerMessage,
+    limits, ActionResult, ActionSpec, Answer, DeviceMessage, DisplayCaps, ErrorCode, Outcome,
+    PromptReply, ServerMessage,
 };
 use herald_port::{ActionError, Chat, Choice, Inbound, InboundBody, Prompt, PromptAnswer};
-use herald_test_support::{admin_text, capture, test_config, Conn, Gadget, Harness, WAIT};
+use herald_test_support::{
+    admin_text, capture, promptly, test_config, Conn, Gadget, Harness, WAIT,
+};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
@@ -68,7 +70,7 @@ async fn replies_are_shaped_for_the_device() {
     assert_eq!(utf8.reply().await, "You said: Crème x");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cancel_stops_a_slow_turn() {
     let h = Harness::start().await;
     let (mut conn, _) = Gadget::new().connect(&h.url).await;
@@ -83,8 +85,8 @@ async fn cancel_stops_a_slow_turn() {
         })
         .await;
     assert_eq!(outcome, Outcome::Cancelled);
-    // Nothing more of the cancelled turn arrives.
-    conn.silent_for(Duration::from_millis(1200)).await;
+    // Nothing more of the cancelled turn arrives (it streamed every 500 ms).
+    conn.quiet_for(Duration::from_millis(1200)).await;
 }
 
 #[tokio::test]
@@ -243,8 +245,9 @@ async fn allowlisted_devices_need_no_pairing() {
     assert!(!welcome.paired);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn heartbeat_pings_and_answers() {
+    let heartbeat = Duration::from_secs(5);
     let h = Harness::start_with(|c| {
         c.gadget.allow_all_users = true;
         c.gadget.heartbeat_s = 5;
@@ -255,20 +258,17 @@ async fn heartbeat_pings_and_answers() {
     conn.send_raw(r#"{"type":"ping","ts":1727950000000}"#).await;
     assert!(matches!(conn.recv().await, ServerMessage::Pong(p) if p.ts == Some(1727950000000)));
 
-    // The server pings on its own within one heartbeat.
-    let started = Instant::now();
-    let ping = loop {
-        let next = tokio::time::timeout(Duration::from_secs(7), conn.ws_text())
-            .await
-            .expect("a ping within the heartbeat");
-        if let ServerMessage::Ping(p) = ServerMessage::decode(&next).unwrap() {
-            break p;
-        }
+    // The server pings on its own one heartbeat after the welcome, not a tick before.
+    let tick = Duration::from_millis(1);
+    conn.quiet_for(heartbeat - tick).await;
+    tokio::time::advance(tick).await;
+    let next = ServerMessage::decode(&promptly(conn.ws_text()).await).unwrap();
+    let ServerMessage::Ping(ping) = next else {
+        panic!("no ping after a heartbeat: {next:?}")
     };
     assert!(ping.ts.unwrap() > 1_700_000_000_000);
-    assert!(started.elapsed() < Duration::from_secs(6));
     // When a silent device is closed is the session core's rule, tested in virtual
-    // time (`gadget::session::tests`).
+    // time (`herald_session::gadget`).
 }
 
 #[tokio::test]
@@ -360,7 +360,7 @@ async fn questions_queue_answer_and_come_back_after_a_reconnect() {
     assert_eq!(conn.reply().await, "You answered no.");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn questions_expire_and_can_be_withdrawn() {
     let (factory, port, mut inbox) = capture();
     let mut config = test_config();
@@ -375,13 +375,23 @@ async fn questions_expire_and_can_be_withdrawn() {
         title: "Q".into(),
         text: text.into(),
     };
-    let short = port.ask(&chat, confirm("short"), Some(1)).await.unwrap();
-    let second = port.ask(&chat, confirm("second"), None).await.unwrap();
-    let third = port.ask(&chat, confirm("third"), None).await.unwrap();
+    // The agent's calls are held too: nothing may time out while the store answers.
+    let short = promptly(port.ask(&chat, confirm("short"), Some(1)))
+        .await
+        .unwrap();
+    let second = promptly(port.ask(&chat, confirm("second"), None))
+        .await
+        .unwrap();
+    let third = promptly(port.ask(&chat, confirm("third"), None))
+        .await
+        .unwrap();
     assert!(
         matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == short && p.ttl_s == Some(1))
     );
-    // After its ttl the next question shows by itself.
+    // After its ttl, and not a tick before, the next question shows by itself.
+    let (ttl, tick) = (Duration::from_secs(1), Duration::from_millis(1));
+    conn.quiet_for(ttl - tick).await;
+    tokio::time::advance(tick).await;
     assert!(matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == second));
     conn.send(&DeviceMessage::PromptReply(PromptReply {
         id: short,
@@ -391,7 +401,7 @@ async fn questions_expire_and_can_be_withdrawn() {
     assert!(matches!(conn.recv().await, ServerMessage::Notice(_)));
 
     // Withdrawing the shown question closes it and shows the next.
-    port.withdraw(&chat, &second).await.unwrap();
+    promptly(port.withdraw(&chat, &second)).await.unwrap();
     assert!(matches!(conn.recv().await, ServerMessage::PromptClose(c) if c.id == second));
     assert!(matches!(conn.recv().await, ServerMessage::Prompt(p) if p.id == third));
     conn.send(&DeviceMessage::PromptReply(PromptReply {
@@ -408,9 +418,10 @@ async fn questions_expire_and_can_be_withdrawn() {
         choices: choices.iter().map(|c| (*c).to_owned()).collect(),
         multi_select,
     };
-    assert!(port.ask(&chat, clarify(&[], false), None).await.is_err());
-    let asked = port
-        .ask(&chat, clarify(&["hall", "den", "attic"], true), None)
+    assert!(promptly(port.ask(&chat, clarify(&[], false), None))
+        .await
+        .is_err());
+    let asked = promptly(port.ask(&chat, clarify(&["hall", "den", "attic"], true), None))
         .await
         .unwrap();
     let mut shown = Vec::new();
@@ -440,10 +451,7 @@ async fn questions_expire_and_can_be_withdrawn() {
 
 /// The next thing the agent hears, which must be an answer to a question.
 async fn prompt_answer(inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Inbound>) -> PromptAnswer {
-    let inbound = tokio::time::timeout(WAIT, inbox.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let inbound = promptly(inbox.recv()).await.unwrap();
     match inbound.body {
         InboundBody::PromptAnswer(answer) => answer,
         other => panic!("{other:?}"),
@@ -509,7 +517,7 @@ async fn device_actions_run_and_report() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn actions_time_out_and_fail_on_disconnect() {
     let (factory, port, _inbox) = capture();
     let mut config = test_config();
@@ -521,23 +529,27 @@ async fn actions_time_out_and_fail_on_disconnect() {
     let chat = Chat::gadget(gadget.id.clone());
     let (mut conn, _) = gadget.connect(&h.url).await;
 
-    // Unanswered: the timeout is 18 s.
-    let started = Instant::now();
+    // Unanswered, the call fails at its deadline: the clock runs from timer to timer.
+    let deadline = Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
+    let started = tokio::time::Instant::now();
     let call = tokio::spawn({
         let port = port.clone();
         let chat = chat.clone();
         async move { port.invoke_action(&chat, "led.set", json!({})).await }
     });
     assert!(matches!(conn.recv().await, ServerMessage::Action(_)));
-    let result = tokio::time::timeout(Duration::from_secs(25), call)
+    let result = tokio::time::timeout(deadline + WAIT, call)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(result, Err(ActionError::Timeout));
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_secs(17), "{waited:?}");
+    assert!(
+        waited >= deadline && waited < deadline + Duration::from_secs(1),
+        "{waited:?}"
+    );
 
-    // A disconnect fails what is pending at once.
+    // A disconnect fails what is pending at once: the clock stands still meanwhile.
     let call = tokio::spawn({
         let port = port.clone();
         let chat = chat.clone();
@@ -545,7 +557,7 @@ async fn actions_time_out_and_fail_on_disconnect() {
     });
     assert!(matches!(conn.recv().await, ServerMessage::Action(_)));
     drop(conn);
-    let result = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
+    let result = promptly(call).await.unwrap();
     assert_eq!(result, Err(ActionError::Disconnected));
 }
 

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use futures_util::SinkExt;
-use herald_gadget_proto::{auth, Auth, DeviceMessage, ErrorCode, ServerMessage};
-use herald_test_support::{demo, test_config, Conn, Gadget, Harness, WAIT};
+use futures_util::{SinkExt, StreamExt};
+use herald_gadget_proto::{auth, limits, Auth, DeviceMessage, ErrorCode, ServerMessage};
+use herald_test_support::{demo, promptly, test_config, Conn, Gadget, Harness, WAIT};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -128,39 +128,49 @@ async fn malformed_first_frames_are_protocol_errors() {
     expect_refusal(&mut conn, ErrorCode::Protocol).await;
 }
 
-#[tokio::test]
+/// Let `quiet` pass, then show the server still waits: a WebSocket ping, which the
+/// handshake passes over, is answered before anything else.
+async fn still_waiting_after<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Conn<S>,
+    quiet: Duration,
+) {
+    tokio::time::advance(quiet).await;
+    conn.ws
+        .send(Message::Ping(Default::default()))
+        .await
+        .unwrap();
+    let next = promptly(conn.ws.next()).await;
+    assert!(matches!(next, Some(Ok(Message::Pong(_)))), "{next:?}");
+}
+
+/// The next text is the timeout error.
+async fn timed_out<S: AsyncRead + AsyncWrite + Unpin>(conn: &mut Conn<S>) {
+    let msg = ServerMessage::decode(&promptly(conn.ws_text()).await).unwrap();
+    assert!(
+        matches!(msg, ServerMessage::Error(ref e) if e.code == ErrorCode::Timeout),
+        "{msg:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn silence_during_the_handshake_times_out() {
+    let step = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
+    let tick = Duration::from_millis(1);
     let h = Harness::start().await;
+    // Nothing sent: the server gives up after the step, not a tick before.
     let mut conn = Gadget::open(&h.url).await;
-    // Nothing sent: the server gives up after 10 s.
-    let started = std::time::Instant::now();
-    match tokio::time::timeout(Duration::from_secs(15), conn.ws_text()).await {
-        Ok(text) => {
-            let msg = ServerMessage::decode(&text).unwrap();
-            assert!(
-                matches!(msg, ServerMessage::Error(ref e) if e.code == ErrorCode::Timeout),
-                "{msg:?}"
-            );
-        }
-        other => panic!("no timeout error: {other:?}"),
-    }
-    assert!(started.elapsed() >= Duration::from_secs(9));
+    still_waiting_after(&mut conn, step - tick).await;
+    tokio::time::advance(tick).await;
+    timed_out(&mut conn).await;
 
     // Silence after hello (no auth) times out too.
     let gadget = Gadget::new();
     let mut conn = Gadget::open(&h.url).await;
     conn.send(&DeviceMessage::Hello(gadget.hello.clone())).await;
     assert!(matches!(conn.recv().await, ServerMessage::Challenge(_)));
-    match tokio::time::timeout(Duration::from_secs(15), conn.ws_text()).await {
-        Ok(text) => {
-            let msg = ServerMessage::decode(&text).unwrap();
-            assert!(
-                matches!(msg, ServerMessage::Error(ref e) if e.code == ErrorCode::Timeout),
-                "{msg:?}"
-            );
-        }
-        other => panic!("no timeout error: {other:?}"),
-    }
+    still_waiting_after(&mut conn, step - tick).await;
+    tokio::time::advance(tick).await;
+    timed_out(&mut conn).await;
 }
 
 #[tokio::test]

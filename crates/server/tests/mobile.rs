@@ -11,7 +11,7 @@ use herald_mobile_proto::{
 use herald_port::{Chat, InboundBody, Prompt, SendOptions};
 use herald_server::config::Secret;
 use herald_test_support::{
-    admin_text, capture, demo, test_config, Gadget, Harness, Phone, APP_TOKEN, WAIT,
+    admin_text, capture, demo, promptly, test_config, Gadget, Harness, Phone, APP_TOKEN, WAIT,
 };
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -354,7 +354,7 @@ async fn only_the_device_shown_a_card_may_answer_it() {
     assert_eq!(owner.reply().await, "You answered no.");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cards_expire_on_their_own() {
     let (factory, port, _inbox) = capture();
     let mut config = test_config();
@@ -366,12 +366,13 @@ async fn cards_expire_on_their_own() {
         title: "Quick".into(),
         text: "Answer fast".into(),
     };
-    let id = port
-        .ask(&Chat::mobile("tel-1"), prompt, Some(1))
+    // Held: the clock must not run on while the store keeps the card.
+    let id = promptly(port.ask(&Chat::mobile("tel-1"), prompt, Some(1)))
         .await
         .unwrap();
     let card = card(&mut phone).await;
     assert_eq!((card.id.as_str(), card.timeout_seconds), (id.as_str(), 1));
+    tokio::time::advance(Duration::from_secs(1)).await;
     assert_eq!(done(&mut phone).await, (id.clone(), None, true));
     phone
         .send(json!({"t": "prompt", "prompt_id": id, "option_id": "once"}))
@@ -864,7 +865,10 @@ async fn an_unpaired_phone_writes_nothing_to_disk() {
     assert!(answer.starts_with("Got your document"), "{answer}");
 }
 
-#[tokio::test]
+/// How long the server waits for one frame to leave (`socket::SEND_TIMEOUT`).
+const SEND_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[tokio::test(start_paused = true)]
 async fn a_phone_that_stops_reading_is_dropped() {
     let (factory, port, _inbox) = capture();
     let mut config = test_config();
@@ -875,6 +879,7 @@ async fn a_phone_that_stops_reading_is_dropped() {
     // Far more than the socket buffers hold, to a phone that never reads any of it.
     let file = h.dir.path().join("big.bin");
     std::fs::write(&file, vec![7u8; 8 * 1024 * 1024]).unwrap();
+    let started = tokio::time::Instant::now();
     let pusher = tokio::spawn(async move {
         for _ in 0..8 {
             if port
@@ -886,18 +891,22 @@ async fn a_phone_that_stops_reading_is_dropped() {
             }
         }
     });
-    let started = std::time::Instant::now();
+    // The clock runs from timer to timer while nobody reads; it stands still while the
+    // admin API answers.
     loop {
         let (_, phones) = h.admin("GET", "/v1/phones", None).await;
         if phones[0]["online"] == false {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(40),
-            "still connected after 40 s: {phones}"
+            started.elapsed() < SEND_TIMEOUT + Duration::from_secs(5),
+            "still connected after {:?}: {phones}",
+            started.elapsed()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    let waited = started.elapsed();
+    assert!(waited >= SEND_TIMEOUT, "dropped after only {waited:?}");
     let (_, text) = admin_text(h.dir.path(), "GET", "/metrics", None).await;
     assert!(text.contains("send_timeout"), "the drop is counted");
     pusher.abort();

@@ -506,20 +506,25 @@ fn corrupt(path: &Path, at: u64) {
     file.write_all(&[!byte[0]]).unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_silent_device_gets_an_abort_after_the_ready_timeout() {
+    let ready = Duration::from_secs(1);
+    let tick = Duration::from_millis(1);
     let h = Harness::start_with(|c| {
         c.gadget.allow_all_users = true;
         c.gadget.ota_ready_timeout_s = 1;
     })
     .await;
     let (gadget, mut conn, _, _) = update_underway(&h).await;
-    // Each attempt: an offer nobody answers, then an abort; three attempts in all.
+    // Each attempt: an offer nobody answers, then an abort when the ready timeout is
+    // up and not a tick before; three attempts in all.
     for attempt in 1..=3u8 {
         let Incoming::Msg(ServerMessage::OtaOffer(offer)) = conn.next().await else {
             panic!("no offer")
         };
         assert_eq!(offer.stream, attempt);
+        conn.quiet_for(ready - tick).await;
+        tokio::time::advance(tick).await;
         let Incoming::Msg(ServerMessage::OtaAbort(_)) = conn.next().await else {
             panic!("no abort after the ready timeout")
         };
@@ -528,7 +533,7 @@ async fn a_silent_device_gets_an_abort_after_the_ready_timeout() {
     assert_eq!(failed["attempts"], 3);
     let error = failed["error"].as_str().unwrap();
     assert!(error.contains("timed out waiting for ota.ready"), "{error}");
-    conn.silent_for(Duration::from_millis(1500)).await;
+    conn.quiet_for(ready).await;
 }
 
 #[tokio::test]

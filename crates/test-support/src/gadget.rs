@@ -14,7 +14,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::server::{close_frame, WAIT};
+use crate::server::close_frame;
+use crate::wait::promptly;
 
 /// A gadget: a key and what it says in `hello`.
 #[derive(Clone)]
@@ -54,7 +55,9 @@ impl Gadget {
 
     /// Open a WebSocket to `url` without saying anything yet.
     pub async fn open(url: &str) -> Conn {
-        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let (ws, _) = promptly(tokio_tungstenite::connect_async(url))
+            .await
+            .unwrap();
         Conn { ws }
     }
 
@@ -135,10 +138,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// The next server message other than `ping`, or binary frame.
     pub async fn next(&mut self) -> Incoming {
         loop {
-            let next = tokio::time::timeout(WAIT, self.ws.next())
-                .await
-                .expect("no message in time");
-            match next {
+            match promptly(self.ws.next()).await {
                 Some(Ok(Message::Text(text))) => {
                     let msg = ServerMessage::decode(&text).unwrap();
                     if let ServerMessage::Ping(ping) = &msg {
@@ -190,6 +190,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Wait for the server to close; returns the close frame.
     pub async fn closed(&mut self, within: Duration) -> Option<CloseFrame> {
         close_frame(&mut self.ws, within).await
+    }
+
+    /// On a paused clock: let `quiet` pass, then show nothing came meanwhile, by the
+    /// answer to the device's own ping arriving first.
+    pub async fn quiet_for(&mut self, quiet: Duration) {
+        tokio::time::advance(quiet).await;
+        self.send_raw(r#"{"type":"ping","ts":1}"#).await;
+        let next = ServerMessage::decode(&promptly(self.ws_text()).await).unwrap();
+        assert!(
+            matches!(next, ServerMessage::Pong(_)),
+            "within {quiet:?}: {next:?}"
+        );
     }
 
     /// Assert nothing but pings arrives for `quiet`.

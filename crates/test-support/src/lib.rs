@@ -5,7 +5,8 @@
 //!   protocol crates, the device core, the plugin and the SDK all check;
 //! - with the `server` feature, [`server`]: a real server on loopback in the test's
 //!   process ([`Harness`]); and the wire-level [`gadget`] ([`Gadget`], [`Conn`]) and
-//!   [`phone`] ([`Phone`]) that talk to it frame by frame.
+//!   [`phone`] ([`Phone`]) that talk to it frame by frame, each wait for the server
+//!   [`promptly`], so that tests may pause time ([`wait`]).
 //!
 //! The wire-level clients are deliberately not `herald-device` or `herald-mobile-client`:
 //! the server's tests send what no well-behaved client would (malformed frames, a wrong
@@ -22,6 +23,8 @@ pub mod phone;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod vectors;
+#[cfg(feature = "server")]
+pub mod wait;
 
 #[cfg(feature = "server")]
 pub use gadget::{Conn, Gadget, Incoming};
@@ -29,3 +32,5 @@ pub use gadget::{Conn, Gadget, Incoming};
 pub use phone::Phone;
 #[cfg(feature = "server")]
 pub use server::{admin_call, admin_text, capture, demo, test_config, Harness, APP_TOKEN, WAIT};
+#[cfg(feature = "server")]
+pub use wait::promptly;

@@ -10,7 +10,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::server::{close_frame, WAIT};
+use crate::server::close_frame;
+use crate::wait::promptly;
 
 /// A phone app speaking the mobile protocol, one frame at a time.
 pub struct Phone {
@@ -19,7 +20,9 @@ pub struct Phone {
 
 impl Phone {
     pub async fn open(url: &str) -> Phone {
-        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let (ws, _) = promptly(tokio_tungstenite::connect_async(url))
+            .await
+            .unwrap();
         Phone { ws }
     }
 
@@ -59,10 +62,7 @@ impl Phone {
 
     pub async fn recv(&mut self) -> herald_mobile_proto::ServerFrame {
         loop {
-            let next = tokio::time::timeout(WAIT, self.ws.next())
-                .await
-                .expect("no frame in time");
-            match next {
+            match promptly(self.ws.next()).await {
                 Some(Ok(Message::Text(text))) => {
                     return herald_mobile_proto::ServerFrame::decode(&text).unwrap()
                 }
