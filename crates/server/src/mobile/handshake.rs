@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
-use super::socket::{self, Role};
+use super::socket::Role;
 use super::{MobileHub, MAX_LABEL};
 use crate::clock::now_ms;
 use crate::labels;
@@ -70,7 +70,7 @@ where
     hub.metrics.handshake(Platform::Mobile, "ok");
     info!(%peer, device = %hello.device.id, "phone connected");
     // A task of its own, so the handshake's state is freed now, not at disconnect.
-    tokio::spawn(socket::run(ws, peer, hub, hello, role));
+    tokio::spawn(super::socket::run(ws, peer, hub, hello, role));
 }
 
 async fn receive_hello<S>(
