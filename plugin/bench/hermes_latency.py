@@ -45,7 +45,9 @@ in ``in_authz``), ``in_plugin`` (that line -> ``handle_message``), ``on_start`` 
 of Hermes's time), ``out_plugin`` (``send``/
 ``edit_message`` -> its line written to herald) and ``out_herald`` (that line -> the
 client has the frame). It also lists the event loop's callbacks over 2 ms and which of
-them overlapped the slowest inbound hops. Each run prints CPU milliseconds per turn of
+them overlapped the slowest inbound hops, and the bridge's lines per turn by direction,
+kind and op (every line of the run, divided by the turns sent). Each run prints CPU
+milliseconds per turn of
 the gateway (and of its loop thread), herald, the stub model and the clients.
 
 Everything listens on 127.0.0.1 in a temporary directory; the gateway (and so herald)

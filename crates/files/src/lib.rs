@@ -82,6 +82,15 @@ pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
 /// Remove what a crash left half-written in `dir` (the `.NAME.….part` files of
 /// [`write_private`] and of recordings); returns how many. A missing `dir` has none.
 pub fn sweep_partial(dir: &Path) -> std::io::Result<usize> {
+    remove_files(dir, |path| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        name.starts_with('.') && name.ends_with(".part")
+    })
+}
+
+/// Remove the plain files of `dir` that `unwanted` picks; returns how many. A missing
+/// `dir` has none.
+pub fn remove_files(dir: &Path, unwanted: impl Fn(&Path) -> bool) -> std::io::Result<usize> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -90,11 +99,9 @@ pub fn sweep_partial(dir: &Path) -> std::io::Result<usize> {
     let mut removed = 0;
     for entry in entries {
         let entry = entry?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let partial = name.starts_with('.') && name.ends_with(".part");
-        if partial && entry.file_type()?.is_file() {
-            std::fs::remove_file(entry.path())?;
+        let path = entry.path();
+        if entry.file_type()?.is_file() && unwanted(&path) {
+            std::fs::remove_file(path)?;
             removed += 1;
         }
     }

@@ -7,11 +7,12 @@
 //! [`Server::shutdown`] closes devices politely, and each store write is atomic, so
 //! even an abrupt exit leaves consistent state.
 //!
-//! Each device's session is a sans-IO core (frames, port requests and the clock in;
-//! frames, effects and the next deadline out) under an actor shell that does the I/O:
-//! `gadget::session` and `mobile::session`. The router hands each port [`Request`] to
-//! the session of its chat; [`authorized`] remembers who the authorizer let in, per
-//! platform; the store is reached through a [`store::StoreHandle`].
+//! Each device's session is a core from `herald-session` (frames, port calls and the
+//! clock in; frames, effects and the next deadline out), which cannot do I/O, under an
+//! actor shell here that does it: `gadget::session` and `mobile::session`. The router
+//! hands each port [`Request`] (and each one-way notification) to the session of its
+//! chat; what sessions share (who the authorizer let in, cards, the upload budget)
+//! is their hub's; the store is reached through a [`store::StoreHandle`].
 //!
 //! [`Request`]: herald_port::Request
 

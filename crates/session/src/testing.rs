@@ -27,6 +27,40 @@ pub(crate) trait Driven {
     fn sort(effect: Self::Effect) -> Sorted<Self::Effect>;
 }
 
+/// [`Driven`] for a core whose effects include `Answer { call, answer }` and `Count(_)`
+/// (both do: the macro keeps their tests from spelling it out twice).
+macro_rules! driven {
+    ($core:ty, $effect:ty) => {
+        impl $crate::testing::Driven for $core {
+            type Effect = $effect;
+            fn next_effect(&mut self) -> Option<$effect> {
+                self.poll_effect()
+            }
+            fn next_transmit(&mut self) -> Option<$crate::io::Transmit> {
+                self.poll_transmit()
+            }
+            fn call(
+                &mut self,
+                call: $crate::CallId,
+                request: herald_port::Request,
+                now: std::time::Instant,
+            ) {
+                self.handle_call(call, request, now);
+            }
+            fn sort(effect: $effect) -> $crate::testing::Sorted<$effect> {
+                use $crate::testing::Sorted;
+                type E = $effect;
+                match effect {
+                    E::Answer { call, answer } => Sorted::Answer(call, answer),
+                    E::Count(_) => Sorted::Ignored,
+                    other => Sorted::Other(other),
+                }
+            }
+        }
+    };
+}
+pub(crate) use driven;
+
 pub(crate) struct Rig<C: Driven> {
     core: C,
     calls: u64,

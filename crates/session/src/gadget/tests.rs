@@ -12,31 +12,11 @@ use serde_json::{json, Value};
 
 use super::ota::{OtaEffect, Timeouts};
 use super::{Core, Effect, Peer};
-use crate::io::Transmit;
-use crate::testing::{Driven, Sorted};
-use crate::{CallId, Ids};
+use crate::Ids;
 
 const HEARTBEAT: Duration = Duration::from_secs(20);
 
-impl Driven for Core {
-    type Effect = Effect;
-    fn next_effect(&mut self) -> Option<Effect> {
-        self.poll_effect()
-    }
-    fn next_transmit(&mut self) -> Option<Transmit> {
-        self.poll_transmit()
-    }
-    fn call(&mut self, call: CallId, request: Request, now: Instant) {
-        self.handle_call(call, request, now);
-    }
-    fn sort(effect: Effect) -> Sorted<Effect> {
-        match effect {
-            Effect::Answer { call, answer } => Sorted::Answer(call, answer),
-            Effect::Count(_) => Sorted::Ignored,
-            other => Sorted::Other(other),
-        }
-    }
-}
+crate::testing::driven!(Core, Effect);
 
 type Rig = crate::testing::Rig<Core>;
 

@@ -11,31 +11,11 @@ use herald_port::{
 use serde_json::{json, Value};
 
 use super::{Core, Effect};
-use crate::io::Transmit;
-use crate::testing::{Driven, Sorted};
-use crate::{CallId, Ids};
+use crate::Ids;
 
 const USER: &str = "alice";
 
-impl Driven for Core {
-    type Effect = Effect;
-    fn next_effect(&mut self) -> Option<Effect> {
-        self.poll_effect()
-    }
-    fn next_transmit(&mut self) -> Option<Transmit> {
-        self.poll_transmit()
-    }
-    fn call(&mut self, call: CallId, request: Request, now: Instant) {
-        self.handle_call(call, request, now);
-    }
-    fn sort(effect: Effect) -> Sorted<Effect> {
-        match effect {
-            Effect::Answer { call, answer } => Sorted::Answer(call, answer),
-            Effect::Count(_) => Sorted::Ignored,
-            other => Sorted::Other(other),
-        }
-    }
-}
+crate::testing::driven!(Core, Effect);
 
 type Rig = crate::testing::Rig<Core>;
 

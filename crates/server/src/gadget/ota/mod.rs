@@ -124,21 +124,7 @@ pub(crate) async fn forget_staged(data_dir: &Path, device_id: &str) {
 /// it, or between an update's end and the copy's removal, leaves one behind. Returns
 /// how many went.
 pub(crate) fn sweep_unused_staged(dir: &Path, unfinished: &[OtaUpdate]) -> std::io::Result<usize> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(err) => return Err(err),
-    };
-    let mut removed = 0;
-    for entry in entries {
-        let entry = entry?;
-        let in_use = unfinished.iter().any(|u| u.image.file == entry.path());
-        if entry.file_type()?.is_file() && !in_use {
-            std::fs::remove_file(entry.path())?;
-            removed += 1;
-        }
-    }
-    Ok(removed)
+    files::remove_files(dir, |path| !unfinished.iter().any(|u| u.image.file == path))
 }
 
 /// The updates sending or retrying, as the server starts.
