@@ -24,6 +24,7 @@ mod authorized;
 mod calls;
 mod clock;
 pub mod config;
+mod devices;
 #[cfg(test)]
 mod fake_authorizer;
 mod gadget;
@@ -31,7 +32,6 @@ mod http;
 mod ids;
 mod inbox;
 mod listener;
-mod mailboxes;
 mod metrics;
 mod mobile;
 pub mod net;
@@ -188,8 +188,12 @@ impl Server {
             Some(authorizer) => authorizer,
             None => Arc::new(Standalone(access.clone())),
         };
-        gadget.set_backend(backend.agent.clone(), authorizer.clone());
-        mobile.set_backend(backend.agent, authorizer.clone());
+        gadget
+            .devices
+            .set_backend(backend.agent.clone(), authorizer.clone());
+        mobile
+            .devices
+            .set_backend(backend.agent, authorizer.clone());
 
         let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
         let gadget_addr = local_addr("gadgets", &gadget_listener)?;
@@ -287,11 +291,11 @@ impl Server {
     }
 
     pub fn online_gadgets(&self) -> usize {
-        self.gadget.online_count()
+        self.gadget.devices.online_count()
     }
 
     pub fn online_phones(&self) -> usize {
-        self.mobile.online_count()
+        self.mobile.devices.online_count()
     }
 
     /// Stop accepting, then close every device connection with "going away".

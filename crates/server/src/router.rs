@@ -177,7 +177,7 @@ impl Outbound for Router {
         // one gone meanwhile is offline.
         let gadgets = gadgets.into_iter().map(|gadget| async move {
             let chat = Chat::gadget(gadget.id);
-            let profile = match self.gadget.is_online(&chat.id) {
+            let profile = match self.gadget.devices.is_online(&chat.id) {
                 true => self.profile(&chat).await.ok(),
                 false => None,
             };
@@ -190,7 +190,7 @@ impl Outbound for Router {
         });
         let mut devices = futures_util::future::join_all(gadgets).await;
         devices.extend(phones.into_iter().map(|p| DeviceSummary {
-            online: self.mobile.is_online(&p.id),
+            online: self.mobile.devices.is_online(&p.id),
             chat: Chat::mobile(p.id),
             name: p.info.name,
             profile: None,

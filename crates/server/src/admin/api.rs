@@ -72,7 +72,7 @@ pub(super) async fn devices(
         records
             .into_iter()
             .map(|record| DeviceView {
-                online: state.gadget.is_online(&record.id),
+                online: state.gadget.devices.is_online(&record.id),
                 record: record.into(),
             })
             .collect(),
@@ -94,7 +94,7 @@ pub(super) async fn phones(
         records
             .into_iter()
             .map(|record| PhoneView {
-                online: state.mobile.is_online(&record.id),
+                online: state.mobile.devices.is_online(&record.id),
                 record,
             })
             .collect(),
@@ -308,7 +308,7 @@ pub(super) async fn ota_status(
 
 pub(super) fn ota_view(state: &AdminState, update: OtaUpdate) -> OtaView {
     OtaView {
-        online: state.gadget.is_online(&update.device_id),
+        online: state.gadget.devices.is_online(&update.device_id),
         update,
         max_attempts: OTA_MAX_ATTEMPTS,
     }

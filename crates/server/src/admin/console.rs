@@ -103,7 +103,7 @@ pub(crate) async fn device(
         .run(move |store| store.ota_update(&target))
         .await?;
     let chat = Chat::gadget(id.as_str());
-    let online = state.gadget.is_online(&id);
+    let online = state.gadget.devices.is_online(&id);
     let profile = match online {
         true => state.outbound.profile(&chat).await.ok(),
         false => None,
@@ -147,7 +147,7 @@ pub(crate) async fn phone(
         events: state.metrics.activity.recent(&chat),
         paired,
         phone: PhoneView {
-            online: state.mobile.is_online(&id),
+            online: state.mobile.devices.is_online(&id),
             record,
         },
     }))
@@ -246,8 +246,8 @@ pub(crate) async fn gauges(state: &AdminState) -> Result<Gauges, ApiError> {
             .or_default() += 1;
     }
     Ok(Gauges {
-        gadgets_online: state.gadget.online_count(),
-        phones_online: state.mobile.online_count(),
+        gadgets_online: state.gadget.devices.online_count(),
+        phones_online: state.mobile.devices.online_count(),
         ota: by_status.into_iter().collect(),
         ota_bytes_sent: updates.iter().map(|u| u.progress.bytes_sent).sum(),
     })

@@ -263,7 +263,7 @@ pub(crate) async fn upload(
             format!("built for {image}; the device never named its board"),
         ),
     });
-    checks.push(match state.gadget.is_online(&device_id) {
+    checks.push(match state.gadget.devices.is_online(&device_id) {
         true => check("online", "ok", "the device is connected".into()),
         false => check(
             "online",

@@ -81,7 +81,7 @@ where
     let device_id = admitted.hello.device_id.clone();
     info!(%peer, device = %device_id, paired = admitted.paired, "gadget connected");
 
-    let conn = hub.conn_id();
+    let conn = hub.devices.conn_id();
     let (outbox_tx, outbox_rx) = send_queue();
     let session = hub.session(&device_id);
     let mut hello = admitted.hello;
@@ -226,7 +226,7 @@ where
             hub.store.run(touch).await?
         }
     }
-    let authorizer = hub.authorizer().ok_or(Refusal::Gone)?;
+    let authorizer = hub.devices.authorizer().ok_or(Refusal::Gone)?;
     let paired = hub
         .authorized
         .check(authorizer.as_ref(), Platform::Gadget, &hello.device_id)
@@ -246,7 +246,7 @@ where
 
 /// Forget devices whose wait for pairing expired, unless approved meanwhile.
 async fn forget_expired(hub: Arc<GadgetHub>, expired: Vec<String>) {
-    let Some(authorizer) = hub.authorizer() else {
+    let Some(authorizer) = hub.devices.authorizer() else {
         return;
     };
     for id in expired {

@@ -25,12 +25,10 @@ mod waiting;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use dashmap::DashMap;
 use herald_gadget_proto::limits;
-use herald_port::{Agent, Authorizer, DeliveryError};
+use herald_port::{DeliveryError, Platform};
 use herald_session::gadget::ota::PushError;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
@@ -39,9 +37,9 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::authorized::Authorized;
 use crate::config::GadgetConfig;
+use crate::devices::Devices;
 use crate::inbox::Inbox;
 use crate::listener;
-use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::queue;
 use crate::store::{OtaUpdate, StoreError, StoreHandle};
@@ -59,11 +57,8 @@ use waiting::WaitingRoom;
 pub(crate) struct GadgetHub {
     pub(crate) config: GadgetConfig,
     pub(crate) store: StoreHandle,
-    /// Set once at start-up, when the backend exists.
-    backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
-    sessions: Mailboxes<Event>,
-    /// Devices with a live connection, with that connection's id.
-    online: DashMap<String, u64>,
+    /// The sessions, who is online and the backend.
+    pub(crate) devices: Devices<Event>,
     /// Which devices the authorizer allows, as last heard: a returning paired device's
     /// handshake does not wait for the question.
     pub(crate) authorized: Authorized,
@@ -71,7 +66,6 @@ pub(crate) struct GadgetHub {
     pub(crate) waiting: WaitingRoom,
     /// Wrong access tokens and keys, per address.
     failures: FailureThrottle,
-    next_conn: AtomicU64,
     pub(crate) metrics: Arc<Metrics>,
     /// Where utterances are written for the agent.
     pub(crate) inbox: Arc<Inbox>,
@@ -96,46 +90,17 @@ impl GadgetHub {
             known,
             config,
             store,
-            backend: OnceLock::new(),
-            sessions: Mailboxes::default(),
-            online: DashMap::new(),
+            devices: Devices::new(Platform::Gadget),
             authorized: Authorized::default(),
             waiting: WaitingRoom::default(),
             failures: FailureThrottle::default(),
-            next_conn: AtomicU64::new(1),
             metrics,
         }
     }
 
-    pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {
-        // A second call would be a wiring bug; keeping the first backend is the safe
-        // reaction.
-        let _ = self.backend.set((agent, authorizer));
-    }
-
-    pub(crate) fn agent(&self) -> Option<&Arc<dyn Agent>> {
-        self.backend.get().map(|(agent, _)| agent)
-    }
-
-    pub(crate) fn authorizer(&self) -> Option<&Arc<dyn Authorizer>> {
-        self.backend.get().map(|(_, authorizer)| authorizer)
-    }
-
-    pub(crate) fn is_online(&self, device_id: &str) -> bool {
-        self.online.contains_key(device_id)
-    }
-
-    pub(crate) fn online_count(&self) -> usize {
-        self.online.len()
-    }
-
-    fn conn_id(&self) -> u64 {
-        self.next_conn.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// The session of a device, started on first use.
     fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<Event> {
-        self.sessions.get_or_spawn(device_id, || {
+        self.devices.session_or_spawn(device_id, || {
             Session::spawn(device_id.to_owned(), self.clone())
         })
     }
@@ -146,17 +111,14 @@ impl GadgetHub {
         device_id: &str,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
     ) -> Result<T, DeliveryError> {
-        let chat = herald_port::Chat::gadget(device_id);
-        self.sessions
-            .call(&chat, |reply| Event::Command(Box::new(make(reply))))
-            .await
+        let event = |reply| Event::Command(Box::new(make(reply)));
+        self.devices.call(device_id, event).await
     }
 
     /// Tell a device's session, if it has one, without waiting.
     pub(crate) async fn tell(&self, device_id: &str, command: Command) {
-        self.sessions
-            .send(device_id, Event::Command(Box::new(command)))
-            .await;
+        let event = Event::Command(Box::new(command));
+        self.devices.send(device_id, event).await;
     }
 
     /// Check `source` against the connected device, stage it under `data_dir` and start
@@ -203,13 +165,8 @@ impl GadgetHub {
 
     /// Close every connection, as the server stops.
     pub(crate) async fn close_all(&self) {
-        for tx in self.sessions.all() {
-            let _ = tx.send(Event::Command(Box::new(Command::Shutdown))).await;
-        }
-    }
-
-    fn session_ended(&self, device_id: &str, mailbox: &queue::Sender<Event>) {
-        self.sessions.remove(device_id, mailbox);
+        let shutdown = || Event::Command(Box::new(Command::Shutdown));
+        self.devices.tell_all(shutdown).await;
     }
 }
 

@@ -19,11 +19,11 @@ mod session;
 mod socket;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use herald_mobile_proto::{limits, Capabilities, TokenSet};
-use herald_port::{Agent, Authorizer, Chat, DeliveryError};
+use herald_port::{DeliveryError, Platform};
 use herald_session::mobile::uploads::UploadBudget;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
@@ -32,9 +32,9 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::authorized::Authorized;
 use crate::config::MobileConfig;
+use crate::devices::Devices;
 use crate::inbox::Inbox;
 use crate::listener;
-use crate::mailboxes::Mailboxes;
 use crate::metrics::Metrics;
 use crate::queue;
 use crate::store::StoreHandle;
@@ -74,17 +74,14 @@ pub(crate) struct MobileHub {
     deliver_tokens: TokenSet,
     /// Where uploads and voice messages are written for the agent.
     inbox: Arc<Inbox>,
-    backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
     /// Which users the authorizer allows, as last heard.
     pub(crate) authorized: Authorized,
     /// Which device each open card was shown to, so another device's answer is refused.
     cards: DashMap<String, String>,
     /// The bytes of unfinished uploads, per user and in all.
     upload_budget: Mutex<UploadBudget>,
-    sessions: Mailboxes<Event>,
-    /// Devices with a live connection, with that connection's id.
-    online: DashMap<String, u64>,
-    next_conn: std::sync::atomic::AtomicU64,
+    /// The sessions, who is online and the backend.
+    pub(crate) devices: Devices<Event>,
     pub(crate) metrics: Arc<Metrics>,
 }
 
@@ -153,13 +150,10 @@ impl MobileHub {
             tokens,
             deliver_tokens,
             inbox,
-            backend: OnceLock::new(),
             authorized: Authorized::default(),
             cards: DashMap::new(),
             upload_budget: Mutex::new(UploadBudget::default()),
-            sessions: Mailboxes::default(),
-            online: DashMap::new(),
-            next_conn: std::sync::atomic::AtomicU64::new(1),
+            devices: Devices::new(Platform::Mobile),
             metrics,
         })
     }
@@ -182,26 +176,6 @@ impl MobileHub {
         }
     }
 
-    pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {
-        let _ = self.backend.set((agent, authorizer));
-    }
-
-    fn agent(&self) -> Option<&Arc<dyn Agent>> {
-        self.backend.get().map(|(agent, _)| agent)
-    }
-
-    fn authorizer(&self) -> Option<&Arc<dyn Authorizer>> {
-        self.backend.get().map(|(_, authorizer)| authorizer)
-    }
-
-    pub(crate) fn is_online(&self, device_id: &str) -> bool {
-        self.online.contains_key(device_id)
-    }
-
-    pub(crate) fn online_count(&self) -> usize {
-        self.online.len()
-    }
-
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_message_chars: self.config.max_message_chars,
@@ -209,41 +183,31 @@ impl MobileHub {
         }
     }
 
-    fn conn_id(&self) -> u64 {
-        self.next_conn
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    }
-
+    /// The session of a phone, started on first use.
     fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<Event> {
-        self.sessions.get_or_spawn(device_id, || {
+        self.devices.session_or_spawn(device_id, || {
             Session::spawn(device_id.to_owned(), self.clone())
         })
     }
 
-    fn session_ended(&self, device_id: &str, mailbox: &queue::Sender<Event>) {
-        self.sessions.remove(device_id, mailbox);
-    }
-
     /// Tell a phone's session, if it has one, without waiting.
     pub(crate) async fn tell(&self, device_id: &str, command: Command) {
-        self.sessions.send(device_id, Event::Command(command)).await;
+        self.devices.send(device_id, Event::Command(command)).await;
     }
 
+    /// Send a command to a phone's session and wait for its answer.
     pub(crate) async fn call<T>(
         &self,
         device_id: &str,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
     ) -> Result<T, DeliveryError> {
-        let chat = Chat::mobile(device_id);
-        self.sessions
-            .call(&chat, |reply| Event::Command(make(reply)))
-            .await
+        let event = |reply| Event::Command(make(reply));
+        self.devices.call(device_id, event).await
     }
 
     pub(crate) async fn close_all(&self) {
-        for tx in self.sessions.all() {
-            let _ = tx.send(Event::Command(Command::Shutdown)).await;
-        }
+        let shutdown = || Event::Command(Command::Shutdown);
+        self.devices.tell_all(shutdown).await;
     }
 }
 

@@ -43,7 +43,7 @@ pub(super) async fn run<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let conn = hub.conn_id();
+    let conn = hub.devices.conn_id();
     let (sink, mut stream) = ws.split();
     let (outbox, outbox_rx) = socket::send_queue();
     let metrics = hub.metrics.clone();

@@ -36,8 +36,8 @@ use super::ota;
 use super::GadgetHub;
 use crate::calls::{done, reply_done, Call, Reply};
 use crate::clock::now_ms;
+use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::ids::OsEntropy;
-use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
 use crate::session_io::Outboxes;
 use crate::socket::{Closed, Outgoing, Room, SendQueue};
@@ -277,7 +277,9 @@ impl Session {
                 self.answer(call, answer);
             }
         }
-        self.hub.session_ended(self.core.device_id(), &self.mailbox);
+        self.hub
+            .devices
+            .session_ended(self.core.device_id(), &self.mailbox);
         if retired {
             Box::pin(hand_over(mailbox, || {
                 self.hub.session(self.core.device_id())
@@ -403,10 +405,10 @@ impl Session {
         let device_id = &self.core.device_id().to_owned();
         match effect {
             Effect::Online { conn } => {
-                self.hub.online.insert(device_id.clone(), conn);
+                self.hub.devices.went_online(device_id, conn);
             }
             Effect::Offline { paired } => {
-                self.hub.online.remove(device_id);
+                self.hub.devices.went_offline(device_id);
                 if !paired {
                     self.hub
                         .waiting
@@ -418,7 +420,7 @@ impl Session {
             Effect::ToAgent(inbound) => {
                 let activity = &self.hub.metrics.activity;
                 activity.said(&inbound.source.chat, &inbound.body);
-                if let Some(agent) = self.hub.agent() {
+                if let Some(agent) = self.hub.devices.agent() {
                     if !self.to_agent.push(agent, *inbound) {
                         self.core.handle_agent_full();
                     }
@@ -621,7 +623,7 @@ impl Session {
     /// Ask for a pairing code on a task of its own (under Hermes the answer crosses a
     /// pipe); the answer comes back through the mailbox.
     fn ask_pairing_code(&mut self, name: Option<String>) {
-        let Some(authorizer) = self.hub.authorizer().cloned() else {
+        let Some(authorizer) = self.hub.devices.authorizer().cloned() else {
             self.core.handle_pairing_code(None);
             return;
         };

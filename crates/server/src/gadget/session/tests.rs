@@ -33,9 +33,12 @@ async fn an_idle_session_retires_and_what_reaches_it_meanwhile_is_answered() {
     let hub = hub(dir.path());
     let first = hub.session("hg-0000000000000001");
     tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
-    assert!(hub.sessions.get("hg-0000000000000001").is_some());
+    assert!(hub.devices.session("hg-0000000000000001").is_some());
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(hub.sessions.get("hg-0000000000000001").is_none(), "retired");
+    assert!(
+        hub.devices.session("hg-0000000000000001").is_none(),
+        "retired"
+    );
     assert!(first.closed().now_or_never().is_some(), "closed");
 
     // A call due at the very instant a session retires is answered, by it or by

@@ -24,9 +24,9 @@ use tracing::warn;
 use super::MobileHub;
 use crate::calls::{done, Call, Reply};
 use crate::clock::now_ms;
+use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::files;
 use crate::ids::OsEntropy;
-use crate::mailboxes::{hand_over, AgentQueue, MAILBOX};
 use crate::queue;
 use crate::session_io::Outboxes;
 use crate::socket::{Outgoing, SendQueue};
@@ -137,7 +137,9 @@ impl Session {
         };
         self.core.end();
         self.settle().await;
-        self.hub.session_ended(self.core.device_id(), &self.mailbox);
+        self.hub
+            .devices
+            .session_ended(self.core.device_id(), &self.mailbox);
         if retired {
             hand_over(mailbox, || self.hub.session(self.core.device_id())).await;
         }
@@ -219,10 +221,10 @@ impl Session {
         let device_id = &self.core.device_id().to_owned();
         match effect {
             Effect::Online { conn } => {
-                self.hub.online.insert(device_id.clone(), conn);
+                self.hub.devices.went_online(device_id, conn);
             }
             Effect::Offline => {
-                self.hub.online.remove(device_id);
+                self.hub.devices.went_offline(device_id);
             }
             Effect::Replay => self.replay().await,
             Effect::Keep(frame) => {
@@ -243,7 +245,7 @@ impl Session {
             Effect::ToAgent(inbound) => {
                 let activity = &self.hub.metrics.activity;
                 activity.said(&inbound.source.chat, &inbound.body);
-                if let Some(agent) = self.hub.agent() {
+                if let Some(agent) = self.hub.devices.agent() {
                     if !self.to_agent.push(agent, *inbound) {
                         self.core.handle_agent_full();
                     }
@@ -335,7 +337,7 @@ impl Session {
                 .core
                 .handle_authorization(Ok(true), Instant::now().into_std());
         }
-        let Some(authorizer) = self.hub.authorizer().cloned() else {
+        let Some(authorizer) = self.hub.devices.authorizer().cloned() else {
             // No backend yet: nothing may wait for an answer that will not come.
             let unanswered = Err("there is no authorizer".to_owned());
             return self
@@ -354,7 +356,7 @@ impl Session {
     }
 
     fn ask_pairing_code(&self, user_id: String, user_name: Option<String>) {
-        let Some(authorizer) = self.hub.authorizer().cloned() else {
+        let Some(authorizer) = self.hub.devices.authorizer().cloned() else {
             return;
         };
         let mailbox = self.mailbox.clone();

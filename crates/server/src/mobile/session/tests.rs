@@ -28,12 +28,12 @@ async fn an_idle_session_retires_when_its_ids_expire_and_a_new_one_takes_over() 
     let first = hub.session("tel-1");
     tokio::time::sleep(RETIRE_AFTER - Duration::from_secs(1)).await;
     assert!(
-        hub.sessions.get("tel-1").is_some(),
+        hub.devices.session("tel-1").is_some(),
         "kept while its ids count"
     );
 
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(hub.sessions.get("tel-1").is_none(), "retired");
+    assert!(hub.devices.session("tel-1").is_none(), "retired");
     assert!(first.closed().now_or_never().is_some(), "closed");
 
     // The id gets a fresh session, which answers.
