@@ -1,17 +1,18 @@
 //! The phone side of an admitted connection (`gadget/socket.rs` is the gadget's), after
 //! `ready`: reads frames, answers the ones that need no
 //! session (`ping`, `deliver`, malformed frames), forwards the rest, and keeps the
-//! connection alive with WebSocket pings.
+//! connection alive with WebSocket pings. When to ping, when a phone is gone and where
+//! it may `deliver` are rules of the session crate (`herald_session::mobile::link`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use herald_mobile_proto::{self as proto, ClientFrame, DecodeError, ErrorCode, ServerFrame};
 use herald_port::{DeliveryError, Platform};
+use herald_session::mobile::link::{Delivers, Due, Keepalive};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::{interval_at, Instant};
+use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
@@ -21,10 +22,6 @@ use super::session::{Attach, Command, Event};
 use super::{MobileHub, MAX_LABEL};
 use crate::labels;
 use crate::socket::{self, write, Outgoing, SendQueue, CLOSE_GRACE};
-
-/// A WebSocket ping this often; a phone silent for three of them is gone.
-const KEEPALIVE: Duration = Duration::from_secs(30);
-const DEAD_AFTER: Duration = Duration::from_secs(90);
 
 /// What the connection may do, decided by its token at `hello`.
 pub(super) enum Role {
@@ -65,17 +62,13 @@ pub(super) async fn run<S>(
         }
         Role::Deliverer => None,
     };
-    // A deliver token may deliver anywhere; an app on loopback (cron on the agent's
-    // machine), unless the owner turned that off, only to its own user's devices. A
-    // listener on `::` sees IPv4 loopback as `::ffff:127.0.0.1`, hence `to_canonical`.
+    // A listener on `::` sees IPv4 loopback as `::ffff:127.0.0.1`, hence `to_canonical`.
     let on_loopback = peer.ip().to_canonical().is_loopback();
-    let delivers_as = match &role {
-        Role::Deliverer => Some(None),
-        Role::Phone { user_id } if hub.config.deliver_from_loopback && on_loopback => {
-            Some(Some(user_id.clone()))
-        }
-        Role::Phone { .. } => None,
+    let user = match &role {
+        Role::Phone { user_id } => Some(user_id.as_str()),
+        Role::Deliverer => None,
     };
+    let delivers = Delivers::of(user, on_loopback, hub.config.deliver_from_loopback);
     let reply = |frame: ServerFrame| {
         let outbox = outbox.clone();
         if let ServerFrame::Error { code, .. } = &frame {
@@ -86,23 +79,27 @@ pub(super) async fn run<S>(
         }
     };
 
-    let mut keepalive = interval_at(Instant::now() + KEEPALIVE, KEEPALIVE);
-    let mut last_inbound = Instant::now();
+    let mut keepalive = Keepalive::new(Instant::now().into_std());
     loop {
         let next = tokio::select! {
             next = stream.next() => next,
-            _ = keepalive.tick() => {
-                if last_inbound.elapsed() >= DEAD_AFTER {
-                    debug!(%peer, "phone silent for too long");
-                    let _ = outbox.send(Outgoing::Close(CloseCode::Away, "keepalive timeout".into())).await;
-                    break;
+            _ = sleep_until(Instant::from_std(keepalive.deadline())) => {
+                match keepalive.handle_deadline(Instant::now().into_std()) {
+                    Due::Ping => {
+                        let _ = outbox.send(Outgoing::Ping).await;
+                    }
+                    Due::Gone => {
+                        debug!(%peer, "phone silent for too long");
+                        let close = Outgoing::Close(CloseCode::Away, "keepalive timeout".into());
+                        let _ = outbox.send(close).await;
+                        break;
+                    }
                 }
-                let _ = outbox.send(Outgoing::Ping).await;
                 continue;
             }
             _ = &mut writer => break,
         };
-        last_inbound = Instant::now();
+        keepalive.heard(Instant::now().into_std());
         match &next {
             Some(Ok(Message::Text(text))) => metrics.mobile.inbound(text.len()),
             Some(Ok(Message::Binary(data))) => metrics.mobile.inbound(data.len()),
@@ -142,9 +139,9 @@ pub(super) async fn run<S>(
                 ))
                 .await;
             }
-            Ok(ClientFrame::Deliver(deliver)) if delivers_as.is_some() => {
+            Ok(ClientFrame::Deliver(deliver)) if delivers != Delivers::Nowhere => {
                 let to = deliver.to.clone();
-                if let Some(Some(user_id)) = &delivers_as {
+                if let Delivers::ToDevicesOf(user_id) = &delivers {
                     if !hub.owns(user_id, &to).await {
                         let message = format!("{to} is not a device of yours");
                         reply(ServerFrame::error(ErrorCode::Forbidden, message)).await;

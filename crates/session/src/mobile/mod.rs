@@ -7,6 +7,9 @@
 //! upload budget, answers to calls, the agent's queue) and its next deadline
 //! ([`Core::poll_timeout`]: cards lapsing, the avatar going idle).
 //!
+//! A phone connection's keepalive and its right to `deliver` are rules too
+//! ([`link`]), carried out by the connection's task.
+//!
 //! What phones share (who may reach the agent, which device a card was shown to, the
 //! bytes of unfinished uploads) is the hub's: a core asks for it in an effect and hears
 //! the answer, so no core's state changes another's.
@@ -14,6 +17,7 @@
 mod calls;
 mod core;
 mod inbound;
+pub mod link;
 mod media;
 mod seen;
 pub mod uploads;
