@@ -4,7 +4,7 @@
 //! it to the session of the chat's device, whatever the platform; each session answers
 //! what its device can honour and refuses the rest with a clear error.
 
-use herald_port::{DeliveryError, Request, RequestError, Response};
+use herald_port::{Request, RequestError, Response};
 use tokio::sync::oneshot;
 
 /// Where a session sends a request's answer.
@@ -13,11 +13,4 @@ pub(crate) type Reply = oneshot::Sender<Result<Response, RequestError>>;
 pub(crate) struct Call {
     pub request: Request,
     pub reply: Reply,
-}
-
-pub(crate) use herald_session::done;
-
-/// Send [`done`]'s answer, for requests a session's shell carries out.
-pub(crate) fn reply_done(reply: Reply, sent: Result<(), DeliveryError>) {
-    let _ = reply.send(done(sent).map_err(RequestError::from));
 }

@@ -142,6 +142,37 @@ impl Core {
         }
     }
 
+    /// The shell sent the picture of call `call` (or could not, and why): its caption
+    /// follows it as a reply, and the call is answered.
+    pub fn handle_image_sent(
+        &mut self,
+        call: CallId,
+        caption: Option<String>,
+        turn: Option<String>,
+        sent: Result<(), String>,
+    ) {
+        let answer = match sent {
+            Ok(()) => {
+                // A reply, not a notice: devices hide notices behind a picture, while a
+                // reply stays in the conversation under it.
+                if let Some(text) = caption.filter(|c| !c.is_empty()) {
+                    let reply = proto::Reply {
+                        turn,
+                        text,
+                        interim: false,
+                    };
+                    self.send(ServerMessage::Reply(reply));
+                }
+                Ok(Response::Done {})
+            }
+            Err(reason) => Err(RequestError::from(DeliveryError::Unsupported {
+                chat: self.chat(),
+                reason,
+            })),
+        };
+        self.answer(call, answer);
+    }
+
     /// Run a device action: its answer waits for the device's result or the deadline.
     fn invoke(&mut self, name: String, args: Value, call: CallId, now: Instant) {
         let known = match self.reachable() {

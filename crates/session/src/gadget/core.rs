@@ -110,7 +110,8 @@ pub struct ImageJob {
     pub caption: Option<String>,
     /// The turn it belongs to.
     pub turn: Option<String>,
-    /// The call to answer once it is sent (or could not be).
+    /// The call to answer once it is sent (or could not be): hand the outcome to
+    /// [`Core::handle_image_sent`].
     pub call: CallId,
 }
 

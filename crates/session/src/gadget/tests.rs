@@ -506,3 +506,51 @@ fn only_short_printable_message_ids_are_kept() {
         assert_eq!(id.len(), 12);
     }
 }
+
+#[test]
+fn a_pictures_caption_follows_it_through_the_core_and_answers_its_call() {
+    let start = Instant::now();
+    let display = json!({"caps": {"display": {"width": 320, "height": 240,
+        "image": {"width": 320, "height": 200, "format": "rgb565"}}}});
+    let mut core = attached(true, display, start);
+    sent(&mut core);
+    effects(&mut core);
+    let turn = start_turn(&mut core);
+    sent(&mut core);
+    let show = Request::SendImage {
+        path: "/tmp/cat.png".into(),
+        caption: Some("A cat".into()),
+    };
+    let call = core.call(show, start);
+    let [Effect::ShowImage(job)] = &effects(&mut core)[..] else {
+        panic!("no picture to show")
+    };
+    assert_eq!((job.call, job.image_box), (call, (320, 200)));
+    let (caption, job_turn) = (job.caption.clone(), job.turn.clone());
+    assert_eq!(job_turn.as_deref(), Some(turn.as_str()));
+    assert!(sent(&mut core).is_empty(), "nothing before the picture");
+    assert_eq!(core.answer(call), None, "answered once it is out");
+
+    core.handle_image_sent(call, caption, job_turn, Ok(()));
+    let frames = sent(&mut core);
+    assert_eq!(types(&frames), ["reply"]);
+    assert_eq!(
+        (frames[0]["text"].as_str(), frames[0]["turn"].as_str()),
+        (Some("A cat"), Some(turn.as_str()))
+    );
+    assert_eq!(core.answer(call), Some(Ok(Response::Done {})));
+
+    // A picture that could not be made says why, and no caption goes out alone.
+    let show = Request::SendImage {
+        path: "/tmp/not-a-picture".into(),
+        caption: Some("lost".into()),
+    };
+    let call = core.call(show, start);
+    effects(&mut core);
+    core.handle_image_sent(call, Some("lost".into()), None, Err("not an image".into()));
+    assert!(sent(&mut core).is_empty());
+    assert!(matches!(
+        core.answer(call),
+        Some(Err(RequestError::Delivery(_)))
+    ));
+}

@@ -24,7 +24,7 @@ use herald_port::{
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
 use herald_session::io::Close;
-use herald_session::{CallId, Counted, Ids};
+use herald_session::{done, CallId, Counted, Ids};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
@@ -34,7 +34,7 @@ use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
 use super::ota;
 use super::GadgetHub;
-use crate::calls::{done, reply_done, Call, Reply};
+use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::ids::OsEntropy;
@@ -99,9 +99,18 @@ pub(crate) enum Event {
     },
     /// The authorizer's answer to the core's request for a pairing code.
     PairingCode(Option<PairingCode>),
+    /// A picture went out (or could not): the core sends its caption and answers.
+    ImageSent(Box<ImageSent>),
     /// Boxed: commands are large and rare next to frames, and an event's size is
     /// what every mailbox slot costs.
     Command(Box<Command>),
+}
+
+pub(crate) struct ImageSent {
+    call: CallId,
+    caption: Option<String>,
+    turn: Option<String>,
+    sent: Result<(), String>,
 }
 
 pub(crate) struct Session {
@@ -353,6 +362,15 @@ impl Session {
             Event::Alive { conn } if self.core.is_current(conn) => self.core.touch(now),
             Event::Closed { conn } if self.core.is_current(conn) => self.core.handle_closed(),
             Event::PairingCode(code) => self.core.handle_pairing_code(code),
+            Event::ImageSent(image) => {
+                let ImageSent {
+                    call,
+                    caption,
+                    turn,
+                    sent,
+                } = *image;
+                self.core.handle_image_sent(call, caption, turn, sent);
+            }
             Event::Command(command) => match *command {
                 Command::Port(Call { request, reply }) => {
                     let call = self.waiting.hold(Answering::Port(reply));
@@ -515,11 +533,7 @@ impl Session {
                 }
                 self.core.handle_speech_stopped();
             }
-            Effect::ShowImage(job) => {
-                if let Some(reply) = self.waiting.take_port(job.call) {
-                    self.show_image(*job, reply);
-                }
-            }
+            Effect::ShowImage(job) => self.show_image(*job),
         }
     }
 
@@ -679,35 +693,35 @@ impl Session {
 
     /// Fit a picture into the device's image box and send it; the work runs on its own
     /// task so the session keeps serving the device meanwhile.
-    fn show_image(&self, job: ImageJob, reply: Reply) {
+    /// Fit a picture into the device's image box and send its frames; the work runs on
+    /// a task of its own so the session keeps serving the device meanwhile, and the
+    /// outcome comes back through the mailbox (the core sends the caption after it).
+    fn show_image(&mut self, job: ImageJob) {
+        let ImageJob {
+            path,
+            image_box,
+            stream,
+            caption,
+            turn,
+            call,
+        } = job;
         let Some(outbox) = self.outboxes.current().map(|(_, outbox)| outbox.clone()) else {
-            let offline = Err(DeliveryError::Offline(self.core.chat()));
-            reply_done(reply, offline);
-            return;
+            let offline = DeliveryError::Offline(self.core.chat());
+            return self.answer(call, Err(offline.into()));
         };
-        let chat = self.core.chat();
+        let mailbox = self.mailbox.clone();
         tokio::spawn(async move {
-            let (width, height) = job.image_box;
-            let result = match image::send(&job.path, (width, height), job.stream, &outbox).await {
-                Ok(_) => {
-                    // A reply, not a notice: devices hide notices behind a picture,
-                    // while a reply stays in the conversation under it.
-                    if let Some(text) = job.caption.filter(|c| !c.is_empty()) {
-                        let caption = proto::ServerMessage::Reply(proto::Reply {
-                            turn: job.turn,
-                            text,
-                            interim: false,
-                        });
-                        let _ = outbox.send(Outgoing::Text(caption.encode())).await;
-                    }
-                    Ok(())
-                }
-                Err(err) => Err(DeliveryError::Unsupported {
-                    chat,
-                    reason: err.to_string(),
-                }),
+            let sent = image::send(&path, image_box, stream, &outbox)
+                .await
+                .map(drop)
+                .map_err(|err| err.to_string());
+            let sent = ImageSent {
+                call,
+                caption,
+                turn,
+                sent,
             };
-            reply_done(reply, result);
+            let _ = mailbox.send(Event::ImageSent(Box::new(sent))).await;
         });
     }
 }

@@ -15,14 +15,14 @@ use herald_mobile_proto::{limits, ClientFrame, Deliver};
 use herald_port::{DeliveryError, Notification, PairingCode, Platform, RequestError, Response};
 use herald_session::io::Close;
 use herald_session::mobile::{Core, Effect, SaveFile};
-use herald_session::{CallId, Counted, Ids};
+use herald_session::{done, CallId, Counted, Ids};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 use tracing::warn;
 
 use super::MobileHub;
-use crate::calls::{done, Call, Reply};
+use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::files;
