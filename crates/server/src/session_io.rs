@@ -1,7 +1,11 @@
-//! What the sessions of both platforms share between their sans-IO core and its shell:
-//! the outboxes the shell writes a core's frames to ([`Outboxes`]).
+//! What the shells of both platforms share around their session core: the outboxes the
+//! shell writes a core's frames to ([`Outboxes`]), and when a session next has work.
+
+use std::time::Duration;
 
 use herald_session::io::{Close, Frame, Transmit};
+use herald_session::SessionCore;
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::socket::{Outgoing, SendQueue};
@@ -35,11 +39,18 @@ impl Outboxes {
         }
     }
 
+    /// Write every frame `core` handed back, in order.
+    pub(crate) async fn flush(&self, core: &mut impl SessionCore) {
+        while let Some(transmit) = core.poll_transmit() {
+            self.send(transmit).await;
+        }
+    }
+
     /// The core's output is written: the replaced outbox goes, and so does the current
-    /// one once `is_current` says its connection ended.
-    pub(crate) fn settled(&mut self, is_current: impl Fn(u64) -> bool) {
+    /// one once the core says its connection ended.
+    pub(crate) fn settled(&mut self, core: &impl SessionCore) {
         self.replaced = None;
-        self.current.take_if(|(conn, _)| !is_current(*conn));
+        self.current.take_if(|(conn, _)| !core.is_current(*conn));
     }
 }
 
@@ -59,4 +70,25 @@ pub(crate) fn close_code(close: Close) -> CloseCode {
         Close::TooBig => CloseCode::Size,
         Close::Invalid => CloseCode::Invalid,
     }
+}
+
+/// When an idle session ends: nothing open in its core, and quiet for `after` since
+/// `last_event`, so devices that never come back do not keep a session each.
+pub(crate) fn retire_at(
+    core: &impl SessionCore,
+    last_event: Instant,
+    after: Duration,
+) -> Option<Instant> {
+    core.is_idle().then(|| last_event + after)
+}
+
+/// The session's next wake-up: the core's next timer or its retirement.
+pub(crate) fn next_deadline(
+    core: &impl SessionCore,
+    retire_at: Option<Instant>,
+) -> Option<Instant> {
+    [core.poll_timeout().map(Instant::from_std), retire_at]
+        .into_iter()
+        .flatten()
+        .min()
 }

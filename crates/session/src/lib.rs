@@ -29,7 +29,37 @@ mod testing;
 
 pub use ids::{Entropy, Ids};
 
+use std::time::Instant;
+
 use herald_port::{DeliveryError, Response};
+
+use crate::io::Transmit;
+
+/// What a shell needs of any session core, whatever its device: the frames and effects
+/// it handed back, when it next has work, and whether it may end.
+pub trait SessionCore {
+    /// The work this core hands its shell.
+    type Effect;
+
+    /// The device this session is for.
+    fn device_id(&self) -> &str;
+
+    /// The next frame for a connection.
+    fn poll_transmit(&mut self) -> Option<Transmit>;
+
+    /// The next effect for the shell.
+    fn poll_effect(&mut self) -> Option<Self::Effect>;
+
+    /// The earliest instant the core's timers have work.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// Nothing open that a retired session would lose.
+    fn is_idle(&self) -> bool;
+
+    /// Whether events of connection `conn` still count: a replaced or timed-out
+    /// connection's last frames are dropped.
+    fn is_current(&self, conn: u64) -> bool;
+}
 
 /// What the server's metrics count of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

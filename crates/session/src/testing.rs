@@ -34,10 +34,10 @@ macro_rules! driven {
         impl $crate::testing::Driven for $core {
             type Effect = $effect;
             fn next_effect(&mut self) -> Option<$effect> {
-                self.poll_effect()
+                $crate::SessionCore::poll_effect(self)
             }
             fn next_transmit(&mut self) -> Option<$crate::io::Transmit> {
-                self.poll_transmit()
+                $crate::SessionCore::poll_transmit(self)
             }
             fn call(
                 &mut self,

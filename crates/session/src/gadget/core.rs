@@ -22,7 +22,7 @@ use super::speech::{Speaking, SpeechChunk};
 use super::utterance::Utterance;
 use super::Peer;
 use crate::io::{Close, Frame, Queue, Transmit};
-use crate::{CallId, Counted, Ids};
+use crate::{CallId, Counted, Ids, SessionCore};
 
 /// Work the shell carries out for the core, in order.
 #[derive(Debug)]
@@ -196,51 +196,6 @@ impl Core {
         }
     }
 
-    // ---- what the shell reads ----
-
-    /// The device this session is for.
-    pub fn device_id(&self) -> &str {
-        &self.device_id
-    }
-
-    /// The next frame for a connection.
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop()
-    }
-
-    /// The next effect for the shell.
-    pub fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop()
-    }
-
-    /// The earliest instant [`Core::handle_timeout`] has work.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let conn = self.conn.as_ref().map(|c| {
-            c.next_ping
-                .min(c.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS)
-        });
-        [
-            conn,
-            self.prompts.next_deadline(),
-            self.actions.values().map(|a| a.deadline).min(),
-            self.sensors.deadline(),
-            self.ota.next_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    /// Nothing open: no connection, turn, question, action or firmware transfer
-    /// (updates resume from the store).
-    pub fn is_idle(&self) -> bool {
-        self.conn.is_none()
-            && self.turn.is_none()
-            && self.prompts.head().is_none()
-            && self.actions.is_empty()
-            && !self.ota.is_running()
-    }
-
     // ---- connections ----
 
     /// A connection finished its handshake; it replaces any other.
@@ -276,12 +231,6 @@ impl Core {
         }
         self.ota.attached();
         self.drain_ota();
-    }
-
-    /// Whether events of connection `conn` still count: a replaced or timed-out
-    /// connection's last frames are dropped.
-    pub fn is_current(&self, conn: u64) -> bool {
-        self.conn.as_ref().is_some_and(|c| c.id == conn)
     }
 
     /// Close the connection, if any, and forget it.
@@ -521,5 +470,53 @@ pub(super) fn profile(peer: &Peer, paired: bool) -> DeviceProfile {
         .into(),
         speaker_rate: peer.speaker_rate,
         actions: peer.actions.to_vec(),
+    }
+}
+
+impl SessionCore for Core {
+    type Effect = Effect;
+
+    fn device_id(&self) -> &str {
+        &self.device_id
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop()
+    }
+
+    fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop()
+    }
+
+    /// The earliest instant [`Core::handle_timeout`] has work.
+    fn poll_timeout(&self) -> Option<Instant> {
+        let conn = self.conn.as_ref().map(|c| {
+            c.next_ping
+                .min(c.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS)
+        });
+        [
+            conn,
+            self.prompts.next_deadline(),
+            self.actions.values().map(|a| a.deadline).min(),
+            self.sensors.deadline(),
+            self.ota.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Nothing open: no connection, turn, question, action or firmware transfer
+    /// (updates resume from the store).
+    fn is_idle(&self) -> bool {
+        self.conn.is_none()
+            && self.turn.is_none()
+            && self.prompts.head().is_none()
+            && self.actions.is_empty()
+            && !self.ota.is_running()
+    }
+
+    fn is_current(&self, conn: u64) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.id == conn)
     }
 }

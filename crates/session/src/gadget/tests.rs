@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::ota::{OtaEffect, Timeouts};
 use super::{Core, Effect, Peer};
-use crate::Ids;
+use crate::{Ids, SessionCore};
 
 const HEARTBEAT: Duration = Duration::from_secs(20);
 

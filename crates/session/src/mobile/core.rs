@@ -19,7 +19,7 @@ use tracing::warn;
 use super::seen::SeenIds;
 use super::uploads::{Upload, Uploads};
 use crate::io::{Close, Frame, Queue, Transmit};
-use crate::{CallId, Counted, Ids};
+use crate::{CallId, Counted, Ids, SessionCore};
 
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more
 /// while one answer is out is told to slow down.
@@ -161,39 +161,6 @@ impl Core {
             transmits: Queue::default(),
             effects: Queue::default(),
         }
-    }
-
-    // ---- what the shell reads ----
-
-    /// The phone this session is for.
-    pub fn device_id(&self) -> &str {
-        &self.device_id
-    }
-
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop()
-    }
-
-    pub fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop()
-    }
-
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let cards = self.cards.values().map(|c| c.expires).min();
-        [cards, self.idle_at].into_iter().flatten().min()
-    }
-
-    /// Nothing open: no connection, turn, card, avatar change or authorizer question.
-    pub fn is_idle(&self) -> bool {
-        self.conn.is_none()
-            && self.turn.is_none()
-            && self.cards.is_empty()
-            && self.idle_at.is_none()
-            && self.held.is_empty()
-    }
-
-    pub fn is_current(&self, conn: u64) -> bool {
-        self.conn == Some(conn)
     }
 
     // ---- connections ----
@@ -399,5 +366,39 @@ impl Core {
             ErrorCode::RateLimited,
             "too many messages at once; try again shortly",
         );
+    }
+}
+
+impl SessionCore for Core {
+    type Effect = Effect;
+
+    fn device_id(&self) -> &str {
+        &self.device_id
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop()
+    }
+
+    fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let cards = self.cards.values().map(|c| c.expires).min();
+        [cards, self.idle_at].into_iter().flatten().min()
+    }
+
+    /// Nothing open: no connection, turn, card, avatar change or authorizer question.
+    fn is_idle(&self) -> bool {
+        self.conn.is_none()
+            && self.turn.is_none()
+            && self.cards.is_empty()
+            && self.idle_at.is_none()
+            && self.held.is_empty()
+    }
+
+    fn is_current(&self, conn: u64) -> bool {
+        self.conn == Some(conn)
     }
 }

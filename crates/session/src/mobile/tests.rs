@@ -11,7 +11,7 @@ use herald_port::{
 use serde_json::{json, Value};
 
 use super::{Core, Effect};
-use crate::Ids;
+use crate::{Ids, SessionCore};
 
 const USER: &str = "alice";
 

@@ -24,7 +24,7 @@ use herald_port::{
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
 use herald_session::io::Close;
-use herald_session::{done, CallId, Counted, Ids};
+use herald_session::{done, CallId, Counted, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
@@ -39,7 +39,7 @@ use crate::clock::now_ms;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::ids::OsEntropy;
 use crate::queue;
-use crate::session_io::Outboxes;
+use crate::session_io::{self, Outboxes};
 use crate::socket::{Closed, Outgoing, Room, SendQueue};
 use crate::store::OtaUpdate;
 
@@ -301,17 +301,11 @@ impl Session {
     /// or firmware transfer; updates resume from the store) and quiet for
     /// [`RETIRE_AFTER`], so devices that never come back do not keep a session each.
     fn retire_at(&self) -> Option<Instant> {
-        self.core.is_idle().then(|| self.last_event + RETIRE_AFTER)
+        session_io::retire_at(&self.core, self.last_event, RETIRE_AFTER)
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [
-            self.core.poll_timeout().map(Instant::from_std),
-            self.retire_at(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        session_io::next_deadline(&self.core, self.retire_at())
     }
 
     /// Where the next firmware frame goes, once the window is open: it waits for room
@@ -409,14 +403,11 @@ impl Session {
         if !self.core.ota_is_running() {
             self.image = None;
         }
-        let core = &self.core;
-        self.outboxes.settled(|conn| core.is_current(conn));
+        self.outboxes.settled(&self.core);
     }
 
     async fn flush(&mut self) {
-        while let Some(transmit) = self.core.poll_transmit() {
-            self.outboxes.send(transmit).await;
-        }
+        self.outboxes.flush(&mut self.core).await;
     }
 
     async fn carry_out(&mut self, effect: Effect) {

@@ -15,7 +15,7 @@ use herald_mobile_proto::{limits, ClientFrame, Deliver};
 use herald_port::{DeliveryError, Notification, PairingCode, Platform, RequestError, Response};
 use herald_session::io::Close;
 use herald_session::mobile::{Core, Effect, SaveFile};
-use herald_session::{done, CallId, Counted, Ids};
+use herald_session::{done, CallId, Counted, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
@@ -28,7 +28,7 @@ use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::files;
 use crate::ids::OsEntropy;
 use crate::queue;
-use crate::session_io::Outboxes;
+use crate::session_io::{self, Outboxes};
 use crate::socket::{Outgoing, SendQueue};
 
 /// Frames kept for a phone that is away lapse after this long.
@@ -149,17 +149,11 @@ impl Session {
     /// for as long as its remembered ids count, so ending it forgets nothing that
     /// matters and abandoned device ids do not keep a session each.
     fn retire_at(&self) -> Option<Instant> {
-        self.core.is_idle().then(|| self.last_event + RETIRE_AFTER)
+        session_io::retire_at(&self.core, self.last_event, RETIRE_AFTER)
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [
-            self.core.poll_timeout().map(Instant::from_std),
-            self.retire_at(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        session_io::next_deadline(&self.core, self.retire_at())
     }
 
     fn handle(&mut self, event: Event, now: Instant) {
@@ -207,14 +201,11 @@ impl Session {
             };
             self.carry_out(effect).await;
         }
-        let core = &self.core;
-        self.outboxes.settled(|conn| core.is_current(conn));
+        self.outboxes.settled(&self.core);
     }
 
     async fn flush(&mut self) {
-        while let Some(transmit) = self.core.poll_transmit() {
-            self.outboxes.send(transmit).await;
-        }
+        self.outboxes.flush(&mut self.core).await;
     }
 
     async fn carry_out(&mut self, effect: Effect) {
