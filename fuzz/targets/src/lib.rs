@@ -12,13 +12,6 @@ mod media;
 mod mobile;
 mod upload;
 
-// The server's upload assembly is private to `herald-server`; its file has no
-// dependencies inside that crate, so it is compiled here unchanged.
-#[path = "../../../crates/server/src/mobile/uploads.rs"]
-#[rustfmt::skip] // formatted, linted and tested with the server
-#[allow(dead_code)]
-mod uploads;
-
 pub use bridge::bridge_line;
 pub use gadget::{gadget_frame, gadget_text, ota_image};
 pub use media::{text_shaping, wav_inspect};

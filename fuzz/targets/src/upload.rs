@@ -1,16 +1,15 @@
-//! The server's reassembly of files phones upload in chunks, and the budget phones share,
-//! against a record of what they were given.
+//! The phone session's reassembly of files phones upload in chunks, and the budget phones
+//! share, against a record of what they were given.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use std::sync::Arc;
 
 use arbitrary::{Result, Unstructured};
 use herald_mobile_proto::limits::{MAX_OPEN_UPLOADS, MAX_PARTS, MIN_CHUNK_BYTES};
 use herald_mobile_proto::{base64_decoded_len, encode_base64, MediaKind, MediaUp};
 
-use crate::uploads::{Accepted, UploadBudget, Uploads};
+use herald_session::mobile::uploads::{Accepted, UploadBudget, UploadError, Uploads};
 
 /// Series ids: one more than the open-series cap, so the cap is reachable.
 const IDS: [&str; MAX_OPEN_UPLOADS + 1] = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
@@ -40,12 +39,27 @@ struct Phone {
 }
 
 impl Phone {
-    fn new(max_bytes: usize, budget: &Arc<UploadBudget>) -> Phone {
+    fn new(max_bytes: usize) -> Phone {
         Phone {
-            uploads: Uploads::new(max_bytes, budget.clone()),
+            uploads: Uploads::new(max_bytes),
             user: "",
             open: HashMap::new(),
         }
+    }
+
+    /// A chunk, reserved from `budget` as the phone's shell would.
+    fn accept(
+        &mut self,
+        budget: &mut UploadBudget,
+        frame: MediaUp,
+    ) -> Result<Accepted, UploadError> {
+        self.uploads.accept_within(frame, budget, self.user)
+    }
+
+    /// The connection is gone, or its user changes: what it held goes back.
+    fn clear(&mut self, budget: &mut UploadBudget) {
+        self.uploads.clear_within(budget, self.user);
+        self.open.clear();
     }
 
     fn held(&self) -> usize {
@@ -63,34 +77,30 @@ fn run(u: &mut Unstructured) -> Result<()> {
     let max_bytes = MIN_CHUNK_BYTES * u.int_in_range(1..=4)?;
     let per_user = MIN_CHUNK_BYTES * u.int_in_range(1..=4)?;
     let total = MIN_CHUNK_BYTES * u.int_in_range(1..=6)?;
-    let budget = Arc::new(UploadBudget::new(per_user, total));
-    let mut phones = [
-        Phone::new(max_bytes, &budget),
-        Phone::new(max_bytes, &budget),
-    ];
+    let budget = &mut UploadBudget::new(per_user, total);
+    let mut phones = [Phone::new(max_bytes), Phone::new(max_bytes)];
     for _ in 0..MAX_FRAMES {
         if u.is_empty() {
             break;
         }
         let phone = &mut phones[usize::from(u.arbitrary::<bool>()?)];
         match u.int_in_range(0..=31)? {
-            0 | 1 => {
-                phone.uploads.clear();
-                phone.open.clear();
-            }
+            0 | 1 => phone.clear(budget),
             2 | 3 => {
                 let user = *u.choose(&USERS)?;
-                phone.uploads.set_user(user);
                 if user != phone.user {
-                    phone.open.clear();
+                    phone.clear(budget);
                     phone.user = user;
                 }
             }
             // A reconnect: the old connection's uploads go with it.
-            4 => *phone = Phone::new(max_bytes, &budget),
+            4 => {
+                phone.clear(budget);
+                *phone = Phone::new(max_bytes);
+            }
             _ => {
                 if let Some((frame, sent)) = chunk(u)? {
-                    send(phone, frame, &sent, max_bytes);
+                    send(phone, budget, frame, &sent, max_bytes);
                 }
             }
         }
@@ -109,8 +119,11 @@ fn run(u: &mut Unstructured) -> Result<()> {
         assert!(all <= total, "{all} bytes held, over {total}");
     }
     // Whatever happened, nothing stays counted once the phones are gone.
-    drop(phones);
-    let mut phone = Phone::new(usize::MAX, &budget);
+    for phone in &mut phones {
+        phone.clear(budget);
+    }
+    assert_eq!(budget.held(), 0, "bytes still counted");
+    let mut phone = Phone::new(usize::MAX);
     let room = per_user.min(total) / MIN_CHUNK_BYTES;
     for part in 0..room {
         let frame = MediaUp {
@@ -123,19 +136,25 @@ fn run(u: &mut Unstructured) -> Result<()> {
             part: u32::try_from(part).unwrap_or(u32::MAX),
             parts: u32::try_from(room + 1).unwrap_or(u32::MAX),
         };
-        let accepted = phone.uploads.accept(frame);
+        let accepted = phone.accept(budget, frame);
         assert_eq!(
             accepted,
             Ok(Accepted::Partial),
             "budget left over after {part} chunks"
         );
     }
-    phone.uploads.clear();
+    phone.clear(budget);
     Ok(())
 }
 
 /// Sends one chunk and checks the answer against what the phone sent before.
-fn send(phone: &mut Phone, frame: MediaUp, sent: &[u8], max_bytes: usize) {
+fn send(
+    phone: &mut Phone,
+    budget: &mut UploadBudget,
+    frame: MediaUp,
+    sent: &[u8],
+    max_bytes: usize,
+) {
     let (id, part, parts, kind, last) = (
         frame.id.clone(),
         frame.part,
@@ -143,7 +162,7 @@ fn send(phone: &mut Phone, frame: MediaUp, sent: &[u8], max_bytes: usize) {
         frame.kind,
         frame.is_last(),
     );
-    let Ok(accepted) = phone.uploads.accept(frame) else {
+    let Ok(accepted) = phone.accept(budget, frame) else {
         // A refused chunk drops its series; a single-part file belongs to none.
         if parts > 1 {
             phone.open.remove(&id);
@@ -173,6 +192,7 @@ fn send(phone: &mut Phone, frame: MediaUp, sent: &[u8], max_bytes: usize) {
     });
     match accepted {
         Accepted::Duplicate => assert!(series.chunks.contains_key(&part)),
+        Accepted::NeedsBudget { .. } => panic!("a reservation left unanswered"),
         Accepted::Partial => {
             assert!(
                 series.chunks.insert(part, sent.to_vec()).is_none(),

@@ -251,6 +251,30 @@ impl Uploads {
         }))
     }
 
+    /// [`Uploads::accept`] for an owner that holds `budget` itself (the session's shell
+    /// answers through effects instead): reserves for `user` at once and gives back
+    /// what was let go.
+    pub fn accept_within(
+        &mut self,
+        frame: MediaUp,
+        budget: &mut UploadBudget,
+        user: &str,
+    ) -> Result<Accepted, UploadError> {
+        let mut accepted = self.accept(frame);
+        if let Ok(Accepted::NeedsBudget { bytes }) = accepted {
+            let granted = budget.reserve(user, bytes).map_err(|e| e.to_string());
+            accepted = self.budget_answer(granted);
+        }
+        budget.release(user, self.take_released());
+        accepted
+    }
+
+    /// [`Uploads::clear`], giving what was held back to `budget` for `user`.
+    pub fn clear_within(&mut self, budget: &mut UploadBudget, user: &str) {
+        self.clear();
+        budget.release(user, self.take_released());
+    }
+
     /// Bytes the uploads let go since the last call: give them back to the budget.
     pub fn take_released(&mut self) -> usize {
         std::mem::take(&mut self.released)
@@ -361,18 +385,11 @@ mod tests {
             budget: &mut UploadBudget,
             frame: MediaUp,
         ) -> Result<Accepted, UploadError> {
-            let mut accepted = self.uploads.accept(frame);
-            if let Ok(Accepted::NeedsBudget { bytes }) = accepted {
-                let granted = budget.reserve(self.user, bytes).map_err(|e| e.to_string());
-                accepted = self.uploads.budget_answer(granted);
-            }
-            budget.release(self.user, self.uploads.take_released());
-            accepted
+            self.uploads.accept_within(frame, budget, self.user)
         }
 
         fn clear(&mut self, budget: &mut UploadBudget) {
-            self.uploads.clear();
-            budget.release(self.user, self.uploads.take_released());
+            self.uploads.clear_within(budget, self.user);
         }
     }
 
