@@ -1,5 +1,6 @@
 //! Firmware updates: a push, its staged copy and its transfer under kills.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -26,6 +27,15 @@ async fn ota_status(herald: &Herald, id: &str) -> Option<Value> {
         404 => None,
         _ => panic!("GET {path}: {status} {update}"),
     }
+}
+
+/// What `staged` still lists once the server has had 5 s to sweep it.
+async fn left_after_sweep(staged: impl Fn() -> Vec<PathBuf>) -> Vec<PathBuf> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !staged().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    staged()
 }
 
 fn is_active(update: &Value) -> bool {
@@ -112,11 +122,7 @@ async fn ota_run(seed: u64) -> usize {
             .map(|d| d.map(|e| e.unwrap().path()).collect::<Vec<_>>())
             .unwrap_or_default()
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !staged().is_empty() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let left = staged();
+    let left = left_after_sweep(staged).await;
     assert!(
         left.is_empty(),
         "staged images left behind in {} (the push {} answered; the update now: {update:?}): \
@@ -188,11 +194,7 @@ async fn staging_run(seed: u64) -> usize {
         .await;
     let update = ota_status(&herald, &id).await;
     assert!(update.is_none(), "an update was recorded: {update:?}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !staged().is_empty() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let left = staged();
+    let left = left_after_sweep(staged).await;
     assert!(
         left.is_empty(),
         "a push killed after staging its image and before recording the update leaves \
