@@ -10,9 +10,9 @@
 //!
 //! An update takes the steps it takes on an ESP32: `ota_begin` erases the partition,
 //! `ota_write` appends, `ota_finish` checks the image header the way a bootloader would and
-//! marks the image to boot next. [`SimHost::boot`] then switches to it on probation,
-//! reading the version from the image itself; [`SimHost::confirm`] keeps it and
-//! [`SimHost::rollback`] goes back to the one before.
+//! marks the image to boot next. [`Flash::boot`] then switches to it on probation,
+//! reading the version from the image itself; [`Flash::confirm`] keeps it and
+//! [`Flash::rollback`] goes back to the one before.
 
 use std::fs::File;
 use std::io::Write;
@@ -24,6 +24,8 @@ use herald_files::{create_private_dir, write_private};
 use herald_gadget_proto::limits::KEY_LEN;
 use herald_gadget_proto::ota_image::inspect_image;
 use serde::{Deserialize, Serialize};
+
+use crate::runner::Flash;
 
 const KEY_FILE: &str = "key";
 const FIRMWARE_FILE: &str = "firmware.json";
@@ -79,56 +81,6 @@ impl SimHost {
         })
     }
 
-    /// What the board knows when it powers on, switching first to an image installed for
-    /// the next boot. Returns it with the version that runs.
-    pub fn boot(&mut self) -> anyhow::Result<(Boot, String)> {
-        if self.firmware.next {
-            let image = std::fs::read(self.dir.join(PARTITION_FILE))
-                .context("cannot read the installed image")?;
-            let info = inspect_image(&image).context("the installed image does not boot")?;
-            let previous = std::mem::replace(&mut self.firmware.running, info.version);
-            self.firmware.previous = Some(previous);
-            self.firmware.probation = true;
-            self.firmware.next = false;
-            self.save()?;
-        }
-        let boot = Boot {
-            key: self.load_key()?,
-            probation: self.firmware.probation,
-        };
-        Ok((boot, self.firmware.running.clone()))
-    }
-
-    /// The running firmware reached a server: keep it.
-    pub fn confirm(&mut self) -> anyhow::Result<()> {
-        self.firmware.probation = false;
-        self.firmware.previous = None;
-        self.save()
-    }
-
-    /// The running firmware failed its probation: the next boot runs the one before.
-    /// Returns that version.
-    pub fn rollback(&mut self) -> anyhow::Result<String> {
-        if let Some(previous) = self.firmware.previous.take() {
-            self.firmware.running = previous;
-        }
-        self.firmware.probation = false;
-        self.firmware.next = false;
-        self.save()?;
-        Ok(self.firmware.running.clone())
-    }
-
-    /// Whether the running firmware waits for its first `welcome` to be kept.
-    pub fn on_probation(&self) -> bool {
-        self.firmware.probation
-    }
-
-    pub fn store_key(&self, key: &[u8; KEY_LEN]) -> anyhow::Result<()> {
-        let path = self.dir.join(KEY_FILE);
-        write_private(&path, format!("{}\n", hex::encode(key)).as_bytes())
-            .with_context(|| format!("cannot store the device key in {}", path.display()))
-    }
-
     fn load_key(&self) -> anyhow::Result<Option<[u8; KEY_LEN]>> {
         let path = self.dir.join(KEY_FILE);
         let text = match std::fs::read_to_string(&path) {
@@ -150,6 +102,52 @@ impl SimHost {
         let path = self.dir.join(FIRMWARE_FILE);
         let json = serde_json::to_vec_pretty(&self.firmware)?;
         write_private(&path, &json).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+impl Flash for SimHost {
+    fn boot(&mut self) -> anyhow::Result<(Boot, String)> {
+        if self.firmware.next {
+            let image = std::fs::read(self.dir.join(PARTITION_FILE))
+                .context("cannot read the installed image")?;
+            let info = inspect_image(&image).context("the installed image does not boot")?;
+            let previous = std::mem::replace(&mut self.firmware.running, info.version);
+            self.firmware.previous = Some(previous);
+            self.firmware.probation = true;
+            self.firmware.next = false;
+            self.save()?;
+        }
+        let boot = Boot {
+            key: self.load_key()?,
+            probation: self.firmware.probation,
+        };
+        Ok((boot, self.firmware.running.clone()))
+    }
+
+    fn store_key(&mut self, key: &[u8; KEY_LEN]) -> anyhow::Result<()> {
+        let path = self.dir.join(KEY_FILE);
+        write_private(&path, format!("{}\n", hex::encode(key)).as_bytes())
+            .with_context(|| format!("cannot store the device key in {}", path.display()))
+    }
+
+    fn confirm(&mut self) -> anyhow::Result<()> {
+        self.firmware.probation = false;
+        self.firmware.previous = None;
+        self.save()
+    }
+
+    fn rollback(&mut self) -> anyhow::Result<String> {
+        if let Some(previous) = self.firmware.previous.take() {
+            self.firmware.running = previous;
+        }
+        self.firmware.probation = false;
+        self.firmware.next = false;
+        self.save()?;
+        Ok(self.firmware.running.clone())
+    }
+
+    fn on_probation(&self) -> bool {
+        self.firmware.probation
     }
 }
 

@@ -10,7 +10,8 @@
 //! Layout, one responsibility a file: `boards` (the profiles), `host` (the state
 //! directory as flash), `runner` (the task that drives the core), `audio` (microphone and
 //! speaker files), `render` (the screen as text), `script` (the script language) and
-//! `tui` (interactive mode). This file holds the options and [`run`], which wires them
+//! `tui` (interactive mode). [`runner`] is public: the fault-injection tests drive their
+//! gadgets with it, on a flash of their own. This file holds the options and [`run`], which wires them
 //! together. Where to connect is the caller's to decide (the `herald` CLI asks the server
 //! running on the data directory): [`run`] takes the URL and the data directory resolved.
 
@@ -22,7 +23,7 @@ mod boards;
 pub mod gadget;
 mod host;
 mod render;
-mod runner;
+pub mod runner;
 mod script;
 mod tui;
 
@@ -34,6 +35,7 @@ use clap::Args;
 use herald_device::DeviceConfig;
 
 use boards::Board;
+use host::SimHost;
 use runner::{Command, Settings};
 
 /// The simulated device and how it is driven (the URL it connects to is the caller's).
@@ -89,12 +91,12 @@ pub fn run(url: String, data_dir: &Path, args: SimArgs) -> anyhow::Result<()> {
              commands on standard input)"
         );
     }
+    let flash = SimHost::open(&state_dir, &config.firmware)?;
     let settings = Settings {
         url,
         speaker: args
             .speaker
             .unwrap_or_else(|| state_dir.join("speaker.wav")),
-        state_dir,
         config,
         mic,
         echo: args.headless,
@@ -102,12 +104,14 @@ pub fn run(url: String, data_dir: &Path, args: SimArgs) -> anyhow::Result<()> {
         actions: Vec::new(),
         invocations: None,
         live: None,
+        fast_reconnect: false,
+        heard: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let (handle, board) = runner::start(settings)?;
+        let (handle, board) = runner::start(settings, flash)?;
         let outcome = match (args.headless, script) {
             (true, Some(lines)) => script::run(&handle, lines).await,
             (true, None) => script::run_stdin(&handle).await,

@@ -9,8 +9,10 @@
 //! answer already sees what the request did. Frontends never touch the core: the core sees
 //! one event at a time, in one order, as on the board.
 //!
-//! A restart (after an update is installed, or a rollback) builds a new `Device` from the
-//! state directory, as a power cycle would: the same key, the firmware the host boots.
+//! A restart (after an update is installed, or a rollback) builds a new `Device` on the same
+//! [`Flash`], as a power cycle would: the same key, the firmware the flash boots. The
+//! simulator's flash is a state directory (`SimHost`); a test brings its own, and watches
+//! the protocol through [`Settings::heard`].
 
 //!
 //! This file owns the task ([`start`] and the loop); [`frontend`] holds what a frontend
@@ -23,8 +25,10 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_device::{Action, Button, Device, DeviceConfig, Event, Instant, Mode};
-use herald_gadget_proto::limits::AUDIO_FRAME_MS;
+use herald_device::{
+    Action, Boot, Button, Device, DeviceConfig, Event, Host, Instant, Mode, Phase,
+};
+use herald_gadget_proto::limits::{AUDIO_FRAME_MS, KEY_LEN};
 use herald_gadget_proto::{ActionSpec, ErrorCode};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -32,7 +36,6 @@ use tokio::time::{Interval, MissedTickBehavior};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::audio::{Mic, Speaker};
-use super::host::SimHost;
 use super::render::{Replies, Shown};
 use frontend::{Answer, Request};
 pub use frontend::{Command, Handle, Snapshot};
@@ -47,12 +50,30 @@ const MAX_COLOR: usize = 32;
 const ENTERED_KEPT: usize = 64;
 /// Close code the board uses when it goes away on its own (restart, power off).
 const GOING_AWAY: u16 = 1001;
+/// The real time an offline board waits between attempts with [`Settings::fast_reconnect`]:
+/// short, yet no busy loop while the server is down.
+const FAST_RETRY: Duration = Duration::from_millis(20);
+
+/// What the board keeps across power cycles, beside the [`Host`] services the core calls.
+pub trait Flash: Host + Send + 'static {
+    /// Powers on, switching first to an image installed for the next boot: what the core
+    /// is told, and the firmware version that runs.
+    fn boot(&mut self) -> anyhow::Result<(Boot, String)>;
+    /// Keeps the device key the core made.
+    fn store_key(&mut self, key: &[u8; KEY_LEN]) -> anyhow::Result<()>;
+    /// The running firmware reached a server: keep it.
+    fn confirm(&mut self) -> anyhow::Result<()>;
+    /// The running firmware failed its probation: the next boot runs the one before.
+    /// Returns that version.
+    fn rollback(&mut self) -> anyhow::Result<String>;
+    /// Whether the running firmware waits for its first `welcome` to be kept.
+    fn on_probation(&self) -> bool;
+}
 
 /// How to run the board.
 pub struct Settings {
     pub url: String,
     pub config: DeviceConfig,
-    pub state_dir: PathBuf,
     /// What the microphone hears when TALK is pressed (silence when `None`).
     pub mic: Option<Vec<i16>>,
     pub speaker: PathBuf,
@@ -67,7 +88,18 @@ pub struct Settings {
     pub invocations: Option<mpsc::Sender<Invocation>>,
     /// Real sound in and out, in place of `mic` and the `speaker` file.
     pub live: Option<Box<dyn LiveSound>>,
+    /// Offline, try again after [`FAST_RETRY`] instead of the core's backoff, with the
+    /// core's clock moved on by the wait skipped: tests that kill the server find the
+    /// restarted one at once. On probation the board waits for real, so that the
+    /// probation does not run out meanwhile.
+    pub fast_reconnect: bool,
+    /// Sees each text frame from the server before the core does (tests watch the
+    /// protocol with it).
+    pub heard: Option<Heard>,
 }
+
+/// What [`Settings::heard`] calls with each text frame.
+pub type Heard = Box<dyn FnMut(&str) + Send>;
 
 /// A microphone and a speaker that are really there (a sound card).
 pub trait LiveSound: Send {
@@ -89,12 +121,14 @@ pub struct Invocation {
     pub args: Value,
 }
 
-/// Boots the board and starts its task; the task ends after [`Command::Quit`] or when
-/// every [`Handle`] is gone.
-pub fn start(
+/// Boots the board on `flash` and starts its task; the task ends after [`Command::Quit`],
+/// when every [`Handle`] is gone, or with an error when the server refuses the board for
+/// good.
+pub fn start<F: Flash>(
     settings: Settings,
+    flash: F,
 ) -> anyhow::Result<(Handle, tokio::task::JoinHandle<anyhow::Result<()>>)> {
-    let device = boot(&settings, Instant::from_millis(0))?;
+    let device = boot(&settings, flash, Instant::from_millis(0))?;
     let shown = Shown::new(&device.view(), None);
     let snapshot = Snapshot {
         entered: VecDeque::from([(1, shown.screen)]),
@@ -123,6 +157,8 @@ pub fn start(
         device,
         link: Link::Down,
         origin: tokio::time::Instant::now(),
+        skipped: 0,
+        restart_due: false,
         inbox,
         publish,
         printed: String::new(),
@@ -145,15 +181,14 @@ pub fn start(
     Ok((handle, tokio::spawn(runner.run())))
 }
 
-/// Powers the board on from its state directory.
-fn boot(settings: &Settings, now: Instant) -> anyhow::Result<Device<SimHost>> {
-    let mut host = SimHost::open(&settings.state_dir, &settings.config.firmware)?;
-    let (boot, firmware) = host.boot()?;
+/// Powers the board on from its flash.
+fn boot<F: Flash>(settings: &Settings, mut flash: F, now: Instant) -> anyhow::Result<Device<F>> {
+    let (boot, firmware) = flash.boot()?;
     let config = DeviceConfig {
         firmware,
         ..settings.config.clone()
     };
-    let mut device = Device::new(config, boot, host, now);
+    let mut device = Device::new(config, boot, flash, now);
     if settings.led_action {
         device.register_action(ActionSpec {
             name: LED_ACTION.to_owned(),
@@ -191,11 +226,15 @@ struct Saying {
     done: oneshot::Sender<Answer>,
 }
 
-struct Runner {
+struct Runner<F: Flash> {
     settings: Settings,
-    device: Device<SimHost>,
+    device: Device<F>,
     link: Link,
     origin: tokio::time::Instant,
+    /// Milliseconds of backoff skipped with [`Settings::fast_reconnect`].
+    skipped: u64,
+    /// The core asked for a restart; the rest of its actions die with it.
+    restart_due: bool,
     inbox: mpsc::Receiver<Request>,
     publish: watch::Sender<Snapshot>,
     /// The summary last printed, in echo mode.
@@ -213,28 +252,38 @@ struct Runner {
 }
 
 enum Wake {
-    Deadline,
+    /// The core's deadline came, or (skipping a backoff) the clock is to jump to it.
+    Deadline(Option<Instant>),
     Link(LinkEvent),
     Mic,
     LiveMic(Option<Result<Vec<i16>, String>>),
     Request(Option<Request>),
 }
 
-impl Runner {
+impl<F: Flash> Runner<F> {
     async fn run(mut self) -> anyhow::Result<()> {
         let mut quit = None;
         let result = loop {
             if let Err(e) = self.perform().await {
                 break Err(e);
             }
+            if std::mem::take(&mut self.restart_due) {
+                // The old core's queued actions go with it; the new one's come next.
+                self = self.restart().await?;
+                continue;
+            }
             self.publish();
             for (done, answer) in self.answers.drain(..) {
                 let _ = done.send(answer);
             }
             let wake = self.wait().await;
+            if let Wake::Deadline(Some(at)) = wake {
+                let ahead = at.saturating_duration_since(self.now()).as_millis();
+                self.skipped += u64::try_from(ahead).unwrap_or(0);
+            }
             let now = self.now();
             match wake {
-                Wake::Deadline => self.device.handle_timeout(now),
+                Wake::Deadline(_) => self.device.handle_timeout(now),
                 Wake::Link(event) => {
                     if let Err(e) = self.on_link(event, now) {
                         break Err(e);
@@ -262,15 +311,26 @@ impl Runner {
     }
 
     fn now(&self) -> Instant {
-        Instant::from_millis(u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX))
+        let real = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Instant::from_millis(real.saturating_add(self.skipped))
     }
 
     /// Waits for the next thing to happen.
     async fn wait(&mut self) -> Wake {
-        let deadline = self
-            .device
-            .next_deadline()
-            .map(|d| self.origin + Duration::from_millis(d.as_millis()));
+        let next = self.device.next_deadline();
+        let skip = self.settings.fast_reconnect
+            && self.device.phase() == Phase::Offline
+            && !self.device.host().on_probation();
+        let deadline = next.map(|d| {
+            let at =
+                self.origin + Duration::from_millis(d.as_millis().saturating_sub(self.skipped));
+            if skip {
+                at.min(tokio::time::Instant::now() + FAST_RETRY)
+            } else {
+                at
+            }
+        });
+        let jump = next.filter(|_| skip);
         let Runner {
             link,
             listening,
@@ -294,7 +354,7 @@ impl Runner {
             }
         };
         tokio::select! {
-            () = timer => Wake::Deadline,
+            () = timer => Wake::Deadline(jump),
             event = link.next() => Wake::Link(event),
             wake = mic => wake,
             request = inbox.recv() => Wake::Request(request),
@@ -306,6 +366,9 @@ impl Runner {
         loop {
             while let Some(action) = self.device.poll_action() {
                 self.act(action).await?;
+                if self.restart_due {
+                    return Ok(());
+                }
             }
             // A Say whose recording did not start, or stopped early, lets TALK go.
             if self.listening.is_some() {
@@ -353,7 +416,7 @@ impl Runner {
             Action::SetVolume(percent) => self.note(format!("volume {percent}%")),
             Action::SetBrightness(percent) => self.note(format!("brightness {percent}%")),
             Action::StoreKey(key) => {
-                if let Err(e) = self.device.host().store_key(&key) {
+                if let Err(e) = self.device.host_mut().store_key(&key) {
                     self.note(format!("{e:#}"));
                 }
             }
@@ -366,9 +429,9 @@ impl Runner {
             Action::Rollback => {
                 let version = self.device.host_mut().rollback()?;
                 self.note(format!("firmware failed its probation; back to {version}"));
-                self.restart().await?;
+                self.restart_due = true;
             }
-            Action::Restart => self.restart().await?,
+            Action::Restart => self.restart_due = true,
         }
         Ok(())
     }
@@ -387,8 +450,8 @@ impl Runner {
         }
     }
 
-    /// A power cycle: the connection drops and the board boots what the host boots.
-    async fn restart(&mut self) -> anyhow::Result<()> {
+    /// A power cycle: the connection drops and the board boots what its flash boots.
+    async fn restart(mut self) -> anyhow::Result<Self> {
         self.link.close(GOING_AWAY, "restart").await;
         self.listening = None;
         if let Some(say) = self.say.take() {
@@ -396,7 +459,8 @@ impl Runner {
                 .push((say.done, Err("the device restarted".to_owned())));
         }
         self.save_speaker();
-        self.device = boot(&self.settings, self.now())?;
+        let now = self.now();
+        self.device = boot(&self.settings, self.device.into_host(), now)?;
         let config = self.device.config();
         let probation = if self.device.host().on_probation() {
             " on probation"
@@ -408,7 +472,7 @@ impl Runner {
             config.firmware
         ));
         self.redraw = true;
-        Ok(())
+        Ok(self)
     }
 
     fn start_mic(&mut self) {
@@ -526,7 +590,12 @@ impl Runner {
         }
         match event {
             LinkEvent::Connected => self.device.handle(Event::Connected, now),
-            LinkEvent::Text(text) => self.device.handle(Event::Text(text.as_str()), now),
+            LinkEvent::Text(text) => {
+                if let Some(heard) = self.settings.heard.as_mut() {
+                    heard(text.as_str());
+                }
+                self.device.handle(Event::Text(text.as_str()), now);
+            }
             LinkEvent::Binary(bytes) => self.device.handle(Event::Binary(&bytes), now),
             LinkEvent::Closed {
                 code,

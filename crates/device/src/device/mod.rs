@@ -303,6 +303,11 @@ impl<H: Host> Device<H> {
         &mut self.host
     }
 
+    /// The host back: a power cycle keeps the flash and boots a new core on it.
+    pub fn into_host(self) -> H {
+        self.host
+    }
+
     /// Whether the server reported the device as paired.
     pub fn is_paired(&self) -> bool {
         self.paired

@@ -21,6 +21,7 @@ use super::config::{GadgetConfig, GpioConfig};
 use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
 use super::status::Status;
+use crate::host::SimHost;
 use crate::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
 
 /// The board name the service announces.
@@ -92,27 +93,33 @@ pub fn device_config(config: &GadgetConfig) -> DeviceConfig {
     }
 }
 
-/// How the runner runs this gadget; `echo` prints every screen to standard output.
-pub fn settings(
+/// Boots the gadget on its state directory and starts the runner; `echo` prints every
+/// screen to standard output.
+pub fn start(
     config: &GadgetConfig,
     state_dir: &Path,
     outputs: &Outputs,
     invocations: Option<mpsc::Sender<Invocation>>,
     live: Option<Box<dyn LiveSound>>,
     echo: bool,
-) -> Settings {
-    Settings {
-        url: config.server.clone(),
-        config: device_config(config),
+) -> anyhow::Result<(Handle, tokio::task::JoinHandle<anyhow::Result<()>>)> {
+    let url = config.server.clone();
+    let config = device_config(config);
+    let flash = SimHost::open(state_dir, &config.firmware)?;
+    let settings = Settings {
+        url,
+        config,
         speaker: state_dir.join("speaker.wav"),
-        state_dir: state_dir.to_owned(),
         mic: None,
         echo,
         led_action: false,
         actions: outputs.specs(),
         invocations,
         live,
-    }
+        fast_reconnect: false,
+        heard: None,
+    };
+    runner::start(settings, flash)
 }
 
 /// Runs the service until a signal or a failure.
@@ -133,8 +140,7 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let outputs = Outputs::new(config.gpio.as_ref().map_or(&[][..], |g| &g.outputs));
     let (invoke_tx, invocations) = mpsc::channel(QUEUE);
     let live = open_sound(&config)?;
-    let settings = settings(&config, &state_dir, &outputs, Some(invoke_tx), live, true);
-    let (handle, board) = runner::start(settings)?;
+    let (handle, board) = start(&config, &state_dir, &outputs, Some(invoke_tx), live, true)?;
     let status = Arc::new(Status::default());
     status.set_outputs(outputs.states());
 
@@ -437,14 +443,14 @@ mod tests {
         let gpio_config = config.gpio.clone().unwrap();
         let outputs = Outputs::new(&gpio_config.outputs);
         let (invoke_tx, invocations) = mpsc::channel(QUEUE);
-        let (handle, board) = runner::start(settings(
+        let (handle, board) = start(
             &config,
             state.path(),
             &outputs,
             Some(invoke_tx),
             None,
             false,
-        ))
+        )
         .unwrap();
         let gpio = FakeGpio::default();
         let status = Arc::new(Status::default());
@@ -574,14 +580,14 @@ mod tests {
             (device.mic_rate, device.speaker_rate),
             (Some(DEVICE_RATE), Some(DEVICE_RATE))
         );
-        let (handle, _board) = runner::start(settings(
+        let (handle, _board) = start(
             &config,
             state,
             &Outputs::new(&[]),
             None,
             Some(Box::new(sound.clone())),
             false,
-        ))
+        )
         .unwrap();
         until(&handle, "online", |s| s.phase == Phase::Online).await;
         handle
@@ -809,14 +815,14 @@ mod sound_server_tests {
         let config = GadgetConfig::parse(&text).unwrap();
         let sound = CardSound::open(Some("pulse"), Some("pulse")).unwrap();
         let state = tempfile::tempdir().unwrap();
-        let (handle, board) = runner::start(settings(
+        let (handle, board) = start(
             &config,
             state.path(),
             &Outputs::new(&[]),
             None,
             Some(Box::new(sound)),
             false,
-        ))
+        )
         .unwrap();
         until(&handle, "online", |s| s.phase == Phase::Online).await;
 
