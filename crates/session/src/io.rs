@@ -34,6 +34,23 @@ pub struct Transmit {
     pub frame: Frame,
 }
 
+/// What a core hands back, in order: frames for its connections and effects for its
+/// shell. Drained, it holds no buffer.
+#[derive(Debug)]
+pub struct Output<E> {
+    pub(crate) transmits: Queue<Transmit>,
+    pub(crate) effects: Queue<E>,
+}
+
+impl<E> Default for Output<E> {
+    fn default() -> Self {
+        Output {
+            transmits: Queue::default(),
+            effects: Queue::default(),
+        }
+    }
+}
+
 /// A core's queue of frames or effects, first in first out. Drained, it gives its room
 /// back, so an idle session holds no buffer.
 #[derive(Debug)]

@@ -15,8 +15,10 @@
 //!
 //! - [`gadget`]: a gadget's conversation, its questions, utterances, speech bookkeeping
 //!   and firmware updates.
-//! - [`mobile`]: a phone's conversation, its cards, uploads and the avatar.
-//! - [`io`]: what every core hands back: frames for a connection and their queue.
+//! - [`mobile`]: a phone's conversation, its cards, uploads and the avatar, and the rules
+//!   of its connection (keepalive, who may `deliver`).
+//! - [`SessionCore`]: what a shell needs of any core; [`io`]: what every core hands back,
+//!   frames for a connection and effects for its shell.
 //! - [`Ids`]: the ids a core mints, from entropy its shell injects.
 //! - [`CallId`]: how an agent's call and its answer are matched, without a channel.
 
@@ -33,7 +35,7 @@ use std::time::Instant;
 
 use herald_port::{DeliveryError, Response};
 
-use crate::io::Transmit;
+use crate::io::{Output, Transmit};
 
 /// What a shell needs of any session core, whatever its device: the frames and effects
 /// it handed back, when it next has work, and whether it may end.
@@ -44,11 +46,18 @@ pub trait SessionCore {
     /// The device this session is for.
     fn device_id(&self) -> &str;
 
+    /// What the core has handed back and not yet been taken.
+    fn output(&mut self) -> &mut Output<Self::Effect>;
+
     /// The next frame for a connection.
-    fn poll_transmit(&mut self) -> Option<Transmit>;
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.output().transmits.pop()
+    }
 
     /// The next effect for the shell.
-    fn poll_effect(&mut self) -> Option<Self::Effect>;
+    fn poll_effect(&mut self) -> Option<Self::Effect> {
+        self.output().effects.pop()
+    }
 
     /// The earliest instant the core's timers have work.
     fn poll_timeout(&self) -> Option<Instant>;

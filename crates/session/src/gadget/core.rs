@@ -21,7 +21,7 @@ use super::sensors::SensorWrites;
 use super::speech::{Speaking, SpeechChunk};
 use super::utterance::Utterance;
 use super::Peer;
-use crate::io::{Close, Frame, Queue, Transmit};
+use crate::io::{Close, Frame, Output, Transmit};
 use crate::{CallId, Counted, Ids, SessionCore};
 
 /// Work the shell carries out for the core, in order.
@@ -159,8 +159,7 @@ pub struct Core {
     pub(super) sensors: SensorWrites,
     /// Firmware updates: a sub-machine of its own.
     pub(super) ota: Updates,
-    transmits: Queue<Transmit>,
-    effects: Queue<Effect>,
+    out: Output<Effect>,
 }
 
 impl Core {
@@ -191,8 +190,7 @@ impl Core {
             deferred_end: None,
             sensors: SensorWrites::default(),
             ota: Updates::new(ota),
-            transmits: Queue::default(),
-            effects: Queue::default(),
+            out: Output::default(),
         }
     }
 
@@ -216,7 +214,7 @@ impl Core {
             next_ping: now + self.heartbeat,
         });
         self.paired = paired;
-        self.effects.push(Effect::Online { conn });
+        self.out.effects.push(Effect::Online { conn });
         self.send(ServerMessage::Welcome(proto::Welcome {
             session,
             paired,
@@ -236,7 +234,7 @@ impl Core {
     /// Close the connection, if any, and forget it.
     pub fn close(&mut self, code: Close, reason: &str) {
         if let Some(conn) = &self.conn {
-            self.transmits.push(Transmit {
+            self.out.transmits.push(Transmit {
                 conn: conn.id,
                 frame: Frame::Close(code, reason.to_owned()),
             });
@@ -248,7 +246,7 @@ impl Core {
     pub fn handle_closed(&mut self) {
         // Their outbox is gone with the connection.
         if let Some(speaking) = self.speaking.take() {
-            self.effects.push(Effect::StopSpeech {
+            self.out.effects.push(Effect::StopSpeech {
                 stream: speaking.stream,
             });
         }
@@ -257,7 +255,7 @@ impl Core {
         if self.conn.take().is_none() {
             return;
         }
-        self.effects.push(Effect::Offline {
+        self.out.effects.push(Effect::Offline {
             paired: self.paired,
         });
         self.ota.detached();
@@ -265,9 +263,9 @@ impl Core {
         self.fail_actions(ActionError::Disconnected);
         self.streaming = None;
         if let Some(readings) = self.sensors.flush() {
-            self.effects.push(Effect::SaveSensors(readings));
+            self.out.effects.push(Effect::SaveSensors(readings));
         }
-        self.effects.push(Effect::RecordLastSeen);
+        self.out.effects.push(Effect::RecordLastSeen);
     }
 
     /// Proof of life from the current connection (any frame, control frames included).
@@ -290,7 +288,7 @@ impl Core {
     /// carries it).
     pub fn handle_timeout(&mut self, now: Instant, unix_ms: u64) {
         if let Some(readings) = self.sensors.due(now) {
-            self.effects.push(Effect::SaveSensors(readings));
+            self.out.effects.push(Effect::SaveSensors(readings));
         }
         if let Some(conn) = &mut self.conn {
             if now >= conn.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
@@ -329,7 +327,7 @@ impl Core {
         if !self.pairing_asked {
             self.pairing_asked = true;
             let name = self.conn.as_ref().and_then(|c| c.peer.name.as_deref());
-            self.effects.push(Effect::AskPairingCode {
+            self.out.effects.push(Effect::AskPairingCode {
                 name: name.map(str::to_owned),
             });
         }
@@ -351,7 +349,7 @@ impl Core {
         }
         self.paired = paired;
         if paired {
-            self.effects.push(Effect::Paired);
+            self.out.effects.push(Effect::Paired);
         }
         if self.conn.is_none() {
             return;
@@ -380,7 +378,7 @@ impl Core {
 
     pub(super) fn send(&mut self, msg: ServerMessage) {
         if let Some(conn) = &self.conn {
-            self.transmits.push(Transmit {
+            self.out.transmits.push(Transmit {
                 conn: conn.id,
                 frame: Frame::Text(msg.encode()),
             });
@@ -388,11 +386,11 @@ impl Core {
     }
 
     pub(super) fn effect(&mut self, effect: Effect) {
-        self.effects.push(effect);
+        self.out.effects.push(effect);
     }
 
     pub(super) fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
-        self.effects.push(Effect::Answer { call, answer });
+        self.out.effects.push(Effect::Answer { call, answer });
     }
 
     pub(super) fn shape(&self, text: &str) -> String {
@@ -480,12 +478,8 @@ impl SessionCore for Core {
         &self.device_id
     }
 
-    fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop()
-    }
-
-    fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop()
+    fn output(&mut self) -> &mut Output<Effect> {
+        &mut self.out
     }
 
     /// The earliest instant [`Core::handle_timeout`] has work.

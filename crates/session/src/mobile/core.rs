@@ -18,7 +18,7 @@ use tracing::warn;
 
 use super::seen::SeenIds;
 use super::uploads::{Upload, Uploads};
-use crate::io::{Close, Frame, Queue, Transmit};
+use crate::io::{Close, Frame, Output, Transmit};
 use crate::{CallId, Counted, Ids, SessionCore};
 
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more
@@ -135,8 +135,7 @@ pub struct Core {
     pub(super) speaking: bool,
     pub(super) idle_at: Option<Instant>,
     held: VecDeque<Held>,
-    transmits: Queue<Transmit>,
-    effects: Queue<Effect>,
+    out: Output<Effect>,
 }
 
 impl Core {
@@ -158,8 +157,7 @@ impl Core {
             speaking: false,
             idle_at: None,
             held: VecDeque::new(),
-            transmits: Queue::default(),
-            effects: Queue::default(),
+            out: Output::default(),
         }
     }
 
@@ -176,13 +174,13 @@ impl Core {
         }
         self.user_id = user_id;
         self.user_name = user_name;
-        self.effects.push(Effect::Online { conn });
-        self.effects.push(Effect::Replay);
+        self.out.effects.push(Effect::Online { conn });
+        self.out.effects.push(Effect::Replay);
     }
 
     pub fn close(&mut self, code: Close, reason: &str) {
         if let Some(conn) = self.conn {
-            self.transmits.push(Transmit {
+            self.out.transmits.push(Transmit {
                 conn,
                 frame: Frame::Close(code, reason.into()),
             });
@@ -192,7 +190,7 @@ impl Core {
 
     pub fn handle_closed(&mut self) {
         if self.conn.take().is_some() {
-            self.effects.push(Effect::Offline);
+            self.out.effects.push(Effect::Offline);
             // Unfinished uploads are not resumed across connections.
             self.uploads.clear();
             self.release_uploads();
@@ -203,7 +201,7 @@ impl Core {
     pub fn end(&mut self) {
         self.handle_closed();
         for prompt_id in std::mem::take(&mut self.cards).into_keys() {
-            self.effects.push(Effect::CardClosed { prompt_id });
+            self.out.effects.push(Effect::CardClosed { prompt_id });
         }
     }
 
@@ -212,7 +210,7 @@ impl Core {
         let bytes = self.uploads.take_released();
         if bytes > 0 {
             let user = self.user_id.clone();
-            self.effects.push(Effect::ReleaseUpload { user, bytes });
+            self.out.effects.push(Effect::ReleaseUpload { user, bytes });
         }
     }
 
@@ -227,7 +225,7 @@ impl Core {
             .collect();
         for id in expired {
             self.cards.remove(&id);
-            self.effects.push(Effect::CardClosed {
+            self.out.effects.push(Effect::CardClosed {
                 prompt_id: id.clone(),
             });
             let done = ServerFrame::PromptDone {
@@ -253,18 +251,18 @@ impl Core {
     }
 
     pub(super) fn effect(&mut self, effect: Effect) {
-        self.effects.push(effect);
+        self.out.effects.push(effect);
     }
 
     pub(super) fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
-        self.effects.push(Effect::Answer { call, answer });
+        self.out.effects.push(Effect::Answer { call, answer });
     }
 
     /// Send a frame now, or keep it for later while a turn runs and the phone is away.
     pub fn emit(&mut self, frame: &ServerFrame) -> Result<(), DeliveryError> {
         match self.conn {
             Some(conn) => {
-                self.transmits.push(Transmit {
+                self.out.transmits.push(Transmit {
                     conn,
                     frame: Frame::Text(frame.encode()),
                 });
@@ -272,7 +270,7 @@ impl Core {
             }
             None if self.turn.is_some() => {
                 // Kept in the store: a restart in the meantime loses nothing.
-                self.effects.push(Effect::Keep(frame.encode()));
+                self.out.effects.push(Effect::Keep(frame.encode()));
                 Ok(())
             }
             None => Err(DeliveryError::Offline(self.chat())),
@@ -280,7 +278,8 @@ impl Core {
     }
 
     pub(super) fn error(&mut self, code: ErrorCode, message: impl Into<String>) {
-        self.effects
+        self.out
+            .effects
             .push(Effect::Count(Counted::Error(code.as_str())));
         let _ = self.emit(&ServerFrame::error(code, message));
     }
@@ -300,7 +299,7 @@ impl Core {
         let ask = self.held.is_empty();
         self.held.push_back(work);
         if ask {
-            self.effects.push(Effect::Authorize {
+            self.out.effects.push(Effect::Authorize {
                 user_id: self.user_id.clone(),
             });
         }
@@ -312,7 +311,7 @@ impl Core {
         match answer {
             Ok(true) => held.into_iter().for_each(|work| self.admit(work, now)),
             // Dropped, so nothing of theirs is kept; they are told how to pair.
-            Ok(false) => self.effects.push(Effect::AskPairingCode {
+            Ok(false) => self.out.effects.push(Effect::AskPairingCode {
                 user_id: self.user_id.clone(),
                 user_name: self.user_name.clone(),
             }),
@@ -357,7 +356,7 @@ impl Core {
             body,
             profile: None,
         };
-        self.effects.push(Effect::ToAgent(Box::new(inbound)));
+        self.out.effects.push(Effect::ToAgent(Box::new(inbound)));
     }
 
     /// The agent's queue was full: the phone is told to slow down.
@@ -376,12 +375,8 @@ impl SessionCore for Core {
         &self.device_id
     }
 
-    fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop()
-    }
-
-    fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop()
+    fn output(&mut self) -> &mut Output<Effect> {
+        &mut self.out
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
