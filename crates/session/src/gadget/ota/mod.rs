@@ -1,6 +1,6 @@
 //! A device's firmware updates, as a sub-machine of its session core.
 //!
-//! - **[`Transfer`]** (`transfer.rs`): one attempt as a sans-IO state machine.
+//! - **`Transfer`** (`transfer.rs`): one attempt as a sans-IO state machine.
 //! - **[`Updates`]** (`updates.rs`): the attempts of a device's updates: resuming,
 //!   recording progress, retrying, and the effects on the store and the staged copy
 //!   that the session's shell carries out.
