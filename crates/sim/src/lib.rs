@@ -8,12 +8,13 @@
 //! server without hardware, demonstrating it, and testing it end to end.
 //!
 //! Layout, one responsibility a file: `boards` (the profiles), `host` (the state
-//! directory as flash), `runner` (the task that drives the core), `audio` (microphone and
-//! speaker files), `render` (the screen as text), `script` (the script language) and
-//! `tui` (interactive mode). [`runner`] is public: the fault-injection tests drive their
-//! gadgets with it, on a flash of their own. This file holds the options and [`run`], which wires them
-//! together. Where to connect is the caller's to decide (the `herald` CLI asks the server
-//! running on the data directory): [`run`] takes the URL and the data directory resolved.
+//! directory as flash), `runner` (the task that drives the core), `audio` (microphone
+//! and speaker files), `render` (the screen as text), `script` (the script language)
+//! and `tui` (interactive mode). [`runner`] is public: the fault-injection tests drive
+//! their gadgets with it, on a flash of their own. This file holds the options and
+//! [`run`], which wires them together. Where to connect is the caller's to decide (the
+//! `herald` CLI asks the server running on the data directory): [`run`] takes the URL
+//! and the data directory resolved.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 

@@ -1,7 +1,7 @@
 //! The shared vectors files at the repository root (`vectors/gadget-v1.json`,
 //! `vectors/mobile-v1.json`, `vectors/bridge-v1.json`): each is an object of sections,
-//! each section a list of cases. The loader and the typed field readers every vectors test uses; a missing
-//! section or field fails the test with the case's name.
+//! each section a list of cases. The loader and the typed field readers every vectors
+//! test uses; a missing section or field fails the test with the case's name.
 
 use serde_json::Value;
 

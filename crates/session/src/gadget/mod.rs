@@ -2,10 +2,10 @@
 //!
 //! [`Core`] is told what happens, with the time passed in: a connection attached or
 //! gone, a frame, a port call, a deadline reached, the result of an effect. It hands
-//! back frames for the device ([`crate::SessionCore::poll_transmit`]), effects for its shell to carry
-//! out ([`crate::SessionCore::poll_effect`]: the store, files, the authorizer, speech, pictures, the
-//! agent, answers to calls, firmware updates) and its next deadline
-//! ([`crate::SessionCore::poll_timeout`]).
+//! back frames for the device ([`crate::SessionCore::poll_transmit`]), effects for its
+//! shell to carry out ([`crate::SessionCore::poll_effect`]: the store, files, the
+//! authorizer, speech, pictures, the agent, answers to calls, firmware updates) and its
+//! next deadline ([`crate::SessionCore::poll_timeout`]).
 //!
 //! The sub-machines it drives are pure too: the question queue ([`prompts`]), the
 //! utterance being received ([`utterance`]), the sensor write window ([`sensors`]) and

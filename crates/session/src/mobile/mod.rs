@@ -2,10 +2,11 @@
 //!
 //! [`Core`] is told what happens, with the time passed in: a connection attached or
 //! gone, a frame, a port call, a deadline reached, the result of an effect. It hands
-//! back frames for the phone ([`crate::SessionCore::poll_transmit`]), effects for its shell to carry
-//! out ([`crate::SessionCore::poll_effect`]: the store, files, the authorizer, the hub's cards and
-//! upload budget, answers to calls, the agent's queue) and its next deadline
-//! ([`crate::SessionCore::poll_timeout`]: cards lapsing, the avatar going idle).
+//! back frames for the phone ([`crate::SessionCore::poll_transmit`]), effects for its
+//! shell to carry out ([`crate::SessionCore::poll_effect`]: the store, files, the
+//! authorizer, the hub's cards and upload budget, answers to calls, the agent's queue)
+//! and its next deadline ([`crate::SessionCore::poll_timeout`]: cards lapsing, the
+//! avatar going idle).
 //!
 //! A phone connection's keepalive and its right to `deliver` are rules too
 //! ([`link`]), carried out by the connection's task.

@@ -1,13 +1,13 @@
 //! One session per device: the only owner of the device's conversation state.
 //!
 //! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
-//! no I/O. This module is its shell, an actor that does what the core asks: events arrive on one bounded
-//! mailbox (frames from the connection's task in `socket.rs`, calls from the agent
-//! through the conversation port, requests from the admin API); the shell feeds them to
-//! the core with the time, writes the frames the core hands back into the connection's
-//! outbox, carries out its effects (the store, WAV files, the authorizer, speech and
-//! pictures, the agent's queue) and sleeps until the core's next deadline, so nothing
-//! ticks while a device is idle.
+//! no I/O. This module is its shell, an actor that does what the core asks: events
+//! arrive on one bounded mailbox (frames from the connection's task in `socket.rs`,
+//! calls from the agent through the conversation port, requests from the admin API);
+//! the shell feeds them to the core with the time, writes the frames the core hands
+//! back into the connection's outbox, carries out its effects (the store, WAV files,
+//! the authorizer, speech and pictures, the agent's queue) and sleeps until the core's
+//! next deadline, so nothing ticks while a device is idle.
 //!
 //! Firmware updates are a sub-machine of the core; the shell keeps the staged image
 //! open while one is sent and writes each frame as the outbox has room for it.

@@ -1,12 +1,13 @@
 //! One session per phone (per `device.id`): the only owner of its conversation state.
 //!
 //! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
-//! no I/O. This module is its shell, an actor that does what the core asks: frames from the phone's
-//! connection, calls from the agent and the authorizer's answers arrive on one bounded
-//! mailbox; the shell feeds them to the core with the time, writes the frames it hands
-//! back into the connection's outbox, carries out its effects (the store, the inbox,
-//! the authorizer, the hub's cards and upload budget, files to send, the agent's queue)
-//! and sleeps until the core's next deadline (a card lapsing, the avatar going idle).
+//! no I/O. This module is its shell, an actor that does what the core asks: frames from
+//! the phone's connection, calls from the agent and the authorizer's answers arrive on
+//! one bounded mailbox; the shell feeds them to the core with the time, writes the
+//! frames it hands back into the connection's outbox, carries out its effects (the
+//! store, the inbox, the authorizer, the hub's cards and upload budget, files to send,
+//! the agent's queue) and sleeps until the core's next deadline (a card lapsing, the
+//! avatar going idle).
 
 use std::sync::Arc;
 use std::time::Duration;
