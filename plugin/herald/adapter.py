@@ -227,13 +227,13 @@ class HeraldAdapter(BasePlatformAdapter):
         if chat_id in self._typing:
             return
         self._typing.add(chat_id)
-        self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": True}})
+        await self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": True}})
 
     async def stop_typing(self, chat_id: str) -> None:
         if chat_id not in self._typing:
             return
         self._typing.discard(chat_id)
-        self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": False}})
+        await self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": False}})
 
     def set_status_text(self, chat_id: str, text: Optional[str]) -> None:
         # Called from the agent's worker thread: hop onto the bridge's loop.
@@ -248,7 +248,7 @@ class HeraldAdapter(BasePlatformAdapter):
         # herald told in one line that nobody answers, ahead of the turn's replies.
         turn_id = secrets.token_hex(6)
         self._turns[(chat_id, event.message_id or "")] = turn_id
-        self.bridge.notify({"op": "turn_started", "args": {"chat": self._chat(chat_id), "turn_id": turn_id}})
+        await self.bridge.notify({"op": "turn_started", "args": {"chat": self._chat(chat_id), "turn_id": turn_id}})
 
     async def on_processing_complete(self, event: MessageEvent, outcome: ProcessingOutcome) -> None:
         chat_id = event.source.chat_id
@@ -257,7 +257,7 @@ class HeraldAdapter(BasePlatformAdapter):
         self.speech.turn_over(chat_id)
         turn_id = self._turns.pop((chat_id, event.message_id or ""), None)
         if turn_id is not None:
-            self.bridge.notify(
+            await self.bridge.notify(
                 {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome.value}}
             )
         # Approvals and clarifications block the agent; once its turn is over they are moot.

@@ -183,12 +183,14 @@ class HeraldBridge:
         finally:
             self._pending.pop(request_id, None)
 
-    def notify(self, notification: Notification) -> None:
+    async def notify(self, notification: Notification) -> None:
         """Tell herald something that needs no answer (a turn's start and end, typing,
-        status): the line leaves now, ahead of anything sent after it, and nobody waits.
-        A herald that is not running does not hear it."""
+        status): the line leaves before the first await, ahead of anything sent after it,
+        and nothing waits for herald, only for room in the pipe as requests do. A herald
+        that is not running does not hear it."""
         try:
             self._put(event_line(notification))
+            await self._drain()
         except BridgeError as err:
             logger.debug("herald %s not sent: %s", notification["op"], err)
 
@@ -197,7 +199,7 @@ class HeraldBridge:
         loop = self.loop
         if loop is None or loop.is_closed():
             return
-        loop.call_soon_threadsafe(self.notify, notification)
+        loop.call_soon_threadsafe(spawn, self._tasks, self.notify(notification))
 
     def call_from_thread(self, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Result:
         """A blocking request for code on another thread (tool handlers)."""

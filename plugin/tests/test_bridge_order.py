@@ -43,7 +43,9 @@ def test_news_goes_ahead_of_later_requests_and_waits_for_nothing(tmp_path: Path)
         assert await bridge.attach("gadget", Quiet()), bridge.failure
         try:
             chat: Chat = {"platform": "gadget", "id": "hg-1"}
-            bridge.notify({"op": "turn_started", "args": {"chat": chat, "turn_id": "t-1"}})
+            # Nothing answers news: a notify that waited for herald would time out here.
+            news = bridge.notify({"op": "turn_started", "args": {"chat": chat, "turn_id": "t-1"}})
+            await asyncio.wait_for(news, 10)
             sent = bridge.request(
                 {"op": "send_text", "args": {"chat": chat, "text": "hi", "streaming": False, "interim": False}}
             )
