@@ -411,20 +411,19 @@ impl Session {
     }
 
     async fn carry_out(&mut self, effect: Effect) {
-        let device_id = &self.core.device_id().to_owned();
         match effect {
             Effect::Online { conn } => {
-                self.hub.devices.went_online(device_id, conn);
+                self.hub.devices.went_online(self.core.device_id(), conn);
             }
             Effect::Offline { paired } => {
-                self.hub.devices.went_offline(device_id);
+                self.hub.devices.went_offline(self.core.device_id());
                 if !paired {
                     self.hub
                         .waiting
-                        .disconnected(device_id, Instant::now().into_std());
+                        .disconnected(self.core.device_id(), Instant::now().into_std());
                 }
             }
-            Effect::Paired => self.hub.waiting.leave(device_id),
+            Effect::Paired => self.hub.waiting.leave(self.core.device_id()),
             Effect::AskPairingCode { name } => self.ask_pairing_code(name),
             Effect::ToAgent(inbound) => {
                 let activity = &self.hub.metrics.activity;
@@ -452,9 +451,9 @@ impl Session {
                     .map_err(|err| err.to_string());
                 self.core.handle_utterance_saved(message_id, saved);
             }
-            Effect::RecordLastSeen => self.hub.store.seen(device_id, now_ms()),
+            Effect::RecordLastSeen => self.hub.store.seen(self.core.device_id(), now_ms()),
             Effect::SaveSensors(readings) => {
-                let id = device_id.clone();
+                let id = self.core.device_id().to_owned();
                 if let Err(err) = self
                     .hub
                     .store

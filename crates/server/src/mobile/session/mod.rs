@@ -210,17 +210,16 @@ impl Session {
     }
 
     async fn carry_out(&mut self, effect: Effect) {
-        let device_id = &self.core.device_id().to_owned();
         match effect {
             Effect::Online { conn } => {
-                self.hub.devices.went_online(device_id, conn);
+                self.hub.devices.went_online(self.core.device_id(), conn);
             }
             Effect::Offline => {
-                self.hub.devices.went_offline(device_id);
+                self.hub.devices.went_offline(self.core.device_id());
             }
             Effect::Replay => self.replay().await,
             Effect::Keep(frame) => {
-                let id = device_id.clone();
+                let id = self.core.device_id().to_owned();
                 if let Err(err) = self
                     .hub
                     .store
@@ -278,7 +277,9 @@ impl Session {
                 self.hub.upload_budget().release(&user, bytes);
             }
             Effect::CardShown { prompt_id } => {
-                self.hub.cards.insert(prompt_id, device_id.clone());
+                self.hub
+                    .cards
+                    .insert(prompt_id, self.core.device_id().to_owned());
             }
             Effect::CardClosed { prompt_id } => {
                 self.hub.cards.remove(&prompt_id);
