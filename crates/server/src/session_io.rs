@@ -69,6 +69,7 @@ pub(crate) fn close_code(close: Close) -> CloseCode {
         Close::Away => CloseCode::Away,
         Close::TooBig => CloseCode::Size,
         Close::Invalid => CloseCode::Invalid,
+        Close::Policy => CloseCode::Policy,
     }
 }
 

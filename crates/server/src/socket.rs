@@ -32,17 +32,8 @@ pub(crate) const OUTBOX_BYTES: usize = 256 * 1024;
 /// How long a closed connection may take to say goodbye.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// Send `error` (an encoded error frame), then close with 1008 and `reason`: "no
-/// access", which clients must not retry in a loop.
-pub(crate) async fn refuse<S>(ws: &mut WebSocketStream<S>, error: String, reason: &str)
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    refuse_with(ws, error, CloseCode::Policy, reason).await;
-}
-
-/// [`refuse`] with another close code, for refusals a client should retry later.
-pub(crate) async fn refuse_with<S>(
+/// Send `error` (an encoded error frame), then close with `code` and `reason`.
+pub(crate) async fn refuse<S>(
     ws: &mut WebSocketStream<S>,
     error: String,
     code: CloseCode,
@@ -56,7 +47,15 @@ pub(crate) async fn refuse_with<S>(
     };
     let _ = ws.send(Message::Text(error.into())).await;
     let _ = ws.close(Some(close)).await;
-    // Let the client's close reply arrive so it sees a clean close, but not forever.
+    await_close_reply(ws).await;
+}
+
+/// After our close, let the client's close reply arrive so it sees a clean close, but
+/// not forever.
+pub(crate) async fn await_close_reply<S>(ws: &mut WebSocketStream<S>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let _ = tokio::time::timeout(CLOSE_GRACE, async {
         while let Some(Ok(_)) = ws.next().await {}
     })

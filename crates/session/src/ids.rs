@@ -23,6 +23,11 @@ impl Ids {
         Ids::new(Seeded(seed))
     }
 
+    /// Fill `buf` with fresh bytes (a handshake's nonce).
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        self.0.fill(buf);
+    }
+
     /// `len` lowercase hex characters.
     pub fn hex(&mut self, len: usize) -> String {
         const HEX: &[u8; 16] = b"0123456789abcdef";

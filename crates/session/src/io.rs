@@ -13,6 +13,8 @@ pub enum Close {
     TooBig,
     /// The peer sent data that is not what the frame type says (text not UTF-8).
     Invalid,
+    /// The peer may not go on: a refused handshake. Clients must not retry at once.
+    Policy,
 }
 
 /// A frame for a connection.

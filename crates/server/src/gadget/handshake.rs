@@ -1,100 +1,91 @@
-//! hello → challenge → auth: proves a device holds the key its id is derived from,
-//! enrolls it on first contact (trust on first use), then hands the connection to
-//! the device's session.
+//! The shell of a gadget's handshake (hello → challenge → auth, the rules are
+//! [`Handshake`] in `herald-session`): it answers the core from the hub's memory (the
+//! address lock, the enrolled keys, the waiting room), the store and the authorizer,
+//! writes what the core has for the device, then hands an admitted connection to the
+//! device's session.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::{SinkExt, StreamExt};
-use herald_gadget_proto::{
-    auth, limits, limits::KEY_LEN, Auth, Challenge, DeviceMessage, ErrorCode, Hello, ServerMessage,
-};
+use herald_gadget_proto::{DeviceMessage, Hello};
 use herald_port::Platform;
+use herald_session::gadget::handshake::{
+    Admitted, Effect, Enrollment, Handshake, Outcome, Refusal, Unchecked,
+};
+use herald_session::io::Frame;
+use herald_session::Ids;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant as TokioInstant;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
-use super::known::{profile_fingerprint, Known};
+use super::known::known_as;
 use super::session::{Attach, Event};
-use super::socket::{self, Link};
+use super::socket::Link;
 use super::GadgetHub;
 use crate::clock::now_ms;
-use crate::ids;
-use crate::labels;
-use crate::metrics::Traffic;
-use crate::socket::send_queue;
-use crate::store::{DeviceProfile, Enrollment, Store, StoreError};
+use crate::config::Secret;
+use crate::ids::OsEntropy;
+use crate::places::AddrPlace;
+use crate::session_io::close_code;
+use crate::socket::{self, send_queue};
+use crate::store::{DeviceProfile, Store, StoreError};
 
-const STEP_TIMEOUT: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
-
-/// Why a handshake ended without admitting the device.
-enum Refusal {
-    /// Tell the device (error frame, close 1008).
-    Tell(ErrorCode, String),
-    /// The connection is already gone.
+/// Why a handshake ended without a session.
+enum Ended {
+    Refused(Refusal),
+    /// The connection is gone, or the server has no agent side any more.
     Gone,
-}
-
-impl Refusal {
-    fn protocol(message: impl Into<String>) -> Self {
-        Refusal::Tell(ErrorCode::Protocol, message.into())
-    }
-}
-
-impl From<StoreError> for Refusal {
-    fn from(err: StoreError) -> Self {
-        tracing::error!(%err, "store failed during a handshake");
-        // No code fits a server fault exactly; `busy` makes devices retry later.
-        Refusal::Tell(
-            ErrorCode::Busy,
-            "the server could not check this device".into(),
-        )
-    }
-}
-
-/// A device that proved its identity.
-struct Admitted {
-    hello: Hello,
-    paired: bool,
 }
 
 pub(super) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<GadgetHub>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let admitted = match admit(&mut ws, peer, &hub).await {
+    let access_token = hub.config.access_token.as_ref().map(Secret::expose);
+    let mut handshake = Handshake::new(access_token, Ids::new(OsEntropy), core_now());
+    let admitted = match drive(&mut handshake, &mut ws, peer, &hub).await {
         Ok(admitted) => admitted,
-        Err(Refusal::Tell(code, message)) => {
-            if matches!(code, ErrorCode::BadToken | ErrorCode::AuthFailed) {
+        Err(Ended::Refused(refusal)) => {
+            if refusal.counts_as_failed_attempt() {
                 hub.failures.failed(peer.ip(), Instant::now());
             }
-            hub.metrics.handshake(Platform::Gadget, code.as_str());
-            debug!(%peer, code = code.as_str(), %message, "gadget refused");
-            socket::reject(&mut ws, code, &message).await;
+            let code = refusal.code.as_str();
+            hub.metrics.handshake(Platform::Gadget, code);
+            debug!(%peer, code, message = %refusal.message, "gadget refused");
+            // The error frame and the close; then the device's close reply, within a grace.
+            if send_frames(&mut handshake, &mut ws, &hub).await.is_ok() {
+                socket::await_close_reply(&mut ws).await;
+            }
             return;
         }
-        Err(Refusal::Gone) => return,
+        Err(Ended::Gone) => return,
     };
+    let Admitted {
+        hello,
+        paired,
+        session_id,
+    } = *admitted;
+    if !paired {
+        hub.waiting.connected(&hello.device_id, peer.ip());
+    }
     hub.metrics.handshake(Platform::Gadget, "ok");
-    let device_id = admitted.hello.device_id.clone();
-    info!(%peer, device = %device_id, paired = admitted.paired, "gadget connected");
+    let device_id = hello.device_id.clone();
+    info!(%peer, device = %device_id, paired, "gadget connected");
 
     let conn = hub.devices.conn_id();
     let (outbox_tx, outbox_rx) = send_queue();
     let session = hub.session(&device_id);
-    let mut hello = admitted.hello;
-    // The session, which keeps the hello as long as the connection, needs neither: the
-    // token was checked and the first readings are in the store.
-    hello.token = None;
-    hello.sensors = Default::default();
     let attach = Attach {
         conn,
         outbox: outbox_tx,
         hello,
-        paired: admitted.paired,
-        session_id: ids::random_hex(12),
+        paired,
+        session_id,
     };
     if session.send(Event::Attach(Box::new(attach))).await.is_err() {
         return;
@@ -113,135 +104,158 @@ where
     tokio::spawn(link.serve());
 }
 
-async fn admit<S>(
+/// Carry the handshake's effects out and feed it the device's frames until it ends.
+async fn drive<S>(
+    handshake: &mut Handshake<'_>,
     ws: &mut WebSocketStream<S>,
     peer: SocketAddr,
     hub: &Arc<GadgetHub>,
-) -> Result<Admitted, Refusal>
+) -> Result<Box<Admitted>, Ended>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut hello = match receive(ws, "hello", &hub.metrics.gadget).await? {
-        DeviceMessage::Hello(hello) => hello,
-        _ => return Err(Refusal::protocol("the first message must be hello")),
-    };
-    hello
-        .validate()
-        .map_err(|err| Refusal::Tell(err.code(), err.to_string()))?;
-    clean_labels(&mut hello);
-    if hub.failures.blocked(peer.ip(), Instant::now()) {
-        return Err(Refusal::Tell(
-            ErrorCode::Busy,
-            "too many failed attempts from this address; try again in a minute".into(),
-        ));
-    }
-    if let Some(expected) = &hub.config.access_token {
-        let offered = hello.token.as_deref().unwrap_or("");
-        if !auth::ct_eq(offered.as_bytes(), expected.expose().as_bytes()) {
-            return Err(Refusal::Tell(
-                ErrorCode::BadToken,
-                "wrong access token".into(),
-            ));
+    // A first contact's place among those waiting for pairing, held until the
+    // handshake returns, by then paired or waiting.
+    let mut reservation = None;
+    loop {
+        while let Some(effect) = handshake.poll_effect() {
+            carry_out(effect, handshake, &mut reservation, peer, hub).await?;
+        }
+        match handshake.outcome() {
+            Some(Outcome::Admitted(admitted)) => return Ok(admitted),
+            Some(Outcome::Refused(refusal)) => return Err(Ended::Refused(refusal)),
+            None => {}
+        }
+        send_frames(handshake, ws, hub).await?;
+        let deadline = handshake.poll_timeout().map(TokioInstant::from_std);
+        let late = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let next = tokio::select! {
+            next = ws.next() => next,
+            () = late => {
+                handshake.handle_timeout(core_now());
+                continue;
+            }
+        };
+        match next {
+            Some(Ok(Message::Text(text))) => {
+                hub.metrics.gadget.inbound(text.len());
+                match DeviceMessage::decode(&text) {
+                    Ok(msg) => handshake.handle_message(msg),
+                    Err(err) => handshake.handle_bad_frame(err.to_string()),
+                }
+            }
+            Some(Ok(Message::Binary(_))) => handshake.handle_binary(),
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+            Some(Ok(Message::Close(_)) | Err(_)) | None => return Err(Ended::Gone),
         }
     }
+}
 
-    // Memory holds every enrolled device (see `known`); one it lacks is asked for its
-    // key, and the enrollment's transaction checks that key against the store.
-    let known = hub.known.get(&hello.device_id);
-    // A new device needs a place among those waiting for pairing; it holds it until
-    // `admit` returns, by then paired or waiting.
-    let _reservation = match known {
-        Some(_) => None,
-        None => {
-            let (reservation, expired) = hub.waiting.reserve(peer.ip(), Instant::now());
+async fn carry_out(
+    effect: Effect,
+    handshake: &mut Handshake<'_>,
+    reservation: &mut Option<AddrPlace>,
+    peer: SocketAddr,
+    hub: &Arc<GadgetHub>,
+) -> Result<(), Ended> {
+    let Some(hello) = handshake.hello() else {
+        return Ok(());
+    };
+    let device_id = hello.device_id.clone();
+    match effect {
+        Effect::Check => {
+            let locked_out = hub.failures.blocked(peer.ip(), Instant::now());
+            let known = hub.known.get(&device_id);
+            handshake.handle_checked(locked_out, known, core_now());
+        }
+        Effect::Reserve => {
+            let (place, expired) = hub.waiting.reserve(peer.ip(), Instant::now());
             if !expired.is_empty() {
                 // Off this handshake: asking the authorizer may take a round trip each.
                 tokio::spawn(forget_expired(hub.clone(), expired));
             }
-            Some(reservation.ok_or_else(|| {
-                Refusal::Tell(
-                    ErrorCode::Busy,
-                    "too many devices are waiting for pairing; approve or forget some".into(),
-                )
-            })?)
+            handshake.handle_reserved(place.is_some(), core_now());
+            *reservation = place;
         }
-    };
-
-    let mut nonce = [0u8; 16];
-    ids::fill_random(&mut nonce);
-    let nonce = auth::b64(&nonce);
-    let challenge = ServerMessage::Challenge(Challenge {
-        nonce: nonce.clone(),
-        enrolled: known.is_some(),
-    });
-    let challenge = challenge.encode();
-    hub.metrics.gadget.outbound(challenge.len());
-    ws.send(Message::Text(challenge.into()))
-        .await
-        .map_err(|_| Refusal::Gone)?;
-
-    let proof = match receive(ws, "auth", &hub.metrics.gadget).await? {
-        DeviceMessage::Auth(proof) => proof,
-        _ => return Err(Refusal::protocol("expected auth")),
-    };
-    let profile = profile_of(&hello);
-    // What the store must learn of this connection: nothing after a fresh enrollment
-    // (it wrote the profile), only the time when the profile is the one it holds.
-    let update = match known {
-        Some(known) => {
-            let valid = proof.mac.as_deref().is_some_and(|mac| {
-                auth::verify_auth_mac(&known.key, &hello.device_id, &nonce, mac)
-            });
-            if !valid {
-                return Err(auth_failed());
-            }
-            if profile.sensors.is_empty() && known.profile == profile_fingerprint(&profile) {
-                Update::LastSeen
-            } else {
-                Update::Profile(known.key)
-            }
+        Effect::Enroll { key } => {
+            let (profile, known) = (profile_of(hello), hub.known.clone());
+            let enroll = move |store: &dyn Store| {
+                let enrolled = store.enroll(&device_id, &key, &profile, now_ms())?;
+                if enrolled == Enrollment::Enrolled {
+                    known.insert(&device_id, known_as(key, &profile));
+                }
+                Ok(enrolled)
+            };
+            let enrolled = hub.store.run(enroll).await.map_err(unchecked);
+            handshake.handle_enrolled(enrolled);
         }
-        None => {
-            let (enrolled, key) = enroll(hub, &hello.device_id, &proof, profile.clone()).await?;
-            match enrolled {
-                Enrollment::Enrolled => Update::Nothing,
-                _ => Update::Profile(key),
-            }
-        }
-    };
-
-    let device_id = hello.device_id.clone();
-    match update {
-        Update::Nothing => {}
-        Update::LastSeen => hub.store.seen(&device_id, now_ms()),
-        Update::Profile(key) => {
-            let (known, entry) = (hub.known.clone(), Known::new(key, &profile));
+        Effect::Seen => hub.store.seen(&device_id, now_ms()),
+        Effect::Touch { key } => {
+            let (profile, known) = (profile_of(hello), hub.known.clone());
             // On the store's thread, in turn with a `forget`, so memory follows the store.
             let touch = move |store: &dyn Store| {
                 if store.touch(&device_id, &profile, now_ms())? {
-                    known.insert(&device_id, entry);
+                    known.insert(&device_id, known_as(key, &profile));
                 }
                 Ok(())
             };
-            hub.store.run(touch).await?
+            let touched = hub.store.run(touch).await.map_err(unchecked);
+            handshake.handle_touched(touched);
+        }
+        Effect::Authorize => {
+            let authorizer = hub.devices.authorizer().ok_or(Ended::Gone)?;
+            let paired = hub
+                .authorized
+                .check(authorizer.as_ref(), Platform::Gadget, &device_id)
+                .await
+                .map_err(|err| {
+                    tracing::error!(%err, "authorization failed during a handshake");
+                    Unchecked
+                });
+            handshake.handle_authorized(paired);
         }
     }
-    let authorizer = hub.devices.authorizer().ok_or(Refusal::Gone)?;
-    let paired = hub
-        .authorized
-        .check(authorizer.as_ref(), Platform::Gadget, &hello.device_id)
-        .await
-        .map_err(|err| {
-            tracing::error!(%err, "authorization failed during a handshake");
-            Refusal::Tell(
-                ErrorCode::Busy,
-                "the server could not check this device".into(),
-            )
-        })?;
-    if !paired {
-        hub.waiting.connected(&hello.device_id, peer.ip());
+    Ok(())
+}
+
+/// The time as the core is told it: tokio's clock, so paused tests reach it.
+fn core_now() -> Instant {
+    TokioInstant::now().into_std()
+}
+
+fn unchecked(err: StoreError) -> Unchecked {
+    tracing::error!(%err, "store failed during a handshake");
+    Unchecked
+}
+
+/// Write what the handshake has for the device; a close ends the writing.
+async fn send_frames<S>(
+    handshake: &mut Handshake<'_>,
+    ws: &mut WebSocketStream<S>,
+    hub: &GadgetHub,
+) -> Result<(), Ended>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(frame) = handshake.poll_frame() {
+        let message = match frame {
+            Frame::Text(text) => {
+                hub.metrics.gadget.outbound(text.len());
+                Message::Text(text.into())
+            }
+            Frame::Close(close, reason) => Message::Close(Some(CloseFrame {
+                code: close_code(close),
+                reason: reason.into(),
+            })),
+        };
+        ws.send(message).await.map_err(|_| Ended::Gone)?;
     }
-    Ok(Admitted { hello, paired })
+    Ok(())
 }
 
 /// Forget devices whose wait for pairing expired, unless approved meanwhile.
@@ -263,55 +277,7 @@ async fn forget_expired(hub: Arc<GadgetHub>, expired: Vec<String>) {
     }
 }
 
-/// First contact: the key must hash to the claimed id, and nobody else may hold it.
-async fn enroll(
-    hub: &GadgetHub,
-    device_id: &str,
-    proof: &Auth,
-    profile: DeviceProfile,
-) -> Result<(Enrollment, [u8; KEY_LEN]), Refusal> {
-    let key = proof
-        .key
-        .as_deref()
-        .and_then(|k| auth::decode_key(k).ok())
-        .ok_or_else(auth_failed)?;
-    if auth::device_id(&key) != device_id {
-        return Err(auth_failed());
-    }
-    let (id, known) = (device_id.to_owned(), hub.known.clone());
-    let enroll = move |store: &dyn Store| {
-        let enrolled = store.enroll(&id, &key, &profile, now_ms())?;
-        if enrolled == Enrollment::Enrolled {
-            known.insert(&id, Known::new(key, &profile));
-        }
-        Ok(enrolled)
-    };
-    match hub.store.run(enroll).await? {
-        Enrollment::Conflict => Err(auth_failed()),
-        enrolled => Ok((enrolled, key)),
-    }
-}
-
-/// The store write a handshake ends with.
-enum Update {
-    Nothing,
-    LastSeen,
-    /// The profile changed; the device holds this key.
-    Profile([u8; KEY_LEN]),
-}
-
-fn auth_failed() -> Refusal {
-    Refusal::Tell(ErrorCode::AuthFailed, "authentication failed".into())
-}
-
-/// What the device calls itself goes to the store, pairing requests, the agent and
-/// the owner's terminal: cleaned once, here, for all of them.
-fn clean_labels(hello: &mut Hello) {
-    hello.name = labels::clean_opt(hello.name.as_deref(), limits::MAX_NAME);
-    hello.board = labels::clean_opt(hello.board.as_deref(), limits::MAX_BOARD);
-    hello.firmware = labels::clean_opt(hello.firmware.as_deref(), limits::MAX_FIRMWARE);
-}
-
+/// What the store keeps of a device's `hello`.
 pub(crate) fn profile_of(hello: &Hello) -> DeviceProfile {
     DeviceProfile {
         name: hello.name.clone(),
@@ -319,41 +285,4 @@ pub(crate) fn profile_of(hello: &Hello) -> DeviceProfile {
         firmware: hello.firmware.clone(),
         sensors: hello.sensors.clone(),
     }
-}
-
-/// The next text message of the handshake, within the step timeout.
-async fn receive<S>(
-    ws: &mut WebSocketStream<S>,
-    what: &str,
-    traffic: &Traffic,
-) -> Result<DeviceMessage, Refusal>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let wait = async {
-        loop {
-            match ws.next().await {
-                Some(Ok(Message::Text(text))) => {
-                    traffic.inbound(text.len());
-                    return DeviceMessage::decode(&text)
-                        .map_err(|err| Refusal::protocol(err.to_string()));
-                }
-                Some(Ok(Message::Binary(_))) => {
-                    return Err(Refusal::protocol(format!(
-                        "expected {what}, got a binary frame"
-                    )))
-                }
-                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
-                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return Err(Refusal::Gone),
-            }
-        }
-    };
-    tokio::time::timeout(STEP_TIMEOUT, wait)
-        .await
-        .unwrap_or_else(|_| {
-            Err(Refusal::Tell(
-                ErrorCode::Timeout,
-                format!("no {what} in time"),
-            ))
-        })
 }

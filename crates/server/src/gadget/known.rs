@@ -12,49 +12,28 @@
 //! its key and a fingerprint of the profile the store holds.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 use herald_gadget_proto::is_valid_device_id;
 use herald_gadget_proto::limits::KEY_LEN;
+use herald_session::gadget::handshake::{fingerprint, Known};
 
 use crate::store::{DeviceProfile, DeviceRecord, Store, StoreError};
 
-/// What a handshake needs to know of an enrolled device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Known {
-    pub(crate) key: [u8; KEY_LEN],
-    /// Of the name, board and firmware the store holds.
-    pub(crate) profile: u64,
-}
-
-impl Known {
-    /// A device that holds `key` and said `profile` in its latest `hello`.
-    pub(crate) fn new(key: [u8; KEY_LEN], profile: &DeviceProfile) -> Known {
-        Known {
-            key,
-            profile: profile_fingerprint(profile),
-        }
-    }
-
-    pub(crate) fn of(record: &DeviceRecord) -> Known {
-        Known {
-            key: record.key,
-            profile: fingerprint(&record.name, &record.board, &record.firmware),
-        }
+/// What memory holds of a device whose record is `record`.
+fn known_of(record: &DeviceRecord) -> Known {
+    Known {
+        key: record.key,
+        profile: fingerprint(&record.name, &record.board, &record.firmware),
     }
 }
 
-/// The fingerprint [`Known::profile`] compares a `hello` against.
-pub(crate) fn profile_fingerprint(profile: &DeviceProfile) -> u64 {
-    fingerprint(&profile.name, &profile.board, &profile.firmware)
-}
-
-fn fingerprint(name: &Option<String>, board: &Option<String>, firmware: &Option<String>) -> u64 {
-    // Fixed keys: the same profile gives the same number for as long as the process runs.
-    let mut hasher = DefaultHasher::new();
-    (name, board, firmware).hash(&mut hasher);
-    hasher.finish()
+/// What memory holds of a device that holds `key` and said `profile` last.
+pub(crate) fn known_as(key: [u8; KEY_LEN], profile: &DeviceProfile) -> Known {
+    Known {
+        key,
+        profile: fingerprint(&profile.name, &profile.board, &profile.firmware),
+    }
 }
 
 /// A device id (`hg-` and 16 hex digits) as the number it spells.
@@ -73,7 +52,7 @@ impl KnownDevices {
     pub(crate) fn from_store(store: &dyn Store) -> Result<KnownDevices, StoreError> {
         let known = KnownDevices::default();
         for record in store.devices()? {
-            known.insert(&record.id, Known::of(&record));
+            known.insert(&record.id, known_of(&record));
         }
         Ok(known)
     }
@@ -120,12 +99,12 @@ mod tests {
         let known = KnownDevices::from_store(&store).unwrap();
         let entry = known.get(id).unwrap();
         assert_eq!(entry.key, [3; KEY_LEN]);
-        assert_eq!(entry.profile, profile_fingerprint(&profile));
+        assert_eq!(entry, known_as([3; KEY_LEN], &profile));
         let renamed = DeviceProfile {
             name: Some("Hall".into()),
             ..profile.clone()
         };
-        assert_ne!(entry.profile, profile_fingerprint(&renamed));
+        assert_ne!(entry, known_as([3; KEY_LEN], &renamed));
         assert_eq!(known.get("hg-00ff00ff00ff00fe"), None);
 
         known.remove(id);

@@ -1,13 +1,13 @@
 //! The gadget side of an admitted connection: one task reads decoded frames into the
 //! device's session and writes its outbox (the writing of a frame is shared, see
-//! [`crate::socket`]); and refusals during the handshake.
+//! [`crate::socket`]).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use herald_gadget_proto::{limits, DeviceMessage, ErrorCode, ServerMessage};
+use herald_gadget_proto::{limits, DeviceMessage};
 use herald_port::Platform;
 use herald_session::io::Close;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -20,18 +20,6 @@ use super::session::Event;
 use crate::metrics::Metrics;
 use crate::queue::{self, TrySendError};
 use crate::socket::{self, Outgoing, SendQueueReader, CLOSE_GRACE};
-
-/// Send a protocol error and close with 1008, as the handshake rules require.
-pub(crate) async fn reject<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let error = ServerMessage::Error(herald_gadget_proto::Error {
-        code,
-        message: message.to_owned(),
-    });
-    socket::refuse(ws, error.encode(), code.as_str()).await;
-}
 
 /// One admitted connection: frames from the device go to its session, frames from the
 /// session's outbox go to the device. One task does both, since an idle gadget's cost is

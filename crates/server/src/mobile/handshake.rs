@@ -178,5 +178,5 @@ where
         ErrorCode::RateLimited => CloseCode::Again,
         _ => CloseCode::Policy,
     };
-    socket::refuse_with(ws, error, close, code.as_str()).await;
+    socket::refuse(ws, error, close, code.as_str()).await;
 }

@@ -113,16 +113,7 @@ pub enum PhoneClaim {
 /// A phone unseen this long gives its place to a user's new one.
 pub const STALE_PHONE_DAYS: i64 = 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Enrollment {
-    /// The key was stored.
-    Enrolled,
-    /// The same key was already stored (a retried first contact).
-    AlreadyEnrolled,
-    /// Another key holds this id.
-    Conflict,
-}
-
+pub use herald_session::gadget::handshake::Enrollment;
 pub use herald_session::gadget::ota::{OtaImage, OtaProgress, OtaStatus, OtaUpdate};
 pub(crate) use herald_session::gadget::sensors::merge_sensors;
 pub use herald_session::gadget::sensors::{

@@ -7,6 +7,9 @@
 //! authorizer, speech, pictures, the agent, answers to calls, firmware updates) and its
 //! next deadline ([`crate::SessionCore::poll_timeout`]).
 //!
+//! Before a connection reaches its session, [`handshake::Handshake`] admits it: the
+//! device proves its key, is enrolled on first contact, and is found paired or not.
+//!
 //! The sub-machines it drives are pure too: the question queue ([`prompts`]), the
 //! utterance being received ([`utterance`]), the sensor write window ([`sensors`]) and
 //! the firmware updates ([`ota`]).
@@ -14,6 +17,7 @@
 mod calls;
 mod core;
 mod firmware;
+pub mod handshake;
 mod inbound;
 pub mod ota;
 mod peer;
