@@ -166,11 +166,10 @@ async fn carry_out(
     let Some(hello) = handshake.hello() else {
         return Ok(());
     };
-    let device_id = hello.device_id.clone();
     match effect {
         Effect::Check => {
             let locked_out = hub.failures.blocked(peer.ip(), Instant::now());
-            let known = hub.known.get(&device_id);
+            let known = hub.known.get(&hello.device_id);
             handshake.handle_checked(locked_out, known, core_now());
         }
         Effect::Reserve => {
@@ -183,7 +182,8 @@ async fn carry_out(
             *reservation = place;
         }
         Effect::Enroll { key } => {
-            let (profile, known) = (profile_of(hello), hub.known.clone());
+            let (device_id, profile) = (hello.device_id.clone(), profile_of(hello));
+            let known = hub.known.clone();
             let enroll = move |store: &dyn Store| {
                 let enrolled = store.enroll(&device_id, &key, &profile, now_ms())?;
                 if enrolled == Enrollment::Enrolled {
@@ -194,9 +194,10 @@ async fn carry_out(
             let enrolled = hub.store.run(enroll).await.map_err(unchecked);
             handshake.handle_enrolled(enrolled);
         }
-        Effect::Seen => hub.store.seen(&device_id, now_ms()),
+        Effect::Seen => hub.store.seen(&hello.device_id, now_ms()),
         Effect::Touch { key } => {
-            let (profile, known) = (profile_of(hello), hub.known.clone());
+            let (device_id, profile) = (hello.device_id.clone(), profile_of(hello));
+            let known = hub.known.clone();
             // On the store's thread, in turn with a `forget`, so memory follows the store.
             let touch = move |store: &dyn Store| {
                 if store.touch(&device_id, &profile, now_ms())? {
@@ -211,7 +212,7 @@ async fn carry_out(
             let authorizer = hub.devices.authorizer().ok_or(Ended::Gone)?;
             let paired = hub
                 .authorized
-                .check(authorizer.as_ref(), Platform::Gadget, &device_id)
+                .check(authorizer.as_ref(), Platform::Gadget, &hello.device_id)
                 .await
                 .map_err(|err| {
                     tracing::error!(%err, "authorization failed during a handshake");
