@@ -19,6 +19,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod access;
+mod activity;
 pub mod admin;
 mod authorized;
 mod calls;

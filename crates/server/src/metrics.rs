@@ -6,7 +6,7 @@
 //!
 //! [`Metrics`] is the one object every hub, the router and the admin API share, so it
 //! also carries the console's [`Activity`]: recent conversation events and the live
-//! event bus (see `admin/activity.rs`).
+//! event bus (see `activity.rs`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,7 +17,7 @@ use std::time::Duration;
 use herald_port::Platform;
 use serde::Serialize;
 
-use crate::admin::activity::Activity;
+use crate::activity::Activity;
 
 /// Frames and bytes through one transport.
 #[derive(Default)]

@@ -2,7 +2,7 @@
 //! to the session of the chat's device, on the hub of its platform.
 //!
 //! What reaches a device (replies, cards, prompts, files, actions) is also noted in the
-//! console's recent events (`admin/activity.rs`), whichever backend sent it.
+//! console's recent events (`activity.rs`), whichever backend sent it.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use herald_port::{
     RequestError, Response,
 };
 
-use crate::admin::activity::{Activity, EventKind};
+use crate::activity::{Activity, EventKind};
 use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
 use crate::mobile::{self, MobileHub};

@@ -12,18 +12,18 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use herald_admin_api::{
     ApproveRequest, DeliverKind, DeliverRequest, Delivered, DeviceRecordView, DeviceView, Info,
-    OtaRequest, RevokeRequest,
+    RevokeRequest,
 };
 use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
-use herald_gadget_proto::{is_valid_device_id, OtaRefusal};
+use herald_gadget_proto::OtaRefusal;
 use herald_port::{Chat, DeliveryError, SendOptions};
 use herald_session::gadget::ota::PushError;
 use serde::{Deserialize, Serialize};
 
-use super::console::{gauges, Console};
-use super::{firmware, AdminState, ApiError};
+use super::{AdminState, ApiError};
 use crate::access::Access;
 use crate::gadget::{forget_staged, Command};
+use crate::metrics::Gauges;
 use crate::store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
 
 impl From<DeviceRecord> for DeviceRecordView {
@@ -257,28 +257,6 @@ impl From<PushError> for ApiError {
     }
 }
 
-pub(super) async fn ota_push(
-    State(state): State<AdminState>,
-    State(console): State<Arc<Console>>,
-    Json(request): Json<OtaRequest>,
-) -> Result<Json<OtaView>, ApiError> {
-    if !is_valid_device_id(&request.device_id) {
-        return Err(ApiError(
-            StatusCode::BAD_REQUEST,
-            format!("{:?} is not a gadget id (hg-...)", request.device_id),
-        ));
-    }
-    if !request.image.is_absolute() {
-        return Err(ApiError(
-            StatusCode::BAD_REQUEST,
-            "give the image as an absolute path".into(),
-        ));
-    }
-    let update =
-        firmware::push_recorded(&state, &console, &request.device_id, request.image).await?;
-    Ok(Json(ota_view(&state, update)))
-}
-
 pub(super) async fn ota_list(
     State(state): State<AdminState>,
 ) -> Result<Json<Vec<OtaView>>, ApiError> {
@@ -312,4 +290,21 @@ pub(super) fn ota_view(state: &AdminState, update: OtaUpdate) -> OtaView {
         update,
         max_attempts: OTA_MAX_ATTEMPTS,
     }
+}
+
+/// The figures that live outside [`Metrics`](crate::metrics::Metrics).
+pub(crate) async fn gauges(state: &AdminState) -> Result<Gauges, ApiError> {
+    let updates = state.store.run(move |store| store.ota_updates()).await?;
+    let mut by_status = std::collections::BTreeMap::<String, u64>::new();
+    for update in &updates {
+        *by_status
+            .entry(update.progress.status.as_str().to_owned())
+            .or_default() += 1;
+    }
+    Ok(Gauges {
+        gadgets_online: state.gadget.devices.online_count(),
+        phones_online: state.mobile.devices.online_count(),
+        ota: by_status.into_iter().collect(),
+        ota_bytes_sent: updates.iter().map(|u| u.progress.bytes_sent).sum(),
+    })
 }

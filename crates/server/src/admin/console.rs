@@ -7,8 +7,6 @@
 //! (one device in full with its recent conversation, cards, actions, figures, QR codes).
 //! The pages carry no data and are served without a session; every endpoint needs one.
 
-use std::sync::atomic::AtomicUsize;
-
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -18,39 +16,15 @@ use herald_admin_api::DeviceView;
 use herald_port::{ActionError, Card, Chat, DeviceProfile, Platform};
 use serde::{Deserialize, Serialize};
 
-use super::activity::ConversationEvent;
-use super::api::{ota_view, OtaView, PhoneView};
-use super::firmware::Firmware;
-use super::link::LoginCodes;
-use super::session::Sessions;
+use super::api::{gauges, ota_view, OtaView, PhoneView};
 use super::{AdminState, ApiError, App};
-use crate::metrics::{Gauges, Stats};
+use crate::activity::ConversationEvent;
+use crate::metrics::Stats;
 use crate::web::{Page, ADMIN_PAGES};
 
 /// The longest card title and body the console sends.
 pub(crate) const MAX_CARD_TITLE: usize = 100;
 pub(crate) const MAX_CARD_BODY: usize = 2000;
-
-/// What the console keeps besides the API's state.
-pub(crate) struct Console {
-    pub(super) sessions: Sessions,
-    /// Codes of login links (`herald console`) not yet used or expired.
-    pub(super) links: LoginCodes,
-    pub(super) firmware: Firmware,
-    /// Live event streams open now.
-    pub(super) streams: AtomicUsize,
-}
-
-impl Console {
-    pub(crate) fn new(data_dir: &std::path::Path) -> Console {
-        Console {
-            sessions: Sessions::default(),
-            links: LoginCodes::default(),
-            firmware: Firmware::new(data_dir),
-            streams: AtomicUsize::new(0),
-        }
-    }
-}
 
 fn not_found(message: String) -> ApiError {
     ApiError(StatusCode::NOT_FOUND, message)
@@ -234,23 +208,6 @@ pub(crate) async fn action(
 /// `GET /v1/stats`: the main figures of `/metrics`, as JSON.
 pub(crate) async fn stats(State(state): State<AdminState>) -> Result<Json<Stats>, ApiError> {
     Ok(Json(state.metrics.stats(&gauges(&state).await?)))
-}
-
-/// The figures that live outside [`Metrics`](crate::metrics::Metrics).
-pub(crate) async fn gauges(state: &AdminState) -> Result<Gauges, ApiError> {
-    let updates = state.store.run(move |store| store.ota_updates()).await?;
-    let mut by_status = std::collections::BTreeMap::<String, u64>::new();
-    for update in &updates {
-        *by_status
-            .entry(update.progress.status.as_str().to_owned())
-            .or_default() += 1;
-    }
-    Ok(Gauges {
-        gadgets_online: state.gadget.devices.online_count(),
-        phones_online: state.mobile.devices.online_count(),
-        ota: by_status.into_iter().collect(),
-        ota_bytes_sent: updates.iter().map(|u| u.progress.bytes_sent).sum(),
-    })
 }
 
 /// The addresses devices use, as the server page shows them.

@@ -24,13 +24,13 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use herald_admin_api::OtaRequest;
 use herald_gadget_proto::{is_valid_device_id, ota_image};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::api::{ota_view, OtaView};
-use super::console::Console;
-use super::{AdminState, ApiError};
+use super::{AdminState, ApiError, Console};
 use crate::files;
 use crate::ids;
 use crate::store::OtaUpdate;
@@ -349,6 +349,27 @@ pub(crate) async fn push(
     if let Some(file) = console.firmware.take(&upload) {
         let _ = tokio::fs::remove_file(file).await;
     }
+    Ok(Json(ota_view(&state, update)))
+}
+
+pub(super) async fn ota_push(
+    State(state): State<AdminState>,
+    State(console): State<Arc<Console>>,
+    Json(request): Json<OtaRequest>,
+) -> Result<Json<OtaView>, ApiError> {
+    if !is_valid_device_id(&request.device_id) {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("{:?} is not a gadget id (hg-...)", request.device_id),
+        ));
+    }
+    if !request.image.is_absolute() {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "give the image as an absolute path".into(),
+        ));
+    }
+    let update = push_recorded(&state, &console, &request.device_id, request.image).await?;
     Ok(Json(ota_view(&state, update)))
 }
 

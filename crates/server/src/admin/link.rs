@@ -31,9 +31,9 @@ use herald_gadget_proto::auth::ct_eq;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::console::Console;
 use super::session::SessionKey;
 use super::ApiError;
+use super::Console;
 use crate::ids;
 
 /// How long a login link works.

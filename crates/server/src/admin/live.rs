@@ -14,7 +14,7 @@
 //! and a logout makes every stream look at once); one opened with the bearer token runs
 //! until its client leaves.
 //!
-//! [`Activity`]: super::activity::Activity
+//! [`Activity`]: crate::activity::Activity
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -29,10 +29,11 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::activity::Live;
-use super::console::{gauges, Console};
+use super::api::gauges;
 use super::session::SessionKey;
+use super::Console;
 use super::{api, AdminState, ApiError};
+use crate::activity::Live;
 
 /// Streams open at most (a person has a tab or two open).
 pub(crate) const MAX_STREAMS: usize = 16;

@@ -16,10 +16,9 @@
 //!   QR codes) and its pages;
 //! - [`firmware`]: firmware uploaded through the browser, checked, pushed, and the
 //!   history of updates;
-//! - [`live`]: the server-sent event stream that keeps the console current;
-//! - [`activity`]: recent conversation events per device, and the live event bus.
+//! - [`live`]: the server-sent event stream that keeps the console current, from the
+//!   event bus in [`crate::activity`].
 
-pub(crate) mod activity;
 mod api;
 mod console;
 mod firmware;
@@ -30,6 +29,7 @@ mod session;
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, FromRef};
@@ -41,6 +41,9 @@ use axum::{Json, Router};
 use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE, TOKEN_FILE};
 use herald_port::{AccessError, Authorizer, Outbound};
 
+use self::firmware::Firmware;
+use self::link::LoginCodes;
+use self::session::Sessions;
 use crate::access::Access;
 use crate::files;
 use crate::gadget::GadgetHub;
@@ -96,11 +99,32 @@ pub(crate) struct AdminState {
     pub info: Arc<Info>,
 }
 
+/// What the console keeps besides the API's state.
+pub(crate) struct Console {
+    sessions: Sessions,
+    /// Codes of login links (`herald console`) not yet used or expired.
+    links: LoginCodes,
+    firmware: Firmware,
+    /// Live event streams open now.
+    streams: AtomicUsize,
+}
+
+impl Console {
+    pub(crate) fn new(data_dir: &std::path::Path) -> Console {
+        Console {
+            sessions: Sessions::default(),
+            links: LoginCodes::default(),
+            firmware: Firmware::new(data_dir),
+            streams: AtomicUsize::new(0),
+        }
+    }
+}
+
 /// The admin API's state and the console's, as handlers ask for either.
 #[derive(Clone)]
 pub(crate) struct App {
     pub api: AdminState,
-    pub console: Arc<console::Console>,
+    pub console: Arc<Console>,
 }
 
 impl FromRef<App> for AdminState {
@@ -109,14 +133,14 @@ impl FromRef<App> for AdminState {
     }
 }
 
-impl FromRef<App> for Arc<console::Console> {
-    fn from_ref(app: &App) -> Arc<console::Console> {
+impl FromRef<App> for Arc<Console> {
+    fn from_ref(app: &App) -> Arc<Console> {
         app.console.clone()
     }
 }
 
 pub(crate) fn router(state: AdminState) -> Router {
-    let console = Arc::new(console::Console::new(&state.info.data_dir));
+    let console = Arc::new(Console::new(&state.info.data_dir));
     let app = App {
         api: state,
         console,
@@ -134,7 +158,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/v1/deliver", post(api::deliver))
         .route("/v1/display", post(console::display))
         .route("/v1/action", post(console::action))
-        .route("/v1/ota", get(api::ota_list).post(api::ota_push))
+        .route("/v1/ota", get(api::ota_list).post(firmware::ota_push))
         .route("/v1/ota/history", get(firmware::history))
         .route(
             "/v1/ota/uploads",

@@ -44,7 +44,7 @@ use herald_gadget_proto::auth::ct_eq;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{console::Console, AdminState, ApiError, App};
+use super::{AdminState, ApiError, App, Console};
 use crate::clock::now_ms;
 use crate::ids;
 

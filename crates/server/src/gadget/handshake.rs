@@ -30,6 +30,7 @@ use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::config::Secret;
 use crate::ids::OsEntropy;
+use crate::listener;
 use crate::places::AddrPlace;
 use crate::session_io::close_code;
 use crate::socket::{self, send_queue};
@@ -42,7 +43,17 @@ enum Ended {
     Gone,
 }
 
-pub(super) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<GadgetHub>)
+/// Every connection to the endpoint starts with its handshake.
+impl listener::Handler for GadgetHub {
+    async fn handle<S>(self: Arc<Self>, ws: WebSocketStream<S>, peer: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        run(ws, peer, self).await;
+    }
+}
+
+async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<GadgetHub>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

@@ -23,17 +23,14 @@ mod session;
 mod socket;
 mod waiting;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use herald_gadget_proto::limits;
 use herald_port::{DeliveryError, Platform};
 use herald_session::gadget::ota::PushError;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::WebSocketStream;
 
 use crate::authorized::Authorized;
 use crate::config::GadgetConfig;
@@ -167,15 +164,6 @@ impl GadgetHub {
     pub(crate) async fn close_all(&self) {
         let shutdown = || Event::Command(Box::new(Command::Shutdown));
         self.devices.tell_all(shutdown).await;
-    }
-}
-
-impl listener::Handler for GadgetHub {
-    async fn handle<S>(self: Arc<Self>, ws: WebSocketStream<S>, peer: SocketAddr)
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        handshake::run(ws, peer, self).await;
     }
 }
 

@@ -21,6 +21,7 @@ use super::socket::Role;
 use super::{MobileHub, MAX_LABEL};
 use crate::clock::now_ms;
 use crate::labels;
+use crate::listener;
 use crate::metrics::Traffic;
 use crate::socket;
 use crate::store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
@@ -28,7 +29,17 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(super) async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<MobileHub>)
+/// Every connection to the endpoint starts with its handshake.
+impl listener::Handler for MobileHub {
+    async fn handle<S>(self: Arc<Self>, ws: WebSocketStream<S>, peer: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        run(ws, peer, self).await;
+    }
+}
+
+async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<MobileHub>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

@@ -18,17 +18,14 @@ mod handshake;
 mod session;
 mod socket;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use herald_mobile_proto::{limits, Capabilities, TokenSet};
 use herald_port::{DeliveryError, Platform};
 use herald_session::mobile::uploads::UploadBudget;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::WebSocketStream;
 
 use crate::authorized::Authorized;
 use crate::config::MobileConfig;
@@ -208,15 +205,6 @@ impl MobileHub {
     pub(crate) async fn close_all(&self) {
         let shutdown = || Event::Command(Command::Shutdown);
         self.devices.tell_all(shutdown).await;
-    }
-}
-
-impl listener::Handler for MobileHub {
-    async fn handle<S>(self: Arc<Self>, ws: WebSocketStream<S>, peer: SocketAddr)
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        handshake::run(ws, peer, self).await;
     }
 }
 

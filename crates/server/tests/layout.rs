@@ -1,0 +1,134 @@
+//! The server's top-level modules depend on each other without a cycle, so each can be
+//! read (and moved to a crate of its own) knowing only what it names below it.
+//!
+//! An edge is a `crate::module` path in a module's code outside its tests. A module's
+//! own children (`gadget::session` using `super::GadgetHub`) are not edges: a parent
+//! and its children are one module here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// `crate::name` references in `text`, before its first `#[cfg(test)]`.
+fn references(text: &str) -> BTreeSet<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let mut found = BTreeSet::new();
+    for line in code.lines().map(str::trim) {
+        if line.starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            let after = &rest[at + "crate::".len()..];
+            let preceded_by_word = rest[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !preceded_by_word && !name.is_empty() {
+                found.insert(name);
+            }
+            rest = after;
+        }
+        // `use crate::{a, b::C}`: the names in the braces.
+        if let Some(list) = line.strip_prefix("use crate::{") {
+            for item in list.trim_end_matches("};").split(',') {
+                let name = item.trim().split("::").next().unwrap_or_default();
+                if !name.is_empty() {
+                    found.insert(name.to_owned());
+                }
+            }
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "tests") {
+            rust_files(&path, into);
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && path.file_name().is_some_and(|n| n != "tests.rs")
+        {
+            into.push(path);
+        }
+    }
+}
+
+/// Each top-level module and the top-level modules its code names.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let module_of = |path: &Path| {
+        let first = path
+            .strip_prefix(&src)
+            .unwrap()
+            .components()
+            .next()
+            .unwrap();
+        let name = first.as_os_str().to_string_lossy();
+        name.trim_end_matches(".rs").to_owned()
+    };
+    let modules: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(file);
+        if module == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let names = graph.entry(module.clone()).or_default();
+        for name in references(&text) {
+            if name != module && modules.contains(&name) {
+                names.insert(name);
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle through `from`, as the path that closes it.
+fn cycle_from(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    from: &str,
+    path: &mut Vec<String>,
+) -> Option<Vec<String>> {
+    for next in graph.get(from).into_iter().flatten() {
+        if let Some(at) = path.iter().position(|m| m == next) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(next.clone());
+            return Some(cycle);
+        }
+        path.push(next.clone());
+        if let Some(cycle) = cycle_from(graph, next, path) {
+            return Some(cycle);
+        }
+        path.pop();
+    }
+    None
+}
+
+#[test]
+fn the_top_level_modules_form_no_cycle() {
+    let graph = graph();
+    assert!(
+        graph["gadget"].contains("socket") && graph["admin"].contains("gadget"),
+        "the scan sees the edges it should: {graph:?}"
+    );
+    for module in graph.keys() {
+        let cycle = cycle_from(&graph, module, &mut vec![module.clone()]);
+        assert!(cycle.is_none(), "a cycle: {}", cycle.unwrap().join(" -> "));
+    }
+}
+
+#[test]
+fn the_scan_finds_paths_in_uses_and_code_but_not_in_tests() {
+    let text = "use crate::a::X;\nuse crate::{b, c::Y};\nlet z = crate::d::f();\n\
+                // crate::e in a comment\nlet w = my_crate::g;\n#[cfg(test)]\nuse crate::h;\n";
+    let found: Vec<_> = references(text).into_iter().collect();
+    assert_eq!(found, ["a", "b", "c", "d"]);
+}
