@@ -207,6 +207,11 @@ impl<T> Receiver<T> {
         }
     }
 
+    /// The next item if one waits now.
+    pub(crate) fn try_recv(&mut self) -> Option<T> {
+        self.shared.pop()
+    }
+
     /// Refuse new items; those already queued can still be received.
     pub(crate) fn close(&mut self) {
         {

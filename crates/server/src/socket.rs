@@ -52,9 +52,9 @@ pub(crate) async fn refuse<S>(
 
 /// After our close, let the client's close reply arrive so it sees a clean close, but
 /// not forever.
-pub(crate) async fn await_close_reply<S>(ws: &mut WebSocketStream<S>)
+pub(crate) async fn await_close_reply<W>(ws: &mut W)
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    W: futures_util::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
 {
     let _ = tokio::time::timeout(CLOSE_GRACE, async {
         while let Some(Ok(_)) = ws.next().await {}
@@ -141,6 +141,22 @@ impl SendQueue {
         Ok(())
     }
 
+    /// Queue `out` if the outbox has room for it now; it comes back if not (or if the
+    /// writer is gone, which the next write finds out).
+    pub(crate) fn try_send(&self, out: Outgoing) -> Result<(), Outgoing> {
+        if self.queued.bytes.load(Ordering::Acquire) >= OUTBOX_BYTES {
+            return Err(out);
+        }
+        let len = out.len();
+        self.queued.bytes.fetch_add(len, Ordering::AcqRel);
+        self.tx.try_send(out).map_err(|err| {
+            self.queued.bytes.fetch_sub(len, Ordering::AcqRel);
+            match err {
+                queue::TrySendError::Full(out) | queue::TrySendError::Closed(out) => out,
+            }
+        })
+    }
+
     /// Room for one frame, once there is some.
     pub(crate) async fn reserve(self) -> Result<Room, Closed> {
         self.bytes_room().await?;
@@ -182,6 +198,11 @@ impl Room {
 impl SendQueueReader {
     pub(crate) async fn recv(&mut self) -> Option<Outgoing> {
         self.rx.recv().await
+    }
+
+    /// The next frame if one waits now.
+    pub(crate) fn try_recv(&mut self) -> Option<Outgoing> {
+        self.rx.try_recv()
     }
 
     /// `len` bytes have left; wake a session waiting for room if that made some.

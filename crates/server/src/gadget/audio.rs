@@ -50,14 +50,13 @@ const ENDED: u8 = 2;
 
 /// The speech being sent to the device, the one owner of its stream on the wire: it
 /// sends `audio.start` with the first frame, the frames paced, and `audio.end` (or
-/// `audio.abort` when decoding failed); [`Playback::stop`] cuts it off with
-/// `audio.abort` if the device heard its start. Its [`Feed`] takes what is still to
+/// `audio.abort` when decoding failed); [`Playback::stop`] cuts it off, and hands
+/// back the `audio.abort` the device needs if it heard the start. Its [`Feed`] takes what is still to
 /// play. Dropping it stops the stream where it is, silently.
 pub(super) struct Playback {
     pub stream: u8,
     pub feed: Arc<Feed>,
     wire: Arc<AtomicU8>,
-    outbox: SendQueue,
     task: JoinHandle<()>,
 }
 
@@ -82,7 +81,7 @@ impl Playback {
         let wire = Arc::new(AtomicU8::new(NOT_STARTED));
         let out = Out {
             stream,
-            outbox: outbox.clone(),
+            outbox,
             wire: wire.clone(),
         };
         let task = tokio::spawn(stream_out(feed.clone(), out, rate, turn, metrics));
@@ -90,7 +89,6 @@ impl Playback {
             stream,
             feed,
             wire,
-            outbox,
             task,
         }
     }
@@ -104,18 +102,18 @@ impl Playback {
         let _ = (&mut self.task).await;
     }
 
-    /// Stop now: once the task can send nothing more, `audio.abort` follows its last
-    /// frame, if `audio.start` went out and the end did not.
-    pub async fn stop(mut self) {
+    /// Stop now. Once the task can send nothing more, the `audio.abort` to queue behind
+    /// its last frame, if `audio.start` went out and the end did not.
+    pub async fn stop(mut self) -> Option<Outgoing> {
         self.task.abort();
         let _ = (&mut self.task).await;
         self.feed.close();
-        if self.wire.load(Ordering::Acquire) == STARTED {
+        (self.wire.load(Ordering::Acquire) == STARTED).then(|| {
             let abort = ServerMessage::AudioAbort(server::AudioAbort {
                 stream: self.stream,
             });
-            let _ = self.outbox.send(Outgoing::Text(abort.encode())).await;
-        }
+            Outgoing::Text(abort.encode())
+        })
     }
 }
 

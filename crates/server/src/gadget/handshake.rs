@@ -25,7 +25,7 @@ use tracing::{debug, info};
 
 use super::known::known_as;
 use super::session::{Attach, Event};
-use super::socket::Link;
+use super::socket::Connection;
 use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::config::Secret;
@@ -33,7 +33,7 @@ use crate::ids::OsEntropy;
 use crate::listener;
 use crate::places::AddrPlace;
 use crate::session_io::close_code;
-use crate::socket::{self, send_queue};
+use crate::socket;
 use crate::store::{DeviceProfile, Store, StoreError};
 
 /// Why a handshake ended without a session.
@@ -88,31 +88,19 @@ where
     let device_id = hello.device_id.clone();
     info!(%peer, device = %device_id, paired, "gadget connected");
 
-    let conn = hub.devices.conn_id();
-    let (outbox_tx, outbox_rx) = send_queue();
-    let session = hub.session(&device_id);
+    // The session takes the connection over: the handshake's state, many times the
+    // connection's, is freed now instead of living as long as it.
+    let conn = Connection::new(hub.devices.conn_id(), ws, peer);
     let attach = Attach {
         conn,
-        outbox: outbox_tx,
         hello,
         paired,
         session_id,
     };
-    if session.send(Event::Attach(Box::new(attach))).await.is_err() {
-        return;
-    }
-    // The connection gets a task of its own: the handshake's state, many times the
-    // connection's, is freed now instead of living as long as it.
-    let link = Link::new(
-        ws,
-        conn,
-        session,
-        outbox_rx,
-        hub.metrics.clone(),
-        peer,
-        device_id,
-    );
-    tokio::spawn(link.serve());
+    let _ = hub
+        .session(&device_id)
+        .send(Event::Attach(Box::new(attach)))
+        .await;
 }
 
 /// Carry the handshake's effects out and feed it the device's frames until it ends.

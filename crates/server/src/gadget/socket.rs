@@ -1,240 +1,178 @@
-//! The gadget side of an admitted connection: one task reads decoded frames into the
-//! device's session and writes its outbox (the writing of a frame is shared, see
-//! [`crate::socket`]).
+//! An admitted gadget's connection, as its session owns it: the socket (plain or TLS,
+//! behind one type), and the outbox every frame to the device leaves through, in
+//! order: the core's frames, the speech the playback task paces and the pictures.
+//!
+//! The session's task reads the socket and writes the outbox, beside its mailbox and
+//! timers, so a connected gadget is one task. The writing of a frame is shared with
+//! the phones' writer ([`crate::socket::write_frame`]).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
+use futures_util::{Sink, Stream, StreamExt};
 use herald_gadget_proto::{limits, DeviceMessage};
 use herald_port::Platform;
 use herald_session::io::Close;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::{sleep, Sleep};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
-use super::session::Event;
 use crate::metrics::Metrics;
-use crate::queue::{self, TrySendError};
-use crate::socket::{self, Outgoing, SendQueueReader, CLOSE_GRACE};
+use crate::socket::{self, Outgoing, SendQueue, SendQueueReader};
 
-/// One admitted connection: frames from the device go to its session, frames from the
-/// session's outbox go to the device. One task does both, since an idle gadget's cost is
-/// mostly its tasks; while it waits for room in the session's mailbox it keeps writing,
-/// so a session waiting for room in the outbox is never stuck on it.
-///
-/// The task's size is fixed when it is spawned, and an idle gadget should pay only for
-/// the wait: the connection is boxed (arguments of an async fn are kept beside its
-/// state), and everything else the task does is boxed as it happens (writing a frame,
-/// waiting on a full mailbox, the goodbyes).
-pub(crate) struct Link<S> {
-    ws: WebSocketStream<S>,
-    conn: u64,
-    session: queue::Sender<Event>,
-    outbox: SendQueueReader,
-    metrics: Arc<Metrics>,
-    /// Set once the writing is over: the device has until then to close in turn.
-    closing: Option<Pin<Box<Sleep>>>,
-    peer: SocketAddr,
-    device_id: String,
-}
-
-/// What a frame from the device leads to.
-enum Step {
-    Deliver {
-        event: Event,
-        fatal: bool,
-    },
-    /// The device closed: read on, so the library sends its close reply.
-    CloseReply,
-    End,
-}
-
-impl<S> Link<S>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
+/// A WebSocket, whatever carries it.
+pub(crate) trait Socket:
+    Stream<Item = Result<Message, tungstenite::Error>>
+    + Sink<Message, Error = tungstenite::Error>
+    + Send
+    + Unpin
 {
-    pub(crate) fn new(
-        ws: WebSocketStream<S>,
-        conn: u64,
-        session: queue::Sender<Event>,
-        outbox: SendQueueReader,
-        metrics: Arc<Metrics>,
-        peer: SocketAddr,
-        device_id: String,
-    ) -> Box<Self> {
-        Box::new(Link {
-            ws,
-            conn,
-            session,
+}
+
+impl<T> Socket for T where
+    T: Stream<Item = Result<Message, tungstenite::Error>>
+        + Sink<Message, Error = tungstenite::Error>
+        + Send
+        + Unpin
+{
+}
+
+pub(crate) struct Connection {
+    /// The hub's id of this connection.
+    pub(crate) id: u64,
+    ws: Pin<Box<dyn Socket>>,
+    /// The outbox's sending end, for the session and the tasks it starts.
+    queue: SendQueue,
+    outbox: SendQueueReader,
+    peer: SocketAddr,
+}
+
+/// What a connection has for its session.
+pub(crate) enum Next {
+    Read(Read),
+    Write(Outgoing),
+}
+
+/// What the device did, as its session hears it.
+pub(crate) enum Read {
+    Frame(Box<DeviceMessage>),
+    /// A frame that is not a message; with `close`, the connection cannot go on after
+    /// it (a frame over the limit, text that is not UTF-8).
+    Bad {
+        reason: String,
+        close: Option<Close>,
+    },
+    Binary(Vec<u8>),
+    /// A control frame: proof of life only.
+    Alive,
+    /// The device closed: the close reply is the library's, sent as the goodbye reads on.
+    Closed,
+    /// The connection broke.
+    Lost,
+}
+
+impl Connection {
+    pub(crate) fn new(id: u64, ws: impl Socket + 'static, peer: SocketAddr) -> Box<Connection> {
+        let (queue, outbox) = socket::send_queue();
+        Box::new(Connection {
+            id,
+            ws: Box::pin(ws),
+            queue,
             outbox,
-            metrics,
-            closing: None,
             peer,
-            device_id,
         })
     }
 
-    /// Carry the connection until it ends, then tell the session.
-    pub(crate) async fn serve(mut self: Box<Self>) {
+    pub(crate) fn queue(&self) -> &SendQueue {
+        &self.queue
+    }
+
+    /// What the connection has next for the session: a frame from the device, or one
+    /// from the outbox to write. Safe to cancel: nothing is lost.
+    pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next {
+        tokio::select! {
+            read = self.ws.next() => Next::Read(decode(read, metrics)),
+            // The connection holds a sender itself, so the outbox never ends.
+            Some(out) = self.outbox.recv() => Next::Write(out),
+        }
+    }
+
+    /// Write `out` (taken from the outbox); false once the connection takes no more.
+    pub(crate) async fn write(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+        socket::write_frame(&mut self.ws, out, &self.outbox, metrics, Platform::Gadget).await
+    }
+
+    /// Queue `out` behind what waits in the outbox. A full outbox is made room in by
+    /// writing from its head: nobody else drains it while the session is here. False
+    /// once the connection takes no more.
+    pub(crate) async fn send(&mut self, mut out: Outgoing, metrics: &Metrics) -> bool {
         loop {
-            let next = tokio::select! {
-                out = self.outbox.recv(), if self.closing.is_none() => {
-                    Box::pin(self.write(out)).await;
-                    continue;
-                }
-                () = until(&mut self.closing) => break,
-                next = self.ws.next() => next,
+            match self.queue.try_send(out) {
+                Ok(()) => return true,
+                Err(back) => out = back,
+            }
+            let Some(head) = self.outbox.try_recv() else {
+                return false;
             };
-            match self.step(next) {
-                Step::Deliver { event, fatal } => {
-                    let delivered = match self.session.try_send(event) {
-                        Ok(()) => true,
-                        Err(TrySendError::Closed(_)) => false,
-                        Err(TrySendError::Full(event)) => Box::pin(self.forward(event)).await,
-                    };
-                    if !delivered {
-                        break;
-                    }
-                    if fatal {
-                        // The session's error frame and close go out, within the grace.
-                        let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, self.drain())).await;
-                        break;
-                    }
-                }
-                Step::CloseReply => {
-                    let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, self.ws.next())).await;
-                    break;
-                }
-                Step::End => break,
-            }
-        }
-        let Link {
-            ws,
-            conn,
-            session,
-            outbox,
-            peer,
-            device_id,
-            ..
-        } = *self;
-        // The session may be waiting for room in the outbox: closing it lets the
-        // session go on to read its mailbox, where `Closed` waits.
-        drop((ws, outbox));
-        let _ = session.send(Event::Closed { conn }).await;
-        info!(%peer, device = %device_id, "gadget disconnected");
-    }
-
-    fn step(&self, next: Option<Result<Message, tungstenite::Error>>) -> Step {
-        let conn = self.conn;
-        let traffic = &self.metrics.gadget;
-        let deliver = |event| Step::Deliver {
-            event,
-            fatal: false,
-        };
-        match next {
-            Some(Ok(Message::Text(text))) => {
-                traffic.inbound(text.len());
-                deliver(match DeviceMessage::decode(&text) {
-                    Ok(msg) => Event::Frame {
-                        conn,
-                        msg: Box::new(msg),
-                    },
-                    Err(err) => Event::BadFrame {
-                        conn,
-                        reason: err.to_string(),
-                        close: None,
-                    },
-                })
-            }
-            Some(Ok(Message::Binary(data))) => {
-                traffic.inbound(data.len());
-                deliver(Event::Binary {
-                    conn,
-                    data: data.into(),
-                })
-            }
-            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
-                deliver(Event::Alive { conn })
-            }
-            Some(Ok(Message::Close(_))) => Step::CloseReply,
-            None => Step::End,
-            // The stream cannot go on after these; the device hears why, with the close
-            // code RFC 6455 gives for each.
-            Some(Err(tungstenite::Error::Capacity(_))) => Step::Deliver {
-                event: Event::BadFrame {
-                    conn,
-                    reason: format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME),
-                    close: Some(Close::TooBig),
-                },
-                fatal: true,
-            },
-            Some(Err(tungstenite::Error::Utf8(_))) => Step::Deliver {
-                event: Event::BadFrame {
-                    conn,
-                    reason: "a text frame that is not UTF-8".into(),
-                    close: Some(Close::Invalid),
-                },
-                fatal: true,
-            },
-            Some(Err(err)) => {
-                debug!(%err, "gadget read failed");
-                Step::End
+            if !self.write(head, metrics).await {
+                return false;
             }
         }
     }
 
-    /// Write what the outbox gave; when that ends the writing, start the goodbye.
-    async fn write(&mut self, out: Option<Outgoing>) {
-        let open = match out {
-            Some(out) => {
-                socket::write_frame(
-                    &mut self.ws,
-                    out,
-                    &self.outbox,
-                    &self.metrics,
-                    Platform::Gadget,
-                )
-                .await
-            }
-            None => false,
-        };
-        if !open {
-            self.closing = Some(Box::pin(sleep(CLOSE_GRACE)));
-        }
-    }
-
-    /// Wait for room in a full mailbox, writing what the outbox has meanwhile; false
-    /// when the session is gone.
-    async fn forward(&mut self, event: Event) -> bool {
-        let session = self.session.clone();
-        let send = session.send(event);
-        tokio::pin!(send);
-        loop {
-            tokio::select! {
-                sent = &mut send => return sent.is_ok(),
-                out = self.outbox.recv(), if self.closing.is_none() => self.write(out).await,
+    /// The end of the connection: write what is left for it (its close among it), then
+    /// give the device a grace to close in turn. Run on a task of its own, so the
+    /// session goes on meanwhile.
+    pub(crate) async fn goodbye(mut self: Box<Self>, metrics: Arc<Metrics>) {
+        while let Some(out) = self.outbox.try_recv() {
+            if !self.write(out, &metrics).await {
+                break;
             }
         }
+        socket::await_close_reply(&mut self.ws).await;
+        self.disconnected();
     }
 
-    /// Write the outbox until the writing ends.
-    async fn drain(&mut self) {
-        while self.closing.is_none() {
-            let out = self.outbox.recv().await;
-            self.write(out).await;
-        }
+    /// Say the device is gone; the connection goes with its owner.
+    pub(crate) fn disconnected(&self) {
+        info!(peer = %self.peer, conn = self.id, "gadget disconnected");
     }
 }
 
-/// Done when `deadline` passes; never, without one.
-async fn until(deadline: &mut Option<Pin<Box<Sleep>>>) {
-    match deadline {
-        Some(sleep) => sleep.as_mut().await,
-        None => std::future::pending().await,
+/// A read from the socket, as the session hears it.
+fn decode(read: Option<Result<Message, tungstenite::Error>>, metrics: &Metrics) -> Read {
+    match read {
+        Some(Ok(Message::Text(text))) => {
+            metrics.gadget.inbound(text.len());
+            match DeviceMessage::decode(&text) {
+                Ok(msg) => Read::Frame(Box::new(msg)),
+                Err(err) => Read::Bad {
+                    reason: err.to_string(),
+                    close: None,
+                },
+            }
+        }
+        Some(Ok(Message::Binary(data))) => {
+            metrics.gadget.inbound(data.len());
+            Read::Binary(data.into())
+        }
+        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Read::Alive,
+        Some(Ok(Message::Close(_))) => Read::Closed,
+        // The stream cannot go on after these; the device hears why, with the
+        // close code RFC 6455 gives for each.
+        Some(Err(tungstenite::Error::Capacity(_))) => Read::Bad {
+            reason: format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME),
+            close: Some(Close::TooBig),
+        },
+        Some(Err(tungstenite::Error::Utf8(_))) => Read::Bad {
+            reason: "a text frame that is not UTF-8".into(),
+            close: Some(Close::Invalid),
+        },
+        Some(Err(err)) => {
+            debug!(%err, "gadget read failed");
+            Read::Lost
+        }
+        None => Read::Lost,
     }
 }
 
@@ -242,62 +180,66 @@ async fn until(deadline: &mut Option<Pin<Box<Sleep>>>) {
 mod tests {
     use std::time::Duration;
 
-    use futures_util::SinkExt;
-    use herald_gadget_proto::common::Ping;
     use tokio::time::timeout;
     use tokio_tungstenite::tungstenite::protocol::Role;
+    use tokio_tungstenite::WebSocketStream;
 
     use super::*;
+    use crate::socket::OUTBOX;
 
     const WAIT: Duration = Duration::from_secs(5);
 
-    fn ping(ts: u64) -> Message {
-        Message::Text(DeviceMessage::Ping(Ping { ts: Some(ts) }).encode().into())
-    }
-
-    /// The stalled-session case: while the link waits for room in a full mailbox, what
-    /// the session queued still reaches the device, and the device's frames reach the
-    /// session, in order, once it reads again.
+    /// The session is the outbox's only writer: when the outbox is full, queueing a
+    /// frame writes from its head first, so nothing waits for a drain that cannot
+    /// come, and the device still hears every frame in the order it was queued.
     #[tokio::test]
-    async fn a_full_mailbox_does_not_stop_the_writing() {
-        let (server, device) = tokio::io::duplex(64 * 1024);
+    async fn a_full_outbox_is_drained_by_the_frame_that_needs_room() {
+        let (server, device) = tokio::io::duplex(1024 * 1024);
         let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
         let mut device = WebSocketStream::from_raw_socket(device, Role::Client, None).await;
-        let (mailbox, mut session) = queue::channel::<Event>(1);
-        let (outbox, reader) = socket::send_queue();
         let peer = "127.0.0.1:9".parse().unwrap();
-        let metrics = Arc::new(Metrics::default());
-        let link = Link::new(server, 7, mailbox, reader, metrics, peer, "hg-1".into());
-        let serving = tokio::spawn(link.serve());
+        let metrics = Metrics::default();
+        let mut conn = Connection::new(7, server, peer);
 
-        // The first fills the mailbox; the link holds the second until there is room.
-        device.send(ping(1)).await.unwrap();
-        device.send(ping(2)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        outbox
-            .send(Outgoing::Text("while the session is busy".into()))
+        // Another task's frames fill the outbox.
+        for n in 0..OUTBOX {
+            conn.queue()
+                .try_send(Outgoing::Text(n.to_string()))
+                .unwrap();
+        }
+        assert!(conn
+            .queue()
+            .try_send(Outgoing::Text("over".into()))
+            .is_err());
+        let queued = timeout(WAIT, conn.send(Outgoing::Text("session".into()), &metrics));
+        assert!(queued.await.unwrap(), "queued, by making room");
+        while let Some(out) = conn.outbox.try_recv() {
+            assert!(conn.write(out, &metrics).await);
+        }
+
+        let mut heard = Vec::new();
+        for _ in 0..=OUTBOX {
+            match timeout(WAIT, device.next()).await.unwrap() {
+                Some(Ok(Message::Text(text))) => heard.push(text.to_string()),
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut expected: Vec<String> = (0..OUTBOX).map(|n| n.to_string()).collect();
+        expected.push("session".into());
+        assert_eq!(heard, expected);
+
+        // The device closes: the session hears it, and the goodbye sends the reply.
+        device.close(None).await.unwrap();
+        assert!(matches!(
+            conn.next(&metrics).await,
+            Next::Read(Read::Closed)
+        ));
+        timeout(WAIT, conn.goodbye(Arc::new(metrics)))
             .await
             .unwrap();
-        let written = timeout(WAIT, device.next()).await.unwrap();
-        assert!(
-            matches!(&written, Some(Ok(Message::Text(t))) if t.as_str() == "while the session is busy"),
-            "{written:?}"
-        );
-
-        for ts in [1, 2] {
-            let event = timeout(WAIT, session.recv()).await.unwrap();
-            assert!(
-                matches!(&event, Some(Event::Frame { conn: 7, msg })
-                    if matches!(**msg, DeviceMessage::Ping(Ping { ts: Some(t) }) if t == ts)),
-                "ping {ts} is not the next event"
-            );
-        }
-        drop(device);
-        let closed = timeout(WAIT, session.recv()).await.unwrap();
-        assert!(
-            matches!(closed, Some(Event::Closed { conn: 7 })),
-            "the session hears that the connection ended"
-        );
-        timeout(WAIT, serving).await.unwrap().unwrap();
+        assert!(matches!(
+            timeout(WAIT, device.next()).await.unwrap(),
+            None | Some(Ok(Message::Close(_)))
+        ));
     }
 }

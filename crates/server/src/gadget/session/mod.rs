@@ -1,13 +1,15 @@
 //! One session per device: the only owner of the device's conversation state.
 //!
 //! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
-//! no I/O. This module is its shell, an actor that does what the core asks: events
-//! arrive on one bounded mailbox (frames from the connection's task in `socket.rs`,
-//! calls from the agent through the conversation port, requests from the admin API);
-//! the shell feeds them to the core with the time, writes the frames the core hands
-//! back into the connection's outbox, carries out its effects (the store, WAV files,
-//! the authorizer, speech and pictures, the agent's queue) and sleeps until the core's
-//! next deadline, so nothing ticks while a device is idle.
+//! no I/O. This module is its shell, one task that does what the core asks. It owns
+//! the device's connection (`socket.rs`) while there is one: it reads the device's
+//! frames and writes the connection's outbox itself, so a connected gadget costs one
+//! task. Everything else arrives on one bounded mailbox (calls from the agent through
+//! the conversation port, requests from the admin API, a new connection). The shell
+//! feeds it all to the core with the time, queues the frames the core hands back in
+//! the outbox, carries out its effects (the store, WAV files, the authorizer, speech
+//! and pictures, the agent's queue) and sleeps until the core's next deadline, so
+//! nothing ticks while a device is idle.
 //!
 //! Firmware updates are a sub-machine of the core; the shell keeps the staged image
 //! open while one is sent and writes each frame as the outbox has room for it.
@@ -17,13 +19,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_gadget_proto::{self as proto, DeviceMessage};
+use herald_gadget_proto as proto;
 use herald_port::{
     ActionError, DeliveryError, Notification, PairingCode, Platform, RequestError, Response,
 };
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
-use herald_session::io::Close;
+use herald_session::io::{Close, Transmit};
 use herald_session::{done, CallId, Counted, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
@@ -33,13 +35,14 @@ use tracing::warn;
 use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
 use super::ota;
+use super::socket::{Connection, Next, Read};
 use super::GadgetHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::ids::OsEntropy;
 use crate::queue;
-use crate::session_io::{self, Outboxes};
+use crate::session_io;
 use crate::socket::{Closed, Outgoing, Room, SendQueue};
 use crate::store::OtaUpdate;
 
@@ -66,8 +69,7 @@ pub(crate) enum Command {
 
 /// A connection that finished its handshake, handed to the session.
 pub(crate) struct Attach {
-    pub conn: u64,
-    pub outbox: SendQueue,
+    pub conn: Box<Connection>,
     pub hello: proto::Hello,
     pub paired: bool,
     pub session_id: String,
@@ -75,28 +77,6 @@ pub(crate) struct Attach {
 
 pub(crate) enum Event {
     Attach(Box<Attach>),
-    Frame {
-        conn: u64,
-        msg: Box<DeviceMessage>,
-    },
-    BadFrame {
-        conn: u64,
-        reason: String,
-        /// Close the connection this way after the error frame: the connection
-        /// cannot read on (a frame over the limit, text that is not UTF-8).
-        close: Option<Close>,
-    },
-    Binary {
-        conn: u64,
-        data: Vec<u8>,
-    },
-    /// A control frame: proof of life only.
-    Alive {
-        conn: u64,
-    },
-    Closed {
-        conn: u64,
-    },
     /// The authorizer's answer to the core's request for a pairing code.
     PairingCode(Option<PairingCode>),
     /// A picture went out (or could not): the core sends its caption and answers.
@@ -119,7 +99,10 @@ pub(crate) struct Session {
     core: Core,
     /// The calls the core will answer, by the id it knows them by.
     waiting: Waiting,
-    outboxes: Outboxes,
+    /// The device's connection, while it has one.
+    conn: Option<Box<Connection>>,
+    /// The connection a new one replaced, until the core's close for it is queued.
+    replaced: Option<Box<Connection>>,
     to_agent: AgentQueue,
     /// The staged image of the firmware update being sent, open.
     image: Option<tokio::fs::File>,
@@ -216,7 +199,8 @@ impl Session {
             mailbox: tx.clone(),
             core,
             waiting: Waiting::default(),
-            outboxes: Outboxes::default(),
+            conn: None,
+            replaced: None,
             to_agent: AgentQueue::default(),
             playback: None,
             last_event: Instant::now(),
@@ -242,6 +226,13 @@ impl Session {
             }
             let event = tokio::select! {
                 event = mailbox.recv() => event,
+                next = next_from(&mut self.conn, &self.hub.metrics) => {
+                    match next {
+                        Next::Read(read) => Box::pin(self.handle_read(read)).await,
+                        Next::Write(out) => Box::pin(self.write(out)).await,
+                    }
+                    continue;
+                }
                 _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
                     let now = Instant::now();
                     if self.retire_at().is_some_and(|at| at <= now) {
@@ -260,12 +251,7 @@ impl Session {
                 }
             };
             let Some(event) = event else { break false };
-            let now = Instant::now();
-            self.last_event = now;
-            // Speech that ended meanwhile counts before the event, as it happened first.
-            if let Some(done) = self.playback.take_if(|p| p.is_finished()) {
-                self.core.handle_speech_done(done.stream);
-            }
+            let now = self.woken();
             match event {
                 Event::Command(command) if matches!(*command, Command::Forget) => {
                     self.core.close(Close::Normal, "forgotten");
@@ -311,25 +297,77 @@ impl Session {
     /// Where the next firmware frame goes, once the window is open: it waits for room
     /// in the outbox alongside the mailbox, so conversation traffic is never held up.
     fn frame_outbox(&self) -> Option<(u64, &SendQueue)> {
-        let (conn, outbox) = self.outboxes.current()?;
-        (self.core.ota_wants_chunk() && self.core.is_current(conn)).then_some((conn, outbox))
+        let conn = self.conn.as_ref()?;
+        (self.core.ota_wants_chunk() && self.core.is_current(conn.id))
+            .then_some((conn.id, conn.queue()))
     }
 
-    async fn handle(&mut self, event: Event, now: Instant) {
-        let now = now.into_std();
+    /// What the device did.
+    async fn handle_read(&mut self, read: Read) {
+        let now = self.woken();
+        match read {
+            Read::Frame(msg) => {
+                self.core.touch(now);
+                self.core.handle_frame(*msg, now);
+            }
+            Read::Bad { reason, close } => {
+                self.core.touch(now);
+                self.core.handle_bad_frame(reason, close);
+            }
+            Read::Binary(data) => {
+                self.core.touch(now);
+                self.core.handle_binary(&data);
+            }
+            Read::Alive => self.core.touch(now),
+            // Settling hands the connection to its goodbye, which sends the close reply.
+            Read::Closed => self.core.handle_closed(),
+            Read::Lost => self.lost(),
+        }
+    }
+
+    /// Write the outbox's next frame to the device.
+    async fn write(&mut self, out: Outgoing) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if !conn.write(out, &self.hub.metrics).await {
+            self.lost();
+        }
+    }
+
+    /// The connection broke: the core hears it, and it is let go.
+    fn lost(&mut self) {
+        self.core.handle_closed();
+        if let Some(conn) = self.conn.take() {
+            conn.disconnected();
+        }
+    }
+
+    /// Something woke the session: the time, as the core is told it. Speech that ended
+    /// meanwhile counts first, as it happened first.
+    fn woken(&mut self) -> std::time::Instant {
+        let now = Instant::now();
+        self.last_event = now;
+        if let Some(done) = self.playback.take_if(|p| p.is_finished()) {
+            self.core.handle_speech_done(done.stream);
+        }
+        now.into_std()
+    }
+
+    async fn handle(&mut self, event: Event, now: std::time::Instant) {
         match event {
             Event::Attach(attach) => {
                 let Attach {
                     conn,
-                    outbox,
                     hello,
                     paired,
                     session_id,
                 } = *attach;
-                self.outboxes.attach(conn, outbox);
+                let id = conn.id;
+                self.replaced = self.conn.replace(conn);
                 let heartbeat_s = self.hub.config.heartbeat_s;
                 self.core.handle_attach(
-                    conn,
+                    id,
                     Peer::from(hello),
                     paired,
                     session_id,
@@ -337,24 +375,6 @@ impl Session {
                     now,
                 );
             }
-            Event::Frame { conn, msg } if self.core.is_current(conn) => {
-                self.core.touch(now);
-                self.core.handle_frame(*msg, now);
-            }
-            Event::BadFrame {
-                conn,
-                reason,
-                close,
-            } if self.core.is_current(conn) => {
-                self.core.touch(now);
-                self.core.handle_bad_frame(reason, close);
-            }
-            Event::Binary { conn, data } if self.core.is_current(conn) => {
-                self.core.touch(now);
-                self.core.handle_binary(&data);
-            }
-            Event::Alive { conn } if self.core.is_current(conn) => self.core.touch(now),
-            Event::Closed { conn } if self.core.is_current(conn) => self.core.handle_closed(),
             Event::PairingCode(code) => self.core.handle_pairing_code(code),
             Event::ImageSent(image) => {
                 let ImageSent {
@@ -385,8 +405,6 @@ impl Session {
                 // Handled by the run loop.
                 Command::Forget | Command::Shutdown => {}
             },
-            // Frames of a connection that was replaced or timed out.
-            _ => {}
         }
     }
 
@@ -403,11 +421,34 @@ impl Session {
         if !self.core.ota_is_running() {
             self.image = None;
         }
-        self.outboxes.settled(&self.core);
+        // A connection the core is done with says goodbye on a task of its own.
+        let ended = self.conn.take_if(|conn| !self.core.is_current(conn.id));
+        for conn in [self.replaced.take(), ended].into_iter().flatten() {
+            tokio::spawn(conn.goodbye(self.hub.metrics.clone()));
+        }
     }
 
+    /// Queue the frames the core handed back, each in its connection's outbox.
     async fn flush(&mut self) {
-        self.outboxes.flush(&mut self.core).await;
+        while let Some(Transmit { conn, frame }) = self.core.poll_transmit() {
+            let out = session_io::outgoing(frame);
+            self.send(conn, out).await;
+        }
+    }
+
+    /// Queue `out` for connection `id`; dropped when that connection is gone.
+    async fn send(&mut self, id: u64, out: Outgoing) {
+        let metrics = &self.hub.metrics;
+        if let Some(old) = self.replaced.as_mut().filter(|c| c.id == id) {
+            old.send(out, metrics).await;
+            return;
+        }
+        let Some(conn) = self.conn.as_mut().filter(|c| c.id == id) else {
+            return;
+        };
+        if !conn.send(out, metrics).await {
+            self.lost();
+        }
     }
 
     async fn carry_out(&mut self, effect: Effect) {
@@ -519,7 +560,7 @@ impl Session {
             }
             Effect::StopSpeech { stream } => {
                 if let Some(stopped) = self.playback.take_if(|p| p.stream == stream) {
-                    stopped.stop().await;
+                    self.stop_playback(stopped).await;
                 }
                 self.core.handle_speech_stopped();
             }
@@ -665,9 +706,9 @@ impl Session {
     ) -> bool {
         // The stream it replaces ends first, its abort before the new start.
         if let Some(replaced) = self.playback.take() {
-            replaced.stop().await;
+            self.stop_playback(replaced).await;
         }
-        let Some((_, outbox)) = self.outboxes.current() else {
+        let Some(conn) = self.conn.as_ref() else {
             return false;
         };
         self.playback = Some(Playback::start(
@@ -675,10 +716,19 @@ impl Session {
             stream,
             rate,
             turn,
-            outbox.clone(),
+            conn.queue().clone(),
             self.hub.metrics.clone(),
         ));
         true
+    }
+
+    /// Stop `playback`; the device hears the abort if it heard the start.
+    async fn stop_playback(&mut self, playback: Playback) {
+        let abort = playback.stop().await;
+        let current = self.conn.as_ref().map(|conn| conn.id);
+        if let (Some(abort), Some(id)) = (abort, current) {
+            self.send(id, abort).await;
+        }
     }
 
     /// Fit a picture into the device's image box and send it; the work runs on its own
@@ -695,7 +745,7 @@ impl Session {
             turn,
             call,
         } = job;
-        let Some(outbox) = self.outboxes.current().map(|(_, outbox)| outbox.clone()) else {
+        let Some(outbox) = self.conn.as_ref().map(|conn| conn.queue().clone()) else {
             let offline = DeliveryError::Offline(self.core.chat());
             return self.answer(call, Err(offline.into()));
         };
@@ -723,6 +773,14 @@ fn cannot_play(path: &std::path::Path, err: &herald_media::audio::AudioError) ->
 /// The wall clock as a ping carries it.
 fn unix_ms() -> u64 {
     u64::try_from(now_ms()).unwrap_or(0)
+}
+
+/// What `conn` has next; never, without a connection.
+async fn next_from(conn: &mut Option<Box<Connection>>, metrics: &crate::metrics::Metrics) -> Next {
+    match conn {
+        Some(conn) => conn.next(metrics).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn far_future() -> Instant {
