@@ -156,6 +156,11 @@ impl<T> Sender<T> {
         }
     }
 
+    /// No other sender (nor a permit taken with one) exists.
+    pub(crate) fn is_only_sender(&self) -> bool {
+        self.shared.senders.load(Ordering::Acquire) == 1
+    }
+
     pub(crate) fn same_channel(&self, other: &Sender<T>) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
@@ -210,6 +215,10 @@ impl<T> Receiver<T> {
     /// The next item if one waits now.
     pub(crate) fn try_recv(&mut self) -> Option<T> {
         self.shared.pop()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.shared.items().is_empty()
     }
 
     /// Refuse new items; those already queued can still be received.

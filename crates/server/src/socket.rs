@@ -157,6 +157,11 @@ impl SendQueue {
         })
     }
 
+    /// No clone of this end is held elsewhere (nor a room reserved with one).
+    pub(crate) fn is_unshared(&self) -> bool {
+        self.tx.is_only_sender()
+    }
+
     /// Room for one frame, once there is some.
     pub(crate) async fn reserve(self) -> Result<Room, Closed> {
         self.bytes_room().await?;
@@ -205,6 +210,10 @@ impl SendQueueReader {
         self.rx.try_recv()
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queued.bytes.load(Ordering::Acquire) == 0 && self.rx.is_empty()
+    }
+
     /// `len` bytes have left; wake a session waiting for room if that made some.
     fn sent(&self, len: usize) {
         let before = self.queued.bytes.fetch_sub(len, Ordering::AcqRel);
@@ -228,7 +237,7 @@ pub(crate) async fn write<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     while let Some(out) = outbox.recv().await {
-        if !write_frame(&mut sink, out, &outbox, &metrics, platform).await {
+        if !write_frame(&mut sink, out, Some(&outbox), &metrics, platform).await {
             break;
         }
     }
@@ -239,7 +248,7 @@ pub(crate) async fn write<S>(
 pub(crate) async fn write_frame<W>(
     sink: &mut W,
     out: Outgoing,
-    outbox: &SendQueueReader,
+    outbox: Option<&SendQueueReader>,
     metrics: &Metrics,
     platform: Platform,
 ) -> bool
@@ -276,7 +285,9 @@ where
     };
     match sent {
         Ok(Ok(())) => {
-            outbox.sent(len);
+            if let Some(outbox) = outbox {
+                outbox.sent(len);
+            }
             true
         }
         Ok(Err(err)) => {

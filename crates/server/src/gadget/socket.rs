@@ -41,9 +41,10 @@ pub(crate) struct Connection {
     /// The hub's id of this connection.
     pub(crate) id: u64,
     ws: Pin<Box<dyn Socket>>,
-    /// The outbox's sending end, for the session and the tasks it starts.
-    queue: SendQueue,
-    outbox: SendQueueReader,
+    /// Frames other tasks queue for the device (speech, pictures, firmware), and the
+    /// session's own behind them while any wait. Made when a task first asks for it and
+    /// given up once it is empty and no task holds it, so an idle gadget keeps none.
+    outbox: Option<(SendQueue, SendQueueReader)>,
     peer: SocketAddr,
 }
 
@@ -73,48 +74,64 @@ pub(crate) enum Read {
 
 impl Connection {
     pub(crate) fn new(id: u64, ws: impl Socket + 'static, peer: SocketAddr) -> Box<Connection> {
-        let (queue, outbox) = socket::send_queue();
         Box::new(Connection {
             id,
             ws: Box::pin(ws),
-            queue,
-            outbox,
+            outbox: None,
             peer,
         })
     }
 
-    pub(crate) fn queue(&self) -> &SendQueue {
-        &self.queue
+    /// The outbox, for a task that writes to the device beside the session.
+    pub(crate) fn queue(&mut self) -> SendQueue {
+        let (queue, _) = self.outbox.get_or_insert_with(socket::send_queue);
+        queue.clone()
     }
 
     /// What the connection has next for the session: a frame from the device, or one
     /// from the outbox to write. Safe to cancel: nothing is lost.
     pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next {
+        let queued = async {
+            match &mut self.outbox {
+                // The connection holds a sender itself, so the outbox never ends.
+                Some((_, outbox)) => outbox.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             read = self.ws.next() => Next::Read(decode(read, metrics)),
-            // The connection holds a sender itself, so the outbox never ends.
-            Some(out) = self.outbox.recv() => Next::Write(out),
+            Some(out) = queued => Next::Write(out),
         }
     }
 
-    /// Write `out` (taken from the outbox); false once the connection takes no more.
-    pub(crate) async fn write(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
-        socket::write_frame(&mut self.ws, out, &self.outbox, metrics, Platform::Gadget).await
+    /// Write `out`, taken from the outbox; false once the connection takes no more.
+    /// An outbox left empty that no task holds any more is given up.
+    pub(crate) async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+        let outbox = self.outbox.as_ref().map(|(_, outbox)| outbox);
+        let open = socket::write_frame(&mut self.ws, out, outbox, metrics, Platform::Gadget).await;
+        self.outbox
+            .take_if(|(queue, outbox)| outbox.is_empty() && queue.is_unshared());
+        open
     }
 
-    /// Queue `out` behind what waits in the outbox. A full outbox is made room in by
-    /// writing from its head: nobody else drains it while the session is here. False
-    /// once the connection takes no more.
+    /// Send the session's `out`: written now when nothing waits, else queued behind
+    /// what does. A full outbox is made room in by writing from its head, as nobody
+    /// else drains it while the session is here. False once the connection takes no
+    /// more.
     pub(crate) async fn send(&mut self, mut out: Outgoing, metrics: &Metrics) -> bool {
         loop {
-            match self.queue.try_send(out) {
+            let Some((queue, outbox)) = &mut self.outbox else {
+                return socket::write_frame(&mut self.ws, out, None, metrics, Platform::Gadget)
+                    .await;
+            };
+            match queue.try_send(out) {
                 Ok(()) => return true,
                 Err(back) => out = back,
             }
-            let Some(head) = self.outbox.try_recv() else {
+            let Some(head) = outbox.try_recv() else {
                 return false;
             };
-            if !self.write(head, metrics).await {
+            if !self.write_queued(head, metrics).await {
                 return false;
             }
         }
@@ -124,8 +141,12 @@ impl Connection {
     /// give the device a grace to close in turn. Run on a task of its own, so the
     /// session goes on meanwhile.
     pub(crate) async fn goodbye(mut self: Box<Self>, metrics: Arc<Metrics>) {
-        while let Some(out) = self.outbox.try_recv() {
-            if !self.write(out, &metrics).await {
+        while let Some(out) = self
+            .outbox
+            .as_mut()
+            .and_then(|(_, outbox)| outbox.try_recv())
+        {
+            if !self.write_queued(out, &metrics).await {
                 break;
             }
         }
@@ -189,42 +210,48 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(5);
 
-    /// The session is the outbox's only writer: when the outbox is full, queueing a
-    /// frame writes from its head first, so nothing waits for a drain that cannot
-    /// come, and the device still hears every frame in the order it was queued.
+    /// The session writes its frames at once while no other task writes to the device.
+    /// Once one does, they share the outbox, in order; the session is its only drainer,
+    /// so a frame that finds it full writes from its head first. Drained and let go by
+    /// the tasks, the outbox is given up.
     #[tokio::test]
-    async fn a_full_outbox_is_drained_by_the_frame_that_needs_room() {
+    async fn frames_leave_in_order_by_one_outbox_that_exists_only_while_needed() {
         let (server, device) = tokio::io::duplex(1024 * 1024);
         let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
         let mut device = WebSocketStream::from_raw_socket(device, Role::Client, None).await;
         let peer = "127.0.0.1:9".parse().unwrap();
         let metrics = Metrics::default();
         let mut conn = Connection::new(7, server, peer);
+        let text = |t: &str| Outgoing::Text(t.into());
+
+        assert!(conn.send(text("first"), &metrics).await);
+        assert!(conn.outbox.is_none(), "written, not queued");
 
         // Another task's frames fill the outbox.
+        let task = conn.queue();
         for n in 0..OUTBOX {
-            conn.queue()
-                .try_send(Outgoing::Text(n.to_string()))
-                .unwrap();
+            task.try_send(text(&n.to_string())).unwrap();
         }
-        assert!(conn
-            .queue()
-            .try_send(Outgoing::Text("over".into()))
-            .is_err());
-        let queued = timeout(WAIT, conn.send(Outgoing::Text("session".into()), &metrics));
+        assert!(task.try_send(text("over")).is_err());
+        let queued = timeout(WAIT, conn.send(text("session"), &metrics));
         assert!(queued.await.unwrap(), "queued, by making room");
-        while let Some(out) = conn.outbox.try_recv() {
-            assert!(conn.write(out, &metrics).await);
+        drop(task);
+        while conn.outbox.is_some() {
+            let Next::Write(out) = timeout(WAIT, conn.next(&metrics)).await.unwrap() else {
+                panic!("the device sent nothing");
+            };
+            assert!(conn.write_queued(out, &metrics).await);
         }
 
         let mut heard = Vec::new();
-        for _ in 0..=OUTBOX {
+        for _ in 0..OUTBOX + 2 {
             match timeout(WAIT, device.next()).await.unwrap() {
                 Some(Ok(Message::Text(text))) => heard.push(text.to_string()),
                 other => panic!("{other:?}"),
             }
         }
-        let mut expected: Vec<String> = (0..OUTBOX).map(|n| n.to_string()).collect();
+        let mut expected = vec!["first".to_owned()];
+        expected.extend((0..OUTBOX).map(|n| n.to_string()));
         expected.push("session".into());
         assert_eq!(heard, expected);
 

@@ -43,7 +43,7 @@ use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::ids::OsEntropy;
 use crate::queue;
 use crate::session_io;
-use crate::socket::{Closed, Outgoing, Room, SendQueue};
+use crate::socket::{Closed, Outgoing, Room};
 use crate::store::OtaUpdate;
 
 /// What the agent side and the admin API ask of a device.
@@ -104,10 +104,11 @@ pub(crate) struct Session {
     /// The connection a new one replaced, until the core's close for it is queued.
     replaced: Option<Box<Connection>>,
     to_agent: AgentQueue,
-    /// The staged image of the firmware update being sent, open.
-    image: Option<tokio::fs::File>,
+    /// The staged image of the firmware update being sent, open. Boxed, as the speech
+    /// below: rare, and an idle session's size is what every device costs.
+    image: Option<Box<tokio::fs::File>>,
     /// The speech being sent, if any.
-    playback: Option<Playback>,
+    playback: Option<Box<Playback>>,
     /// When the mailbox last had something for the session.
     last_event: Instant,
 }
@@ -172,7 +173,7 @@ async fn wait_for_room(wait: &mut Option<(u64, RoomWait)>) -> Option<Room> {
 }
 
 /// The stream of the speech that just played to its end; never, with none playing.
-async fn speech_done(playback: &mut Option<Playback>) -> u8 {
+async fn speech_done(playback: &mut Option<Box<Playback>>) -> u8 {
     let Some(playing) = playback.as_mut() else {
         return std::future::pending().await;
     };
@@ -217,9 +218,9 @@ impl Session {
         let retired = loop {
             Box::pin(self.settle()).await;
             let deadline = self.next_deadline();
-            match self.frame_outbox() {
-                Some((conn, outbox)) if room.as_ref().is_none_or(|(id, _)| *id != conn) => {
-                    room = Some((conn, Box::pin(outbox.clone().reserve()) as RoomWait));
+            match self.firmware_conn() {
+                Some(conn) if room.as_ref().is_none_or(|(id, _)| *id != conn.id) => {
+                    room = Some((conn.id, Box::pin(conn.queue().reserve()) as RoomWait));
                 }
                 Some(_) => {}
                 None => room = None,
@@ -296,10 +297,9 @@ impl Session {
 
     /// Where the next firmware frame goes, once the window is open: it waits for room
     /// in the outbox alongside the mailbox, so conversation traffic is never held up.
-    fn frame_outbox(&self) -> Option<(u64, &SendQueue)> {
-        let conn = self.conn.as_ref()?;
-        (self.core.ota_wants_chunk() && self.core.is_current(conn.id))
-            .then_some((conn.id, conn.queue()))
+    fn firmware_conn(&mut self) -> Option<&mut Connection> {
+        let conn = self.conn.as_deref_mut()?;
+        (self.core.ota_wants_chunk() && self.core.is_current(conn.id)).then_some(conn)
     }
 
     /// What the device did.
@@ -330,7 +330,7 @@ impl Session {
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
-        if !conn.write(out, &self.hub.metrics).await {
+        if !conn.write_queued(out, &self.hub.metrics).await {
             self.lost();
         }
     }
@@ -596,7 +596,7 @@ impl Session {
                 let key = match store.run(move |store| store.device(&id)).await {
                     Ok(Some(device)) => match tokio::fs::File::open(&file).await {
                         Ok(image) => {
-                            self.image = Some(image);
+                            self.image = Some(Box::new(image));
                             Ok(device.key)
                         }
                         Err(err) => Err(format!("cannot read the staged image: {err}")),
@@ -708,22 +708,22 @@ impl Session {
         if let Some(replaced) = self.playback.take() {
             self.stop_playback(replaced).await;
         }
-        let Some(conn) = self.conn.as_ref() else {
+        let Some(conn) = self.conn.as_mut() else {
             return false;
         };
-        self.playback = Some(Playback::start(
+        self.playback = Some(Box::new(Playback::start(
             feed,
             stream,
             rate,
             turn,
-            conn.queue().clone(),
+            conn.queue(),
             self.hub.metrics.clone(),
-        ));
+        )));
         true
     }
 
     /// Stop `playback`; the device hears the abort if it heard the start.
-    async fn stop_playback(&mut self, playback: Playback) {
+    async fn stop_playback(&mut self, playback: Box<Playback>) {
         let abort = playback.stop().await;
         let current = self.conn.as_ref().map(|conn| conn.id);
         if let (Some(abort), Some(id)) = (abort, current) {
@@ -745,7 +745,7 @@ impl Session {
             turn,
             call,
         } = job;
-        let Some(outbox) = self.conn.as_ref().map(|conn| conn.queue().clone()) else {
+        let Some(outbox) = self.conn.as_mut().map(|conn| conn.queue()) else {
             let offline = DeliveryError::Offline(self.core.chat());
             return self.answer(call, Err(offline.into()));
         };
