@@ -25,10 +25,12 @@ mod waiting;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use herald_gadget_proto::limits;
 use herald_port::{DeliveryError, Platform};
 use herald_session::gadget::ota::PushError;
+use herald_session::gadget::Rules;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
@@ -53,6 +55,8 @@ use waiting::WaitingRoom;
 /// What every gadget session shares.
 pub(crate) struct GadgetHub {
     pub(crate) config: GadgetConfig,
+    /// What every session goes by, from the configuration.
+    pub(crate) rules: Arc<Rules>,
     pub(crate) store: StoreHandle,
     /// The sessions, who is online and the backend.
     pub(crate) devices: Devices<Event>,
@@ -81,7 +85,13 @@ impl GadgetHub {
         unfinished_updates: ota::Unfinished,
         known: Arc<KnownDevices>,
     ) -> Self {
+        let rules = Rules {
+            heartbeat: Duration::from_secs(u64::from(config.heartbeat_s)),
+            max_utterance_s: config.max_utterance_s,
+            ota: ota::timeouts(&config),
+        };
         GadgetHub {
+            rules: Arc::new(rules),
             inbox,
             unfinished_updates,
             known,

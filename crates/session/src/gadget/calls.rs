@@ -186,7 +186,7 @@ impl Core {
         let id = self.ids.hex(12);
         let deadline = now + Duration::from_secs(limits::ACTION_TIMEOUT_SECS);
         self.actions
-            .insert(id.clone(), PendingAction { call, deadline });
+            .push((id.clone(), PendingAction { call, deadline }));
         self.send(ServerMessage::Action(proto::Action { id, name, args }));
     }
 

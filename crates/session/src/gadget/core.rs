@@ -2,8 +2,8 @@
 //! frames is `inbound.rs`, agent calls `calls.rs`, speech `speech.rs` and firmware
 //! updates `firmware.rs`.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, ServerMessage};
@@ -128,11 +128,22 @@ pub(super) struct PendingAction {
     pub deadline: Instant,
 }
 
+/// What every session of a hub goes by; shared, so an idle session does not carry a
+/// copy.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// How often a quiet connection is pinged.
+    pub heartbeat: Duration,
+    /// The longest utterance taken.
+    pub max_utterance_s: u32,
+    /// How long a firmware transfer waits on the device.
+    pub ota: Timeouts,
+}
+
 /// A gadget's session: everything about its conversation that outlives a frame.
 pub struct Core {
     pub(super) device_id: String,
-    heartbeat: Duration,
-    pub(super) max_utterance_s: u32,
+    pub(super) rules: Arc<Rules>,
     pub(super) ids: Ids,
     pub(super) conn: Option<Conn>,
     pub(super) paired: bool,
@@ -140,7 +151,8 @@ pub struct Core {
     /// however often an unpaired device knocks.
     pairing_asked: bool,
     pub(super) prompts: PromptQueue,
-    pub(super) actions: HashMap<String, PendingAction>,
+    /// Few at a time: a list holds them in less room than a map.
+    pub(super) actions: Vec<(String, PendingAction)>,
     /// The turn replies belong to, between `turn_started` and `turn_ended`.
     pub(super) turn: Option<String>,
     /// The message id of the reply being streamed, if any.
@@ -163,25 +175,18 @@ pub struct Core {
 }
 
 impl Core {
-    /// The session of `device_id`, which pings every `heartbeat` and takes utterances of
-    /// up to `max_utterance_s`; its ids come from `ids`.
-    pub fn new(
-        device_id: String,
-        heartbeat: Duration,
-        max_utterance_s: u32,
-        ota: Timeouts,
-        ids: Ids,
-    ) -> Core {
+    /// The session of `device_id`, under `rules` (shared by a hub's sessions); its ids
+    /// come from `ids`.
+    pub fn new(device_id: String, rules: Arc<Rules>, ids: Ids) -> Core {
         Core {
             device_id,
-            heartbeat,
-            max_utterance_s,
+            rules,
             ids,
             conn: None,
             paired: false,
             pairing_asked: false,
             prompts: PromptQueue::default(),
-            actions: HashMap::new(),
+            actions: Vec::new(),
             turn: None,
             streaming: None,
             utterance: None,
@@ -189,7 +194,7 @@ impl Core {
             next_stream: 1,
             deferred_end: None,
             sensors: SensorWrites::default(),
-            ota: Updates::new(ota),
+            ota: Updates::default(),
             out: Output::default(),
         }
     }
@@ -211,7 +216,7 @@ impl Core {
             id: conn,
             peer,
             last_inbound: now,
-            next_ping: now + self.heartbeat,
+            next_ping: now + self.rules.heartbeat,
         });
         self.paired = paired;
         self.out.effects.push(Effect::Online { conn });
@@ -291,11 +296,11 @@ impl Core {
             self.out.effects.push(Effect::SaveSensors(readings));
         }
         if let Some(conn) = &mut self.conn {
-            if now >= conn.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
+            if now >= conn.last_inbound + self.rules.heartbeat * limits::DEAD_AFTER_HEARTBEATS {
                 info!(device = %self.device_id, "gadget silent for too long; closing");
                 self.close(Close::Away, "heartbeat timeout");
             } else if now >= conn.next_ping {
-                conn.next_ping = now + self.heartbeat;
+                conn.next_ping = now + self.rules.heartbeat;
                 self.send(ServerMessage::Ping(proto::Ping { ts: Some(unix_ms) }));
             }
         }
@@ -308,16 +313,12 @@ impl Core {
             }
         }
         self.ota_timeout(now);
-        let overdue: Vec<String> = self
-            .actions
-            .iter()
-            .filter(|(_, a)| a.deadline <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in overdue {
-            if let Some(action) = self.actions.remove(&id) {
-                self.answer(action.call, Err(RequestError::Action(ActionError::Timeout)));
-            }
+        let (overdue, pending) = std::mem::take(&mut self.actions)
+            .into_iter()
+            .partition(|(_, a)| a.deadline <= now);
+        self.actions = pending;
+        for (_, action) in overdue {
+            self.answer(action.call, Err(RequestError::Action(ActionError::Timeout)));
         }
     }
 
@@ -486,12 +487,12 @@ impl SessionCore for Core {
     fn poll_timeout(&self) -> Option<Instant> {
         let conn = self.conn.as_ref().map(|c| {
             c.next_ping
-                .min(c.last_inbound + self.heartbeat * limits::DEAD_AFTER_HEARTBEATS)
+                .min(c.last_inbound + self.rules.heartbeat * limits::DEAD_AFTER_HEARTBEATS)
         });
         [
             conn,
             self.prompts.next_deadline(),
-            self.actions.values().map(|a| a.deadline).min(),
+            self.actions.iter().map(|(_, a)| a.deadline).min(),
             self.sensors.deadline(),
             self.ota.next_deadline(),
         ]

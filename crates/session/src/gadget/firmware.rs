@@ -59,7 +59,7 @@ impl Core {
         key: Result<[u8; limits::KEY_LEN], String>,
         now: Instant,
     ) {
-        self.ota.prepared(&self.device_id, key, now);
+        self.ota.prepared(&self.device_id, key, self.rules.ota, now);
         self.drain_ota();
     }
 

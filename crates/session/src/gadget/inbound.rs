@@ -70,7 +70,7 @@ impl Core {
             DeviceMessage::AudioStart(start) => {
                 // Speaking over the agent stops it (barge-in).
                 self.interrupt_speech();
-                match Utterance::start(&start, self.max_utterance_s) {
+                match Utterance::start(&start, self.rules.max_utterance_s) {
                     Ok(utterance) => self.utterance = Some(Box::new(utterance)),
                     Err(why) => {
                         self.utterance = None;
@@ -169,10 +169,11 @@ impl Core {
     }
 
     fn on_action_result(&mut self, result: proto::ActionResult) {
-        let Some(action) = self.actions.remove(&result.id) else {
+        let Some(at) = self.actions.iter().position(|(id, _)| *id == result.id) else {
             debug!(device = %self.device_id, id = %result.id, "result for no pending action");
             return;
         };
+        let (_, action) = self.actions.swap_remove(at);
         let outcome = if result.ok {
             Ok(Response::ActionResult {
                 result: match result.result {

@@ -26,7 +26,7 @@ pub mod sensors;
 mod speech;
 pub mod utterance;
 
-pub use self::core::{Core, Effect, ImageJob};
+pub use self::core::{Core, Effect, ImageJob, Rules};
 pub use self::peer::Peer;
 pub use self::speech::SpeechChunk;
 

@@ -1,6 +1,7 @@
 //! The gadget core driven in virtual time: hours of protocol run in microseconds,
 //! "nothing was sent" is a drained queue, not a wait, and ids are seeded.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage};
@@ -11,7 +12,7 @@ use herald_port::{
 use serde_json::{json, Value};
 
 use super::ota::{OtaEffect, Timeouts};
-use super::{Core, Effect, Peer};
+use super::{Core, Effect, Peer, Rules};
 use crate::{Ids, SessionCore};
 
 const HEARTBEAT: Duration = Duration::from_secs(20);
@@ -26,11 +27,14 @@ fn core() -> Rig {
         ack: Duration::from_secs(limits::OTA_ACK_TIMEOUT_SECS),
         done: Duration::from_secs(limits::OTA_DONE_TIMEOUT_SECS),
     };
+    let rules = Rules {
+        heartbeat: HEARTBEAT,
+        max_utterance_s: 60,
+        ota,
+    };
     let core = Core::new(
         "hg-0123456789abcdef".into(),
-        HEARTBEAT,
-        60,
-        ota,
+        Arc::new(rules),
         Ids::seeded(1),
     );
     Rig::new(core)

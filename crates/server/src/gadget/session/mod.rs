@@ -186,14 +186,7 @@ async fn speech_done(playback: &mut Option<Box<Playback>>) -> u8 {
 impl Session {
     pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> queue::Sender<Event> {
         let (tx, rx) = queue::channel(MAILBOX);
-        let heartbeat = Duration::from_secs(u64::from(hub.config.heartbeat_s));
-        let core = Core::new(
-            device_id,
-            heartbeat,
-            hub.config.max_utterance_s,
-            ota::timeouts(&hub.config),
-            Ids::new(OsEntropy),
-        );
+        let core = Core::new(device_id, hub.rules.clone(), Ids::new(OsEntropy));
         let session = Session {
             image: None,
             hub,

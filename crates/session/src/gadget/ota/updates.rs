@@ -75,22 +75,14 @@ struct Attempt {
     call: Option<CallId>,
 }
 
+#[derive(Default)]
 pub struct Updates {
-    timeouts: Timeouts,
     /// Boxed: an update rarely runs, and every idle device carries this field.
     attempt: Option<Box<Attempt>>,
     out: Vec<OtaOutput>,
 }
 
 impl Updates {
-    pub fn new(timeouts: Timeouts) -> Self {
-        Updates {
-            timeouts,
-            attempt: None,
-            out: Vec::new(),
-        }
-    }
-
     /// What the updates handed back since the last call, in order. Taken whole, so an
     /// idle device keeps no buffer.
     pub fn take_output(&mut self) -> Vec<OtaOutput> {
@@ -292,11 +284,13 @@ impl Updates {
     }
 
     /// The shell's answer to [`OtaEffect::Prepare`]: the device's key (the image is
-    /// open), or why the attempt cannot be made.
+    /// open), or why the attempt cannot be made. The transfer waits on the device
+    /// as long as `timeouts` say.
     pub fn prepared(
         &mut self,
         device_id: &str,
         key: Result<[u8; limits::KEY_LEN], String>,
+        timeouts: Timeouts,
         now: Instant,
     ) {
         let Some(mut attempt) = self.attempt.take_if(|a| a.transfer.is_none()) else {
@@ -321,8 +315,7 @@ impl Updates {
             "offering firmware"
         );
         let stream = u8::try_from(update.progress.attempts).unwrap_or(u8::MAX);
-        let mut transfer =
-            Transfer::start(device_id, key, stream, &update.image, self.timeouts, now);
+        let mut transfer = Transfer::start(device_id, key, stream, &update.image, timeouts, now);
         let snapshot = update.clone();
         self.save(&snapshot);
         self.flush(&mut transfer);
@@ -484,12 +477,14 @@ mod tests {
         }
     }
 
+    const TIMEOUTS: Timeouts = Timeouts {
+        ready: Duration::from_secs(30),
+        ack: Duration::from_secs(30),
+        done: Duration::from_secs(60),
+    };
+
     fn updates() -> Updates {
-        Updates::new(Timeouts {
-            ready: Duration::from_secs(30),
-            ack: Duration::from_secs(30),
-            done: Duration::from_secs(60),
-        })
+        Updates::default()
     }
 
     /// What came out, as words: `offer`, `abort`, `prepare`, `save:<status>`, `remove`.
@@ -522,7 +517,7 @@ mod tests {
         assert_eq!(outputs(&mut updates), ["lookup"]);
         updates.found(ID, &peer, Ok(Some(update(OtaStatus::Retrying, 1))));
         assert_eq!(outputs(&mut updates), ["prepare"]);
-        updates.prepared(ID, Ok([7; 32]), start);
+        updates.prepared(ID, Ok([7; 32]), TIMEOUTS, start);
         assert_eq!(outputs(&mut updates), ["save:sending", "offer"]);
         assert!(updates.is_running());
 
@@ -531,7 +526,7 @@ mod tests {
         assert_eq!(now, start + Duration::from_secs(30));
         updates.timeout(ID, &peer, now);
         assert_eq!(outputs(&mut updates), ["abort", "prepare"]);
-        updates.prepared(ID, Ok([7; 32]), now);
+        updates.prepared(ID, Ok([7; 32]), TIMEOUTS, now);
         assert_eq!(outputs(&mut updates), ["save:sending", "offer"]);
 
         // The last one gives up: recorded as failed, the staged copy removed.
@@ -547,14 +542,14 @@ mod tests {
         let (peer, now) = (peer(), Instant::now());
         let mut updates = updates();
         updates.found(ID, &peer, Ok(Some(update(OtaStatus::Sending, 1))));
-        updates.prepared(ID, Ok([7; 32]), now);
+        updates.prepared(ID, Ok([7; 32]), TIMEOUTS, now);
         outputs(&mut updates);
         updates.detached();
         assert_eq!(outputs(&mut updates), ["save:retrying"]);
         assert!(!updates.is_running());
 
         updates.found(ID, &peer, Ok(Some(update(OtaStatus::Retrying, 1))));
-        updates.prepared(ID, Err("the device was forgotten".into()), now);
+        updates.prepared(ID, Err("the device was forgotten".into()), TIMEOUTS, now);
         assert_eq!(outputs(&mut updates), ["prepare", "save:failed", "remove"]);
 
         // Attempts used up while the server was down: failed without another offer.
