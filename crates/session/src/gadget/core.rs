@@ -161,8 +161,8 @@ pub struct Core {
     /// its room.
     pub(super) utterance: Option<Box<Utterance>>,
     /// The speech the device hears (or is about to), until its shell reports it done:
-    /// the one place that knows what is being spoken.
-    pub(super) speaking: Option<Speaking>,
+    /// the one place that knows what is being spoken. Boxed, as the utterance.
+    pub(super) speaking: Option<Box<Speaking>>,
     /// Stream ids for audio and pictures to the device.
     next_stream: u8,
     /// A `turn.end` held back until the turn's speech has played.

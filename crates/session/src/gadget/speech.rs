@@ -101,7 +101,7 @@ impl Core {
     fn take_speaker(&mut self, speech_id: Option<SpeechId>) -> u8 {
         self.stop_speech();
         let stream = self.stream_id();
-        self.speaking = Some(Speaking { stream, speech_id });
+        self.speaking = Some(Box::new(Speaking { stream, speech_id }));
         stream
     }
 
@@ -127,7 +127,7 @@ impl Core {
         self.effect(Effect::StopSpeech {
             stream: speaking.stream,
         });
-        Some(speaking)
+        Some(*speaking)
     }
 
     /// The user spoke over the speech, cancelled, or started anew: stop it, and tell the
