@@ -1,6 +1,6 @@
 //! Writing to a client, as every transport does it: a session's bounded outbox is
-//! drained to the socket (by a phone's writer task, by a gadget's one connection task),
-//! so a slow client makes its session wait instead of growing a buffer.
+//! drained to the socket (by a phone's writer task, by a gadget's session itself), so
+//! a slow client makes its session wait instead of growing a buffer.
 //!
 //! The outbox is bounded twice: in frames by its channel and in bytes by
 //! [`OUTBOX_BYTES`]. A client that stops reading therefore pins at most that, the frame

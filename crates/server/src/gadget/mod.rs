@@ -1,15 +1,18 @@
 //! The gadget hub: devices speaking gadget protocol v1 over WebSocket.
 //!
-//! - [`handshake`] runs hello / challenge / auth and admits a device;
-//! - [`socket`] shuttles frames between the WebSocket and the device's session;
-//! - [`session`] owns everything stateful of one device: a sans-IO core (the current
-//!   connection, heartbeat, turns, questions, actions, voice, readings, firmware
-//!   updates) under an actor shell that does its I/O;
-//! - [`prompts`], [`sensors`] and the utterance in [`audio`] are the core's pure
-//!   sub-machines; [`audio`] also streams speech out;
-//! - [`waiting`] caps the devices that wait for pairing;
-//! - [`ota`] checks and stages firmware images, and holds the attempt and update
-//!   machines the core drives.
+//! - [`handshake`] is the shell of the handshake's state machine (hello / challenge /
+//!   auth, in `herald-session`): it answers it from the hub's memory ([`known`] keys,
+//!   the [`waiting`] room, the address lock), the store and the authorizer, then hands
+//!   the admitted connection to the device's session;
+//! - [`session`] is one task per device, the shell of its core (`herald-session`'s
+//!   gadget `Core`: heartbeat, turns, questions, actions, voice, readings, firmware
+//!   updates): it reads the device, writes its outbox and carries out the core's
+//!   effects;
+//! - [`socket`] is the connection as its session owns it: the WebSocket and the
+//!   outbox every frame to the device leaves by;
+//! - [`audio`] paces speech out and [`image`] fits pictures, each on a task of its
+//!   own that writes to the outbox beside the session;
+//! - [`ota`] checks and stages firmware images.
 //!
 //! A session outlives its connections, so a question asked while a device is away is
 //! shown again when it returns, and a replacement connection takes over seamlessly.
