@@ -9,9 +9,9 @@
 //! because its callers are one-shot commands and test threads, and it sits behind the
 //! default feature `client` so that the server, which only answers, links no HTTP client.
 //!
-//! The answers that embed the store's records (`/v1/phones`, `/v1/ota`) are still
-//! defined beside the store, in `herald-server`; the console's own endpoints are read
-//! by its pages only.
+//! The firmware update records ([`OtaUpdate`]) live here too, as the API shows them:
+//! the gadget session core (`herald-session`) and the store keep them in that shape.
+//! The console's own endpoints are read by its pages only.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -19,6 +19,7 @@
 mod client;
 mod endpoint;
 mod messages;
+mod ota;
 
 #[cfg(feature = "client")]
 pub use client::{AdminClient, AdminError, Method, Reply};
@@ -26,8 +27,9 @@ pub use endpoint::{Endpoint, ENDPOINT_FILE, TOKEN_FILE};
 pub use herald_port::PairingRecord;
 pub use messages::{
     ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceRecordView,
-    DeviceView, ErrorBody, Info, LoginLink, OtaRequest, RevokeRequest,
+    DeviceView, ErrorBody, Info, LoginLink, OtaRequest, PhoneRecordView, PhoneView, RevokeRequest,
 };
+pub use ota::{OtaImage, OtaProgress, OtaStatus, OtaUpdate, OtaView};
 
 /// The most phones (device ids) one user may own at a time. A server refuses another
 /// phone at its `hello`, so a tool that connects many phones (the bench) spreads them

@@ -44,6 +44,27 @@ pub struct DeviceRecordView {
     pub sensors: serde_json::Map<String, serde_json::Value>,
 }
 
+/// `GET /v1/phones`: a phone and whether it is connected.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PhoneView {
+    #[serde(flatten)]
+    pub record: PhoneRecordView,
+    pub online: bool,
+}
+
+/// A phone as the API shows it: its device id, its owner and what it says of itself.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PhoneRecordView {
+    pub id: String,
+    pub user_id: String,
+    pub name: Option<String>,
+    pub platform: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub first_seen: i64,
+    /// Milliseconds since the Unix epoch.
+    pub last_seen: i64,
+}
+
 /// `POST /v1/pairing/approve`: a pending pairing by its code, or a user by id.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ApproveRequest {

@@ -6,13 +6,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use herald_admin_api::{
     AdminClient, AdminError, ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered,
-    DeviceView, Info, PairingRecord, RevokeRequest,
+    DeviceView, Info, PairingRecord, PhoneView, RevokeRequest,
 };
 use herald_agents::bridge::Ready;
 use herald_agents::{Bridge, DemoAgent, EchoAgent};
 use herald_host::{print_table, raise_fd_limit};
 use herald_port::{Backend, Chat, Platform};
-use herald_server::admin::PhoneView;
 use herald_server::config::Config;
 use herald_server::Server;
 
@@ -338,7 +337,7 @@ pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
             [
                 r.id.clone(),
                 r.user_id.clone(),
-                r.info.name.clone().unwrap_or_default(),
+                r.name.clone().unwrap_or_default(),
                 if p.online { "online" } else { "offline" }.to_owned(),
                 if p.online {
                     "now".to_owned()

@@ -9,10 +9,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use herald_admin_api::{AdminClient, OtaRequest};
+use herald_admin_api::{AdminClient, OtaRequest, OtaStatus, OtaView};
 use herald_host::print_table;
-use herald_server::admin::OtaView;
-use herald_server::store::OtaStatus;
 
 use crate::commands::{admin, ago, now_ms};
 use crate::Global;

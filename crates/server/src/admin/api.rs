@@ -12,13 +12,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use herald_admin_api::{
     ApproveRequest, DeliverKind, DeliverRequest, Delivered, DeviceRecordView, DeviceView, Info,
-    RevokeRequest,
+    OtaView, PhoneRecordView, PhoneView, RevokeRequest,
 };
 use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
 use herald_gadget_proto::OtaRefusal;
 use herald_port::{Chat, DeliveryError, SendOptions};
 use herald_session::gadget::ota::PushError;
-use serde::{Deserialize, Serialize};
 
 use super::{AdminState, ApiError};
 use crate::access::Access;
@@ -79,11 +78,17 @@ pub(super) async fn devices(
     ))
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct PhoneView {
-    #[serde(flatten)]
-    pub record: PhoneRecord,
-    pub online: bool,
+impl From<PhoneRecord> for PhoneRecordView {
+    fn from(record: PhoneRecord) -> Self {
+        PhoneRecordView {
+            id: record.id,
+            user_id: record.user_id,
+            name: record.info.name,
+            platform: record.info.platform,
+            first_seen: record.first_seen,
+            last_seen: record.last_seen,
+        }
+    }
 }
 
 pub(super) async fn phones(
@@ -95,7 +100,7 @@ pub(super) async fn phones(
             .into_iter()
             .map(|record| PhoneView {
                 online: state.mobile.devices.is_online(&record.id),
-                record,
+                record: record.into(),
             })
             .collect(),
     ))
@@ -226,16 +231,6 @@ pub(super) async fn deliver(
         }
     }
     Ok(Json(Delivered { message_id }))
-}
-
-/// A firmware update as the API shows it.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct OtaView {
-    #[serde(flatten)]
-    pub update: OtaUpdate,
-    pub online: bool,
-    /// Attempts an update gets in all.
-    pub max_attempts: u32,
 }
 
 impl From<PushError> for ApiError {

@@ -12,11 +12,11 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use herald_admin_api::DeviceView;
+use herald_admin_api::{DeviceView, OtaView, PhoneView};
 use herald_port::{ActionError, Card, Chat, DeviceProfile, Platform};
 use serde::{Deserialize, Serialize};
 
-use super::api::{gauges, ota_view, OtaView, PhoneView};
+use super::api::{gauges, ota_view};
 use super::{AdminState, ApiError, App};
 use crate::activity::ConversationEvent;
 use crate::metrics::Stats;
@@ -122,7 +122,7 @@ pub(crate) async fn phone(
         paired,
         phone: PhoneView {
             online: state.mobile.devices.is_online(&id),
-            record,
+            record: record.into(),
         },
     }))
 }

@@ -24,12 +24,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use herald_admin_api::OtaRequest;
+use herald_admin_api::{OtaRequest, OtaView};
 use herald_gadget_proto::{is_valid_device_id, ota_image};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::api::{ota_view, OtaView};
+use super::api::ota_view;
 use super::{AdminState, ApiError, Console};
 use crate::files;
 use crate::ids;

@@ -52,8 +52,6 @@ use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
 use crate::store::{StoreError, StoreHandle};
 
-pub use api::{OtaView, PhoneView};
-
 /// The token every admin request must carry; created once, kept across restarts.
 pub(crate) fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
     let path = data_dir.join(TOKEN_FILE);
