@@ -20,7 +20,7 @@
 
 mod access;
 mod activity;
-pub mod admin;
+mod admin;
 mod authorized;
 mod calls;
 mod clock;

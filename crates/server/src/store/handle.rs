@@ -129,7 +129,7 @@ impl StoreHandle {
         .await
     }
 
-    /// Note that device `id` was seen at `at`, to be written within [`SEEN_EVERY`].
+    /// Note that device `id` was seen at `at`, to be written within `SEEN_EVERY`.
     pub fn seen(&self, id: &str, at: Millis) {
         if self.inner.seen.note(id, at) {
             // Only a thread that has ended refuses, and it wrote what it had.
