@@ -241,6 +241,22 @@ async fn speech_stops_for_barge_in_cancel_and_session_new() {
     }
 }
 
+/// A connection that replaces one mid-speech starts clean: the stream ends with the
+/// old connection, and nothing of it, its abort included, reaches the new one.
+#[tokio::test]
+async fn speech_to_a_replaced_connection_ends_with_it() {
+    let h = Harness::start().await;
+    let gadget = speaking_gadget(16_000);
+    let (mut first, _) = gadget.connect(&h.url).await;
+    utter(&mut first, 1, 16_000, &tone(16_000, 4.0)).await;
+    while !matches!(
+        first.next().await,
+        Incoming::Msg(ServerMessage::AudioStart(_))
+    ) {}
+    let (mut second, _) = gadget.connect(&h.url).await;
+    second.silent_for(Duration::from_millis(500)).await;
+}
+
 #[tokio::test]
 async fn a_device_without_a_speaker_never_gets_audio() {
     let h = Harness::start().await;

@@ -55,6 +55,8 @@ const ENDED: u8 = 2;
 /// play. Dropping it stops the stream where it is, silently.
 pub(super) struct Playback {
     pub stream: u8,
+    /// The connection it plays to; its abort goes there too, not to a newer one.
+    pub conn: u64,
     pub feed: Arc<Feed>,
     wire: Arc<AtomicU8>,
     task: JoinHandle<()>,
@@ -68,13 +70,14 @@ impl Drop for Playback {
 }
 
 impl Playback {
-    /// Start streaming what `feed` brings to the device behind `outbox` at `rate` Hz.
+    /// Start streaming what `feed` brings to the device behind `outbox` (connection
+    /// `conn`'s) at `rate` Hz.
     pub fn start(
         feed: Feed,
         stream: u8,
         rate: u32,
         turn: Option<String>,
-        outbox: SendQueue,
+        (conn, outbox): (u64, SendQueue),
         metrics: Arc<Metrics>,
     ) -> Playback {
         let feed = Arc::new(feed);
@@ -87,6 +90,7 @@ impl Playback {
         let task = tokio::spawn(stream_out(feed.clone(), out, rate, turn, metrics));
         Playback {
             stream,
+            conn,
             feed,
             wire,
             task,

@@ -709,23 +709,21 @@ impl Session {
             stream,
             rate,
             turn,
-            conn.queue(),
+            (conn.id, conn.queue()),
             self.hub.metrics.clone(),
         )));
         true
     }
 
-    /// Stop `playback`; the device hears the abort if it heard the start.
+    /// Stop `playback`; the device hears the abort if it heard the start (unless its
+    /// connection is gone meanwhile).
     async fn stop_playback(&mut self, playback: Box<Playback>) {
-        let abort = playback.stop().await;
-        let current = self.conn.as_ref().map(|conn| conn.id);
-        if let (Some(abort), Some(id)) = (abort, current) {
-            self.send(id, abort).await;
+        let conn = playback.conn;
+        if let Some(abort) = playback.stop().await {
+            self.send(conn, abort).await;
         }
     }
 
-    /// Fit a picture into the device's image box and send it; the work runs on its own
-    /// task so the session keeps serving the device meanwhile.
     /// Fit a picture into the device's image box and send its frames; the work runs on
     /// a task of its own so the session keeps serving the device meanwhile, and the
     /// outcome comes back through the mailbox (the core sends the caption after it).
