@@ -81,9 +81,6 @@ where
         paired,
         session_id,
     } = *admitted;
-    if !paired {
-        hub.waiting.connected(&hello.device_id, peer.ip());
-    }
     hub.metrics.handshake(Platform::Gadget, "ok");
     let device_id = hello.device_id.clone();
     info!(%peer, device = %device_id, paired, "gadget connected");
@@ -121,7 +118,14 @@ where
             carry_out(effect, handshake, &mut reservation, peer, hub).await?;
         }
         match handshake.outcome() {
-            Some(Outcome::Admitted(admitted)) => return Ok(admitted),
+            Some(Outcome::Admitted(admitted)) => {
+                // Waiting now, before the reservation goes: the room never counts it
+                // out in between.
+                if !admitted.paired {
+                    hub.waiting.connected(&admitted.hello.device_id, peer.ip());
+                }
+                return Ok(admitted);
+            }
             Some(Outcome::Refused(refusal)) => return Err(Ended::Refused(refusal)),
             None => {}
         }
