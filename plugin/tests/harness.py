@@ -151,7 +151,13 @@ class HermesHome:
     @property
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
+        # The agent's terminal snapshots a login shell: with the developer's HOME it would
+        # run their profile (a pyenv rehash there waits a minute on a lock a killed shell
+        # left behind). A home of its own keeps every run the same.
+        user_home = self.path / "user"
+        user_home.mkdir(exist_ok=True)
         env.update(
+            HOME=str(user_home),
             HERMES_HOME=str(self.path),
             HERMES_DISABLE_LAZY_INSTALLS="1",
             PATH=f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
