@@ -129,15 +129,11 @@ pub(crate) fn send_queue() -> (SendQueue, SendQueueReader) {
 }
 
 impl SendQueue {
-    /// Queue `out`, waiting while the outbox is full in frames or in bytes.
+    /// Queue `out`, waiting while the outbox is full in frames or in bytes. The slot is
+    /// taken before the bytes are counted, with no wait between, so a send dropped while
+    /// it waits (a stopped speech) leaves the count as it was.
     pub(crate) async fn send(&self, out: Outgoing) -> Result<(), Closed> {
-        self.bytes_room().await?;
-        let len = out.len();
-        self.queued.bytes.fetch_add(len, Ordering::AcqRel);
-        if self.tx.send(out).await.is_err() {
-            self.queued.bytes.fetch_sub(len, Ordering::AcqRel);
-            return Err(Closed);
-        }
+        self.clone().reserve().await?.send(out);
         Ok(())
     }
 
@@ -330,6 +326,18 @@ mod tests {
         }
         waiting.await.unwrap().unwrap();
         assert_eq!(reader.queued.bytes.load(Ordering::Acquire), 10);
+
+        // A send dropped while it waits (a stopped speech) counts nothing.
+        let out = reader.recv().await.unwrap();
+        reader.sent(out.len());
+        for _ in 0..OUTBOX {
+            queue.send(frame(1)).await.unwrap();
+        }
+        assert!(queue.send(frame(100)).now_or_never().is_none(), "full in frames");
+        while let Some(out) = reader.try_recv() {
+            reader.sent(out.len());
+        }
+        assert!(reader.is_empty(), "the dropped send left bytes counted");
 
         // A writer that is gone ends the wait instead of leaving the session stuck.
         queue.send(frame(OUTBOX_BYTES)).await.unwrap();

@@ -91,17 +91,15 @@ impl Connection {
     /// What the connection has next for the session: a frame from the device, or one
     /// from the outbox to write. Safe to cancel: nothing is lost.
     pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next {
-        let queued = async {
-            match &mut self.outbox {
-                // The connection holds a sender itself, so the outbox never ends.
-                Some((_, outbox)) => outbox.recv().await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             read = self.ws.next() => Next::Read(decode(read, metrics)),
-            Some(out) = queued => Next::Write(out),
+            out = queued(&mut self.outbox) => Next::Write(out),
         }
+    }
+
+    /// The outbox's next frame; never, without an outbox. Safe to cancel.
+    pub(crate) async fn next_queued(&mut self) -> Outgoing {
+        queued(&mut self.outbox).await
     }
 
     /// Write `out`, taken from the outbox; false once the connection takes no more.
@@ -157,6 +155,18 @@ impl Connection {
     /// Say the device is gone; the connection goes with its owner.
     pub(crate) fn disconnected(&self) {
         info!(peer = %self.peer, conn = self.id, "gadget disconnected");
+    }
+}
+
+/// The next frame of `outbox`; never, without one. The connection holds a sender
+/// itself, so an outbox it has never ends.
+async fn queued(outbox: &mut Option<(SendQueue, SendQueueReader)>) -> Outgoing {
+    match outbox {
+        Some((_, outbox)) => match outbox.recv().await {
+            Some(out) => out,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
     }
 }
 

@@ -439,7 +439,10 @@ impl Session {
         let Some(conn) = self.conn.as_mut().filter(|c| c.id == id) else {
             return;
         };
-        if !conn.send(out, metrics).await {
+        // After its close the connection is the core's no more: settling hands it to
+        // its goodbye, which waits for the device's close in turn.
+        let closing = matches!(out, Outgoing::Close(..));
+        if !conn.send(out, metrics).await && !closing {
             self.lost();
         }
     }
@@ -474,13 +477,10 @@ impl Session {
                 pcm,
             } => {
                 let bytes = pcm.len() as u64;
-                let saved = self
-                    .hub
-                    .inbox
-                    .put("wav", bytes, move |path| {
-                        herald_media::wav::write_wav(path, rate, &pcm)
-                            .map_err(std::io::Error::other)
-                    })
+                let put = self.hub.inbox.put("wav", bytes, move |path| {
+                    herald_media::wav::write_wav(path, rate, &pcm).map_err(std::io::Error::other)
+                });
+                let saved = draining(&mut self.conn, &self.hub.metrics, put)
                     .await
                     .map_err(|err| err.to_string());
                 self.core.handle_utterance_saved(message_id, saved);
@@ -488,12 +488,11 @@ impl Session {
             Effect::RecordLastSeen => self.hub.store.seen(self.core.device_id(), now_ms()),
             Effect::SaveSensors(readings) => {
                 let id = self.core.device_id().to_owned();
-                if let Err(err) = self
+                let merge = self
                     .hub
                     .store
-                    .run(move |store| store.merge_sensors(&id, &readings))
-                    .await
-                {
+                    .run(move |store| store.merge_sensors(&id, &readings));
+                if let Err(err) = draining(&mut self.conn, &self.hub.metrics, merge).await {
                     warn!(%err, "could not store sensors");
                 }
             }
@@ -604,9 +603,9 @@ impl Session {
                 id: update,
                 progress,
             } => {
-                let saved = store
-                    .run(move |store| store.save_ota_progress(update, &progress, now_ms()))
-                    .await;
+                let save =
+                    store.run(move |store| store.save_ota_progress(update, &progress, now_ms()));
+                let saved = draining(&mut self.conn, &self.hub.metrics, save).await;
                 if let Err(err) = saved {
                     warn!(%err, device = %id, "could not record firmware update progress");
                 }
@@ -764,6 +763,30 @@ fn cannot_play(path: &std::path::Path, err: &herald_media::audio::AudioError) ->
 /// The wall clock as a ping carries it.
 fn unix_ms() -> u64 {
     u64::try_from(now_ms()).unwrap_or(0)
+}
+
+/// `work`, while the connection's outbox keeps draining: speech another task paces must
+/// not wait behind a store write. A write that fails ends the draining; the next read
+/// finds the connection gone.
+async fn draining<T>(
+    conn: &mut Option<Box<Connection>>,
+    metrics: &crate::metrics::Metrics,
+    work: impl Future<Output = T>,
+) -> T {
+    let Some(conn) = conn.as_deref_mut() else {
+        return work.await;
+    };
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return done,
+            out = conn.next_queued() => {
+                if !conn.write_queued(out, metrics).await {
+                    return work.await;
+                }
+            }
+        }
+    }
 }
 
 /// What `conn` has next; never, without a connection.
