@@ -333,7 +333,10 @@ mod tests {
         for _ in 0..OUTBOX {
             queue.send(frame(1)).await.unwrap();
         }
-        assert!(queue.send(frame(100)).now_or_never().is_none(), "full in frames");
+        assert!(
+            queue.send(frame(100)).now_or_never().is_none(),
+            "full in frames"
+        );
         while let Some(out) = reader.try_recv() {
             reader.sent(out.len());
         }

@@ -93,13 +93,16 @@ impl Connection {
     pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next {
         tokio::select! {
             read = self.ws.next() => Next::Read(decode(read, metrics)),
-            out = queued(&mut self.outbox) => Next::Write(out),
+            Some(out) = queued(&mut self.outbox) => Next::Write(out),
         }
     }
 
     /// The outbox's next frame; never, without an outbox. Safe to cancel.
     pub(crate) async fn next_queued(&mut self) -> Outgoing {
-        queued(&mut self.outbox).await
+        match queued(&mut self.outbox).await {
+            Some(out) => out,
+            None => std::future::pending().await,
+        }
     }
 
     /// Write `out`, taken from the outbox; false once the connection takes no more.
@@ -158,14 +161,12 @@ impl Connection {
     }
 }
 
-/// The next frame of `outbox`; never, without one. The connection holds a sender
-/// itself, so an outbox it has never ends.
-async fn queued(outbox: &mut Option<(SendQueue, SendQueueReader)>) -> Outgoing {
+/// The next frame of `outbox`; never, without one. `None` never comes either: the
+/// connection holds a sender itself. (One await point: this future is part of every
+/// idle session's, so its size is what each connected device costs.)
+async fn queued(outbox: &mut Option<(SendQueue, SendQueueReader)>) -> Option<Outgoing> {
     match outbox {
-        Some((_, outbox)) => match outbox.recv().await {
-            Some(out) => out,
-            None => std::future::pending().await,
-        },
+        Some((_, outbox)) => outbox.recv().await,
         None => std::future::pending().await,
     }
 }
