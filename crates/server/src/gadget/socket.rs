@@ -115,6 +115,11 @@ impl Connection {
         open
     }
 
+    /// Write `out` now, with nothing queued ahead of it.
+    async fn write_now(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+        socket::write_frame(&mut self.ws, out, None, metrics, Platform::Gadget).await
+    }
+
     /// Send the session's `out`: written now when nothing waits, else queued behind
     /// what does. A full outbox is made room in by writing from its head, as nobody
     /// else drains it while the session is here. False once the connection takes no
@@ -122,15 +127,15 @@ impl Connection {
     pub(crate) async fn send(&mut self, mut out: Outgoing, metrics: &Metrics) -> bool {
         loop {
             let Some((queue, outbox)) = &mut self.outbox else {
-                return socket::write_frame(&mut self.ws, out, None, metrics, Platform::Gadget)
-                    .await;
+                return self.write_now(out, metrics).await;
             };
             match queue.try_send(out) {
                 Ok(()) => return true,
                 Err(back) => out = back,
             }
+            // Full, yet nothing queued: its room is promised to tasks still to send.
             let Some(head) = outbox.try_recv() else {
-                return false;
+                return self.write_now(out, metrics).await;
             };
             if !self.write_queued(head, metrics).await {
                 return false;

@@ -439,10 +439,9 @@ impl Session {
         let Some(conn) = self.conn.as_mut().filter(|c| c.id == id) else {
             return;
         };
-        // After its close the connection is the core's no more: settling hands it to
-        // its goodbye, which waits for the device's close in turn.
-        let closing = matches!(out, Outgoing::Close(..));
-        if !conn.send(out, metrics).await && !closing {
+        // A connection the core let go (its close among what it was sent) is settled
+        // into its goodbye, which waits for the device's close in turn.
+        if !conn.send(out, metrics).await && self.core.is_current(id) {
             self.lost();
         }
     }
@@ -501,7 +500,8 @@ impl Session {
             Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Gadget, code),
             Effect::Ota(effect) => self.carry_out_ota(effect).await,
             Effect::OpenSpeech { path, rate, call } => {
-                let result = match open_speech(&path).await {
+                let opened = draining(&mut self.conn, &self.hub.metrics, open_speech(&path));
+                let result = match opened.await {
                     Ok(decoder) => self.play(Feed::file(decoder), rate).await,
                     Err(err) => Err(cannot_play(&path, &err)),
                 };
@@ -528,14 +528,18 @@ impl Session {
                 };
                 let input = match input {
                     SpeechChunk::Pcm(pcm) => SpeechInput::Pcm(pcm),
-                    SpeechChunk::File(path) => match open_speech(&path).await {
-                        Ok(decoder) => SpeechInput::File(decoder),
-                        Err(err) => {
-                            let failed = RequestError::from(cannot_play(&path, &err));
-                            let _ = reply.send(Err(failed));
-                            return;
+                    SpeechChunk::File(path) => {
+                        let opened =
+                            draining(&mut self.conn, &self.hub.metrics, open_speech(&path));
+                        match opened.await {
+                            Ok(decoder) => SpeechInput::File(decoder),
+                            Err(err) => {
+                                let failed = RequestError::from(cannot_play(&path, &err));
+                                let _ = reply.send(Err(failed));
+                                return;
+                            }
                         }
-                    },
+                    }
                 };
                 match self.playback.as_ref().filter(|p| p.stream == stream) {
                     Some(playing) => playing.feed.offer(input, reply),
@@ -613,9 +617,8 @@ impl Session {
             OtaEffect::Remove(file) => ota::remove_staged(&file).await,
             OtaEffect::Stage { image, call } => {
                 let file = image.file.clone();
-                let stored = store
-                    .run(move |store| store.stage_ota(&id, &image, now_ms()))
-                    .await;
+                let stage = store.run(move |store| store.stage_ota(&id, &image, now_ms()));
+                let stored = draining(&mut self.conn, &self.hub.metrics, stage).await;
                 if let Ok(Some(_)) = &stored {
                     self.hub.unfinished_updates.started(self.core.device_id());
                 }
@@ -714,12 +717,14 @@ impl Session {
         true
     }
 
-    /// Stop `playback`; the device hears the abort if it heard the start (unless its
-    /// connection is gone meanwhile).
+    /// Stop `playback`; the device hears the abort if it heard the start, unless the
+    /// core has let its connection go meanwhile (the close ends the speech).
     async fn stop_playback(&mut self, playback: Box<Playback>) {
         let conn = playback.conn;
         if let Some(abort) = playback.stop().await {
-            self.send(conn, abort).await;
+            if self.core.is_current(conn) {
+                self.send(conn, abort).await;
+            }
         }
     }
 
@@ -766,8 +771,8 @@ fn unix_ms() -> u64 {
 }
 
 /// `work`, while the connection's outbox keeps draining: speech another task paces must
-/// not wait behind a store write. A write that fails ends the draining; the next read
-/// finds the connection gone.
+/// not wait behind a store write or a file opening. A write that fails ends the
+/// draining; the next read finds the connection gone.
 async fn draining<T>(
     conn: &mut Option<Box<Connection>>,
     metrics: &crate::metrics::Metrics,
