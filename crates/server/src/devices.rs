@@ -121,6 +121,18 @@ impl<E> Devices<E> {
         answer.await.map_err(|_| offline())
     }
 
+    /// Wait until every session has ended, for at most `limit`; false if some had not.
+    pub(crate) async fn ended_within(&self, limit: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while !self.sessions.is_empty() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        true
+    }
+
     /// Send every session `event()` (the server is stopping).
     pub(crate) async fn tell_all(&self, event: impl Fn() -> E) {
         let all: Vec<_> = self.sessions.iter().map(|e| e.value().clone()).collect();

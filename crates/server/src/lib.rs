@@ -307,11 +307,24 @@ impl Server {
         admin::unpublish(&self.data_dir);
         self.gadget.close_all().await;
         self.mobile.close_all().await;
+        // What sessions record as they close (readings, firmware progress, last seen)
+        // reaches the store before its last write and the runtime's end; a session
+        // stuck writing to a device is not waited for long.
+        let (gadgets, phones) = tokio::join!(
+            self.gadget.devices.ended_within(STOP_GRACE),
+            self.mobile.devices.ended_within(STOP_GRACE)
+        );
+        if !(gadgets && phones) {
+            tracing::warn!("stopped before every device session had ended");
+        }
         if let Err(err) = self.gadget.store.write_seen().await {
             tracing::warn!(%err, "could not record when devices were last seen");
         }
     }
 }
+
+/// How long a stopping server waits for its device sessions to end.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The lock file every server of a data directory takes; the OS drops it with the
 /// process, however that ends.
