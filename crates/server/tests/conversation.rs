@@ -8,6 +8,7 @@ use herald_gadget_proto::{
     PromptReply, ServerMessage,
 };
 use herald_port::{ActionError, Chat, Choice, Inbound, InboundBody, Prompt, PromptAnswer};
+use herald_server::store::{SqliteStore, Store};
 use herald_test_support::{
     admin_text, capture, promptly, test_config, Conn, Gadget, Harness, WAIT,
 };
@@ -205,12 +206,24 @@ async fn unpaired_devices_never_reach_the_agent() {
     conn.send(&DeviceMessage::Cancel(Default::default())).await;
     conn.send_raw(r#"{"type":"event","name":"x","notify":true}"#)
         .await;
-    let pairing = conn
-        .until(|m| match m {
-            ServerMessage::Pairing(p) => Some(p),
-            _ => None,
-        })
-        .await;
+    // Frames are handled in order: once the pong is here, all of the above was taken
+    // while the device was unpaired (the approval below could otherwise overtake it).
+    conn.send_raw(r#"{"type":"ping","ts":1}"#).await;
+    let (mut pairing, mut ponged) = (None, false);
+    while pairing.is_none() || !ponged {
+        let heard = conn
+            .until(|m| match m {
+                ServerMessage::Pairing(p) => Some(Some(p)),
+                ServerMessage::Pong(_) => Some(None),
+                _ => None,
+            })
+            .await;
+        match heard {
+            Some(code) => pairing = Some(code),
+            None => ponged = true,
+        }
+    }
+    let pairing = pairing.unwrap();
     let (status, _) = h
         .admin(
             "POST",
@@ -698,6 +711,28 @@ async fn text_is_limited_to_4000_characters() {
     conn.text(&"é".repeat(4001)).await;
     assert!(matches!(conn.recv().await, ServerMessage::Notice(n) if n.text.contains("too long")));
     assert!(inbox.try_recv().is_err());
+}
+
+/// Readings wait for the next store window; a server that stops writes them before
+/// `shutdown` returns, as the process ends right after.
+#[tokio::test]
+async fn a_stopping_server_writes_what_its_sessions_held_back() {
+    let h = Harness::start().await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    for temp_c in [20, 21] {
+        let state = json!({"type": "state", "sensors": {"temp_c": temp_c}});
+        conn.send_raw(&state.to_string()).await;
+    }
+    conn.send_raw(r#"{"type":"ping","ts":1}"#).await;
+    conn.until(|m| matches!(m, ServerMessage::Pong(_)).then_some(()))
+        .await;
+
+    let Harness { server, dir, .. } = h;
+    server.shutdown().await;
+    let store = SqliteStore::open(&dir.path().join(herald_server::STORE_FILE)).unwrap();
+    let devices = store.devices().unwrap();
+    assert_eq!(devices[0].sensors["temp_c"], 21, "{:?}", devices[0].sensors);
+    drop(conn);
 }
 
 #[tokio::test]
