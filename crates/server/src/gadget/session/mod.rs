@@ -475,23 +475,20 @@ impl Session {
                 rate,
                 pcm,
             } => {
-                let bytes = pcm.len() as u64;
-                let put = self.hub.inbox.put("wav", bytes, move |path| {
+                let (bytes, hub) = (pcm.len() as u64, self.hub.clone());
+                let put = hub.inbox.put("wav", bytes, move |path| {
                     herald_media::wav::write_wav(path, rate, &pcm).map_err(std::io::Error::other)
                 });
-                let saved = draining(&mut self.conn, &self.hub.metrics, put)
-                    .await
-                    .map_err(|err| err.to_string());
+                let saved = self.draining(put).await.map_err(|err| err.to_string());
                 self.core.handle_utterance_saved(message_id, saved);
             }
             Effect::RecordLastSeen => self.hub.store.seen(self.core.device_id(), now_ms()),
             Effect::SaveSensors(readings) => {
-                let id = self.core.device_id().to_owned();
-                let merge = self
-                    .hub
+                let (id, hub) = (self.core.device_id().to_owned(), self.hub.clone());
+                let merge = hub
                     .store
                     .run(move |store| store.merge_sensors(&id, &readings));
-                if let Err(err) = draining(&mut self.conn, &self.hub.metrics, merge).await {
+                if let Err(err) = self.draining(merge).await {
                     warn!(%err, "could not store sensors");
                 }
             }
@@ -500,8 +497,7 @@ impl Session {
             Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Gadget, code),
             Effect::Ota(effect) => self.carry_out_ota(effect).await,
             Effect::OpenSpeech { path, rate, call } => {
-                let opened = draining(&mut self.conn, &self.hub.metrics, open_speech(&path));
-                let result = match opened.await {
+                let result = match self.draining(open_speech(&path)).await {
                     Ok(decoder) => self.play(Feed::file(decoder), rate).await,
                     Err(err) => Err(cannot_play(&path, &err)),
                 };
@@ -528,18 +524,14 @@ impl Session {
                 };
                 let input = match input {
                     SpeechChunk::Pcm(pcm) => SpeechInput::Pcm(pcm),
-                    SpeechChunk::File(path) => {
-                        let opened =
-                            draining(&mut self.conn, &self.hub.metrics, open_speech(&path));
-                        match opened.await {
-                            Ok(decoder) => SpeechInput::File(decoder),
-                            Err(err) => {
-                                let failed = RequestError::from(cannot_play(&path, &err));
-                                let _ = reply.send(Err(failed));
-                                return;
-                            }
+                    SpeechChunk::File(path) => match self.draining(open_speech(&path)).await {
+                        Ok(decoder) => SpeechInput::File(decoder),
+                        Err(err) => {
+                            let failed = RequestError::from(cannot_play(&path, &err));
+                            let _ = reply.send(Err(failed));
+                            return;
                         }
-                    }
+                    },
                 };
                 match self.playback.as_ref().filter(|p| p.stream == stream) {
                     Some(playing) => playing.feed.offer(input, reply),
@@ -572,7 +564,8 @@ impl Session {
     }
 
     async fn carry_out_ota(&mut self, effect: OtaEffect) {
-        let (store, id) = (&self.hub.store, self.core.device_id().to_owned());
+        let (hub, id) = (self.hub.clone(), self.core.device_id().to_owned());
+        let store = &hub.store;
         match effect {
             OtaEffect::Lookup => {
                 let unfinished = &self.hub.unfinished_updates;
@@ -609,7 +602,7 @@ impl Session {
             } => {
                 let save =
                     store.run(move |store| store.save_ota_progress(update, &progress, now_ms()));
-                let saved = draining(&mut self.conn, &self.hub.metrics, save).await;
+                let saved = self.draining(save).await;
                 if let Err(err) = saved {
                     warn!(%err, device = %id, "could not record firmware update progress");
                 }
@@ -618,7 +611,7 @@ impl Session {
             OtaEffect::Stage { image, call } => {
                 let file = image.file.clone();
                 let stage = store.run(move |store| store.stage_ota(&id, &image, now_ms()));
-                let stored = draining(&mut self.conn, &self.hub.metrics, stage).await;
+                let stored = self.draining(stage).await;
                 if let Ok(Some(_)) = &stored {
                     self.hub.unfinished_updates.started(self.core.device_id());
                 }
@@ -717,6 +710,31 @@ impl Session {
         true
     }
 
+    /// `work`, while the connection's outbox keeps draining: speech another task paces
+    /// must not wait behind a store write or a file opening. A write that fails ends the
+    /// draining and, for a connection the core still holds, loses it as the run loop
+    /// would.
+    async fn draining<T>(&mut self, work: impl Future<Output = T>) -> T {
+        tokio::pin!(work);
+        loop {
+            let Some(conn) = self.conn.as_deref_mut() else {
+                return work.await;
+            };
+            let id = conn.id;
+            tokio::select! {
+                done = &mut work => return done,
+                out = conn.next_queued() => {
+                    if !conn.write_queued(out, &self.hub.metrics).await {
+                        if self.core.is_current(id) {
+                            self.lost();
+                        }
+                        return work.await;
+                    }
+                }
+            }
+        }
+    }
+
     /// Stop `playback`; the device hears the abort if it heard the start, unless the
     /// core has let its connection go meanwhile (the close ends the speech).
     async fn stop_playback(&mut self, playback: Box<Playback>) {
@@ -768,30 +786,6 @@ fn cannot_play(path: &std::path::Path, err: &herald_media::audio::AudioError) ->
 /// The wall clock as a ping carries it.
 fn unix_ms() -> u64 {
     u64::try_from(now_ms()).unwrap_or(0)
-}
-
-/// `work`, while the connection's outbox keeps draining: speech another task paces must
-/// not wait behind a store write or a file opening. A write that fails ends the
-/// draining; the next read finds the connection gone.
-async fn draining<T>(
-    conn: &mut Option<Box<Connection>>,
-    metrics: &crate::metrics::Metrics,
-    work: impl Future<Output = T>,
-) -> T {
-    let Some(conn) = conn.as_deref_mut() else {
-        return work.await;
-    };
-    tokio::pin!(work);
-    loop {
-        tokio::select! {
-            done = &mut work => return done,
-            out = conn.next_queued() => {
-                if !conn.write_queued(out, metrics).await {
-                    return work.await;
-                }
-            }
-        }
-    }
 }
 
 /// What `conn` has next; never, without a connection.
