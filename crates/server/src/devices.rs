@@ -183,3 +183,28 @@ impl AgentQueue {
         tx.try_send(inbound).is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A stopping server waits for its sessions only so long, and no longer than they
+    /// take.
+    #[tokio::test(start_paused = true)]
+    async fn the_wait_for_sessions_to_end_is_bounded() {
+        let devices = Devices::<()>::new(Platform::Gadget);
+        let (mailbox, _rx) = queue::channel(1);
+        devices.session_or_spawn("hg-1", || mailbox.clone());
+
+        let started = tokio::time::Instant::now();
+        assert!(!devices.ended_within(Duration::from_secs(3)).await);
+        assert!(started.elapsed() >= Duration::from_secs(3));
+
+        devices.session_ended("hg-1", &mailbox);
+        let started = tokio::time::Instant::now();
+        assert!(devices.ended_within(Duration::from_secs(3)).await);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+}

@@ -285,4 +285,38 @@ mod tests {
             None | Some(Ok(Message::Close(_)))
         ));
     }
+
+    /// Tasks can hold every slot of the outbox as reserved room with nothing queued yet:
+    /// the session's frame then goes straight out rather than counting as a dead
+    /// connection.
+    #[tokio::test]
+    async fn an_outbox_full_of_promised_room_lets_the_session_write_at_once() {
+        let (server, device) = tokio::io::duplex(64 * 1024);
+        let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        let mut device = WebSocketStream::from_raw_socket(device, Role::Client, None).await;
+        let peer = "127.0.0.1:9".parse().unwrap();
+        let metrics = Metrics::default();
+        let mut conn = Connection::new(7, server, peer);
+
+        let mut promised = Vec::new();
+        for _ in 0..OUTBOX {
+            promised.push(
+                timeout(WAIT, conn.queue().reserve())
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        assert!(conn
+            .queue()
+            .try_send(Outgoing::Text("over".into()))
+            .is_err());
+        let sent = timeout(WAIT, conn.send(Outgoing::Text("session".into()), &metrics));
+        assert!(sent.await.unwrap(), "written, not refused");
+        match timeout(WAIT, device.next()).await.unwrap() {
+            Some(Ok(Message::Text(text))) => assert_eq!(text.as_str(), "session"),
+            other => panic!("{other:?}"),
+        }
+        drop(promised);
+    }
 }
