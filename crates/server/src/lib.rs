@@ -39,7 +39,7 @@ pub mod net;
 mod places;
 mod queue;
 mod router;
-mod session_io;
+mod shell;
 mod socket;
 pub mod store;
 mod throttle;

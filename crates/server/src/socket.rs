@@ -1,6 +1,6 @@
-//! Writing to a client, as every transport does it: a session's bounded outbox is
-//! drained to the socket (by a phone's writer task, by a gadget's session itself), so
-//! a slow client makes its session wait instead of growing a buffer.
+//! Writing to a client, as every transport does it: a connection's bounded outbox is
+//! drained to the socket by the device's session (`crate::shell`), so a slow client
+//! makes the tasks that write to it wait instead of growing a buffer.
 //!
 //! The outbox is bounded twice: in frames by its channel and in bytes by
 //! [`OUTBOX_BYTES`]. A client that stops reading therefore pins at most that, the frame
@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::SplitSink;
 use futures_util::{FutureExt, Sink, SinkExt, StreamExt};
 use herald_port::Platform;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -220,24 +219,9 @@ impl SendQueueReader {
 }
 
 /// The longest one frame may take to leave. A peer that stops reading fills its socket,
-/// then this deadline ends the connection: the writer stops, the session's waits on the
+/// then this deadline ends the connection: its session lets it go, the waits on its
 /// outbox end with it, and nothing the peer will never read is kept.
 pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(15);
-
-pub(crate) async fn write<S>(
-    mut sink: SplitSink<WebSocketStream<S>, Message>,
-    mut outbox: SendQueueReader,
-    metrics: Arc<Metrics>,
-    platform: Platform,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    while let Some(out) = outbox.recv().await {
-        if !write_frame(&mut sink, out, Some(&outbox), &metrics, platform).await {
-            break;
-        }
-    }
-}
 
 /// Write one frame of `outbox`; false once the connection takes no more: a close was
 /// sent, the write failed, or the peer stopped reading (see [`SEND_TIMEOUT`]).

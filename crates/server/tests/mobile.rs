@@ -684,6 +684,17 @@ async fn deliver_from_loopback_reaches_only_the_same_users_devices_by_default() 
     assert_eq!(bobs.reply().await, "You said: still mine");
 }
 
+/// A push to the very phone that sends it arrives: its session hands the push on and
+/// goes on serving the phone meanwhile, instead of waiting for itself.
+#[tokio::test]
+async fn a_phone_may_deliver_to_itself() {
+    let h = Harness::start_with(|c| c.mobile.allow_all_users = true).await;
+    let (mut app, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    app.send(json!({"t": "deliver", "to": "tel-1", "text": "a note to self"}))
+        .await;
+    assert_eq!(app.reply().await, "a note to self");
+}
+
 #[tokio::test]
 async fn deliver_from_loopback_turned_off_is_forbidden_even_to_ones_own_devices() {
     let h = Harness::start_with(|c| {

@@ -68,6 +68,9 @@ pub trait SessionCore {
     /// Whether events of connection `conn` still count: a replaced or timed-out
     /// connection's last frames are dropped.
     fn is_current(&self, conn: u64) -> bool;
+
+    /// The current connection ended on its own (closed, failed or timed out).
+    fn handle_closed(&mut self);
 }
 
 /// What the server's metrics count of a session.

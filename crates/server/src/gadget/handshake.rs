@@ -32,7 +32,7 @@ use crate::config::Secret;
 use crate::ids::OsEntropy;
 use crate::listener;
 use crate::places::AddrPlace;
-use crate::session_io::close_code;
+use crate::shell::close_code;
 use crate::socket;
 use crate::store::{DeviceProfile, Store, StoreError};
 

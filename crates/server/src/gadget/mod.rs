@@ -8,8 +8,8 @@
 //!   gadget `Core`: heartbeat, turns, questions, actions, voice, readings, firmware
 //!   updates): it reads the device, writes its outbox and carries out the core's
 //!   effects;
-//! - [`socket`] is the connection as its session owns it: the WebSocket and the
-//!   outbox every frame to the device leaves by;
+//! - [`socket`] says what each read from a gadget's connection is (the connection
+//!   itself, its socket and outbox, is the shell's: `crate::shell`);
 //! - [`audio`] paces speech out and [`image`] fits pictures, each on a task of its
 //!   own that writes to the outbox beside the session;
 //! - [`ota`] checks and stages firmware images.

@@ -1,4 +1,5 @@
-//! `hello` → `ready`: who is connecting, and may they?
+//! `hello` → `ready`: who is connecting, and may they? An admitted phone's connection
+//! goes to its session; a deliver token's is served by [`deliver_only`].
 //!
 //! The access decision, in the order the protocol fixes: a wrong or missing token, then
 //! a device outside `MOBILE_ALLOWED_DEVICES`, then a device id another user owns. Each
@@ -12,12 +13,14 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use herald_mobile_proto::{self as proto, ClientFrame, ErrorCode, ServerFrame};
 use herald_port::Platform;
+use herald_session::mobile::link::Delivers;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
-use super::socket::Role;
+use super::session::{Attach, Event};
+use super::socket::{deliver_only, Connection};
 use super::{MobileHub, MAX_LABEL};
 use crate::clock::now_ms;
 use crate::labels;
@@ -80,8 +83,35 @@ where
     }
     hub.metrics.handshake(Platform::Mobile, "ok");
     info!(%peer, device = %hello.device.id, "phone connected");
-    // A task of its own, so the handshake's state is freed now, not at disconnect.
-    tokio::spawn(super::socket::run(ws, peer, hub, hello, role));
+    let conn = Connection::new(hub.devices.conn_id(), ws, peer);
+    match role {
+        Role::Phone { user_id } => {
+            // A listener on `::` sees IPv4 loopback as `::ffff:127.0.0.1`.
+            let on_loopback = peer.ip().to_canonical().is_loopback();
+            let from_loopback = hub.config.deliver_from_loopback;
+            let attach = Attach {
+                conn,
+                delivers: Delivers::of(Some(&user_id), on_loopback, from_loopback),
+                user_id,
+                user_name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
+            };
+            // From here the session owns the connection.
+            let session = hub.session(&hello.device.id);
+            let _ = session.send(Event::Attach(Box::new(attach))).await;
+        }
+        // A task of its own, so the handshake's state is freed now, not at disconnect.
+        Role::Deliverer => {
+            tokio::spawn(deliver_only(conn, hub));
+        }
+    }
+}
+
+/// What the connection may do, decided by its token at `hello`.
+enum Role {
+    /// An app: a user's phone with a session.
+    Phone { user_id: String },
+    /// A `MOBILE_DELIVER_TOKENS` holder: it may only `deliver` (and `ping`).
+    Deliverer,
 }
 
 async fn receive_hello<S>(

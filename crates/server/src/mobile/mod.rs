@@ -1,12 +1,14 @@
 //! The mobile adapter: phone apps speaking the mobile protocol over WebSocket.
 //!
-//! - [`handshake`] checks `hello` (token, device filter, ownership) and answers `ready`;
-//! - [`socket`] reads frames, answers what needs no state (`ping`, `deliver`) and
-//!   forwards the rest to the device's session;
+//! - [`handshake`] checks `hello` (token, device filter, ownership), answers `ready` and
+//!   hands the connection to the phone's session;
+//! - [`socket`] says what each read from a phone's connection is, and serves the
+//!   connections of deliver tokens, which have no session;
 //! - [`session`] is the shell of each phone's session core (`herald_session::mobile`:
 //!   authorization, duplicate suppression, uploads, cards, replies shaped into chunks
-//!   and streaming edits): it carries out the core's effects, among them the outbox (in
-//!   the store) that keeps a turn's frames while the phone is away;
+//!   and streaming edits): it owns the phone's connection, so a connected phone is one
+//!   task, and carries out the core's effects, among them the outbox (in the store)
+//!   that keeps a turn's frames while the phone is away;
 //! - the hub ([`MobileHub`]) holds what phones share: who may reach the agent, which
 //!   device each open card was shown to, and the upload budget.
 //!
@@ -21,8 +23,9 @@ mod socket;
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
-use herald_mobile_proto::{limits, Capabilities, TokenSet};
+use herald_mobile_proto::{limits, Capabilities, Deliver, TokenSet};
 use herald_port::{DeliveryError, Platform};
+use herald_session::mobile::link::Delivered;
 use herald_session::mobile::uploads::UploadBudget;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -200,6 +203,23 @@ impl MobileHub {
     ) -> Result<T, DeliveryError> {
         let event = |reply| Event::Command(make(reply));
         self.devices.call(device_id, event).await
+    }
+
+    /// Push `deliver` to the phone it names, once `owner` (when there is one) is known
+    /// to own it.
+    pub(crate) async fn deliver(&self, deliver: Deliver, owner: Option<String>) -> Delivered {
+        let to = deliver.to.clone();
+        if let Some(user_id) = owner {
+            if !self.owns(&user_id, &to).await {
+                return Delivered::NotYours;
+            }
+        }
+        let deliver = Box::new(deliver);
+        let sent = self.call(&to, |reply| Command::Deliver { deliver, reply });
+        match sent.await.and_then(|sent| sent) {
+            Ok(()) => Delivered::Sent,
+            Err(err) => Delivered::Failed(err),
+        }
     }
 
     pub(crate) async fn close_all(&self) {

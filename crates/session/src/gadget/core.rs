@@ -247,32 +247,6 @@ impl Core {
         self.handle_closed();
     }
 
-    /// The connection ended on its own (closed, failed or timed out).
-    pub fn handle_closed(&mut self) {
-        // Their outbox is gone with the connection.
-        if let Some(speaking) = self.speaking.take() {
-            self.out.effects.push(Effect::StopSpeech {
-                stream: speaking.stream,
-            });
-        }
-        self.deferred_end = None;
-        self.utterance = None;
-        if self.conn.take().is_none() {
-            return;
-        }
-        self.out.effects.push(Effect::Offline {
-            paired: self.paired,
-        });
-        self.ota.detached();
-        self.drain_ota();
-        self.fail_actions(ActionError::Disconnected);
-        self.streaming = None;
-        if let Some(readings) = self.sensors.flush() {
-            self.out.effects.push(Effect::SaveSensors(readings));
-        }
-        self.out.effects.push(Effect::RecordLastSeen);
-    }
-
     /// Proof of life from the current connection (any frame, control frames included).
     pub fn touch(&mut self, now: Instant) {
         if let Some(conn) = &mut self.conn {
@@ -513,5 +487,31 @@ impl SessionCore for Core {
 
     fn is_current(&self, conn: u64) -> bool {
         self.conn.as_ref().is_some_and(|c| c.id == conn)
+    }
+
+    /// The connection ended on its own (closed, failed or timed out).
+    fn handle_closed(&mut self) {
+        // Their outbox is gone with the connection.
+        if let Some(speaking) = self.speaking.take() {
+            self.out.effects.push(Effect::StopSpeech {
+                stream: speaking.stream,
+            });
+        }
+        self.deferred_end = None;
+        self.utterance = None;
+        if self.conn.take().is_none() {
+            return;
+        }
+        self.out.effects.push(Effect::Offline {
+            paired: self.paired,
+        });
+        self.ota.detached();
+        self.drain_ota();
+        self.fail_actions(ActionError::Disconnected);
+        self.streaming = None;
+        if let Some(readings) = self.sensors.flush() {
+            self.out.effects.push(Effect::SaveSensors(readings));
+        }
+        self.out.effects.push(Effect::RecordLastSeen);
     }
 }

@@ -16,6 +16,7 @@ use herald_port::{
 };
 use tracing::warn;
 
+use super::link::Delivers;
 use super::seen::SeenIds;
 use super::uploads::{Upload, Uploads};
 use crate::io::{Close, Frame, Output, Transmit};
@@ -68,6 +69,13 @@ pub enum Effect {
     /// Write a file for the agent into the inbox and hand where to
     /// [`Core::handle_file_saved`].
     SaveFile(Box<SaveFile>),
+    /// Push a `deliver` the phone sent to the device it names, after checking that
+    /// device is `owner`'s when there is one; the outcome goes to
+    /// [`Core::handle_delivered`].
+    Deliver {
+        deliver: Box<proto::Deliver>,
+        owner: Option<String>,
+    },
     /// Read a file and send it in `media` frames, through [`Core::start_file`].
     SendFile {
         kind: proto::MediaKindDown,
@@ -124,6 +132,8 @@ pub struct Core {
     pub(super) max_message_chars: usize,
     pub(super) ids: Ids,
     pub(super) conn: Option<u64>,
+    /// Where the current connection may push with `deliver`.
+    pub(super) delivers: Delivers,
     /// The user who owns this phone (from its token); kept across connections.
     pub(super) user_id: String,
     pub(super) user_name: Option<String>,
@@ -148,6 +158,7 @@ impl Core {
             max_message_chars,
             ids,
             conn: None,
+            delivers: Delivers::Nowhere,
             user_id: String::new(),
             user_name: None,
             seen: SeenIds::default(),
@@ -163,10 +174,18 @@ impl Core {
 
     // ---- connections ----
 
-    /// A connection passed `hello`; it replaces any other.
-    pub fn handle_attach(&mut self, conn: u64, user_id: String, user_name: Option<String>) {
+    /// A connection passed `hello`; it replaces any other. It may `deliver` as
+    /// `delivers` says.
+    pub fn handle_attach(
+        &mut self,
+        conn: u64,
+        user_id: String,
+        user_name: Option<String>,
+        delivers: Delivers,
+    ) {
         self.close(Close::Normal, "replaced by a new connection");
         self.conn = Some(conn);
+        self.delivers = delivers;
         if self.user_id != user_id {
             // What is held counts against the user it came from.
             self.uploads.clear();
@@ -186,15 +205,6 @@ impl Core {
             });
         }
         self.handle_closed();
-    }
-
-    pub fn handle_closed(&mut self) {
-        if self.conn.take().is_some() {
-            self.out.effects.push(Effect::Offline);
-            // Unfinished uploads are not resumed across connections.
-            self.uploads.clear();
-            self.release_uploads();
-        }
     }
 
     /// The session ends: its cards are no longer anyone's, and nothing is held.
@@ -395,5 +405,15 @@ impl SessionCore for Core {
 
     fn is_current(&self, conn: u64) -> bool {
         self.conn == Some(conn)
+    }
+
+    /// The connection ended on its own (closed, failed or timed out).
+    fn handle_closed(&mut self) {
+        if self.conn.take().is_some() {
+            self.out.effects.push(Effect::Offline);
+            // Unfinished uploads are not resumed across connections.
+            self.uploads.clear();
+            self.release_uploads();
+        }
     }
 }

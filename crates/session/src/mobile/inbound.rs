@@ -13,8 +13,10 @@ use std::time::Instant;
 use herald_port::{InboundBody, MediaKind, PromptAnswer};
 
 use super::core::{Core, Effect, Held, SaveFile, Saved};
+use super::link::{Delivered, Delivers};
 use super::media::choice_of;
 use super::uploads::{Accepted, Upload, UploadError};
+use crate::io::Close;
 
 impl Core {
     pub fn handle_frame(&mut self, frame: ClientFrame, now: Instant) {
@@ -46,8 +48,38 @@ impl Core {
                 self.on_upload(accepted);
             }
             ClientFrame::Prompt(answer) => self.on_answer(answer),
-            // Handled by the connection before it reaches a session.
-            ClientFrame::Hello(_) | ClientFrame::Deliver(_) | ClientFrame::Ping => {}
+            ClientFrame::Ping => {
+                let _ = self.emit(&ServerFrame::Pong);
+            }
+            ClientFrame::Hello(_) => self.error(ErrorCode::BadFrame, "hello was already accepted"),
+            ClientFrame::Deliver(deliver) => {
+                let owner = match &self.delivers {
+                    Delivers::Anywhere => None,
+                    Delivers::ToDevicesOf(user) => Some(user.clone()),
+                    Delivers::Nowhere => {
+                        let message = "deliver needs a deliver token (MOBILE_DELIVER_TOKENS)";
+                        return self.error(ErrorCode::Forbidden, message);
+                    }
+                };
+                let deliver = Box::new(deliver);
+                self.effect(Effect::Deliver { deliver, owner });
+            }
+        }
+    }
+
+    /// A read that is no frame the phone may send: it hears `code` and `message`, and
+    /// with `close`, the connection ends.
+    pub fn handle_bad_frame(&mut self, code: ErrorCode, message: String, close: Option<Close>) {
+        self.error(code, message);
+        if let Some(close) = close {
+            self.close(close, code.as_str());
+        }
+    }
+
+    /// How the phone's `deliver` to `to` ended: it hears why, if it failed.
+    pub fn handle_delivered(&mut self, to: &str, delivered: Delivered) {
+        if let Some((code, message)) = delivered.refusal(to) {
+            self.error(code, message);
         }
     }
 

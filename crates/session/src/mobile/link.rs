@@ -1,8 +1,12 @@
-//! A phone connection's own rules, apart from its session: when it is pinged and when
-//! it counts as gone ([`Keepalive`]), and where it may push with `deliver`
-//! ([`Delivers`]). The connection's task carries them out.
+//! A phone connection's own rules: when it is pinged and when it counts as gone
+//! ([`Keepalive`]), where it may push with `deliver` ([`Delivers`]) and what its sender
+//! hears of a push ([`Delivered`]). The session's shell, or a deliver-only connection's
+//! task, carries them out.
 
 use std::time::{Duration, Instant};
+
+use herald_mobile_proto::ErrorCode;
+use herald_port::DeliveryError;
 
 /// A WebSocket ping this often; a phone silent for three of them is gone.
 pub const KEEPALIVE: Duration = Duration::from_secs(30);
@@ -77,6 +81,32 @@ impl Delivers {
             None => Delivers::Anywhere,
             Some(user) if on_loopback && from_loopback => Delivers::ToDevicesOf(user.into()),
             Some(_) => Delivers::Nowhere,
+        }
+    }
+}
+
+/// How a `deliver` ended.
+#[derive(Debug)]
+pub enum Delivered {
+    Sent,
+    /// The device is not one of the user's own.
+    NotYours,
+    Failed(DeliveryError),
+}
+
+impl Delivered {
+    /// What the sender of a `deliver` to `to` hears: nothing, once it is sent.
+    pub fn refusal(&self, to: &str) -> Option<(ErrorCode, String)> {
+        match self {
+            Delivered::Sent => None,
+            Delivered::NotYours => Some((
+                ErrorCode::Forbidden,
+                format!("{to} is not a device of yours"),
+            )),
+            Delivered::Failed(DeliveryError::Offline(_)) => {
+                Some((ErrorCode::DeviceOffline, format!("{to} is not connected")))
+            }
+            Delivered::Failed(err) => Some((ErrorCode::Internal, err.to_string())),
         }
     }
 }

@@ -9,7 +9,8 @@
 //! avatar going idle).
 //!
 //! A phone connection's keepalive and its right to `deliver` are rules too
-//! ([`link`]), carried out by the connection's task.
+//! ([`link`]): the core holds each connection's right and answers `ping` and `hello`
+//! itself; the shell keeps the connection alive.
 //!
 //! What phones share (who may reach the agent, which device a card was shown to, the
 //! bytes of unfinished uploads) is the hub's: a core asks for it in an effect and hears

@@ -3,14 +3,16 @@
 
 use std::time::{Duration, Instant};
 
-use herald_mobile_proto::ClientFrame;
+use herald_mobile_proto::{ClientFrame, ErrorCode};
 use herald_port::{
     DeliveryError, InboundBody, Notification, PairingCode, Prompt, Request, RequestError, Response,
     SendOptions, TurnId,
 };
 use serde_json::{json, Value};
 
+use super::link::{Delivered, Delivers};
 use super::{Core, Effect};
+use crate::io::Close;
 use crate::{Ids, SessionCore};
 
 const USER: &str = "alice";
@@ -21,7 +23,7 @@ type Rig = crate::testing::Rig<Core>;
 
 fn attached() -> Rig {
     let mut core = Rig::new(Core::new("tel-1".into(), 4000, Ids::seeded(2)));
-    core.handle_attach(1, USER.into(), Some("Alice".into()));
+    core.handle_attach(1, USER.into(), Some("Alice".into()), Delivers::Nowhere);
     core
 }
 
@@ -339,7 +341,7 @@ fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
 fn a_new_connection_closes_the_one_it_replaces_and_gets_what_was_missed() {
     let mut core = attached();
     effects(&mut core);
-    core.handle_attach(2, USER.into(), None);
+    core.handle_attach(2, USER.into(), None, Delivers::Nowhere);
     assert_eq!(
         sent(&mut core),
         [json!({"close": "replaced by a new connection", "conn": 1})]
@@ -349,4 +351,61 @@ fn a_new_connection_closes_the_one_it_replaces_and_gets_what_was_missed() {
         [Effect::Offline, Effect::Online { conn: 2 }, Effect::Replay]
     ));
     assert!(core.is_current(2) && !core.is_current(1));
+}
+
+/// What the connection itself asks: `ping` is answered, a second `hello` refused, and a
+/// `deliver` pushed only where the connection may (the shell checks ownership); how a
+/// push ended, and a frame over the limit, are told to the phone.
+#[test]
+fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
+    let now = Instant::now();
+    let frame = |v: Value| ClientFrame::decode(&v.to_string()).unwrap();
+    let deliver = json!({"t": "deliver", "to": "tel-2", "text": "the cron says hi"});
+    let mut core = attached();
+    effects(&mut core);
+    sent(&mut core);
+    core.handle_frame(frame(json!({"t": "ping"})), now);
+    core.handle_frame(frame(json!({"t": "hello", "device": {"id": "tel-1"}})), now);
+    core.handle_frame(frame(deliver.clone()), now);
+    let frames = sent(&mut core);
+    assert_eq!(kinds(&frames), ["pong", "error", "error"]);
+    assert_eq!(frames[1]["code"], "bad_frame");
+    assert_eq!(frames[2]["code"], "forbidden");
+    let pushed = |effects: &[Effect]| {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Deliver { deliver, owner } => Some((deliver.to.clone(), owner.clone())),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        pushed(&effects(&mut core)).is_empty(),
+        "a phone may not push"
+    );
+
+    // An app on the agent's machine pushes to its user's own devices.
+    core.handle_attach(2, USER.into(), None, Delivers::ToDevicesOf(USER.into()));
+    effects(&mut core);
+    sent(&mut core);
+    core.handle_frame(frame(deliver), now);
+    assert_eq!(
+        pushed(&effects(&mut core)),
+        [("tel-2".to_owned(), Some(USER.to_owned()))]
+    );
+    core.handle_delivered("tel-2", Delivered::Sent);
+    core.handle_delivered("tel-2", Delivered::NotYours);
+    let offline = DeliveryError::Offline(herald_port::Chat::mobile("tel-2"));
+    core.handle_delivered("tel-2", Delivered::Failed(offline));
+    let frames = sent(&mut core);
+    let codes: Vec<_> = frames.iter().map(|f| f["code"].clone()).collect();
+    assert_eq!(codes, [json!("forbidden"), json!("device_offline")]);
+
+    let limit = "frames are limited to 16 MiB".to_owned();
+    core.handle_bad_frame(ErrorCode::TooBig, limit, Some(Close::TooBig));
+    let frames = sent(&mut core);
+    assert_eq!(frames[0]["code"], "too_big");
+    assert_eq!(frames[1], json!({"close": "too_big", "conn": 2}));
+    assert!(!core.is_current(2), "the connection is let go");
 }

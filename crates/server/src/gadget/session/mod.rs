@@ -2,7 +2,7 @@
 //!
 //! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
 //! no I/O. This module is its shell, one task that does what the core asks. It owns
-//! the device's connection (`socket.rs`) while there is one: it reads the device's
+//! the device's connection (`crate::shell`) while there is one: it reads the device's
 //! frames and writes the connection's outbox itself, so a connected gadget costs one
 //! task. Everything else arrives on one bounded mailbox (calls from the agent through
 //! the conversation port, requests from the admin API, a new connection). The shell
@@ -25,7 +25,7 @@ use herald_port::{
 };
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
-use herald_session::io::{Close, Transmit};
+use herald_session::io::Close;
 use herald_session::{done, CallId, Counted, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
@@ -35,14 +35,14 @@ use tracing::warn;
 use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
 use super::ota;
-use super::socket::{Connection, Next, Read};
+use super::socket::{Connection, Gadget, Read};
 use super::GadgetHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::ids::OsEntropy;
 use crate::queue;
-use crate::session_io;
+use crate::shell::{self, Connections, Next};
 use crate::socket::{Closed, Outgoing, Room};
 use crate::store::OtaUpdate;
 
@@ -100,9 +100,7 @@ pub(crate) struct Session {
     /// The calls the core will answer, by the id it knows them by.
     waiting: Waiting,
     /// The device's connection, while it has one.
-    conn: Option<Box<Connection>>,
-    /// The connection a new one replaced, until the core's close for it is queued.
-    replaced: Option<Box<Connection>>,
+    conns: Connections<Gadget>,
     to_agent: AgentQueue,
     /// The staged image of the firmware update being sent, open. Boxed, as the speech
     /// below: rare, and an idle session's size is what every device costs.
@@ -193,8 +191,7 @@ impl Session {
             mailbox: tx.clone(),
             core,
             waiting: Waiting::default(),
-            conn: None,
-            replaced: None,
+            conns: Connections::default(),
             to_agent: AgentQueue::default(),
             playback: None,
             last_event: Instant::now(),
@@ -220,7 +217,7 @@ impl Session {
             }
             let event = tokio::select! {
                 event = mailbox.recv() => event,
-                next = next_from(&mut self.conn, &self.hub.metrics) => {
+                next = self.conns.next(&self.hub.metrics) => {
                     match next {
                         Next::Read(read) => Box::pin(self.handle_read(read)).await,
                         Next::Write(out) => Box::pin(self.write(out)).await,
@@ -281,17 +278,17 @@ impl Session {
     /// or firmware transfer; updates resume from the store) and quiet for
     /// [`RETIRE_AFTER`], so devices that never come back do not keep a session each.
     fn retire_at(&self) -> Option<Instant> {
-        session_io::retire_at(&self.core, self.last_event, RETIRE_AFTER)
+        shell::retire_at(&self.core, self.last_event, RETIRE_AFTER)
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        session_io::next_deadline(&self.core, self.retire_at())
+        shell::next_deadline(&self.core, self.retire_at())
     }
 
     /// Where the next firmware frame goes, once the window is open: it waits for room
     /// in the outbox alongside the mailbox, so conversation traffic is never held up.
     fn firmware_conn(&mut self) -> Option<&mut Connection> {
-        let conn = self.conn.as_deref_mut()?;
+        let conn = self.conns.current()?;
         (self.core.ota_wants_chunk() && self.core.is_current(conn.id)).then_some(conn)
     }
 
@@ -320,10 +317,7 @@ impl Session {
 
     /// Write the outbox's next frame to the device.
     async fn write(&mut self, out: Outgoing) {
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        if !conn.write_queued(out, &self.hub.metrics).await {
+        if !self.conns.write_queued(out, &self.hub.metrics).await {
             self.lost();
         }
     }
@@ -331,9 +325,7 @@ impl Session {
     /// The connection broke: the core hears it, and it is let go.
     fn lost(&mut self) {
         self.core.handle_closed();
-        if let Some(conn) = self.conn.take() {
-            conn.disconnected();
-        }
+        self.conns.lost();
     }
 
     /// Something woke the session: the time, as the core is told it. Speech that ended
@@ -357,7 +349,7 @@ impl Session {
                     session_id,
                 } = *attach;
                 let id = conn.id;
-                self.replaced = self.conn.replace(conn);
+                self.conns.attach(conn);
                 let heartbeat_s = self.hub.config.heartbeat_s;
                 self.core.handle_attach(
                     id,
@@ -414,36 +406,16 @@ impl Session {
         if !self.core.ota_is_running() {
             self.image = None;
         }
-        // A connection the core is done with says goodbye on a task of its own.
-        let ended = self.conn.take_if(|conn| !self.core.is_current(conn.id));
-        for conn in [self.replaced.take(), ended].into_iter().flatten() {
-            tokio::spawn(conn.goodbye(self.hub.metrics.clone()));
-        }
+        self.conns.settle(&self.core, &self.hub.metrics);
     }
 
-    /// Queue the frames the core handed back, each in its connection's outbox.
     async fn flush(&mut self) {
-        while let Some(Transmit { conn, frame }) = self.core.poll_transmit() {
-            let out = session_io::outgoing(frame);
-            self.send(conn, out).await;
-        }
+        shell::flush(&mut self.core, &mut self.conns, &self.hub.metrics).await;
     }
 
-    /// Queue `out` for connection `id`; dropped when that connection is gone.
+    /// Send `out` to connection `id`; dropped when that connection is gone.
     async fn send(&mut self, id: u64, out: Outgoing) {
-        let metrics = &self.hub.metrics;
-        if let Some(old) = self.replaced.as_mut().filter(|c| c.id == id) {
-            old.send(out, metrics).await;
-            return;
-        }
-        let Some(conn) = self.conn.as_mut().filter(|c| c.id == id) else {
-            return;
-        };
-        // A connection the core let go (its close among what it was sent) is settled
-        // into its goodbye, which waits for the device's close in turn.
-        if !conn.send(out, metrics).await && self.core.is_current(id) {
-            self.lost();
-        }
+        shell::send(&mut self.core, &mut self.conns, id, out, &self.hub.metrics).await;
     }
 
     async fn carry_out(&mut self, effect: Effect) {
@@ -696,7 +668,7 @@ impl Session {
         if let Some(replaced) = self.playback.take() {
             self.stop_playback(replaced).await;
         }
-        let Some(conn) = self.conn.as_mut() else {
+        let Some(conn) = self.conns.current() else {
             return false;
         };
         self.playback = Some(Box::new(Playback::start(
@@ -717,7 +689,7 @@ impl Session {
     async fn draining<T>(&mut self, work: impl Future<Output = T>) -> T {
         tokio::pin!(work);
         loop {
-            let Some(conn) = self.conn.as_deref_mut() else {
+            let Some(conn) = self.conns.current() else {
                 return work.await;
             };
             let id = conn.id;
@@ -758,7 +730,7 @@ impl Session {
             turn,
             call,
         } = job;
-        let Some(outbox) = self.conn.as_mut().map(|conn| conn.queue()) else {
+        let Some(outbox) = self.conns.current().map(|conn| conn.queue()) else {
             let offline = DeliveryError::Offline(self.core.chat());
             return self.answer(call, Err(offline.into()));
         };
@@ -786,14 +758,6 @@ fn cannot_play(path: &std::path::Path, err: &herald_media::audio::AudioError) ->
 /// The wall clock as a ping carries it.
 fn unix_ms() -> u64 {
     u64::try_from(now_ms()).unwrap_or(0)
-}
-
-/// What `conn` has next; never, without a connection.
-async fn next_from(conn: &mut Option<Box<Connection>>, metrics: &crate::metrics::Metrics) -> Next {
-    match conn {
-        Some(conn) => conn.next(metrics).await,
-        None => std::future::pending().await,
-    }
 }
 
 fn far_future() -> Instant {

@@ -1,20 +1,22 @@
 //! One session per phone (per `device.id`): the only owner of its conversation state.
 //!
 //! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
-//! no I/O. This module is its shell, an actor that does what the core asks: frames from
-//! the phone's connection, calls from the agent and the authorizer's answers arrive on
-//! one bounded mailbox; the shell feeds them to the core with the time, writes the
-//! frames it hands back into the connection's outbox, carries out its effects (the
-//! store, the inbox, the authorizer, the hub's cards and upload budget, files to send,
-//! the agent's queue) and sleeps until the core's next deadline (a card lapsing, the
-//! avatar going idle).
+//! no I/O. This module is its shell, one task that does what the core asks. It owns the
+//! phone's connection while there is one ([`crate::shell`]): it reads the phone's
+//! frames, writes the core's and pings a quiet phone, so a connected phone is one task.
+//! Calls from the agent, the authorizer's answers and a new connection arrive on one
+//! bounded mailbox. The shell feeds it all to the core with the time, carries out its
+//! effects (the store, the inbox, the authorizer, the hub's cards and upload budget,
+//! files to send, pushes, the agent's queue) and sleeps until the next deadline (a
+//! card lapsing, the avatar going idle, the keepalive).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_mobile_proto::{limits, ClientFrame, Deliver};
+use herald_mobile_proto::{limits, Deliver};
 use herald_port::{DeliveryError, Notification, PairingCode, Platform, RequestError, Response};
 use herald_session::io::Close;
+use herald_session::mobile::link::{Delivered, Delivers, Due, Keepalive};
 use herald_session::mobile::{Core, Effect, SaveFile};
 use herald_session::{done, CallId, Counted, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
@@ -22,6 +24,7 @@ use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 use tracing::warn;
 
+use super::socket::{Connection, Phone, Read};
 use super::MobileHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
@@ -29,8 +32,8 @@ use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::files;
 use crate::ids::OsEntropy;
 use crate::queue;
-use crate::session_io::{self, Outboxes};
-use crate::socket::{Outgoing, SendQueue};
+use crate::shell::{self, Connections, Next};
+use crate::socket::Outgoing;
 
 /// Frames kept for a phone that is away lapse after this long.
 const OUTBOX_TTL_MS: i64 = limits::OUTBOX_TTL_SECS as i64 * 1000;
@@ -54,21 +57,17 @@ pub(crate) enum Command {
 
 /// A connection that passed `hello`, handed to the session.
 pub(crate) struct Attach {
-    pub conn: u64,
-    pub outbox: SendQueue,
+    pub conn: Box<Connection>,
     pub user_id: String,
     pub user_name: Option<String>,
+    /// Where the connection may push with `deliver`.
+    pub delivers: Delivers,
 }
 
 pub(crate) enum Event {
     Attach(Box<Attach>),
-    Frame {
-        conn: u64,
-        frame: Box<ClientFrame>,
-    },
-    Closed {
-        conn: u64,
-    },
+    /// How a `deliver` the phone sent ended, for the device it named.
+    Delivered(Box<(String, Delivered)>),
     /// The authorizer's answer to the core's question.
     Authorization(Result<bool, String>),
     PairingCode(Result<PairingCode, String>),
@@ -82,7 +81,9 @@ pub(crate) struct Session {
     /// The calls the core will answer, by the id it knows them by (few at a time).
     waiting: Vec<(CallId, Reply)>,
     next_call: u64,
-    outboxes: Outboxes,
+    conns: Connections<Phone>,
+    /// When the current connection is pinged, and when its silence ends it.
+    keepalive: Option<Keepalive>,
     to_agent: AgentQueue,
     /// When the mailbox last had something for the session.
     last_event: Instant,
@@ -101,7 +102,8 @@ impl Session {
             next_call: 0,
             hub,
             mailbox: tx.clone(),
-            outboxes: Outboxes::default(),
+            conns: Connections::default(),
+            keepalive: None,
             to_agent: AgentQueue::default(),
             last_event: Instant::now(),
         };
@@ -115,12 +117,24 @@ impl Session {
             let deadline = self.next_deadline();
             let event = tokio::select! {
                 event = mailbox.recv() => event,
+                next = self.conns.next(&self.hub.metrics) => {
+                    match next {
+                        Next::Read(read) => Box::pin(self.handle_read(read)).await,
+                        Next::Write(out) => {
+                            if !self.conns.write_queued(out, &self.hub.metrics).await {
+                                self.lost();
+                            }
+                        }
+                    }
+                    continue;
+                }
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                     let now = Instant::now();
                     if self.retire_at().is_some_and(|at| at <= now) {
                         break true;
                     }
                     self.core.handle_timeout(now.into_std());
+                    Box::pin(self.keep_alive(now)).await;
                     continue;
                 }
             };
@@ -150,11 +164,73 @@ impl Session {
     /// for as long as its remembered ids count, so ending it forgets nothing that
     /// matters and abandoned device ids do not keep a session each.
     fn retire_at(&self) -> Option<Instant> {
-        session_io::retire_at(&self.core, self.last_event, RETIRE_AFTER)
+        shell::retire_at(&self.core, self.last_event, RETIRE_AFTER)
     }
 
+    /// The core's next timer, the retirement or the keepalive, whichever is first.
     fn next_deadline(&self) -> Option<Instant> {
-        session_io::next_deadline(&self.core, self.retire_at())
+        let keepalive = self
+            .keepalive
+            .as_ref()
+            .map(|k| Instant::from_std(k.deadline()));
+        [
+            shell::next_deadline(&self.core, self.retire_at()),
+            keepalive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Ping the phone on schedule; one silent for too long is gone.
+    async fn keep_alive(&mut self, now: Instant) {
+        let Some(keepalive) = &mut self.keepalive else {
+            return;
+        };
+        if keepalive.deadline() > now.into_std() {
+            return;
+        }
+        match keepalive.handle_deadline(now.into_std()) {
+            Due::Ping => {
+                if let Some(conn) = self.conns.current() {
+                    let id = conn.id;
+                    self.send(id, Outgoing::Ping).await;
+                }
+            }
+            Due::Gone => self.core.close(Close::Away, "keepalive timeout"),
+        }
+    }
+
+    /// What the phone did.
+    async fn handle_read(&mut self, read: Read) {
+        let now = Instant::now();
+        self.last_event = now;
+        if let Some(keepalive) = &mut self.keepalive {
+            keepalive.heard(now.into_std());
+        }
+        match read {
+            Read::Frame(frame) => self.core.handle_frame(*frame, now.into_std()),
+            Read::Bad {
+                code,
+                message,
+                close,
+            } => self.core.handle_bad_frame(code, message, close),
+            Read::Alive => {}
+            // Settling hands the connection to its goodbye, which sends the close reply.
+            Read::Closed => self.core.handle_closed(),
+            Read::Lost => self.lost(),
+        }
+    }
+
+    /// The connection broke: the core hears it, and it is let go.
+    fn lost(&mut self) {
+        self.core.handle_closed();
+        self.conns.lost();
+    }
+
+    /// Send `out` to connection `id`; dropped when that connection is gone.
+    async fn send(&mut self, id: u64, out: Outgoing) {
+        shell::send(&mut self.core, &mut self.conns, id, out, &self.hub.metrics).await;
     }
 
     fn handle(&mut self, event: Event, now: Instant) {
@@ -163,17 +239,19 @@ impl Session {
             Event::Attach(attach) => {
                 let Attach {
                     conn,
-                    outbox,
                     user_id,
                     user_name,
+                    delivers,
                 } = *attach;
-                self.outboxes.attach(conn, outbox);
-                self.core.handle_attach(conn, user_id, user_name);
+                let id = conn.id;
+                self.conns.attach(conn);
+                self.keepalive = Some(Keepalive::new(now));
+                self.core.handle_attach(id, user_id, user_name, delivers);
             }
-            Event::Frame { conn, frame } if self.core.is_current(conn) => {
-                self.core.handle_frame(*frame, now);
+            Event::Delivered(delivered) => {
+                let (to, delivered) = *delivered;
+                self.core.handle_delivered(&to, delivered);
             }
-            Event::Closed { conn } if self.core.is_current(conn) => self.core.handle_closed(),
             Event::Authorization(answer) => self.core.handle_authorization(answer, now),
             Event::PairingCode(code) => self.core.handle_pairing_code(code),
             Event::Command(Command::Port(Call { request, reply })) => {
@@ -202,11 +280,14 @@ impl Session {
             };
             self.carry_out(effect).await;
         }
-        self.outboxes.settled(&self.core);
+        self.conns.settle(&self.core, &self.hub.metrics);
+        if self.conns.current().is_none() {
+            self.keepalive = None;
+        }
     }
 
     async fn flush(&mut self) {
-        self.outboxes.flush(&mut self.core).await;
+        shell::flush(&mut self.core, &mut self.conns, &self.hub.metrics).await;
     }
 
     async fn carry_out(&mut self, effect: Effect) {
@@ -249,7 +330,7 @@ impl Session {
                     parts,
                     saved,
                 } = *save;
-                let path = self.save(&extension, parts).await;
+                let path = Self::save(&self.hub, &extension, parts).await;
                 let now = Instant::now().into_std();
                 self.core.handle_file_saved(message_id, saved, path, now);
             }
@@ -262,6 +343,7 @@ impl Session {
                 let result = self.send_file(kind, &path, caption).await;
                 self.answer(call, done(result).map_err(RequestError::from));
             }
+            Effect::Deliver { deliver, owner } => self.deliver(*deliver, owner),
             Effect::Answer { call, answer } => self.answer(call, answer),
             Effect::Count(Counted::Turn) => self.hub.metrics.turn(Platform::Mobile),
             Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Mobile, code),
@@ -315,11 +397,27 @@ impl Session {
                 warn!(%err, "could not read what a phone missed");
                 Vec::new()
             });
-        if let Some((_, outbox)) = self.outboxes.current() {
-            for frame in missed {
-                let _ = outbox.send(Outgoing::Text(frame)).await;
-            }
+        for frame in missed {
+            let Some(conn) = self.conns.current() else {
+                break;
+            };
+            let id = conn.id;
+            self.send(id, Outgoing::Text(frame)).await;
         }
+    }
+
+    /// Push the phone's `deliver` on a task of its own: the device it names may be this
+    /// one, whose session would otherwise wait for itself. The outcome comes back
+    /// through the mailbox.
+    fn deliver(&self, deliver: Deliver, owner: Option<String>) {
+        let (hub, mailbox) = (self.hub.clone(), self.mailbox.clone());
+        tokio::spawn(async move {
+            let to = deliver.to.clone();
+            let delivered = hub.deliver(deliver, owner).await;
+            let _ = mailbox
+                .send(Event::Delivered(Box::new((to, delivered))))
+                .await;
+        });
     }
 
     /// Ask the authorizer on a task of its own (under Hermes the question crosses a
@@ -364,13 +462,12 @@ impl Session {
 
     /// Write a file for the agent into the inbox; its name is of our own making.
     async fn save(
-        &self,
+        hub: &MobileHub,
         extension: &str,
         parts: Vec<Vec<u8>>,
     ) -> Result<std::path::PathBuf, String> {
         let size = parts.iter().map(|part| part.len() as u64).sum();
-        let written = self
-            .hub
+        let written = hub
             .inbox
             .put(extension, size, move |path| {
                 files::write_private_parts(path, &parts)
