@@ -3,6 +3,7 @@
 # tests, then run the end-to-end suite against one tested Hermes line.
 #
 #   plugin/tests/run.sh [PYTEST ARGS...]
+#   plugin/tests/run.sh --prepare     (only make the line's virtualenv ready)
 #
 # HERMES_LINE  the Hermes line to test: 0.19 (default), 0.20 or 0.22 (hermes_lines.py
 #              says which package brings each)
@@ -32,6 +33,9 @@ fi
 # maturin builds the wheel test_wheel.py installs into a fresh Hermes.
 if ! "$venv/bin/python" -c 'import pytest, mypy, pocketsphinx, maturin' 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check pytest mypy pocketsphinx 'maturin>=1.16,<2'
+fi
+if [ "${1:-}" = --prepare ]; then
+    exit 0
 fi
 # test_voice.py speaks with espeak-ng (Debian: apt-get install espeak-ng).
 command -v espeak-ng >/dev/null || { echo "espeak-ng is missing: apt-get install -y espeak-ng" >&2; exit 1; }

@@ -11,6 +11,8 @@ import pytest
 from herald.bridge import MAX_INBOUND_QUEUED, ChildSpec, HeraldBridge
 from herald.wire import Answer, InboundArgs, Question
 
+pytestmark = pytest.mark.any_line
+
 
 class Endpoint:
     """Delivers at once, except for the chat ``stuck`` until ``go`` is set."""

@@ -8,8 +8,12 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 from herald.bridge import ChildSpec, HeraldBridge
 from herald.wire import PROTOCOL_VERSION, Answer, Chat, InboundArgs, Question, Result
+
+pytestmark = pytest.mark.any_line
 
 # Says it is ready, then answers each request with the lines it has read so far, as
 # "type:op"; events get no answer, as herald gives none.

@@ -33,6 +33,8 @@ from herald.wire import (
     request_line,
 )
 
+pytestmark = pytest.mark.any_line
+
 VECTORS = json.loads((Path(__file__).resolve().parents[2] / "vectors" / "bridge-v1.json").read_text())
 
 

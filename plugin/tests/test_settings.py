@@ -5,7 +5,11 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+import pytest
+
 from herald.settings import flag, merge, to_toml
+
+pytestmark = pytest.mark.any_line
 
 
 def test_extra_wins_over_herald_toml_which_keeps_the_rest() -> None:

@@ -13,10 +13,14 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import admin_get
 from devices import GadgetClient, gadget_id
 from harness import Gateway, PipHermesHome, build_wheel, fresh_hermes_venv, hermes_line
 from stub_model import Rule, StubServer
+
+pytestmark = pytest.mark.any_line
 
 
 def test_the_wheel_alone_brings_herald_to_a_fresh_hermes(tmp_path: Path) -> None:
