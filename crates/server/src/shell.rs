@@ -6,8 +6,8 @@
 //! `gadget/socket.rs`, the phone's in `mobile/socket.rs`.
 //!
 //! Every frame to a device leaves by one path: written by its session, or queued in the
-//! connection's outbox by a task that writes beside the session (speech, pictures,
-//! firmware, a `deliver`'s answer) and written by the session in turn.
+//! connection's outbox by a task that writes beside the session (a gadget's speech,
+//! pictures and firmware) and written by the session in turn.
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;

@@ -25,8 +25,8 @@ use crate::queue;
 
 /// Frames waiting for a slow client before the session has to wait too.
 pub(crate) const OUTBOX: usize = 32;
-/// Bytes waiting for a slow client before the session has to wait too. The largest
-/// frame (a phone's media chunk, 4 MiB of base64) still goes, one at a time.
+/// Bytes waiting for a slow client before the tasks writing to it have to wait too. The
+/// largest frame still goes, one at a time.
 pub(crate) const OUTBOX_BYTES: usize = 256 * 1024;
 /// How long a closed connection may take to say goodbye.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -61,7 +61,7 @@ where
     .await;
 }
 
-/// What a session asks the writer to do.
+/// A frame for the socket, or what to do with it.
 #[derive(Debug)]
 pub(crate) enum Outgoing {
     Text(String),
@@ -83,7 +83,7 @@ impl Outgoing {
     }
 }
 
-/// The writer is gone: the connection is over.
+/// Nobody drains the outbox any more: the connection is over.
 #[derive(Debug)]
 pub(crate) struct Closed;
 
@@ -102,7 +102,7 @@ pub(crate) struct SendQueue {
     queued: Arc<Queued>,
 }
 
-/// The writer's end.
+/// The end the connection's session drains.
 pub(crate) struct SendQueueReader {
     rx: queue::Receiver<Outgoing>,
     queued: Arc<Queued>,

@@ -83,11 +83,11 @@ where
     } = *admitted;
     hub.metrics.handshake(Platform::Gadget, "ok");
     let device_id = hello.device_id.clone();
-    info!(%peer, device = %device_id, paired, "gadget connected");
-
     // The session takes the connection over: the handshake's state, many times the
     // connection's, is freed now instead of living as long as it.
     let conn = Connection::new(hub.devices.conn_id(), ws, peer);
+    // `conn` names the connection in the log's "device disconnected" too.
+    info!(%peer, conn = conn.id, device = %device_id, paired, "gadget connected");
     let attach = Attach {
         conn,
         hello,

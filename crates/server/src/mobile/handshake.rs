@@ -82,8 +82,9 @@ where
         return;
     }
     hub.metrics.handshake(Platform::Mobile, "ok");
-    info!(%peer, device = %hello.device.id, "phone connected");
     let conn = Connection::new(hub.devices.conn_id(), ws, peer);
+    // `conn` names the connection in the log's "device disconnected" too.
+    info!(%peer, conn = conn.id, device = %hello.device.id, "phone connected");
     match role {
         Role::Phone { user_id } => {
             // A listener on `::` sees IPv4 loopback as `::ffff:127.0.0.1`.

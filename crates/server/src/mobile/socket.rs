@@ -151,6 +151,10 @@ pub(super) async fn deliver_only(mut conn: Box<Connection>, hub: Arc<MobileHub>)
 async fn answer(frame: ClientFrame, hub: &MobileHub) -> Option<ServerFrame> {
     match frame {
         ClientFrame::Ping => Some(ServerFrame::Pong),
+        ClientFrame::Hello(_) => {
+            let message = "hello was already accepted".into();
+            Some(error(&hub.metrics, ErrorCode::BadFrame, message))
+        }
         ClientFrame::Deliver(deliver) => {
             let to = deliver.to.clone();
             let (code, message) = hub.deliver(deliver, None).await.refusal(&to)?;

@@ -25,6 +25,9 @@ use crate::{CallId, Counted, Ids, SessionCore};
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more
 /// while one answer is out is told to slow down.
 const MAX_HELD: usize = 32;
+/// Pushes (`deliver`) a phone may have on their way at once; more are refused until one
+/// ends, so a phone cannot pile up pushes (up to 16 MiB each) behind a slow device.
+pub(super) const MAX_PUSHES: usize = 4;
 
 /// Work the shell carries out for the core, in order.
 #[derive(Debug)]
@@ -69,10 +72,11 @@ pub enum Effect {
     /// Write a file for the agent into the inbox and hand where to
     /// [`Core::handle_file_saved`].
     SaveFile(Box<SaveFile>),
-    /// Push a `deliver` the phone sent to the device it names, after checking that
-    /// device is `owner`'s when there is one; the outcome goes to
+    /// Push a `deliver` the phone sent on connection `conn` to the device it names,
+    /// after checking that device is `owner`'s when there is one; the outcome goes to
     /// [`Core::handle_delivered`].
     Deliver {
+        conn: u64,
         deliver: Box<proto::Deliver>,
         owner: Option<String>,
     },
@@ -134,6 +138,8 @@ pub struct Core {
     pub(super) conn: Option<u64>,
     /// Where the current connection may push with `deliver`.
     pub(super) delivers: Delivers,
+    /// Pushes on their way, whichever connection sent them.
+    pub(super) pushing: usize,
     /// The user who owns this phone (from its token); kept across connections.
     pub(super) user_id: String,
     pub(super) user_name: Option<String>,
@@ -159,6 +165,7 @@ impl Core {
             ids,
             conn: None,
             delivers: Delivers::Nowhere,
+            pushing: 0,
             user_id: String::new(),
             user_name: None,
             seen: SeenIds::default(),
@@ -292,6 +299,19 @@ impl Core {
             .effects
             .push(Effect::Count(Counted::Error(code.as_str())));
         let _ = self.emit(&ServerFrame::error(code, message));
+    }
+
+    /// An error for connection `conn` alone, if it is still the phone's: never kept
+    /// for a later connection, as it answers something that one did not send.
+    pub(super) fn error_to(&mut self, conn: u64, code: ErrorCode, message: String) {
+        if self.conn != Some(conn) {
+            return;
+        }
+        self.out
+            .effects
+            .push(Effect::Count(Counted::Error(code.as_str())));
+        let frame = Frame::Text(ServerFrame::error(code, message).encode());
+        self.out.transmits.push(Transmit { conn, frame });
     }
 
     // ---- authorization ----

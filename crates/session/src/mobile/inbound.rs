@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use herald_port::{InboundBody, MediaKind, PromptAnswer};
 
-use super::core::{Core, Effect, Held, SaveFile, Saved};
+use super::core::{Core, Effect, Held, SaveFile, Saved, MAX_PUSHES};
 use super::link::{Delivered, Delivers};
 use super::media::choice_of;
 use super::uploads::{Accepted, Upload, UploadError};
@@ -61,8 +61,18 @@ impl Core {
                         return self.error(ErrorCode::Forbidden, message);
                     }
                 };
+                let Some(conn) = self.conn else { return };
+                if self.pushing >= MAX_PUSHES {
+                    let message = "too many pushes at once; try again when one has ended";
+                    return self.error(ErrorCode::RateLimited, message);
+                }
+                self.pushing += 1;
                 let deliver = Box::new(deliver);
-                self.effect(Effect::Deliver { deliver, owner });
+                self.effect(Effect::Deliver {
+                    conn,
+                    deliver,
+                    owner,
+                });
             }
         }
     }
@@ -76,10 +86,12 @@ impl Core {
         }
     }
 
-    /// How the phone's `deliver` to `to` ended: it hears why, if it failed.
-    pub fn handle_delivered(&mut self, to: &str, delivered: Delivered) {
+    /// How the `deliver` to `to` that connection `conn` sent ended: it hears why, if
+    /// it failed and is still connected.
+    pub fn handle_delivered(&mut self, conn: u64, to: &str, delivered: Delivered) {
+        self.pushing = self.pushing.saturating_sub(1);
         if let Some((code, message)) = delivered.refusal(to) {
-            self.error(code, message);
+            self.error_to(conn, code, message);
         }
     }
 

@@ -10,6 +10,7 @@ use herald_port::{
 };
 use serde_json::{json, Value};
 
+use super::core::MAX_PUSHES;
 use super::link::{Delivered, Delivers};
 use super::{Core, Effect};
 use crate::io::Close;
@@ -375,7 +376,7 @@ fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
         effects
             .iter()
             .filter_map(|e| match e {
-                Effect::Deliver { deliver, owner } => Some((deliver.to.clone(), owner.clone())),
+                Effect::Deliver { deliver, owner, .. } => Some((deliver.to.clone(), owner.clone())),
                 _ => None,
             })
             .collect::<Vec<_>>()
@@ -394,18 +395,45 @@ fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
         pushed(&effects(&mut core)),
         [("tel-2".to_owned(), Some(USER.to_owned()))]
     );
-    core.handle_delivered("tel-2", Delivered::Sent);
-    core.handle_delivered("tel-2", Delivered::NotYours);
+    core.handle_delivered(2, "tel-2", Delivered::Sent);
+    core.handle_delivered(2, "tel-2", Delivered::NotYours);
     let offline = DeliveryError::Offline(herald_port::Chat::mobile("tel-2"));
-    core.handle_delivered("tel-2", Delivered::Failed(offline));
+    core.handle_delivered(2, "tel-2", Delivered::Failed(offline));
     let frames = sent(&mut core);
     let codes: Vec<_> = frames.iter().map(|f| f["code"].clone()).collect();
     assert_eq!(codes, [json!("forbidden"), json!("device_offline")]);
+
+    // A few pushes at a time; the next waits until one has ended.
+    for _ in 0..MAX_PUSHES {
+        core.handle_frame(
+            frame(json!({"t": "deliver", "to": "tel-3", "text": "hi"})),
+            now,
+        );
+    }
+    assert_eq!(pushed(&effects(&mut core)).len(), MAX_PUSHES);
+    core.handle_frame(
+        frame(json!({"t": "deliver", "to": "tel-3", "text": "hi"})),
+        now,
+    );
+    assert!(pushed(&effects(&mut core)).is_empty());
+    assert_eq!(sent(&mut core)[0]["code"], "rate_limited");
+    core.handle_delivered(2, "tel-3", Delivered::Sent);
+    core.handle_frame(
+        frame(json!({"t": "deliver", "to": "tel-3", "text": "hi"})),
+        now,
+    );
+    assert_eq!(pushed(&effects(&mut core)).len(), 1);
+
+    // How a push ended is for the connection that sent it: not kept for the next one.
+    core.handle_attach(3, USER.into(), None, Delivers::ToDevicesOf(USER.into()));
+    sent(&mut core);
+    core.handle_delivered(2, "tel-9", Delivered::NotYours);
+    assert!(sent(&mut core).is_empty());
 
     let limit = "frames are limited to 16 MiB".to_owned();
     core.handle_bad_frame(ErrorCode::TooBig, limit, Some(Close::TooBig));
     let frames = sent(&mut core);
     assert_eq!(frames[0]["code"], "too_big");
-    assert_eq!(frames[1], json!({"close": "too_big", "conn": 2}));
-    assert!(!core.is_current(2), "the connection is let go");
+    assert_eq!(frames[1], json!({"close": "too_big", "conn": 3}));
+    assert!(!core.is_current(3), "the connection is let go");
 }

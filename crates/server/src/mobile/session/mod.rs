@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use herald_mobile_proto::{limits, Deliver};
 use herald_port::{DeliveryError, Notification, PairingCode, Platform, RequestError, Response};
 use herald_session::io::Close;
@@ -66,13 +67,23 @@ pub(crate) struct Attach {
 
 pub(crate) enum Event {
     Attach(Box<Attach>),
-    /// How a `deliver` the phone sent ended, for the device it named.
-    Delivered(Box<(String, Delivered)>),
+    /// How a `deliver` the phone sent on a connection ended, for the device it named.
+    Delivered(Box<Pushed>),
     /// The authorizer's answer to the core's question.
     Authorization(Result<bool, String>),
     PairingCode(Result<PairingCode, String>),
     Command(Command),
 }
+
+/// A push's outcome, for the connection that sent it.
+pub(crate) struct Pushed {
+    conn: u64,
+    to: String,
+    delivered: Delivered,
+}
+
+/// Frames read between two chunks of a file being sent, at most.
+const READS_BETWEEN_CHUNKS: usize = 8;
 
 pub(crate) struct Session {
     hub: Arc<MobileHub>,
@@ -118,14 +129,7 @@ impl Session {
             let event = tokio::select! {
                 event = mailbox.recv() => event,
                 next = self.conns.next(&self.hub.metrics) => {
-                    match next {
-                        Next::Read(read) => Box::pin(self.handle_read(read)).await,
-                        Next::Write(out) => {
-                            if !self.conns.write_queued(out, &self.hub.metrics).await {
-                                self.lost();
-                            }
-                        }
-                    }
+                    Box::pin(self.handle_next(next)).await;
                     continue;
                 }
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
@@ -201,13 +205,31 @@ impl Session {
         }
     }
 
-    /// What the phone did.
-    async fn handle_read(&mut self, read: Read) {
+    /// What the connection had next: a read from the phone or a frame to write.
+    async fn handle_next(&mut self, next: Next<Read>) {
+        match next {
+            Next::Read(read) => self.handle_read(read),
+            Next::Write(out) => {
+                if !self.conns.write_queued(out, &self.hub.metrics).await {
+                    self.lost();
+                }
+            }
+        }
+    }
+
+    /// The phone is alive: it sent something, or took what was sent.
+    fn heard(&mut self) {
         let now = Instant::now();
         self.last_event = now;
         if let Some(keepalive) = &mut self.keepalive {
             keepalive.heard(now.into_std());
         }
+    }
+
+    /// What the phone did.
+    fn handle_read(&mut self, read: Read) {
+        self.heard();
+        let now = self.last_event;
         match read {
             Read::Frame(frame) => self.core.handle_frame(*frame, now.into_std()),
             Read::Bad {
@@ -248,9 +270,13 @@ impl Session {
                 self.keepalive = Some(Keepalive::new(now));
                 self.core.handle_attach(id, user_id, user_name, delivers);
             }
-            Event::Delivered(delivered) => {
-                let (to, delivered) = *delivered;
-                self.core.handle_delivered(&to, delivered);
+            Event::Delivered(pushed) => {
+                let Pushed {
+                    conn,
+                    to,
+                    delivered,
+                } = *pushed;
+                self.core.handle_delivered(conn, &to, delivered);
             }
             Event::Authorization(answer) => self.core.handle_authorization(answer, now),
             Event::PairingCode(code) => self.core.handle_pairing_code(code),
@@ -343,7 +369,11 @@ impl Session {
                 let result = self.send_file(kind, &path, caption).await;
                 self.answer(call, done(result).map_err(RequestError::from));
             }
-            Effect::Deliver { deliver, owner } => self.deliver(*deliver, owner),
+            Effect::Deliver {
+                conn,
+                deliver,
+                owner,
+            } => self.deliver(conn, *deliver, owner),
             Effect::Answer { call, answer } => self.answer(call, answer),
             Effect::Count(Counted::Turn) => self.hub.metrics.turn(Platform::Mobile),
             Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Mobile, code),
@@ -409,15 +439,29 @@ impl Session {
     /// Push the phone's `deliver` on a task of its own: the device it names may be this
     /// one, whose session would otherwise wait for itself. The outcome comes back
     /// through the mailbox.
-    fn deliver(&self, deliver: Deliver, owner: Option<String>) {
+    fn deliver(&self, conn: u64, deliver: Deliver, owner: Option<String>) {
         let (hub, mailbox) = (self.hub.clone(), self.mailbox.clone());
         tokio::spawn(async move {
             let to = deliver.to.clone();
             let delivered = hub.deliver(deliver, owner).await;
-            let _ = mailbox
-                .send(Event::Delivered(Box::new((to, delivered))))
-                .await;
+            let pushed = Pushed {
+                conn,
+                to,
+                delivered,
+            };
+            let _ = mailbox.send(Event::Delivered(Box::new(pushed))).await;
         });
+    }
+
+    /// Take what the phone has sent meanwhile, without waiting for more: between the
+    /// chunks of a long download, so its pings are answered and it counts as alive.
+    async fn read_ready(&mut self) {
+        for _ in 0..READS_BETWEEN_CHUNKS {
+            let Some(next) = self.conns.next(&self.hub.metrics).now_or_never() else {
+                return;
+            };
+            self.handle_next(next).await;
+        }
     }
 
     /// Ask the authorizer on a task of its own (under Hermes the question crosses a
@@ -503,6 +547,11 @@ impl Session {
             self.core.emit(&file_down.frame(part, &piece))?;
             // Sent, or kept for a phone that is away, before the next chunk is read.
             Box::pin(self.settle()).await;
+            if self.conns.current().is_some() {
+                // It took the chunk: alive, though it may have had nothing to say.
+                self.heard();
+                Box::pin(self.read_ready()).await;
+            }
         }
         Ok(())
     }
