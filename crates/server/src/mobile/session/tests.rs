@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_port::Request;
+use herald_session::mobile::link::Delivers;
 
 use super::*;
 
@@ -71,4 +72,97 @@ async fn what_reaches_a_retiring_session_is_answered() {
         assert!(matches!(answer, Ok(Ok(_))), "dropped: {answer:?}");
     }
     assert!(raced > 0, "no call met a retiring session");
+}
+
+/// A download that outlasts the keepalive's 90 s to a phone that reads slowly and says
+/// nothing: taking each chunk counts as proof of life, and a ping the phone sent early
+/// is answered between chunks, not after the whole file. The phone moves the paused
+/// clock itself and waits with no timer: the file is read on the blocking pool, and
+/// a pending timer would let the clock jump while it is.
+#[tokio::test(start_paused = true)]
+async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
+    use futures_util::{SinkExt, StreamExt};
+    use herald_mobile_proto::ServerFrame;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::WebSocketStream;
+
+    const CHUNKS: usize = 8;
+    // Under the 15 s a frame may take to leave, yet 8 chunks take over 90 s.
+    const READ_EVERY: Duration = Duration::from_secs(14);
+
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let file = dir.path().join("big.bin");
+    std::fs::write(&file, vec![7u8; CHUNKS * limits::MEDIA_CHUNK_BYTES]).unwrap();
+
+    let (server, phone) = tokio::io::duplex(64 * 1024);
+    let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+    let mut phone = WebSocketStream::from_raw_socket(phone, Role::Client, None).await;
+    let attach = Attach {
+        conn: Connection::new(1, server, "127.0.0.1:9".parse().unwrap()),
+        user_id: "alice".into(),
+        user_name: None,
+        delivers: Delivers::Nowhere,
+    };
+    let session = hub.session("tel-1");
+    assert!(session.send(Event::Attach(Box::new(attach))).await.is_ok());
+    let sent = tokio::spawn({
+        let hub = hub.clone();
+        async move {
+            hub.call("tel-1", |reply| {
+                let request = Request::SendDocument {
+                    path: file,
+                    caption: None,
+                };
+                Command::Port(Call { request, reply })
+            })
+            .await
+        }
+    });
+
+    let mut heard = Vec::new();
+    let mut pinged = false;
+    while heard.iter().filter(|t| *t == "media").count() < CHUNKS {
+        let text = match phone.next().await {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Ping(_))) => continue,
+            other => panic!("after {heard:?}: {other:?}"),
+        };
+        match ServerFrame::decode(&text).unwrap() {
+            ServerFrame::Media(_) => heard.push("media".to_owned()),
+            ServerFrame::Pong => heard.push("pong".to_owned()),
+            other => panic!("unexpected {other:?}"),
+        }
+        if !pinged {
+            let ping = Message::Text(r#"{"t":"ping"}"#.into());
+            phone.send(ping).await.unwrap();
+            pinged = true;
+        }
+        // The clock moves on only here: reading the file on the blocking pool must not
+        // let it jump past the send's deadline.
+        tokio::time::advance(READ_EVERY).await;
+    }
+    let pong = heard.iter().position(|t| t == "pong");
+    assert!(
+        pong.is_some_and(|at| at < CHUNKS),
+        "pong after the file: {heard:?}"
+    );
+    assert!(matches!(sent.await.unwrap(), Ok(Ok(_))));
+
+    // Still connected, well over 90 s after the phone last said anything.
+    phone
+        .send(Message::Text(r#"{"t":"ping"}"#.into()))
+        .await
+        .unwrap();
+    loop {
+        match phone.next().await {
+            Some(Ok(Message::Text(text))) => {
+                assert_eq!(ServerFrame::decode(&text).unwrap(), ServerFrame::Pong);
+                break;
+            }
+            Some(Ok(Message::Ping(_))) => continue,
+            other => panic!("the phone was let go: {other:?}"),
+        }
+    }
 }
