@@ -22,7 +22,7 @@ use herald_session::SessionCore;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::metrics::Metrics;
 use crate::socket::{self, Outgoing, SendQueue, SendQueueReader};
@@ -44,14 +44,29 @@ impl<T> Socket for T where
 {
 }
 
-/// What a platform's connection reads as.
+/// How a platform reads what its devices send.
 pub(crate) trait Transport: 'static {
-    /// A read from the socket, as the session hears it.
-    type Read;
+    /// A message from the device, as its session hears it: a frame, or why it is none.
+    type Message;
     const PLATFORM: Platform;
 
-    /// What the socket's next item is to the session (`None`: the stream ended).
-    fn decode(read: Option<Result<Message, tungstenite::Error>>, metrics: &Metrics) -> Self::Read;
+    fn text(text: &str) -> Self::Message;
+    fn binary(data: Vec<u8>) -> Self::Message;
+    /// A message over the endpoint's size limit: the connection cannot go on after it.
+    fn too_big() -> Self::Message;
+    /// A text message that is not UTF-8: the connection cannot go on after it.
+    fn not_utf8() -> Self::Message;
+}
+
+/// What the device did, as its session hears it.
+pub(crate) enum Read<M> {
+    Message(M),
+    /// A control frame: proof of life only.
+    Alive,
+    /// The device closed: the close reply is the library's, sent as the goodbye reads on.
+    Closed,
+    /// The connection broke.
+    Lost,
 }
 
 /// An admitted device's connection: its socket, and the outbox tasks beside the session
@@ -93,9 +108,9 @@ impl<T: Transport> Connection<T> {
 
     /// What the connection has next for the session: a read from the device, or a frame
     /// from the outbox to write. Safe to cancel: nothing is lost.
-    pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next<T::Read> {
+    pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
         tokio::select! {
-            read = self.ws.next() => Next::Read(T::decode(read, metrics)),
+            read = self.ws.next() => Next::Read(decode::<T>(read, metrics)),
             Some(out) = queued(&mut self.outbox) => Next::Write(out),
         }
     }
@@ -180,6 +195,34 @@ async fn queued(outbox: &mut Option<(SendQueue, SendQueueReader)>) -> Option<Out
     }
 }
 
+/// A read from the socket, as the session hears it.
+fn decode<T: Transport>(
+    read: Option<Result<Message, tungstenite::Error>>,
+    metrics: &Metrics,
+) -> Read<T::Message> {
+    let inbound = |len| metrics.traffic(T::PLATFORM).inbound(len);
+    match read {
+        Some(Ok(Message::Text(text))) => {
+            inbound(text.len());
+            Read::Message(T::text(&text))
+        }
+        Some(Ok(Message::Binary(data))) => {
+            inbound(data.len());
+            Read::Message(T::binary(data.into()))
+        }
+        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Read::Alive,
+        Some(Ok(Message::Close(_))) => Read::Closed,
+        // The stream cannot go on after these; the device hears why.
+        Some(Err(tungstenite::Error::Capacity(_))) => Read::Message(T::too_big()),
+        Some(Err(tungstenite::Error::Utf8(_))) => Read::Message(T::not_utf8()),
+        Some(Err(err)) => {
+            debug!(%err, platform = T::PLATFORM.as_str(), "read failed");
+            Read::Lost
+        }
+        None => Read::Lost,
+    }
+}
+
 /// A session's connections: the device's, while it has one, and the one a new
 /// connection replaced, until the core's close for it is written.
 pub(crate) struct Connections<T> {
@@ -207,7 +250,7 @@ impl<T: Transport> Connections<T> {
     }
 
     /// What the current connection has next; never, without one.
-    pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next<T::Read> {
+    pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
         match &mut self.current {
             Some(conn) => conn.next(metrics).await,
             None => std::future::pending().await,
@@ -330,15 +373,24 @@ mod tests {
     use super::*;
     use crate::socket::OUTBOX;
 
-    /// A transport whose reads are the socket's items as they come.
+    /// A transport whose messages are the text they came as.
     enum Raw {}
 
     impl Transport for Raw {
-        type Read = Option<Result<Message, tungstenite::Error>>;
+        type Message = String;
         const PLATFORM: Platform = Platform::Gadget;
 
-        fn decode(read: Self::Read, _: &Metrics) -> Self::Read {
-            read
+        fn text(text: &str) -> String {
+            text.to_owned()
+        }
+        fn binary(_: Vec<u8>) -> String {
+            "binary".into()
+        }
+        fn too_big() -> String {
+            "too big".into()
+        }
+        fn not_utf8() -> String {
+            "not UTF-8".into()
         }
     }
 
@@ -393,7 +445,7 @@ mod tests {
         device.close(None).await.unwrap();
         assert!(matches!(
             conn.next(&metrics).await,
-            Next::Read(Some(Ok(Message::Close(_))))
+            Next::Read(Read::Closed)
         ));
         timeout(WAIT, conn.goodbye(Arc::new(metrics)))
             .await

@@ -4,73 +4,60 @@
 use herald_gadget_proto::{limits, DeviceMessage};
 use herald_port::Platform;
 use herald_session::io::Close;
-use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::debug;
 
-use crate::metrics::Metrics;
 use crate::shell::{self, Transport};
 
-/// The gadget's transport: its connection reads as [`Read`]s.
+/// The gadget's transport: what a gadget sends reads as [`Incoming`] messages.
 pub(crate) enum Gadget {}
 
 /// A gadget's connection, as its session owns it.
 pub(crate) type Connection = shell::Connection<Gadget>;
 
 /// What the device did, as its session hears it.
-pub(crate) enum Read {
+pub(crate) type Read = shell::Read<Incoming>;
+
+/// A message from the device.
+pub(crate) enum Incoming {
     Frame(Box<DeviceMessage>),
-    /// A frame that is not a message; with `close`, the connection cannot go on after
-    /// it (a frame over the limit, text that is not UTF-8).
+    /// A message that is no frame; with `close`, the connection cannot go on after it
+    /// (a frame over the limit, text that is not UTF-8).
     Bad {
         reason: String,
         close: Option<Close>,
     },
     Binary(Vec<u8>),
-    /// A control frame: proof of life only.
-    Alive,
-    /// The device closed: the close reply is the library's, sent as the goodbye reads on.
-    Closed,
-    /// The connection broke.
-    Lost,
 }
 
 impl Transport for Gadget {
-    type Read = Read;
+    type Message = Incoming;
     const PLATFORM: Platform = Platform::Gadget;
 
-    fn decode(read: Option<Result<Message, tungstenite::Error>>, metrics: &Metrics) -> Read {
-        match read {
-            Some(Ok(Message::Text(text))) => {
-                metrics.gadget.inbound(text.len());
-                match DeviceMessage::decode(&text) {
-                    Ok(msg) => Read::Frame(Box::new(msg)),
-                    Err(err) => Read::Bad {
-                        reason: err.to_string(),
-                        close: None,
-                    },
-                }
-            }
-            Some(Ok(Message::Binary(data))) => {
-                metrics.gadget.inbound(data.len());
-                Read::Binary(data.into())
-            }
-            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Read::Alive,
-            Some(Ok(Message::Close(_))) => Read::Closed,
-            // The stream cannot go on after these; the device hears why, with the
-            // close code RFC 6455 gives for each.
-            Some(Err(tungstenite::Error::Capacity(_))) => Read::Bad {
-                reason: format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME),
-                close: Some(Close::TooBig),
+    fn text(text: &str) -> Incoming {
+        match DeviceMessage::decode(text) {
+            Ok(msg) => Incoming::Frame(Box::new(msg)),
+            Err(err) => Incoming::Bad {
+                reason: err.to_string(),
+                close: None,
             },
-            Some(Err(tungstenite::Error::Utf8(_))) => Read::Bad {
-                reason: "a text frame that is not UTF-8".into(),
-                close: Some(Close::Invalid),
-            },
-            Some(Err(err)) => {
-                debug!(%err, "gadget read failed");
-                Read::Lost
-            }
-            None => Read::Lost,
+        }
+    }
+
+    fn binary(data: Vec<u8>) -> Incoming {
+        Incoming::Binary(data)
+    }
+
+    // With the close code RFC 6455 gives for each.
+    fn too_big() -> Incoming {
+        Incoming::Bad {
+            reason: format!("frames are limited to {} bytes", limits::MAX_INBOUND_FRAME),
+            close: Some(Close::TooBig),
+        }
+    }
+
+    fn not_utf8() -> Incoming {
+        Incoming::Bad {
+            reason: "a text frame that is not UTF-8".into(),
+            close: Some(Close::Invalid),
         }
     }
 }

@@ -9,87 +9,77 @@ use herald_port::Platform;
 use herald_session::io::Close;
 use herald_session::mobile::link::{Due, Keepalive};
 use tokio::time::{sleep_until, Instant};
-use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::debug;
 
 use super::MobileHub;
 use crate::metrics::Metrics;
 use crate::shell::{self, close_code, Next, Transport};
 use crate::socket::Outgoing;
 
-/// The phone's transport: its connection reads as [`Read`]s.
+/// The phone's transport: what a phone sends reads as [`Incoming`] messages.
 pub(crate) enum Phone {}
 
 /// A phone's connection, as its session owns it.
 pub(crate) type Connection = shell::Connection<Phone>;
 
 /// What the phone did, as its session hears it.
-pub(crate) enum Read {
+pub(crate) type Read = shell::Read<Incoming>;
+
+/// A message from the phone.
+pub(crate) enum Incoming {
     Frame(Box<ClientFrame>),
-    /// Not a frame the phone may send: it hears `code` and `message`; with `close`,
-    /// the connection cannot go on after it (a frame over the limit).
+    /// No frame the phone may send: it hears `code` and `message`; with `close`, the
+    /// connection cannot go on after it (a frame over the limit, text not UTF-8).
     Bad {
         code: ErrorCode,
         message: String,
         close: Option<Close>,
     },
-    /// A control frame: proof of life only.
-    Alive,
-    /// The phone closed: the close reply is the library's, sent as the goodbye reads on.
-    Closed,
-    /// The connection broke.
-    Lost,
 }
 
 impl Transport for Phone {
-    type Read = Read;
+    type Message = Incoming;
     const PLATFORM: Platform = Platform::Mobile;
 
-    fn decode(read: Option<Result<Message, tungstenite::Error>>, metrics: &Metrics) -> Read {
-        match read {
-            Some(Ok(Message::Text(text))) => {
-                metrics.mobile.inbound(text.len());
-                match ClientFrame::decode(&text) {
-                    Ok(frame) => Read::Frame(Box::new(frame)),
-                    Err(DecodeError::TooBig { .. }) => too_big(),
-                    Err(DecodeError::UnknownFrame(t)) => Read::Bad {
-                        code: ErrorCode::UnsupportedFrame,
-                        message: format!("frame {t:?} is not supported"),
-                        close: None,
-                    },
-                    Err(err) => Read::Bad {
-                        code: err.code(),
-                        message: err.to_string(),
-                        close: None,
-                    },
-                }
-            }
-            Some(Ok(Message::Binary(data))) => {
-                metrics.mobile.inbound(data.len());
-                Read::Bad {
-                    code: ErrorCode::BadFrame,
-                    message: "binary frames are not used".into(),
-                    close: None,
-                }
-            }
-            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Read::Alive,
-            Some(Ok(Message::Close(_))) => Read::Closed,
-            Some(Err(tungstenite::Error::Capacity(_))) => too_big(),
-            Some(Err(err)) => {
-                debug!(%err, "phone read failed");
-                Read::Lost
-            }
-            None => Read::Lost,
+    fn text(text: &str) -> Incoming {
+        let bad = |code, message| Incoming::Bad {
+            code,
+            message,
+            close: None,
+        };
+        match ClientFrame::decode(text) {
+            Ok(frame) => Incoming::Frame(Box::new(frame)),
+            Err(DecodeError::TooBig { .. }) => Phone::too_big(),
+            Err(DecodeError::UnknownFrame(t)) => bad(
+                ErrorCode::UnsupportedFrame,
+                format!("frame {t:?} is not supported"),
+            ),
+            Err(err) => bad(err.code(), err.to_string()),
         }
     }
-}
 
-/// `too_big`, then close 1009: the protocol's answer to a frame over 16 MiB.
-fn too_big() -> Read {
-    Read::Bad {
-        code: ErrorCode::TooBig,
-        message: "frames are limited to 16 MiB".into(),
-        close: Some(Close::TooBig),
+    fn binary(_: Vec<u8>) -> Incoming {
+        Incoming::Bad {
+            code: ErrorCode::BadFrame,
+            message: "binary frames are not used".into(),
+            close: None,
+        }
+    }
+
+    /// `too_big`, then close 1009: the protocol's answer to a frame over 16 MiB.
+    fn too_big() -> Incoming {
+        Incoming::Bad {
+            code: ErrorCode::TooBig,
+            message: "frames are limited to 16 MiB".into(),
+            close: Some(Close::TooBig),
+        }
+    }
+
+    fn not_utf8() -> Incoming {
+        Incoming::Bad {
+            code: ErrorCode::BadFrame,
+            message: "a text frame that is not UTF-8".into(),
+            close: Some(Close::Invalid),
+        }
     }
 }
 
@@ -119,12 +109,12 @@ pub(super) async fn deliver_only(mut conn: Box<Connection>, hub: Arc<MobileHub>)
         };
         keepalive.heard(Instant::now().into_std());
         let (answer, close) = match read {
-            Read::Frame(frame) => (answer(*frame, &hub).await, None),
-            Read::Bad {
+            Read::Message(Incoming::Frame(frame)) => (answer(*frame, &hub).await, None),
+            Read::Message(Incoming::Bad {
                 code,
                 message,
                 close,
-            } => (
+            }) => (
                 Some(error(&metrics, code, message)),
                 close.map(|close| (close, code.as_str())),
             ),

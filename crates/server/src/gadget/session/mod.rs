@@ -35,7 +35,7 @@ use tracing::warn;
 use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
 use super::ota;
-use super::socket::{Connection, Gadget, Read};
+use super::socket::{Connection, Gadget, Incoming, Read};
 use super::GadgetHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
@@ -296,15 +296,15 @@ impl Session {
     async fn handle_read(&mut self, read: Read) {
         let now = self.woken();
         match read {
-            Read::Frame(msg) => {
+            Read::Message(Incoming::Frame(msg)) => {
                 self.core.touch(now);
                 self.core.handle_frame(*msg, now);
             }
-            Read::Bad { reason, close } => {
+            Read::Message(Incoming::Bad { reason, close }) => {
                 self.core.touch(now);
                 self.core.handle_bad_frame(reason, close);
             }
-            Read::Binary(data) => {
+            Read::Message(Incoming::Binary(data)) => {
                 self.core.touch(now);
                 self.core.handle_binary(&data);
             }

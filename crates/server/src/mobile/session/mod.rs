@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 use tracing::warn;
 
-use super::socket::{Connection, Phone, Read};
+use super::socket::{Connection, Incoming, Phone, Read};
 use super::MobileHub;
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
@@ -231,12 +231,14 @@ impl Session {
         self.heard();
         let now = self.last_event;
         match read {
-            Read::Frame(frame) => self.core.handle_frame(*frame, now.into_std()),
-            Read::Bad {
+            Read::Message(Incoming::Frame(frame)) => {
+                self.core.handle_frame(*frame, now.into_std());
+            }
+            Read::Message(Incoming::Bad {
                 code,
                 message,
                 close,
-            } => self.core.handle_bad_frame(code, message, close),
+            }) => self.core.handle_bad_frame(code, message, close),
             Read::Alive => {}
             // Settling hands the connection to its goodbye, which sends the close reply.
             Read::Closed => self.core.handle_closed(),
