@@ -9,7 +9,10 @@
 //!
 //! Each device's session is a core from `herald-session` (frames, port calls and the
 //! clock in; frames, effects and the next deadline out), which cannot do I/O, under an
-//! actor shell here that does it: `gadget::session` and `mobile::session`. The router
+//! actor shell here that does it: `gadget::session` and `mobile::session`, built on one
+//! generic shell (`shell`). A session owns its device's connection, so a connected
+//! device is one task whichever protocol it speaks, and a transport adds only how its
+//! messages read (`gadget::socket`, `mobile::socket`). The router
 //! hands each port [`Request`] (and each one-way notification) to the session of its
 //! chat; what sessions share (who the authorizer let in, cards, the upload budget)
 //! is their hub's; the store is reached through a [`store::StoreHandle`].
