@@ -533,6 +533,19 @@ async fn frames_over_16_mib_close_with_1009() {
     assert_eq!(close.code, CloseCode::Size);
 }
 
+#[tokio::test]
+async fn text_that_is_not_utf8_gets_bad_frame_and_closes_with_1007() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    let h = open_mobile().await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let bad = Frame::message(vec![b'{', 0xff, 0xfe, b'}'], OpCode::Data(Data::Text), true);
+    phone.ws.send(Message::Frame(bad)).await.unwrap();
+    expect_error(&mut phone, ErrorCode::BadFrame).await;
+    let close = phone.closed(WAIT).await.expect("close frame");
+    assert_eq!(close.code, CloseCode::Invalid);
+}
+
 fn wav(seconds: f32) -> Vec<u8> {
     let samples = (16_000.0 * seconds) as usize;
     let data = samples * 2;
