@@ -258,7 +258,7 @@ impl<T: Transport> Connections<T> {
     }
 
     /// Write `out`, from the current connection's outbox; false once it takes no more.
-    pub(crate) async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+    async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
         match &mut self.current {
             Some(conn) => conn.write_queued(out, metrics).await,
             None => true,
@@ -279,7 +279,7 @@ impl<T: Transport> Connections<T> {
     }
 
     /// The current connection broke: it is let go.
-    pub(crate) fn lost(&mut self) {
+    fn let_go(&mut self) {
         if let Some(conn) = self.current.take() {
             conn.disconnected();
         }
@@ -317,9 +317,27 @@ pub(crate) async fn send<T: Transport>(
     metrics: &Metrics,
 ) {
     if !conns.send(id, out, metrics).await && core.is_current(id) {
-        core.handle_closed();
-        conns.lost();
+        lost(core, conns);
     }
+}
+
+/// Write `out`, taken from the current connection's outbox; one that takes no more is
+/// lost.
+pub(crate) async fn write_queued<T: Transport>(
+    core: &mut impl SessionCore,
+    conns: &mut Connections<T>,
+    out: Outgoing,
+    metrics: &Metrics,
+) {
+    if !conns.write_queued(out, metrics).await {
+        lost(core, conns);
+    }
+}
+
+/// The current connection broke: the core hears it, and it is let go.
+pub(crate) fn lost<T: Transport>(core: &mut impl SessionCore, conns: &mut Connections<T>) {
+    core.handle_closed();
+    conns.let_go();
 }
 
 /// A core's frame as the WebSocket writes it.
@@ -366,6 +384,7 @@ pub(crate) fn next_deadline(
 mod tests {
     use std::time::Duration;
 
+    use tokio::io::DuplexStream;
     use tokio::time::timeout;
     use tokio_tungstenite::tungstenite::protocol::Role;
     use tokio_tungstenite::WebSocketStream;
@@ -396,18 +415,23 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(5);
 
+    /// A server's connection and the device at its other end, over `buffer` bytes.
+    async fn connected(buffer: usize) -> (Box<Connection<Raw>>, WebSocketStream<DuplexStream>) {
+        let (server, device) = tokio::io::duplex(buffer);
+        let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        let device = WebSocketStream::from_raw_socket(device, Role::Client, None).await;
+        let conn = Connection::new(7, server, "127.0.0.1:9".parse().unwrap());
+        (conn, device)
+    }
+
     /// The session writes its frames at once while no other task writes to the device.
     /// Once one does, they share the outbox, in order; the session is its only drainer,
     /// so a frame that finds it full writes from its head first. Drained and let go by
     /// the tasks, the outbox is given up.
     #[tokio::test]
     async fn frames_leave_in_order_by_one_outbox_that_exists_only_while_needed() {
-        let (server, device) = tokio::io::duplex(1024 * 1024);
-        let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
-        let mut device = WebSocketStream::from_raw_socket(device, Role::Client, None).await;
-        let peer = "127.0.0.1:9".parse().unwrap();
+        let (mut conn, mut device) = connected(1024 * 1024).await;
         let metrics = Metrics::default();
-        let mut conn = Connection::<Raw>::new(7, server, peer);
         let text = |t: &str| Outgoing::Text(t.into());
 
         assert!(conn.send(text("first"), &metrics).await);
@@ -461,12 +485,8 @@ mod tests {
     /// connection.
     #[tokio::test]
     async fn an_outbox_full_of_promised_room_lets_the_session_write_at_once() {
-        let (server, device) = tokio::io::duplex(64 * 1024);
-        let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
-        let mut device = WebSocketStream::from_raw_socket(device, Role::Client, None).await;
-        let peer = "127.0.0.1:9".parse().unwrap();
+        let (mut conn, mut device) = connected(64 * 1024).await;
         let metrics = Metrics::default();
-        let mut conn = Connection::<Raw>::new(7, server, peer);
 
         let mut promised = Vec::new();
         for _ in 0..OUTBOX {

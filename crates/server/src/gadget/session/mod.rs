@@ -317,15 +317,12 @@ impl Session {
 
     /// Write the outbox's next frame to the device.
     async fn write(&mut self, out: Outgoing) {
-        if !self.conns.write_queued(out, &self.hub.metrics).await {
-            self.lost();
-        }
+        shell::write_queued(&mut self.core, &mut self.conns, out, &self.hub.metrics).await;
     }
 
     /// The connection broke: the core hears it, and it is let go.
     fn lost(&mut self) {
-        self.core.handle_closed();
-        self.conns.lost();
+        shell::lost(&mut self.core, &mut self.conns);
     }
 
     /// Something woke the session: the time, as the core is told it. Speech that ended

@@ -210,9 +210,7 @@ impl Session {
         match next {
             Next::Read(read) => self.handle_read(read),
             Next::Write(out) => {
-                if !self.conns.write_queued(out, &self.hub.metrics).await {
-                    self.lost();
-                }
+                shell::write_queued(&mut self.core, &mut self.conns, out, &self.hub.metrics).await;
             }
         }
     }
@@ -242,14 +240,8 @@ impl Session {
             Read::Alive => {}
             // Settling hands the connection to its goodbye, which sends the close reply.
             Read::Closed => self.core.handle_closed(),
-            Read::Lost => self.lost(),
+            Read::Lost => shell::lost(&mut self.core, &mut self.conns),
         }
-    }
-
-    /// The connection broke: the core hears it, and it is let go.
-    fn lost(&mut self) {
-        self.core.handle_closed();
-        self.conns.lost();
     }
 
     /// Send `out` to connection `id`; dropped when that connection is gone.
