@@ -206,8 +206,17 @@ impl Outbound for Router {
                     .tell(user_id, gadget::Command::SetPaired(authorized))
                     .await;
             }
-            // A phone's messages check the remembered answer; its connections stay.
-            Platform::Mobile => self.mobile.authorized.set(user_id, authorized),
+            // A phone's messages check the remembered answer; its connections stay. An
+            // approved user's phones hear it at once and send on what they kept.
+            Platform::Mobile => {
+                self.mobile.authorized.set(user_id, authorized);
+                if authorized {
+                    let approved = || mobile::Command::Approved {
+                        user_id: user_id.to_owned(),
+                    };
+                    self.mobile.tell_all(approved).await;
+                }
+            }
         }
     }
 }

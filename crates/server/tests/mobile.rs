@@ -402,12 +402,14 @@ async fn unpaired_users_get_a_code_and_approval_lets_them_in() {
         )
         .await;
     assert_eq!(status, 200);
+    // The phone hears it at once, and the message that got the code is not lost.
+    assert_eq!(
+        phone.reply().await,
+        "This app is now paired with the agent."
+    );
+    assert_eq!(received(&mut inbox).await.message_id, "m1");
     phone.text("m2", "now?").await;
-    let inbound = tokio::time::timeout(WAIT, inbox.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(inbound.message_id, "m2");
+    assert_eq!(received(&mut inbox).await.message_id, "m2");
 
     // Approval by user id, while connected.
     let (mut carol, _) = Phone::connect(
@@ -426,12 +428,23 @@ async fn unpaired_users_get_a_code_and_approval_lets_them_in() {
         )
         .await;
     assert_eq!(status, 200);
+    assert!(carol.reply().await.contains("now paired"));
+    let kept = received(&mut inbox).await;
+    assert_eq!(
+        (kept.message_id.as_str(), kept.source.user_id.as_str()),
+        ("c1", "carol")
+    );
     carol.text("c2", "and now").await;
-    let inbound = tokio::time::timeout(WAIT, inbox.recv())
+    assert_eq!(received(&mut inbox).await.message_id, "c2");
+}
+
+async fn received(
+    inbox: &mut tokio::sync::mpsc::UnboundedReceiver<herald_port::Inbound>,
+) -> herald_port::Inbound {
+    tokio::time::timeout(WAIT, inbox.recv())
         .await
         .unwrap()
-        .unwrap();
-    assert_eq!(inbound.source.user_id, "carol");
+        .unwrap()
 }
 
 fn media(id: &str, part: u32, parts: u32, bytes: &[u8]) -> serde_json::Value {
@@ -658,7 +671,7 @@ async fn deliver_reaches_connected_phones_only() {
 }
 
 #[tokio::test]
-async fn deliver_from_loopback_reaches_only_the_same_users_devices_by_default() {
+async fn deliver_from_loopback_reaches_only_the_same_users_connected_devices_by_default() {
     // The default configuration: nothing about deliver is set.
     let h = Harness::start_with(|c| {
         c.mobile.allow_all_users = true;
@@ -692,6 +705,11 @@ async fn deliver_from_loopback_reaches_only_the_same_users_devices_by_default() 
     )
     .await;
     expect_error(&mut app, ErrorCode::Forbidden).await;
+    // A phone with no live connection is offline, as the protocol says, whoever owns it
+    // (a cron job that asked before the phone ever connected may try again later).
+    app.send(json!({"t": "deliver", "to": "nobody-here", "text": "anyone?"}))
+        .await;
+    expect_error(&mut app, ErrorCode::DeviceOffline).await;
     // Bob's phone got nothing: the next thing it sees is its own turn.
     bobs.text("b1", "still mine").await;
     assert_eq!(bobs.reply().await, "You said: still mine");
@@ -884,6 +902,8 @@ async fn an_unpaired_phone_writes_nothing_to_disk() {
         )
         .await;
     assert_eq!(status, 200);
+    // Told at once; nothing kept to send on (files are sent again, as the code said).
+    assert_eq!(phone.reply().await, "This app is now paired with the agent.");
     phone.send(media("m1", 0, 1, &[7u8; 5000])).await;
     let answer = phone.reply().await;
     assert!(answer.starts_with("Got your document"), "{answer}");

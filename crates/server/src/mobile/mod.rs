@@ -206,9 +206,13 @@ impl MobileHub {
     }
 
     /// Push `deliver` to the phone it names, once `owner` (when there is one) is known
-    /// to own it.
+    /// to own it. A phone with no live connection is `device_offline` whoever asks, as
+    /// the protocol says; only a connected phone's owner is checked.
     pub(crate) async fn deliver(&self, deliver: Deliver, owner: Option<String>) -> Delivered {
         let to = deliver.to.clone();
+        if !self.devices.is_online(&to) {
+            return Delivered::Failed(DeliveryError::Offline(herald_port::Chat::mobile(to)));
+        }
         if let Some(user_id) = owner {
             if !self.owns(&user_id, &to).await {
                 return Delivered::NotYours;
@@ -222,9 +226,13 @@ impl MobileHub {
         }
     }
 
+    /// Tell every phone's session, without waiting for answers.
+    pub(crate) async fn tell_all(&self, command: impl Fn() -> Command) {
+        self.devices.tell_all(|| Event::Command(command())).await;
+    }
+
     pub(crate) async fn close_all(&self) {
-        let shutdown = || Event::Command(Command::Shutdown);
-        self.devices.tell_all(shutdown).await;
+        self.tell_all(|| Command::Shutdown).await;
     }
 }
 

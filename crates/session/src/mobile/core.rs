@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use herald_mobile_proto::{self as proto, limits, AvatarState, ErrorCode, PromptCard, ServerFrame};
 use herald_port::{
@@ -28,6 +28,10 @@ const MAX_HELD: usize = 32;
 /// Pushes (`deliver`) a phone may have on their way at once; more are refused until one
 /// ends, so a phone cannot pile up pushes (up to 16 MiB each) behind a slow device.
 pub(super) const MAX_PUSHES: usize = 4;
+/// How long an unpaired user's messages wait for the owner's approval: as long as the
+/// pairing code they were given lives.
+pub const KEEP_UNTIL_PAIRED: Duration =
+    Duration::from_secs(herald_gadget_proto::limits::PAIRING_CODE_TTL_SECS);
 
 /// Work the shell carries out for the core, in order.
 #[derive(Debug)]
@@ -123,6 +127,14 @@ pub(super) enum Held {
     Upload(Box<Upload>),
 }
 
+/// What an unpaired user sent, kept in memory (never on disk) until the owner approves
+/// them, so the message that got the pairing code is not lost; only text is kept (a
+/// voice message or file is sent again once paired), and only until `until`.
+struct AwaitingPairing {
+    texts: VecDeque<Held>,
+    until: Instant,
+}
+
 /// A card waiting for its answer.
 pub(super) struct OpenCard {
     pub card: PromptCard,
@@ -151,6 +163,8 @@ pub struct Core {
     pub(super) speaking: bool,
     pub(super) idle_at: Option<Instant>,
     held: VecDeque<Held>,
+    /// The user was refused and told how to pair; cleared when they are approved.
+    awaiting_pairing: Option<AwaitingPairing>,
     out: Output<Effect>,
 }
 
@@ -175,6 +189,7 @@ impl Core {
             speaking: false,
             idle_at: None,
             held: VecDeque::new(),
+            awaiting_pairing: None,
             out: Output::default(),
         }
     }
@@ -251,6 +266,17 @@ impl Core {
                 expired: true,
             };
             let _ = self.emit(&done);
+        }
+        if self
+            .awaiting_pairing
+            .as_ref()
+            .is_some_and(|a| a.until <= now)
+        {
+            self.awaiting_pairing = None;
+            self.tell(
+                "The pairing code has expired and what you sent was not delivered. \
+                 Send a message to get a new code.",
+            );
         }
         if self.idle_at.is_some_and(|at| at <= now) {
             self.idle_at = None;
@@ -339,12 +365,34 @@ impl Core {
     pub fn handle_authorization(&mut self, answer: Result<bool, String>, now: Instant) {
         let held = std::mem::take(&mut self.held);
         match answer {
-            Ok(true) => held.into_iter().for_each(|work| self.admit(work, now)),
-            // Dropped, so nothing of theirs is kept; they are told how to pair.
-            Ok(false) => self.out.effects.push(Effect::AskPairingCode {
-                user_id: self.user_id.clone(),
-                user_name: self.user_name.clone(),
-            }),
+            Ok(true) => {
+                // Approved before the news of it came: what was kept goes first.
+                self.paired(now);
+                held.into_iter().for_each(|work| self.admit(work, now));
+            }
+            // Told how to pair; their text waits in memory for the approval.
+            Ok(false) => {
+                let awaiting = self.awaiting_pairing.get_or_insert(AwaitingPairing {
+                    texts: VecDeque::new(),
+                    until: now + KEEP_UNTIL_PAIRED,
+                });
+                for work in held {
+                    let text = matches!(
+                        &work,
+                        Held::Forward {
+                            body: InboundBody::Text { .. },
+                            ..
+                        }
+                    );
+                    if text && awaiting.texts.len() < MAX_HELD {
+                        awaiting.texts.push_back(work);
+                    }
+                }
+                self.out.effects.push(Effect::AskPairingCode {
+                    user_id: self.user_id.clone(),
+                    user_name: self.user_name.clone(),
+                });
+            }
             Err(err) => {
                 warn!(%err, "authorization failed");
                 self.error(ErrorCode::Internal, "authorization is unavailable");
@@ -355,7 +403,9 @@ impl Core {
     pub fn handle_pairing_code(&mut self, code: Result<PairingCode, String>) {
         let text = match code {
             Ok(PairingCode { code, command }) => format!(
-                "This app is not paired with the agent yet. Pairing code: {code}\nAsk the owner to run: {command}"
+                "This app is not paired with the agent yet: what you write reaches it once the owner \
+                 approves (send voice messages and files again then).\nPairing code: {code}\n\
+                 Ask the owner to run: {command}"
             ),
             Err(err) => {
                 warn!(%err, "could not create a pairing code");
@@ -363,9 +413,35 @@ impl Core {
                     .to_owned()
             }
         };
+        self.tell(&text);
+    }
+
+    /// The owner approved `user_id`: if that is this phone's user, the phone hears it at
+    /// once, and what it sent while unpaired goes to the agent, in order.
+    pub fn handle_approved(&mut self, user_id: &str, now: Instant) {
+        if user_id == self.user_id {
+            self.paired(now);
+        }
+    }
+
+    fn paired(&mut self, now: Instant) {
+        let Some(awaiting) = self.awaiting_pairing.take() else {
+            return;
+        };
+        self.tell("This app is now paired with the agent.");
+        if awaiting.until > now {
+            awaiting
+                .texts
+                .into_iter()
+                .for_each(|work| self.admit(work, now));
+        }
+    }
+
+    /// A message from Herald itself, not the agent.
+    fn tell(&mut self, text: &str) {
         let message = ServerFrame::Message(proto::Message {
             id: self.ids.hex(12),
-            text,
+            text: text.to_owned(),
             chunk: None,
             final_: true,
             edit: false,
@@ -411,7 +487,8 @@ impl SessionCore for Core {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let cards = self.cards.values().map(|c| c.expires).min();
-        [cards, self.idle_at].into_iter().flatten().min()
+        let pairing = self.awaiting_pairing.as_ref().map(|a| a.until);
+        [cards, self.idle_at, pairing].into_iter().flatten().min()
     }
 
     /// Nothing open: no connection, turn, card, avatar change or authorizer question.
@@ -421,6 +498,7 @@ impl SessionCore for Core {
             && self.cards.is_empty()
             && self.idle_at.is_none()
             && self.held.is_empty()
+            && self.awaiting_pairing.is_none()
     }
 
     fn is_current(&self, conn: u64) -> bool {

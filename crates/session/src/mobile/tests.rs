@@ -125,11 +125,72 @@ fn a_refused_user_is_told_how_to_pair_and_nothing_of_theirs_is_saved() {
         .iter()
         .any(|e| matches!(e, Effect::SaveFile(_))));
 
-    // Paired since: the next message asks again, and goes through.
+    // Paired since: the next message asks again, and goes through behind the text
+    // that got the code (the voice message is not kept: the pairing reply said so).
     core.handle_frame(text("m2", "paired now"), now);
     assert_eq!(asked(&effects(&mut core)), 1);
     core.handle_authorization(Ok(true), now);
-    assert_eq!(to_agent(&effects(&mut core)), ["paired now"]);
+    assert_eq!(to_agent(&effects(&mut core)), ["hi", "paired now"]);
+    assert_eq!(
+        sent(&mut core)[0]["text"],
+        "This app is now paired with the agent."
+    );
+}
+
+#[test]
+fn an_approval_is_told_at_once_and_sends_on_what_waited_for_it() {
+    let now = Instant::now();
+    let mut core = attached();
+    core.handle_frame(text("m1", "first"), now);
+    core.handle_authorization(Ok(false), now);
+    core.handle_frame(text("m2", "second"), now);
+    core.handle_authorization(Ok(false), now);
+    effects(&mut core);
+    sent(&mut core);
+    core.handle_closed();
+    effects(&mut core);
+    assert!(
+        !core.is_idle(),
+        "what waits for the owner keeps the session"
+    );
+    core.handle_attach(2, USER.into(), None, Delivers::Nowhere);
+    effects(&mut core);
+
+    core.handle_approved("someone-else", now);
+    assert!(effects(&mut core).is_empty());
+    assert!(sent(&mut core).is_empty());
+
+    core.handle_approved(USER, now + Duration::from_secs(60));
+    assert_eq!(
+        sent(&mut core)[0]["text"],
+        "This app is now paired with the agent."
+    );
+    assert_eq!(to_agent(&effects(&mut core)), ["first", "second"]);
+    // Once only: a second push of the same approval changes nothing.
+    core.handle_approved(USER, now + Duration::from_secs(61));
+    assert!(sent(&mut core).is_empty());
+    assert!(effects(&mut core).is_empty());
+}
+
+#[test]
+fn what_waits_for_pairing_lapses_with_the_code_and_the_phone_is_told() {
+    let now = Instant::now();
+    let mut core = attached();
+    core.handle_frame(text("m1", "hello"), now);
+    core.handle_authorization(Ok(false), now);
+    effects(&mut core);
+    sent(&mut core);
+    let lapse = now + super::core::KEEP_UNTIL_PAIRED;
+    assert_eq!(core.poll_timeout(), Some(lapse));
+    core.handle_timeout(lapse);
+    assert!(sent(&mut core)[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("expired and what you sent was not delivered"));
+    assert_eq!(core.poll_timeout(), None);
+    core.handle_approved(USER, lapse);
+    assert!(to_agent(&effects(&mut core)).is_empty());
+    assert!(sent(&mut core).is_empty());
 }
 
 #[test]

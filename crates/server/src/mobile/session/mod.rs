@@ -53,6 +53,10 @@ pub(crate) enum Command {
         deliver: Box<Deliver>,
         reply: oneshot::Sender<Result<(), DeliveryError>>,
     },
+    /// The owner approved this user (sent to every phone; the core checks whose).
+    Approved {
+        user_id: String,
+    },
     Shutdown,
 }
 
@@ -285,6 +289,9 @@ impl Session {
             }
             Event::Command(Command::Deliver { deliver, reply }) => {
                 let _ = reply.send(self.core.handle_deliver(*deliver));
+            }
+            Event::Command(Command::Approved { user_id }) => {
+                self.core.handle_approved(&user_id, now);
             }
             _ => {}
         }
