@@ -186,6 +186,8 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
   await t.test("a wrong token is refused with a word on where the right one is", async () => {
     await page.goto(`${herald.base}/`);
     await page.locator("#login:not([hidden])").waitFor();
+    // The login page names the easy way in.
+    assert.match(await page.locator("#login").textContent(), /herald console/);
     await page.fill("#token", "not-the-token");
     await page.click("#login-button");
     await page.locator("#login-error", { hasText: "not the admin token" }).waitFor();

@@ -27,6 +27,13 @@ pub enum AdminError {
         data_dir: PathBuf,
         source: std::io::Error,
     },
+    /// The data directory is another user's: only they can reach its server.
+    #[error(
+        "the data directory {} belongs to {owner}: run this as {owner} (for example \
+         `sudo -u {owner} herald …`), the user that runs `herald serve`",
+        data_dir.display()
+    )]
+    WrongUser { data_dir: PathBuf, owner: String },
     /// The endpoint file names a server that does not answer.
     #[error("cannot reach herald's admin API at {url} (is `herald serve` running?): {err}")]
     Unreachable { url: String, err: Box<ureq::Error> },
@@ -75,9 +82,12 @@ pub struct AdminClient {
 impl AdminClient {
     /// Find the server that uses `data_dir`.
     pub fn connect(data_dir: &Path) -> Result<AdminClient, AdminError> {
-        let endpoint = Endpoint::discover(data_dir).map_err(|source| AdminError::NotRunning {
-            data_dir: data_dir.to_owned(),
-            source,
+        let endpoint = Endpoint::discover(data_dir).map_err(|source| {
+            let data_dir = data_dir.to_owned();
+            match owner_if_not_mine(&data_dir, &source) {
+                Some(owner) => AdminError::WrongUser { data_dir, owner },
+                None => AdminError::NotRunning { data_dir, source },
+            }
         })?;
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -148,6 +158,33 @@ impl AdminClient {
     }
 }
 
+/// The name of the user that owns `data_dir`, when `err` came from not being them.
+#[cfg(unix)]
+fn owner_if_not_mine(data_dir: &Path, err: &std::io::Error) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if err.kind() != std::io::ErrorKind::PermissionDenied {
+        return None;
+    }
+    let uid = std::fs::metadata(data_dir).ok()?.uid();
+    Some(user_name(uid).unwrap_or_else(|| format!("the user with id {uid}")))
+}
+
+#[cfg(not(unix))]
+fn owner_if_not_mine(_data_dir: &Path, _err: &std::io::Error) -> Option<String> {
+    None
+}
+
+/// A user's name from `/etc/passwd` (where system users such as `herald` live).
+#[cfg(unix)]
+fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        (fields.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +217,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = AdminClient::connect(dir.path()).err().unwrap();
         assert!(matches!(err, AdminError::NotRunning { .. }), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_refused_look_into_someone_elses_directory_names_its_owner() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let me = user_name(std::fs::metadata(dir.path()).unwrap().uid());
+        assert!(me.is_some(), "the test's own user is in /etc/passwd");
+        assert_eq!(owner_if_not_mine(dir.path(), &denied), me);
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(owner_if_not_mine(dir.path(), &missing), None);
     }
 }

@@ -36,7 +36,10 @@ struct Screen {
     partial: HashMap<String, String>,
     /// The message being redrawn in place, on a terminal.
     live: Option<String>,
+    /// The card a number answers, until it is answered.
     card: Option<PromptCard>,
+    /// The last card shown, so its answer is told by the choice's label.
+    last_card: Option<PromptCard>,
     /// The user picked "other" and the next line is their answer.
     other_for: Option<String>,
     downloads: PathBuf,
@@ -69,6 +72,7 @@ async fn chat(args: ChatArgs) -> anyhow::Result<()> {
         partial: HashMap::new(),
         live: None,
         card: None,
+        last_card: None,
         other_for: None,
         downloads: args.downloads,
         files: HashMap::new(),
@@ -207,16 +211,25 @@ impl Screen {
                 for (n, option) in card.options.iter().enumerate() {
                     println!("  {}. {}", n + 1, option.label);
                 }
-                self.card = Some(card);
+                self.card = Some(card.clone());
+                self.last_card = Some(card);
             }
             ServerFrame::PromptDone {
-                option_id, expired, ..
+                prompt_id,
+                option_id,
+                expired,
             } => {
                 if expired {
                     println!("(the question expired)");
                     self.card = None;
                 } else if let Some(choice) = option_id {
-                    println!("(answered: {choice})");
+                    let label = self
+                        .last_card
+                        .as_ref()
+                        .filter(|card| card.id == prompt_id)
+                        .and_then(|card| card.options.iter().find(|o| o.id == choice))
+                        .map_or(choice.as_str(), |option| option.label.as_str());
+                    println!("(answered: {label})");
                 }
             }
             ServerFrame::Media(media) => self.media(media)?,

@@ -195,8 +195,12 @@ struct InfoReport {
     version: Option<String>,
     gadget_url: String,
     mobile_url: String,
+    /// The browser chat, at `/` on the phone port; it asks for the app token.
+    chat_url: String,
     /// The owner's console (the admin listener); `herald console` logs in to it.
     console_url: String,
+    /// How to log in to the console.
+    console_login: &'static str,
     /// Where the generated app token is kept, if one was generated.
     mobile_token_file: Option<PathBuf>,
     data_dir: PathBuf,
@@ -217,9 +221,11 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
         Ok((info, admin_url)) => InfoReport {
             running: true,
             version: Some(info.version),
+            chat_url: herald_server::net::chat_page_url(&info.mobile_url),
             gadget_url: info.gadget_url,
             mobile_url: info.mobile_url,
             console_url: format!("{}/", admin_url.trim_end_matches('/')),
+            console_login: CONSOLE_LOGIN,
             mobile_token_file: info.mobile_token,
             data_dir: info.data_dir,
             store: info.store,
@@ -230,9 +236,11 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
             InfoReport {
                 running: false,
                 version: None,
+                chat_url: herald_server::net::chat_page_url(&urls.mobile),
                 gadget_url: urls.gadget,
                 mobile_url: urls.mobile,
                 console_url: configured_console(&config),
+                console_login: CONSOLE_LOGIN,
                 mobile_token_file: None,
                 store: data_dir.join(herald_server::STORE_FILE),
                 data_dir,
@@ -246,13 +254,13 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
     }
     println!("Gadgets connect to:  {}", report.gadget_url);
     println!("Phones connect to:   {}", report.mobile_url);
+    println!("Browser chat:        {}", report.chat_url);
     if let Some(token) = &report.mobile_token_file {
         println!("Phone app token:     in {}", token.display());
     }
     println!(
-        "Console:             {} (log in with `herald console`, which prints and opens a \
-         one-time link)",
-        report.console_url
+        "Console:             {} ({})",
+        report.console_url, report.console_login
     );
     println!("Data directory:      {}", report.data_dir.display());
     println!("Store:               {}", report.store.display());
@@ -266,6 +274,8 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+const CONSOLE_LOGIN: &str = "log in with `herald console`, which prints and opens a one-time link";
 
 /// Where the console would be, from the configuration (port 0: chosen at start-up).
 fn configured_console(config: &Config) -> String {

@@ -217,14 +217,13 @@ enum PairingCommand {
 #[error("{0}")]
 pub(crate) struct Usage(pub String);
 
-/// Errors are printed once, on one line (the causes joined with `: `), never with a
-/// backtrace: `RUST_BACKTRACE` is for panics.
+/// Errors are printed once, never with a backtrace: `RUST_BACKTRACE` is for panics.
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(status) => status,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", said_once(&err));
             if err.is::<Usage>() {
                 ExitCode::from(2)
             } else {
@@ -232,6 +231,24 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The error and its causes joined with `: `, each said once. Most of Herald's errors
+/// name their cause in their own message, so that a log line or an API answer is whole;
+/// a cause already said is not said again.
+fn said_once(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -255,4 +272,32 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(unix)]
         Command::Gadget(command) => commands::gadget(&cli.global, command),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use anyhow::Context;
+
+    use super::said_once;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use");
+        // A message that names its cause, as thiserror's `{source}` does.
+        let named =
+            anyhow::Error::new(io).context("cannot listen on :8765: Address already in use");
+        assert_eq!(
+            said_once(&named),
+            "cannot listen on :8765: Address already in use"
+        );
+        // Causes that their messages do not name are all said, in order.
+        let plain = Err::<(), _>(std::io::Error::other("disk full"))
+            .context("writing the store")
+            .context("cannot start")
+            .unwrap_err();
+        assert_eq!(
+            said_once(&plain),
+            "cannot start: writing the store: disk full"
+        );
+    }
 }

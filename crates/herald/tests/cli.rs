@@ -48,9 +48,17 @@ fn chat_pairs_and_talks_to_the_demo_agent() {
     let line = read_until("Pairing code:");
     let code = line.rsplit(' ').next().unwrap().trim().to_owned();
     stdout(&serve.herald(&["pairing", "approve", "mobile", &code]));
+    // Told at once, and the message that got the code is answered after all.
+    read_until("< This app is now paired with the agent.");
+    read_until("< You said: hello");
     input.write_all(b"hello from the terminal\n").unwrap();
-    drop(input);
     read_until("< You said: hello from the terminal");
+    // A card's answer is told by its label, not its id.
+    input.write_all(b"/approve ls -la\n").unwrap();
+    read_until("Allow once");
+    input.write_all(b"1\n").unwrap();
+    read_until("(answered: Allow once)");
+    drop(input);
     assert!(chat.wait().unwrap().success());
 
     let phones = stdout(&serve.herald(&["phones", "--json"]));

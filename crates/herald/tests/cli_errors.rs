@@ -47,6 +47,16 @@ fn the_config_file_is_found_without_flags_and_info_names_it() {
             .ends_with(":8765/gadget"),
         "{info}"
     );
+    // The browser chat is the phone port's root; the console says how to log in.
+    let chat = info["chat_url"].as_str().unwrap();
+    assert!(
+        chat.starts_with("http://") && chat.ends_with(":8787/"),
+        "{info}"
+    );
+    assert!(info["console_login"]
+        .as_str()
+        .unwrap()
+        .contains("herald console"));
 
     let xdg = dir.path().join("xdg");
     std::fs::create_dir_all(xdg.join("herald")).unwrap();
@@ -171,6 +181,87 @@ fn a_second_serve_on_the_same_data_directory_refuses_to_start() {
     // The first one is still the one the CLI reaches.
     let info = stdout(&serve.herald(&["info"]));
     assert!(info.contains("running (herald"), "{info}");
+}
+
+#[test]
+fn start_up_errors_say_their_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let said_once = |text: &str, cause: &str| {
+        assert_eq!(text.matches(cause).count(), 1, "{cause:?} once in {text:?}");
+    };
+    // A port another program holds (for the whole test, so nobody else takes it).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let output = Command::new(BIN)
+        .args(["serve", "--host", "127.0.0.1", "--gadget-port", &port])
+        .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
+        .arg(dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("no-config"))
+        .output()
+        .unwrap();
+    let (_, text) = failure(&output);
+    assert!(text.contains(&format!("cannot listen for gadgets on 127.0.0.1:{port}")));
+    said_once(&text, "Address already in use");
+
+    // A data directory that cannot be one: a file stands there.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let (_, text) = failure(&serve_in(&file).output().unwrap());
+    assert!(text.contains("cannot use the data directory"), "{text}");
+    said_once(&text, "(os error");
+
+    // A malformed herald.toml: the parser's report, once, naming the file.
+    let config = dir.path().join("herald.toml");
+    std::fs::write(&config, "data_dir = \n").unwrap();
+    let output = Command::new(BIN)
+        .args(["info", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(
+        text.starts_with(&format!("error: {}", config.display())),
+        "{text}"
+    );
+    said_once(&text, "TOML parse error");
+}
+
+/// The CLI run by another user than the server's is told whom to run as. It becomes
+/// `nobody` with `setpriv`, as root or through passwordless sudo (what scripts/check
+/// needs anyway to install packages).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_cli_run_as_another_user_names_the_user_to_run_as() {
+    let serve = Serve::start();
+    let me = stdout(&Command::new("id").arg("-un").output().unwrap());
+    let me = me.trim();
+    let mut become_nobody = Command::new("setpriv");
+    if me != "root" {
+        become_nobody = Command::new("sudo");
+        become_nobody.args(["-n", "setpriv"]);
+    }
+    // The binary and the data directory's name are within `nobody`'s reach, what the
+    // directory holds is not (the server keeps it 0700).
+    let output = become_nobody
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "devices",
+        ])
+        .arg("--data-dir")
+        .arg(serve.dir.path())
+        .output()
+        .unwrap();
+    let (status, text) = failure(&output);
+    assert_eq!(status, 1);
+    assert!(
+        text.contains(&format!("belongs to {me}: run this as {me}")),
+        "{text}"
+    );
+    assert!(!text.contains("not running"), "{text}");
 }
 
 #[test]

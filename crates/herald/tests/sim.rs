@@ -190,6 +190,24 @@ fn pairing_then_a_typed_turn_and_the_same_device_next_time() {
 }
 
 #[test]
+fn a_second_simulator_on_the_same_state_directory_refuses_to_start() {
+    let serve = Serve::start();
+    let url = serve.url("Gadgets connect to:");
+    let root = tempfile::tempdir().unwrap();
+    let state = state_in(&root);
+    let mut first = Sim::start(&url, &state, "wait pairing\nwait ready 60\n");
+    let line = first.line_with("Pairing code:");
+    let (success, output) = Sim::start(&url, &state, "wait pairing\n").end();
+    assert!(!success, "{output}");
+    assert!(output.contains("in use by another herald sim"), "{output}");
+    // The first one goes on as the device it is.
+    let code = line.split("Pairing code: ").nth(1).unwrap();
+    let code = code.split_whitespace().next().unwrap();
+    stdout(&serve.herald(&["pairing", "approve", "gadget", code]));
+    first.succeeds();
+}
+
+#[test]
 fn prompts_are_answered_yes_with_talk_and_no_with_cancel() {
     let serve = Serve::start_with(0, ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();

@@ -257,7 +257,8 @@ impl Server {
 
         info!(url = %gadget_url, "listening for gadgets");
         info!(url = %mobile_url, "listening for phones");
-        info!(addr = %admin_addr, "admin API on");
+        info!(url = %net::chat_page_url(&mobile_url), "the browser chat (log in with the app token)");
+        info!(url = %format!("http://{admin_addr}/"), "the console and admin API (log in: `herald console`)");
         Ok(Server {
             gadget_addr,
             mobile_addr,

@@ -30,6 +30,46 @@ use crate::runner::Flash;
 const KEY_FILE: &str = "key";
 const FIRMWARE_FILE: &str = "firmware.json";
 const PARTITION_FILE: &str = "ota.bin";
+/// Held by the simulator or gadget service that uses the directory.
+const LOCK_FILE: &str = "lock";
+
+/// The state directory, held for the life of the device that uses it: one simulator or
+/// gadget service per directory, or both would be the same device and knock each other
+/// offline.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+impl StateLock {
+    /// Creates the directory (owner only) and locks it, or says who holds it.
+    pub fn acquire(dir: &Path, what: &str) -> anyhow::Result<StateLock> {
+        use std::io::{Read, Seek, Write};
+        create_private_dir(dir)
+            .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        if file.try_lock().is_err() {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            bail!(
+                "{} is in use by another {what} (pid {}): give this one its own --state-dir",
+                dir.display(),
+                pid.trim(),
+            );
+        }
+        file.set_len(0)?;
+        file.rewind()?;
+        writeln!(file, "{}", std::process::id())?;
+        Ok(StateLock { _file: file })
+    }
+}
 
 /// Which firmware the board runs, as `firmware.json` keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,6 +233,22 @@ impl Host for SimHost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_device_per_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let lock = StateLock::acquire(&state, "herald sim").unwrap();
+        let err = StateLock::acquire(&state, "herald sim")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("another herald sim (pid {})", std::process::id())),
+            "{err}"
+        );
+        drop(lock);
+        StateLock::acquire(&state, "herald sim").unwrap();
+    }
     use herald_gadget_proto::ota_image::{APP_DESC_MAGIC, IMAGE_MAGIC};
 
     fn image(version: &str) -> Vec<u8> {

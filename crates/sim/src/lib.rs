@@ -36,7 +36,7 @@ use clap::Args;
 use herald_device::DeviceConfig;
 
 use boards::Board;
-use host::SimHost;
+use host::{SimHost, StateLock};
 use runner::{Command, Settings};
 
 /// The simulated device and how it is driven (the URL it connects to is the caller's).
@@ -92,6 +92,8 @@ pub fn run(url: String, data_dir: &Path, args: SimArgs) -> anyhow::Result<()> {
              commands on standard input)"
         );
     }
+    // Two simulators on one directory would be one device knocking itself offline.
+    let _lock = StateLock::acquire(&state_dir, "herald sim")?;
     let flash = SimHost::open(&state_dir, &config.firmware)?;
     let settings = Settings {
         url,

@@ -1575,7 +1575,21 @@ var ui = {
   reset: $("reset"),
   log: $("log")
 };
+var servedBy;
+async function learnServerUrl() {
+  try {
+    const answer = await fetch("server.json", { cache: "no-store" });
+    if (!answer.ok) return;
+    const { gadget_url } = await answer.json();
+    if (typeof gadget_url !== "string" || !validUrl(gadget_url)) return;
+    const url = new URL(gadget_url);
+    url.hostname = location.hostname || url.hostname;
+    servedBy = url.toString();
+  } catch {
+  }
+}
 function defaultUrl() {
+  if (servedBy) return servedBy;
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const host = location.hostname || "127.0.0.1";
   return `${scheme}://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${DEFAULT_PORT}${DEFAULT_PATH}`;
@@ -1822,6 +1836,7 @@ function wireSettings(identity, setIdentity) {
 async function main() {
   let identity;
   wireInput();
+  await learnServerUrl();
   wireSettings(
     () => identity,
     (i) => {

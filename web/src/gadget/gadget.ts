@@ -5,7 +5,8 @@
 // in link.ts, the device's behaviour in device.ts, drawing in screen.ts, audio in audio.ts.
 //
 // The gadget URL comes from `?url=ws://HOST:PORT/PATH`, else from Settings, else the
-// page's host name on the default port and path (ws://HOST:8765/gadget).
+// serving herald's own gadget port and path (`server.json` beside this page) on the
+// page's host name, else the default port and path (ws://HOST:8765/gadget).
 
 import { audioContext, Microphone, Speaker } from "./audio.js";
 import { BOARD, GadgetDevice, type View } from "./device.js";
@@ -55,7 +56,28 @@ const ui = {
 
 // ---- settings and identity ----
 
+/** The gadget endpoint of the herald that served this page, once asked. */
+let servedBy: string | undefined;
+
+/** Asks the serving herald where its gadgets connect; a page served by anything else
+ * keeps the default. The host is the page's own, as the console's link does (the page
+ * may come through a tunnel under another name). */
+async function learnServerUrl(): Promise<void> {
+  try {
+    const answer = await fetch("server.json", { cache: "no-store" });
+    if (!answer.ok) return;
+    const { gadget_url } = (await answer.json()) as { gadget_url?: unknown };
+    if (typeof gadget_url !== "string" || !validUrl(gadget_url)) return;
+    const url = new URL(gadget_url);
+    url.hostname = location.hostname || url.hostname;
+    servedBy = url.toString();
+  } catch {
+    // not served by herald: the default stands
+  }
+}
+
 function defaultUrl(): string {
+  if (servedBy) return servedBy;
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const host = location.hostname || "127.0.0.1";
   return `${scheme}://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${DEFAULT_PORT}${DEFAULT_PATH}`;
@@ -340,6 +362,7 @@ function wireSettings(identity: () => Identity | undefined, setIdentity: (i: Ide
 async function main(): Promise<void> {
   let identity: Identity | undefined;
   wireInput();
+  await learnServerUrl();
   wireSettings(
     () => identity,
     (i) => {

@@ -226,20 +226,8 @@ fn urls(state: &AdminState) -> Urls {
     Urls {
         gadget: info.gadget_url.clone(),
         mobile: info.mobile_url.clone(),
-        chat: chat_url(&info.mobile_url),
+        chat: crate::net::chat_page_url(&info.mobile_url),
     }
-}
-
-/// The browser chat's page for a phone WebSocket URL: the same host and port, over
-/// HTTP(S), at `/`.
-fn chat_url(mobile_url: &str) -> String {
-    let (scheme, rest) = match mobile_url.split_once("://") {
-        Some(("wss", rest)) => ("https", rest),
-        Some((_, rest)) => ("http", rest),
-        None => ("http", mobile_url),
-    };
-    let authority = rest.split('/').next().unwrap_or(rest);
-    format!("{scheme}://{authority}/")
 }
 
 /// `GET /v1/server`: what the server page shows besides the figures.
@@ -354,11 +342,18 @@ fn page_response(page: &'static Page) -> Response {
     response
 }
 
+/// `GET /gadget/server.json`: where the in-tab gadget connects, however its page was
+/// opened. Open like the pages: devices are told this URL anyway.
+async fn gadget_server(State(state): State<AdminState>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "gadget_url": state.info.gadget_url }))
+}
+
 /// The console and the in-tab gadget, open to every request: they hold no data.
 pub(crate) fn pages() -> Router<App> {
     let mut router = Router::new()
         // `/gadget` without the slash would resolve the page's relative links wrongly.
-        .route("/gadget", get(|| async { Redirect::permanent("/gadget/") }));
+        .route("/gadget", get(|| async { Redirect::permanent("/gadget/") }))
+        .route("/gadget/server.json", get(gadget_server));
     for page in ADMIN_PAGES {
         router = router.route(page.path, get(move || async move { page_response(page) }));
     }
@@ -368,18 +363,6 @@ pub(crate) fn pages() -> Router<App> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_chat_is_the_phone_listener_over_http() {
-        assert_eq!(
-            chat_url("ws://192.168.1.5:8787/ws"),
-            "http://192.168.1.5:8787/"
-        );
-        assert_eq!(
-            chat_url("wss://h.example:443/x/ws"),
-            "https://h.example:443/"
-        );
-    }
 
     #[test]
     fn qr_codes_are_svg() {

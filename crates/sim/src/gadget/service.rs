@@ -7,13 +7,11 @@
 //! the outputs and the LED off and removes the socket. Reconnecting with backoff is the
 //! device core's: the runner only carries out its `Connect`.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
 use herald_device::{Button, DeviceConfig, DisplayProfile};
-use herald_files::create_private_dir;
 use tokio::sync::{mpsc, watch};
 
 use super::audio::DEVICE_RATE;
@@ -21,51 +19,12 @@ use super::config::{GadgetConfig, GpioConfig};
 use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
 use super::status::Status;
-use crate::host::SimHost;
+use crate::host::{SimHost, StateLock};
 use crate::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
 
 /// The board name the service announces.
 pub const BOARD: &str = "linux-gadget";
-/// The lock file in the state directory.
-const LOCK_FILE: &str = "lock";
-/// Edges and invocations waiting for the panel.
 const QUEUE: usize = 64;
-
-/// The state directory, held for the life of the service.
-#[derive(Debug)]
-pub struct StateLock {
-    _file: File,
-}
-
-impl StateLock {
-    /// Creates the directory (owner only) and locks it, or says who holds it.
-    pub fn acquire(dir: &Path) -> anyhow::Result<StateLock> {
-        use std::io::{Read, Seek, Write};
-        create_private_dir(dir)
-            .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
-        let path = dir.join(LOCK_FILE);
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        if file.try_lock().is_err() {
-            let mut pid = String::new();
-            let _ = file.read_to_string(&mut pid);
-            anyhow::bail!(
-                "another herald gadget (pid {}) runs on {}",
-                pid.trim(),
-                dir.display()
-            );
-        }
-        file.set_len(0)?;
-        file.rewind()?;
-        writeln!(file, "{}", std::process::id())?;
-        Ok(StateLock { _file: file })
-    }
-}
 
 /// The device the service is: a text screen (the log), no images, every button (the
 /// control socket can press those the GPIO does not wire), a microphone and a speaker
@@ -124,7 +83,7 @@ pub fn start(
 
 /// Runs the service until a signal or a failure.
 pub fn run(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
-    let _lock = StateLock::acquire(&state_dir)?;
+    let _lock = StateLock::acquire(&state_dir, "herald gadget")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -674,20 +633,6 @@ mod tests {
         assert!(sound.played.lock().unwrap().is_empty());
         handle.run(Command::Quit).await.unwrap();
     }
-
-    #[test]
-    fn one_service_per_state_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
-        let lock = StateLock::acquire(&state).unwrap();
-        let err = StateLock::acquire(&state).unwrap_err().to_string();
-        assert!(
-            err.contains(&format!("pid {}", std::process::id())),
-            "{err}"
-        );
-        drop(lock);
-        StateLock::acquire(&state).unwrap();
-    }
 }
 
 /// The sound cards for real: PulseAudio with a pipe as the microphone and a null sink as
@@ -717,22 +662,19 @@ mod sound_server_tests {
         }
     }
 
-    /// Whether PulseAudio is installed; in CI it must be.
-    fn pulseaudio_installed() -> bool {
+    /// PulseAudio must be here: a missing one fails the test, never passes it unseen.
+    fn require_pulseaudio() {
         let found = ["pulseaudio", "parec"].iter().all(|tool| {
             Process::new(tool)
                 .arg("--version")
                 .output()
                 .is_ok_and(|o| o.status.success())
         });
-        if !found {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must install pulseaudio, pulseaudio-utils and libasound2-plugins"
-            );
-            eprintln!("skipped: apt-get install pulseaudio pulseaudio-utils libasound2-plugins");
-        }
-        found
+        assert!(
+            found,
+            "PulseAudio is not installed: scripts/setup installs it \
+             (apt-get install pulseaudio pulseaudio-utils libasound2-plugins)"
+        );
     }
 
     fn tone(rate: u32, seconds: f64, amplitude: f64) -> Vec<i16> {
@@ -751,9 +693,7 @@ mod sound_server_tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn speech_through_pulseaudio_reaches_the_agent_and_its_reply_the_speaker() {
-        if !pulseaudio_installed() {
-            return;
-        }
+        require_pulseaudio();
         let dir = tempfile::tempdir().unwrap();
         let (runtime, home) = (dir.path().join("rt"), dir.path().join("home"));
         std::fs::create_dir(&runtime).unwrap();
