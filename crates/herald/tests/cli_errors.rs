@@ -94,7 +94,7 @@ fn the_config_file_is_found_without_flags_and_info_names_it() {
 
 #[test]
 fn chat_and_sim_connect_to_the_server_of_their_data_directory() {
-    let serve = Serve::start_with(0, &[("MOBILE_ALLOW_ALL_USERS", "1")]);
+    let serve = Serve::start_with(&[("MOBILE_ALLOW_ALL_USERS", "1")]);
     // No --url: the ports are random, so only the data directory can lead there.
     let (mut chat, mut input, mut lines) = chat_in(serve.dir.path(), &["--device-id", "found-it"]);
     lines.line_with("Connected (mobile:found-it)");
@@ -293,7 +293,7 @@ fn chat_and_sim_speak_wss() {
         cert_path, key_path
     );
     std::fs::write(&config, toml).unwrap();
-    let serve = Serve::start_with(0, &[("HERALD_CONFIG", config.to_str().unwrap())]);
+    let serve = Serve::start_with(&[("HERALD_CONFIG", config.to_str().unwrap())]);
     let localhost = |url: String| url.replace("127.0.0.1", "localhost");
     let phone_url = localhost(serve.url("Phones connect to:"));
     let gadget_url = localhost(serve.url("Gadgets connect to:"));
@@ -353,7 +353,7 @@ fn chat_and_sim_speak_wss() {
 
 #[test]
 fn a_simulator_the_server_refuses_stops_with_the_fix() {
-    let serve = Serve::start_with(0, &[("GADGET_ACCESS_TOKEN", "the-right-token")]);
+    let serve = Serve::start_with(&[("GADGET_ACCESS_TOKEN", "the-right-token")]);
     let mut sim = Command::new(BIN);
     sim.args(["sim", "--headless", "--data-dir"])
         .arg(serve.dir.path())

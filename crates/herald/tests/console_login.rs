@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 /// `herald serve` on free ports, every log level on, its stderr read line by line.
 fn serve(dir: &Path) -> (Child, Lines) {
-    let mut child = serve_command(dir, 0)
+    let mut child = serve_command(dir)
         .env("RUST_LOG", "trace")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -109,14 +109,9 @@ fn status_until(
 
 #[test]
 fn the_service_pairs_talks_reconnects_and_keeps_its_identity() {
-    // A fixed port, so the restarted server is where the gadget looks for it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut serve = Serve::start_with(port, &[]);
-    let url = serve.url("Gadgets connect to:");
+    // Behind a port the test holds, where the restarted server is found again.
+    let mut serve = Serve::restartable(&[]);
+    let url = serve.gadget_url();
     let root = tempfile::tempdir().unwrap();
     let state = root.path().join("state");
     let config = root.path().join("gadget.toml");

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{stdout, Lines, Serve, BIN};
+use common::{port_of, stdout, Lines, Serve, BIN};
 
 /// How long to wait for a line from a client, or for caddy to listen.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -226,14 +226,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// The port of a `ws://127.0.0.1:PORT/...` URL.
-fn port_of(url: &str) -> u16 {
-    let rest = url
-        .strip_prefix("ws://127.0.0.1:")
-        .unwrap_or_else(|| panic!("{url}"));
-    rest.split('/').next().unwrap().parse().unwrap()
 }
 
 /// A `herald` client process (`sim` or `chat`) whose output the test reads line by

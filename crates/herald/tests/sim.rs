@@ -209,7 +209,7 @@ fn a_second_simulator_on_the_same_state_directory_refuses_to_start() {
 
 #[test]
 fn prompts_are_answered_yes_with_talk_and_no_with_cancel() {
-    let serve = Serve::start_with(0, ALLOW_ALL);
+    let serve = Serve::start_with(ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();
     let script = "wait ready\n\
                   text /ask Shall we go?\n\
@@ -234,7 +234,7 @@ fn prompts_are_answered_yes_with_talk_and_no_with_cancel() {
 
 #[test]
 fn the_agent_runs_device_actions_and_shows_a_card() {
-    let serve = Serve::start_with(0, ALLOW_ALL);
+    let serve = Serve::start_with(ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();
     let script = "wait ready\n\
                   text /action led.set {\"color\":\"red\"}\n\
@@ -258,7 +258,7 @@ fn the_agent_runs_device_actions_and_shows_a_card() {
 
 #[test]
 fn cancel_stops_a_slow_reply() {
-    let serve = Serve::start_with(0, ALLOW_ALL);
+    let serve = Serve::start_with(ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();
     let (before, after) = (
         root.path().join("before.txt"),
@@ -290,13 +290,8 @@ fn cancel_stops_a_slow_reply() {
 
 #[test]
 fn the_device_comes_back_after_a_server_restart() {
-    // A fixed port, so the restarted server is where the device looks for it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut serve = Serve::start_with(port, ALLOW_ALL);
+    // Behind a port the test holds, where the restarted server is found again.
+    let mut serve = Serve::restartable(ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();
     let script = "wait ready\n\
                   text before\n\
@@ -305,7 +300,7 @@ fn the_device_comes_back_after_a_server_restart() {
                   wait ready 20\n\
                   text after the restart\n\
                   expect You said: after the restart\n";
-    let mut sim = Sim::start(&serve.url("Gadgets connect to:"), &state_in(&root), script);
+    let mut sim = Sim::start(&serve.gadget_url(), &state_in(&root), script);
     sim.line_with("You said: before");
     serve.restart();
     let output = sim.succeeds();
@@ -314,7 +309,7 @@ fn the_device_comes_back_after_a_server_restart() {
 
 #[test]
 fn an_update_is_verified_installed_and_kept_after_the_restart() {
-    let serve = Serve::start_with(0, ALLOW_ALL);
+    let serve = Serve::start_with(ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();
     let state = state_in(&root);
     let script = "wait ready\n\
@@ -352,7 +347,7 @@ fn an_update_is_verified_installed_and_kept_after_the_restart() {
 
 #[test]
 fn a_voice_turn_is_answered_and_played_back() {
-    let serve = Serve::start_with(0, ALLOW_ALL);
+    let serve = Serve::start_with(ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();
     let state = state_in(&root);
     // One second of a 440 Hz tone at the microphone's 16 kHz.
@@ -386,7 +381,7 @@ fn a_voice_turn_is_answered_and_played_back() {
 
 #[test]
 fn an_image_is_fitted_into_the_screen() {
-    let serve = Serve::start_with(0, ALLOW_ALL);
+    let serve = Serve::start_with(ALLOW_ALL);
     let root = tempfile::tempdir().unwrap();
     let shot = root.path().join("image.txt");
     let script = format!(

@@ -10,21 +10,27 @@ use herald_mobile_proto::{ClientFrame, DeviceInfo, ServerFrame, Text};
 use herald_port::Backend;
 use herald_server::config::{Config, Secret};
 use herald_server::Server;
+use herald_test_support::Relay;
 
 const TOKEN: &str = "client-test-token-0123456789abcdef01";
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn server(dir: &std::path::Path, port: u16) -> Server {
+/// A server on free ports, and the phone port a relay (if any) should lead to.
+async fn server(dir: &std::path::Path, relay: Option<&Relay>) -> Server {
     let mut config = Config::default();
     config.gadget.host = [127, 0, 0, 1].into();
     config.gadget.port = 0;
     config.admin.port = 0;
     config.mobile.host = [127, 0, 0, 1].into();
-    config.mobile.port = port;
+    config.mobile.port = 0;
     config.mobile.token = Some(Secret(TOKEN.into()));
     config.mobile.allow_all_users = true;
     let agent = Box::new(|out| Backend::agent(Arc::new(DemoAgent::new(out))));
-    Server::start(config, dir, agent).await.unwrap()
+    let server = Server::start(config, dir, agent).await.unwrap();
+    if let Some(relay) = relay {
+        relay.point_to(server.mobile_addr().port());
+    }
+    server
 }
 
 fn config(url: String, token: &str) -> ClientConfig {
@@ -71,9 +77,10 @@ fn text(id: &str, text: &str) -> ClientFrame {
 #[tokio::test]
 async fn talks_and_reconnects_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let first = server(dir.path(), 0).await;
-    let port = first.mobile_addr().port();
-    let url = format!("ws://127.0.0.1:{port}/ws");
+    // The port the client reconnects to is held by the test across the restart.
+    let relay = Relay::start();
+    let first = server(dir.path(), Some(&relay)).await;
+    let url = format!("ws://127.0.0.1:{}/ws", relay.port());
     let mut client = Client::spawn(config(url, TOKEN));
     assert_eq!(
         next(&mut client).await,
@@ -84,6 +91,7 @@ async fn talks_and_reconnects_after_a_restart() {
     client.send(text("m1", "hi")).await.unwrap();
     assert_eq!(reply(&mut client).await, "You said: hi");
 
+    relay.point_to(0);
     first.shutdown().await;
     let retry = loop {
         if let Event::Disconnected { retry_in, .. } = next(&mut client).await {
@@ -93,7 +101,7 @@ async fn talks_and_reconnects_after_a_restart() {
     assert!(retry <= Duration::from_millis(400));
     // Sent while away: delivered once the server is back.
     client.send(text("m2", "are you back")).await.unwrap();
-    let _second = server(dir.path(), port).await;
+    let _second = server(dir.path(), Some(&relay)).await;
     loop {
         if let Event::Connected { .. } = next(&mut client).await {
             break;
@@ -105,7 +113,7 @@ async fn talks_and_reconnects_after_a_restart() {
 #[tokio::test]
 async fn a_refusal_stops_the_client() {
     let dir = tempfile::tempdir().unwrap();
-    let server = server(dir.path(), 0).await;
+    let server = server(dir.path(), None).await;
     let url = format!("ws://{}/ws", server.mobile_addr());
     let mut client = Client::spawn(config(url, "wrong-token"));
     match next(&mut client).await {

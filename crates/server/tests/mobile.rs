@@ -903,7 +903,10 @@ async fn an_unpaired_phone_writes_nothing_to_disk() {
         .await;
     assert_eq!(status, 200);
     // Told at once; nothing kept to send on (files are sent again, as the code said).
-    assert_eq!(phone.reply().await, "This app is now paired with the agent.");
+    assert_eq!(
+        phone.reply().await,
+        "This app is now paired with the agent."
+    );
     phone.send(media("m1", 0, 1, &[7u8; 5000])).await;
     let answer = phone.reply().await;
     assert!(answer.starts_with("Got your document"), "{answer}");

@@ -1,6 +1,7 @@
 //! What Herald's tests share, used only as a dev-dependency:
 //!
 //! - [`firmware`]: the fake ESP-IDF application image every OTA test pushes;
+//! - [`relay`]: a port a test holds for its whole life in front of a server it restarts;
 //! - [`vectors`]: the shared vectors files (`vectors/` at the repository root), which the
 //!   protocol crates, the device core, the plugin and the SDK all check;
 //! - with the `server` feature, [`server`]: a real server on loopback in the test's
@@ -20,6 +21,7 @@ pub mod firmware;
 pub mod gadget;
 #[cfg(feature = "server")]
 pub mod phone;
+pub mod relay;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod vectors;
@@ -30,6 +32,7 @@ pub mod wait;
 pub use gadget::{Conn, Gadget, Incoming};
 #[cfg(feature = "server")]
 pub use phone::Phone;
+pub use relay::Relay;
 #[cfg(feature = "server")]
 pub use server::{admin_call, admin_text, capture, demo, test_config, Harness, APP_TOKEN, WAIT};
 #[cfg(feature = "server")]

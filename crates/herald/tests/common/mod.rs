@@ -7,45 +7,72 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use herald_test_support::Relay;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_herald");
 
 /// `herald serve` on loopback, the demo agent answering; killed on drop.
 pub struct Serve {
     child: Child,
     pub dir: tempfile::TempDir,
-    gadget_port: u16,
     env: Vec<(String, String)>,
+    /// The gadget port of a server that restarts, held by the test ([`Serve::restartable`]).
+    gadgets: Option<Relay>,
 }
 
 impl Serve {
     /// Free ports everywhere.
     pub fn start() -> Serve {
-        Serve::start_with(0, &[])
+        Serve::start_with(&[])
     }
 
-    /// Gadgets on `gadget_port` (0 for a free one), with these environment variables.
-    pub fn start_with(gadget_port: u16, env: &[(&str, &str)]) -> Serve {
+    /// Free ports, with these environment variables.
+    pub fn start_with(env: &[(&str, &str)]) -> Serve {
         let dir = tempfile::tempdir().unwrap();
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let child = spawn(dir.path(), gadget_port, &env);
+        let child = spawn(dir.path(), &env);
         Serve {
             child,
             dir,
-            gadget_port,
             env,
+            gadgets: None,
         }
     }
 
-    /// Kills the server and starts it again on the same data directory and gadget port.
+    /// A server to [`Serve::restart`]: gadgets reach it, before and after, through
+    /// [`Serve::gadget_url`], a port this test holds for its whole life.
+    pub fn restartable(env: &[(&str, &str)]) -> Serve {
+        let mut serve = Serve::start_with(env);
+        let relay = Relay::start();
+        relay.point_to(port_of(&serve.url("Gadgets connect to:")));
+        serve.gadgets = Some(relay);
+        serve
+    }
+
+    /// Where gadgets connect: the held port of a restartable server, else the server's.
+    pub fn gadget_url(&self) -> String {
+        match &self.gadgets {
+            Some(relay) => format!("ws://127.0.0.1:{}/gadget", relay.port()),
+            None => self.url("Gadgets connect to:"),
+        }
+    }
+
+    /// Kills the server and starts it again on the same data directory, behind the
+    /// same gadget URL.
     pub fn restart(&mut self) {
+        let relay = self.gadgets.take().expect("a restartable server");
+        // Its port is anyone's once it is gone: new connections wait for the new one.
+        relay.point_to(0);
         let _ = self.child.kill();
         let _ = self.child.wait();
         // The new server announces itself by writing this again.
         let _ = std::fs::remove_file(self.dir.path().join("admin.json"));
-        self.child = spawn(self.dir.path(), self.gadget_port, &self.env);
+        self.child = spawn(self.dir.path(), &self.env);
+        relay.point_to(port_of(&self.url("Gadgets connect to:")));
+        self.gadgets = Some(relay);
     }
 
     pub fn herald(&self, args: &[&str]) -> Output {
@@ -62,8 +89,14 @@ impl Serve {
     }
 }
 
-fn spawn(dir: &Path, gadget_port: u16, env: &[(String, String)]) -> Child {
-    let child = serve_command(dir, gadget_port)
+/// The port of a `ws://HOST:PORT/…` URL.
+pub fn port_of(url: &str) -> u16 {
+    let authority = url.split('/').nth(2).unwrap();
+    authority.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+fn spawn(dir: &Path, env: &[(String, String)]) -> Child {
+    let child = serve_command(dir)
         .env("RUST_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
@@ -76,11 +109,10 @@ fn spawn(dir: &Path, gadget_port: u16, env: &[(String, String)]) -> Child {
 
 /// `herald serve` on loopback with free mobile and admin ports, none of the machine's
 /// settings or secrets; the caller adds its own and spawns it.
-pub fn serve_command(dir: &Path, gadget_port: u16) -> Command {
+pub fn serve_command(dir: &Path) -> Command {
     let mut command = Command::new(BIN);
     command
-        .args(["serve", "--host", "127.0.0.1", "--gadget-port"])
-        .arg(gadget_port.to_string())
+        .args(["serve", "--host", "127.0.0.1", "--gadget-port", "0"])
         .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
         .arg(dir)
         .env_remove("MOBILE_TOKEN")

@@ -9,26 +9,24 @@ use std::time::Duration;
 use herald_admin_api::{AdminClient, Method};
 use serde_json::Value;
 
+use herald_test_support::Relay;
+
 use super::PATIENCE;
-use crate::common::BIN;
+use crate::common::{port_of, BIN};
 
 /// Temporary files killed servers left, all scenarios together.
 pub static SWEPT: AtomicUsize = AtomicUsize::new(0);
 
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-/// `herald serve` on loopback with fixed gadget and phone ports, so clients reconnect to
-/// the restarted server by themselves.
+/// `herald serve` on loopback behind gadget and phone ports the test holds for its
+/// whole life ([`Relay`]), so clients reconnect to the restarted server by themselves and
+/// no other test can take those ports while it is down.
 pub struct Herald {
     child: Option<Child>,
     dir: tempfile::TempDir,
     /// Server logs, outside the data directory.
     logs: tempfile::TempDir,
-    gadget_port: u16,
-    mobile_port: u16,
+    gadgets: Relay,
+    phones: Relay,
     env: Vec<(String, String)>,
     starts: usize,
     pub kills: usize,
@@ -42,8 +40,8 @@ impl Herald {
             child: None,
             dir: tempfile::tempdir().unwrap(),
             logs: tempfile::tempdir().unwrap(),
-            gadget_port: free_port(),
-            mobile_port: free_port(),
+            gadgets: Relay::start(),
+            phones: Relay::start(),
             env: env
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -53,11 +51,9 @@ impl Herald {
             gadget_url: String::new(),
             mobile_url: String::new(),
         };
+        herald.gadget_url = format!("ws://127.0.0.1:{}/gadget", herald.gadgets.port());
+        herald.mobile_url = format!("ws://127.0.0.1:{}/ws", herald.phones.port());
         herald.spawn();
-        let (status, info) = admin(herald.data(), "/v1/info", None).unwrap();
-        assert_eq!(status, 200, "{info}");
-        herald.gadget_url = info["gadget_url"].as_str().unwrap().to_owned();
-        herald.mobile_url = info["mobile_url"].as_str().unwrap().to_owned();
         herald
     }
 
@@ -85,11 +81,8 @@ impl Herald {
             std::fs::File::create(self.logs.path().join(format!("serve-{}.log", self.starts)))
                 .unwrap();
         let mut child = Command::new(BIN)
-            .args(["serve", "--host", "127.0.0.1", "--gadget-port"])
-            .arg(self.gadget_port.to_string())
-            .arg("--mobile-port")
-            .arg(self.mobile_port.to_string())
-            .args(["--admin-port", "0", "--data-dir"])
+            .args(["serve", "--host", "127.0.0.1", "--gadget-port", "0"])
+            .args(["--mobile-port", "0", "--admin-port", "0", "--data-dir"])
             .arg(&dir)
             .env("RUST_LOG", "info")
             .env("RUST_BACKTRACE", "1")
@@ -115,10 +108,18 @@ impl Herald {
             std::thread::sleep(Duration::from_millis(10));
         }
         self.child = Some(child);
+        let (status, info) = admin(self.data(), "/v1/info", None).unwrap();
+        assert_eq!(status, 200, "{info}");
+        let port = |url: &Value| port_of(url.as_str().unwrap());
+        self.gadgets.point_to(port(&info["gadget_url"]));
+        self.phones.point_to(port(&info["mobile_url"]));
     }
 
     /// SIGKILL, and wait until the process is gone.
     pub fn kill(&mut self) {
+        // Its ports are free for anyone now: the relays must not lead there.
+        self.gadgets.point_to(0);
+        self.phones.point_to(0);
         let mut child = self.child.take().expect("herald is running");
         child.kill().unwrap();
         child.wait().unwrap();
