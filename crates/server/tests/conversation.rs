@@ -302,7 +302,10 @@ async fn questions_queue_answer_and_come_back_after_a_reconnect() {
 
     // A second question waits behind the first.
     conn.text("/approve rm -rf /tmp/cache").await;
-    conn.silent_for(Duration::from_millis(300)).await;
+    // Once the session has taken it (the console's record says so), nothing came of it
+    // before the answer to a ping: it waits unseen.
+    questions_taken(&h, &gadget.id, 2).await;
+    conn.nothing_before_pong().await;
 
     // Away and back: the shown question is asked again.
     drop(conn);
@@ -463,6 +466,23 @@ async fn questions_expire_and_can_be_withdrawn() {
 }
 
 /// The next thing the agent hears, which must be an answer to a question.
+/// Until the console's record of `device` holds `count` questions the session took.
+async fn questions_taken(h: &Harness, device: &str, count: usize) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, detail) = h.admin("GET", &format!("/v1/devices/{device}"), None).await;
+        let events = detail["events"].as_array().cloned().unwrap_or_default();
+        if events.iter().filter(|e| e["kind"] == "prompt").count() >= count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never {count} questions: {detail}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn prompt_answer(inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Inbound>) -> PromptAnswer {
     let inbound = promptly(inbox.recv()).await.unwrap();
     match inbound.body {

@@ -383,7 +383,7 @@ async fn a_device_with_another_key_refuses_and_is_not_asked_again() {
     );
     assert_eq!(failed["attempts"], 1);
     // No retry: a wrong MAC would only be wrong again.
-    conn.silent_for(Duration::from_millis(500)).await;
+    conn.nothing_before_pong().await;
     staged_files_removed(&h).await;
 }
 
@@ -435,7 +435,7 @@ async fn images_that_do_not_fit_are_refused_before_anything_is_sent() {
     let (code, _) = h.admin("POST", "/v1/ota", Some(relative)).await;
     assert_eq!(code, 400);
 
-    conn.silent_for(Duration::from_millis(300)).await;
+    conn.nothing_before_pong().await;
     let (code, _) = h
         .admin("GET", &format!("/v1/ota/{}", gadget.id), None)
         .await;
@@ -489,7 +489,7 @@ async fn a_corrupted_image_is_reported_by_the_device_and_not_retried() {
         "{failed}"
     );
     assert_eq!(failed["attempts"], 1);
-    conn.silent_for(Duration::from_millis(500)).await;
+    conn.nothing_before_pong().await;
 }
 
 fn corrupt(path: &Path, at: u64) {
@@ -571,14 +571,14 @@ async fn the_window_never_holds_more_than_64_kb() {
     // A lazy device: no acks after the first.
     flash.auto_ack = false;
     receive_at_least(&mut conn, &mut flash, OTA_MAX_UNACKED).await;
-    conn.silent_for(Duration::from_millis(500)).await;
+    conn.nothing_before_pong().await;
     assert_eq!(flash.received(), OTA_MAX_UNACKED);
 
     // One ack for all of it opens the whole window again.
     let ack = flash.ack();
     conn.send(&ack).await;
     receive_at_least(&mut conn, &mut flash, 2 * OTA_MAX_UNACKED).await;
-    conn.silent_for(Duration::from_millis(300)).await;
+    conn.nothing_before_pong().await;
     assert_eq!(flash.received(), 2 * OTA_MAX_UNACKED);
 
     resume_acks_and_install(&mut conn, &mut flash).await;

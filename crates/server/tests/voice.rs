@@ -137,8 +137,17 @@ async fn short_or_unsupported_audio_gets_a_notice() {
         .await;
     conn.send_raw(&json!({"type": "audio.end", "stream": 3}).to_string())
         .await;
-    conn.silent_for(Duration::from_millis(300)).await;
-    assert!(inbox.try_recv().is_err());
+    conn.nothing_before_pong().await;
+    // The agent's next message is the one typed next: no utterance came before it.
+    conn.text("a probe").await;
+    let next = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&next.body, InboundBody::Text { text, .. } if text == "a probe"),
+        "{next:?}"
+    );
 }
 
 /// Collect one speech stream: its audio.start, the frames' payloads with their arrival
@@ -243,7 +252,7 @@ async fn speech_stops_for_barge_in_cancel_and_session_new() {
 
 /// A connection that replaces one mid-speech starts clean: the stream ends with the
 /// old connection, and nothing of it, its abort included, reaches the new one.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn speech_to_a_replaced_connection_ends_with_it() {
     let h = Harness::start().await;
     let gadget = speaking_gadget(16_000);
@@ -254,7 +263,8 @@ async fn speech_to_a_replaced_connection_ends_with_it() {
         Incoming::Msg(ServerMessage::AudioStart(_))
     ) {}
     let (mut second, _) = gadget.connect(&h.url).await;
-    second.silent_for(Duration::from_millis(500)).await;
+    // Longer than the whole reply would take to play: nothing of it came meanwhile.
+    second.quiet_for(Duration::from_secs(10)).await;
 }
 
 #[tokio::test]

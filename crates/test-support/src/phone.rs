@@ -130,14 +130,4 @@ impl Phone {
     pub async fn closed(&mut self, within: Duration) -> Option<CloseFrame> {
         close_frame(&mut self.ws, within).await
     }
-
-    /// Assert that no frame arrives for `quiet`.
-    pub async fn silent_for(&mut self, quiet: Duration) {
-        match tokio::time::timeout(quiet, self.ws.next()).await {
-            Err(_) => {}
-            Ok(Some(Ok(Message::Text(text)))) => panic!("unexpected {text}"),
-            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
-            Ok(other) => panic!("unexpected {other:?}"),
-        }
-    }
 }
