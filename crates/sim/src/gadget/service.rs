@@ -796,8 +796,9 @@ mod sound_server_tests {
             .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{reply}"));
-        // The tone and the silences around it, give or take the stream's start.
-        assert!((1.6..=2.6).contains(&heard), "{reply}");
+        // The tone and the silences around it (2.1 s), give or take the stream's start
+        // and a release that a loaded machine makes late.
+        assert!((1.5..=3.2).contains(&heard), "{reply}");
         until(&handle, "done", |s| s.shown.screen == Screen::Ready).await;
 
         // The demo agent plays the recording back: the speaker's monitor hears the tone,
@@ -819,12 +820,21 @@ mod sound_server_tests {
         while loud(&read()) < 1.4 && started.elapsed() < Duration::from_secs(15) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        // The rest of the tone, if it is there, follows within the sink's latency.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The rest of the tone, if it is there, follows within the sink's latency: wait
+        // for half a second more of the sink's own output (its clock, not ours).
+        let mark = read().len() + RECORD_RATE as usize / 2;
+        let started = Instant::now();
+        while read().len() < mark {
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "the sink stopped"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let samples = read();
         let played = loud(&samples);
         assert!(
-            (1.3..=1.8).contains(&played),
+            (1.2..=2.0).contains(&played),
             "the speaker played {played} s of the tone"
         );
         let tone_part: Vec<i16> = samples
