@@ -227,6 +227,31 @@ fn start_up_errors_say_their_cause_once() {
     said_once(&text, "TOML parse error");
 }
 
+#[test]
+fn a_damaged_store_stops_start_up_naming_the_file_and_is_left_as_it_was() {
+    for damage in [
+        // Not a database at all, and one whose header is right and the rest is not.
+        vec![0x5a; 8192],
+        [b"SQLite format 3\0".as_slice(), &[0xff; 8176]].concat(),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("herald.db");
+        std::fs::write(&store, &damage).unwrap();
+        let (status, text) = failure(&serve_in(dir.path()).output().unwrap());
+        assert_eq!(status, 1);
+        assert!(
+            text.contains(&format!("cannot open the store {}", store.display())),
+            "{text}"
+        );
+        assert_eq!(
+            std::fs::read(&store).unwrap(),
+            damage,
+            "the store was written"
+        );
+        assert!(!dir.path().join("admin.json").exists(), "{text}");
+    }
+}
+
 /// The CLI run by another user than the server's is told whom to run as. It becomes
 /// `nobody` with `setpriv`, as root or through passwordless sudo (what scripts/check
 /// needs anyway to install packages).

@@ -79,8 +79,8 @@ pub const STORE_FILE: &str = "herald.db";
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] config::ConfigError),
-    #[error("cannot open the store: {0}")]
-    Store(#[from] StoreError),
+    #[error("cannot open the store {}: {source}", path.display())]
+    Store { path: PathBuf, source: StoreError },
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error(transparent)]
@@ -140,10 +140,15 @@ impl Server {
         };
 
         let store_path = data_dir.join(STORE_FILE);
-        let store = StoreHandle::new(Arc::new(SqliteStore::open(&store_path)?))?;
+        let store_err = |source| StartError::Store {
+            path: store_path.clone(),
+            source,
+        };
+        let store = SqliteStore::open(&store_path).map_err(store_err)?;
+        let store = StoreHandle::new(Arc::new(store)).map_err(store_err)?;
         // Half-written copies too: only what a running update streams from stays.
         let staging = data_dir.join(gadget::STAGING_DIR);
-        let unfinished = gadget::unfinished_updates(store.blocking())?;
+        let unfinished = gadget::unfinished_updates(store.blocking()).map_err(store_err)?;
         let unused = gadget::sweep_unused_staged(&staging, &unfinished).map_err(data_err)?;
         if unused > 0 {
             info!(files = unused, "removed staged firmware no update uses");
@@ -170,7 +175,7 @@ impl Server {
             inbox.clone(),
             metrics.clone(),
             gadget::Unfinished::new(&unfinished),
-            Arc::new(gadget::KnownDevices::from_store(store.blocking())?),
+            Arc::new(gadget::KnownDevices::from_store(store.blocking()).map_err(store_err)?),
         ));
         let app_token = match &config.mobile.token {
             Some(token) => token.expose().to_owned(),
