@@ -193,7 +193,7 @@ fn status(client: &AdminClient, device_id: Option<&str>, json: bool) -> anyhow::
 
 #[cfg(test)]
 mod tests {
-    use herald_server::store::{OtaImage, OtaProgress, OtaUpdate};
+    use herald_store::{OtaImage, OtaProgress, OtaUpdate};
 
     use super::*;
 

@@ -12,7 +12,7 @@ use herald_port::{AccessError, Authorizer, PairingCode, Platform};
 
 use crate::clock::now_ms;
 use crate::ids;
-use crate::store::{PairingRecord, StoreError, StoreHandle};
+use herald_store::{PairingRecord, StoreError, StoreHandle};
 
 /// Pairing codes avoid look-alike characters (no 0/O, 1/I).
 const CODE_ALPHABET: &[u8] = limits::PAIRING_CODE_ALPHABET.as_bytes();
@@ -214,7 +214,7 @@ fn new_code() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SqliteStore;
+    use herald_store::SqliteStore;
 
     fn access(gadget: Policy) -> (tempfile::TempDir, Access) {
         let dir = tempfile::tempdir().unwrap();

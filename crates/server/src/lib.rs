@@ -15,7 +15,7 @@
 //! messages read (`gadget::socket`, `mobile::socket`). The router
 //! hands each port [`Request`] (and each one-way notification) to the session of its
 //! chat; what sessions share (who the authorizer let in, cards, the upload budget)
-//! is their hub's; the store is reached through a [`store::StoreHandle`].
+//! is their hub's; the store (`herald_store`) is reached through a [`herald_store::StoreHandle`].
 //!
 //! [`Request`]: herald_port::Request
 
@@ -44,7 +44,6 @@ mod queue;
 mod router;
 mod shell;
 mod socket;
-pub mod store;
 mod throttle;
 mod tls;
 mod web;
@@ -67,7 +66,7 @@ use crate::gadget::GadgetHub;
 use crate::inbox::Inbox;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
-use crate::store::{SqliteStore, StoreError, StoreHandle};
+use herald_store::{SqliteStore, StoreError, StoreHandle};
 
 pub use crate::mobile::TOKEN_FILE as MOBILE_TOKEN_FILE;
 pub use crate::tls::TlsError;

@@ -16,7 +16,7 @@ use crate::activity::{Activity, EventKind};
 use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
 use crate::mobile::{self, MobileHub};
-use crate::store::StoreError;
+use herald_store::StoreError;
 
 pub(crate) struct Router {
     gadget: Arc<GadgetHub>,

@@ -8,7 +8,7 @@ use herald_gadget_proto::{
     PromptReply, ServerMessage,
 };
 use herald_port::{ActionError, Chat, Choice, Inbound, InboundBody, Prompt, PromptAnswer};
-use herald_server::store::{SqliteStore, Store};
+use herald_store::{SqliteStore, Store};
 use herald_test_support::{
     admin_text, capture, promptly, test_config, Conn, Gadget, Harness, WAIT,
 };

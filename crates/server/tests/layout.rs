@@ -132,3 +132,57 @@ fn the_scan_finds_paths_in_uses_and_code_but_not_in_tests() {
     let found: Vec<_> = references(text).into_iter().collect();
     assert_eq!(found, ["a", "b", "c", "d"]);
 }
+
+/// The packages a crate of the workspace names under `[dependencies]` (not its tests').
+fn dependencies(crate_dir: &str) -> BTreeSet<String> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(crate_dir)
+        .join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let mut in_dependencies = false;
+    let mut found = BTreeSet::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+        } else if in_dependencies && !line.is_empty() && !line.starts_with('#') {
+            let name = line.split(['=', '.', ' ']).next().unwrap_or_default();
+            found.insert(name.to_owned());
+        }
+    }
+    found
+}
+
+/// Each job in its crate: the session cores do no I/O, SQLite is the store's alone, and
+/// the store knows nothing of sockets or the web.
+#[test]
+fn crates_keep_to_their_jobs() {
+    let rules: [(&str, &[&str]); 3] = [
+        (
+            "session",
+            &[
+                "tokio",
+                "tokio-tungstenite",
+                "axum",
+                "rusqlite",
+                "getrandom",
+            ],
+        ),
+        ("server", &["rusqlite"]),
+        (
+            "store",
+            &["axum", "tokio-tungstenite", "tokio-rustls", "herald-server"],
+        ),
+    ];
+    for (crate_dir, forbidden) in rules {
+        let deps = dependencies(crate_dir);
+        assert!(
+            deps.len() > 2,
+            "the scan reads {crate_dir}'s dependencies: {deps:?}"
+        );
+        for name in forbidden {
+            assert!(!deps.contains(*name), "{crate_dir} depends on {name}");
+        }
+    }
+    assert!(dependencies("server").contains("herald-store"));
+}

@@ -1014,7 +1014,7 @@ async fn the_inbox_keeps_to_its_quota_and_age() {
 #[tokio::test]
 async fn one_user_cannot_fill_the_store_with_device_ids() {
     let h = Harness::start().await;
-    for i in 0..herald_server::store::MAX_PHONES_PER_USER {
+    for i in 0..herald_store::MAX_PHONES_PER_USER {
         let (phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, &format!("tel-{i}")).await;
         drop(phone);
     }
@@ -1036,7 +1036,7 @@ async fn one_user_cannot_fill_the_store_with_device_ids() {
     let (_, phones) = h.admin("GET", "/v1/phones", None).await;
     assert_eq!(
         phones.as_array().map(Vec::len),
-        Some(herald_server::store::MAX_PHONES_PER_USER)
+        Some(herald_store::MAX_PHONES_PER_USER)
     );
 }
 

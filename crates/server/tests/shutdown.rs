@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use herald_port::Chat;
-use herald_server::store::{SqliteStore, Store};
+use herald_store::{SqliteStore, Store};
 use herald_test_support::{
     admin_text, capture, test_config, Gadget, Harness, Phone, APP_TOKEN, WAIT,
 };

@@ -23,19 +23,18 @@ use super::{AdminState, ApiError};
 use crate::access::Access;
 use crate::gadget::{forget_staged, Command};
 use crate::metrics::Gauges;
-use crate::store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
+use herald_store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
 
-impl From<DeviceRecord> for DeviceRecordView {
-    fn from(r: DeviceRecord) -> Self {
-        DeviceRecordView {
-            id: r.id,
-            name: r.name,
-            board: r.board,
-            firmware: r.firmware,
-            enrolled_at: r.enrolled_at,
-            last_seen: r.last_seen,
-            sensors: r.sensors,
-        }
+/// A gadget's record as the API shows it.
+pub(crate) fn device_view(r: DeviceRecord) -> DeviceRecordView {
+    DeviceRecordView {
+        id: r.id,
+        name: r.name,
+        board: r.board,
+        firmware: r.firmware,
+        enrolled_at: r.enrolled_at,
+        last_seen: r.last_seen,
+        sensors: r.sensors,
     }
 }
 
@@ -72,22 +71,21 @@ pub(super) async fn devices(
             .into_iter()
             .map(|record| DeviceView {
                 online: state.gadget.devices.is_online(&record.id),
-                record: record.into(),
+                record: device_view(record),
             })
             .collect(),
     ))
 }
 
-impl From<PhoneRecord> for PhoneRecordView {
-    fn from(record: PhoneRecord) -> Self {
-        PhoneRecordView {
-            id: record.id,
-            user_id: record.user_id,
-            name: record.info.name,
-            platform: record.info.platform,
-            first_seen: record.first_seen,
-            last_seen: record.last_seen,
-        }
+/// A phone's record as the API shows it.
+pub(crate) fn phone_view(record: PhoneRecord) -> PhoneRecordView {
+    PhoneRecordView {
+        id: record.id,
+        user_id: record.user_id,
+        name: record.info.name,
+        platform: record.info.platform,
+        first_seen: record.first_seen,
+        last_seen: record.last_seen,
     }
 }
 
@@ -100,7 +98,7 @@ pub(super) async fn phones(
             .into_iter()
             .map(|record| PhoneView {
                 online: state.mobile.devices.is_online(&record.id),
-                record: record.into(),
+                record: phone_view(record),
             })
             .collect(),
     ))

@@ -16,7 +16,7 @@ use herald_admin_api::{DeviceView, OtaView, PhoneView};
 use herald_port::{ActionError, Card, Chat, DeviceProfile, Platform};
 use serde::{Deserialize, Serialize};
 
-use super::api::{gauges, ota_view};
+use super::api::{device_view, gauges, ota_view, phone_view};
 use super::{AdminState, ApiError, App};
 use crate::activity::ConversationEvent;
 use crate::metrics::Stats;
@@ -86,7 +86,7 @@ pub(crate) async fn device(
         paired: paired(&state, Platform::Gadget, &id, profile.as_ref()).await?,
         device: DeviceView {
             online,
-            record: record.into(),
+            record: device_view(record),
         },
         profile,
         events: state.metrics.activity.recent(&chat),
@@ -122,7 +122,7 @@ pub(crate) async fn phone(
         paired,
         phone: PhoneView {
             online: state.mobile.devices.is_online(&id),
-            record: record.into(),
+            record: phone_view(record),
         },
     }))
 }

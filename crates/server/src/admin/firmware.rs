@@ -33,7 +33,7 @@ use super::api::ota_view;
 use super::{AdminState, ApiError, Console};
 use crate::files;
 use crate::ids;
-use crate::store::OtaUpdate;
+use herald_store::OtaUpdate;
 
 /// The largest image the console takes; ESP32 application partitions are smaller.
 pub(crate) const MAX_UPLOAD: usize = 16 * 1024 * 1024;
@@ -424,7 +424,7 @@ pub(crate) async fn history(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{OtaImage, OtaProgress, OtaStatus};
+    use herald_store::{OtaImage, OtaProgress, OtaStatus};
 
     fn update(id: i64) -> OtaUpdate {
         OtaUpdate {

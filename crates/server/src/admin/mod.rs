@@ -50,7 +50,7 @@ use crate::gadget::GadgetHub;
 use crate::ids;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
-use crate::store::{StoreError, StoreHandle};
+use herald_store::{StoreError, StoreHandle};
 
 /// The token every admin request must carry; created once, kept across restarts.
 pub(crate) fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {

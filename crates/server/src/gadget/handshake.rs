@@ -34,7 +34,7 @@ use crate::listener;
 use crate::places::AddrPlace;
 use crate::shell::close_code;
 use crate::socket;
-use crate::store::{DeviceProfile, Store, StoreError};
+use herald_store::{DeviceProfile, Store, StoreError};
 
 /// Why a handshake ended without a session.
 enum Ended {

@@ -18,7 +18,7 @@ use herald_gadget_proto::is_valid_device_id;
 use herald_gadget_proto::limits::KEY_LEN;
 use herald_session::gadget::handshake::{fingerprint, Known};
 
-use crate::store::{DeviceProfile, DeviceRecord, Store, StoreError};
+use herald_store::{DeviceProfile, DeviceRecord, Store, StoreError};
 
 /// What memory holds of a device whose record is `record`.
 fn known_of(record: &DeviceRecord) -> Known {
@@ -82,7 +82,7 @@ impl KnownDevices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SqliteStore;
+    use herald_store::SqliteStore;
 
     #[test]
     fn devices_in_the_store_are_known_with_their_key_and_profile() {

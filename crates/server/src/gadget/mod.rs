@@ -44,8 +44,8 @@ use crate::inbox::Inbox;
 use crate::listener;
 use crate::metrics::Metrics;
 use crate::queue;
-use crate::store::{OtaUpdate, StoreError, StoreHandle};
 use crate::throttle::FailureThrottle;
+use herald_store::{OtaUpdate, StoreError, StoreHandle};
 
 pub(crate) use known::KnownDevices;
 pub(crate) use ota::{

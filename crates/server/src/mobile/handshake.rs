@@ -27,7 +27,7 @@ use crate::labels;
 use crate::listener;
 use crate::metrics::Traffic;
 use crate::socket;
-use crate::store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
+use herald_store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);

@@ -37,8 +37,8 @@ use crate::inbox::Inbox;
 use crate::listener;
 use crate::metrics::Metrics;
 use crate::queue;
-use crate::store::StoreHandle;
 use crate::throttle::FailureThrottle;
+use herald_store::StoreHandle;
 
 pub(crate) use session::Command;
 

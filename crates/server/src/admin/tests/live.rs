@@ -135,8 +135,8 @@ impl Running {
     /// The server's own pairing store, as a device's first contact would use it.
     fn server_access(&self) -> crate::access::Access {
         let store =
-            crate::store::SqliteStore::open(&self.dir.path().join(crate::STORE_FILE)).unwrap();
-        let store = crate::store::StoreHandle::new(Arc::new(store)).unwrap();
+            herald_store::SqliteStore::open(&self.dir.path().join(crate::STORE_FILE)).unwrap();
+        let store = herald_store::StoreHandle::new(Arc::new(store)).unwrap();
         crate::access::Access::new(store, Default::default(), Default::default())
     }
 }

@@ -27,7 +27,7 @@ use tracing::warn;
 
 use crate::config::GadgetConfig;
 use crate::files;
-use crate::store::{OtaImage, OtaUpdate, Store, StoreError, StoreHandle};
+use herald_store::{OtaImage, OtaUpdate, Store, StoreError, StoreHandle};
 
 /// Where staged images live, inside the data directory.
 pub(crate) const STAGING_DIR: &str = "ota";

@@ -44,7 +44,7 @@ use crate::ids::OsEntropy;
 use crate::queue;
 use crate::shell::{self, Connections, Next};
 use crate::socket::{Closed, Outgoing, Room};
-use crate::store::OtaUpdate;
+use herald_store::OtaUpdate;
 
 /// What the agent side and the admin API ask of a device.
 pub(crate) enum Command {

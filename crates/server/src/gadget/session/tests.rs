@@ -10,11 +10,11 @@ use tokio::sync::oneshot;
 use super::*;
 
 fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
-    let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
+    let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
     let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
     Arc::new(GadgetHub::new(
         Default::default(),
-        crate::store::StoreHandle::new(Arc::new(store)).unwrap(),
+        herald_store::StoreHandle::new(Arc::new(store)).unwrap(),
         inbox,
         Default::default(),
         Default::default(),

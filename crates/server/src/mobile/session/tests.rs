@@ -10,12 +10,12 @@ use herald_session::mobile::link::Delivers;
 use super::*;
 
 fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
-    let store = crate::store::SqliteStore::open(&dir.join("herald.db")).unwrap();
+    let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
     let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
     let hub = MobileHub::new(
         Default::default(),
         "test-app-token-0123456789abcdef0123",
-        crate::store::StoreHandle::new(Arc::new(store)).unwrap(),
+        herald_store::StoreHandle::new(Arc::new(store)).unwrap(),
         inbox,
         Default::default(),
     );

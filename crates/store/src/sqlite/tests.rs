@@ -6,7 +6,7 @@ use herald_port::Platform;
 use rusqlite::Connection;
 
 use super::SqliteStore;
-use crate::store::{
+use crate::{
     DeviceProfile, Enrollment, OtaImage, OtaProgress, OtaStatus, PhoneClaim, PhoneInfo, Store,
     StoreError, MAX_PHONES_PER_USER, STALE_PHONE_DAYS,
 };

@@ -183,7 +183,7 @@ fn serve(store: &dyn Store, seen: &Seen, jobs: mpsc::Receiver<Job>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{DeviceProfile, SqliteStore};
+    use crate::{DeviceProfile, SqliteStore};
 
     fn handle() -> (tempfile::TempDir, StoreHandle) {
         let dir = tempfile::tempdir().unwrap();

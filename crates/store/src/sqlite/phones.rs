@@ -5,7 +5,7 @@ use herald_mobile_proto::limits::{OUTBOX_BYTES, OUTBOX_FRAMES};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::write_transaction;
-use crate::store::{
+use crate::{
     Millis, PhoneClaim, PhoneInfo, PhoneRecord, StoreError, MAX_PHONES_PER_USER, STALE_PHONE_DAYS,
 };
 

@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::write_transaction;
-use crate::store::{Millis, OtaImage, OtaProgress, OtaStatus, OtaUpdate, StoreError};
+use crate::{Millis, OtaImage, OtaProgress, OtaStatus, OtaUpdate, StoreError};
 
 const OTA_COLUMNS: &str = "id, device_id, file, sha256, size, version, status, attempts, \
                            bytes_sent, error, created_at, updated_at";

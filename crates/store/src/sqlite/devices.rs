@@ -5,9 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
 use super::write_transaction;
-use crate::store::{
-    self, admissible_sensors, DeviceProfile, DeviceRecord, Enrollment, Millis, StoreError,
-};
+use crate::{admissible_sensors, DeviceProfile, DeviceRecord, Enrollment, Millis, StoreError};
 
 fn sensors_from_json(id: &str, text: &str) -> Result<Map<String, Value>, StoreError> {
     match serde_json::from_str(text) {
@@ -122,7 +120,7 @@ pub(super) fn touch(
         return Ok(false);
     };
     let mut sensors = sensors_from_json(id, &stored).unwrap_or_default();
-    store::merge_sensors(&mut sensors, &profile.sensors);
+    crate::merge_sensors(&mut sensors, &profile.sensors);
     tx.prepare_cached(
         "UPDATE devices SET name = ?2, board = ?3, firmware = ?4, last_seen = ?5, sensors = ?6
          WHERE id = ?1",
@@ -170,7 +168,7 @@ pub(super) fn merge_sensors(
         .optional()?;
     if let Some(stored) = stored {
         let mut merged = sensors_from_json(id, &stored).unwrap_or_default();
-        store::merge_sensors(&mut merged, sensors);
+        crate::merge_sensors(&mut merged, sensors);
         tx.execute(
             "UPDATE devices SET sensors = ?2 WHERE id = ?1",
             params![id, Value::Object(merged).to_string()],

@@ -5,7 +5,7 @@ use herald_port::Platform;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::write_transaction;
-use crate::store::{Millis, PairingRecord, StoreError};
+use crate::{Millis, PairingRecord, StoreError};
 
 const PAIRING_COLUMNS: &str = "platform, user_id, user_name, code, created_at, approved_at";
 
