@@ -3,17 +3,14 @@
 //! A gadget streams an utterance as channel-1 frames of little-endian PCM16, which is exactly
 //! the data chunk of a WAV file. So [`write_wav`] writes a 44-byte header and then the
 //! caller's buffer as it is: the audio is never copied, converted or re-encoded, whatever its
-//! length. Both writes go to a hidden temporary file beside the target, which is synced and
-//! then renamed over it, so a crash leaves either no file or a whole one, never half of one.
-//! Files are created readable by their owner only: they hold someone's voice.
+//! length. Both go to the file the way every private file is written (`herald_files`: a
+//! hidden temporary beside the target, synced, then renamed over it, mode 0600), so a crash
+//! leaves either no file or a whole one, and only its owner may read someone's voice.
 //!
 //! There is deliberately no `&[i16]` variant: on the wire and in the receive buffer the
 //! samples are already bytes, and turning `i16`s back into bytes would need a copy.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Length of the canonical header [`write_wav`] puts before the samples.
@@ -44,19 +41,7 @@ pub enum WavError {
 pub fn write_wav(path: &Path, rate: u32, pcm: &[u8]) -> Result<Duration, WavError> {
     let pcm = &pcm[..pcm.len() - pcm.len() % SAMPLE_BYTES];
     let header = wav_header(rate, pcm.len())?;
-    let tmp = temporary_name(path);
-    let result = (|| {
-        let mut file = create_private(&tmp)?;
-        file.write_all(&header)?;
-        file.write_all(pcm)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        // Best effort: the original error is the one worth reporting.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result?;
+    herald_files::write_private_parts(path, &[header.as_slice(), pcm])?;
     Ok(pcm16_duration(pcm.len(), rate))
 }
 
@@ -97,30 +82,6 @@ fn wav_header(rate: u32, data_len: usize) -> Result<[u8; WAV_HEADER_LEN], WavErr
     h[36..40].copy_from_slice(b"data");
     h[40..44].copy_from_slice(&data.to_le_bytes());
     Ok(h)
-}
-
-/// A hidden name beside `path`, unique within this process (several sessions may save voice
-/// messages at once) and across processes.
-fn temporary_name(path: &Path) -> std::path::PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!(".{name}.{}.{n}.part", std::process::id()))
-}
-
-fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)
 }
 
 /// What a WAV file someone sent us holds, read from its header.

@@ -28,8 +28,34 @@ pub fn random_hex(len: usize) -> String {
     text
 }
 
+/// The token kept in the private file `path`; a new one (64 hex characters) when the
+/// file is missing or holds fewer than 32 characters, the least a guessable secret
+/// may have.
+pub(crate) fn load_or_create_token(path: &std::path::Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(token) if token.trim().len() >= 32 => Ok(token.trim().to_owned()),
+        _ => {
+            let token = random_hex(64);
+            herald_files::write_private(path, token.as_bytes())?;
+            Ok(token)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_kept_token_is_read_back_and_a_missing_or_short_one_made_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("some.token");
+        let made = super::load_or_create_token(&path).unwrap();
+        assert_eq!(made.len(), 64);
+        assert_eq!(super::load_or_create_token(&path).unwrap(), made);
+        std::fs::write(&path, "short\n").unwrap();
+        let anew = super::load_or_create_token(&path).unwrap();
+        assert!(anew.len() == 64 && anew != made);
+    }
+
     #[test]
     fn hex_ids_have_the_asked_length() {
         for len in [8, 12, 64] {

@@ -178,7 +178,10 @@ impl Server {
         ));
         let app_token = match &config.mobile.token {
             Some(token) => token.expose().to_owned(),
-            None => mobile::load_or_create_token(data_dir).map_err(data_err)?,
+            // Generated on first use, so a newcomer's phone connects with nothing to set.
+            None => {
+                ids::load_or_create_token(&data_dir.join(mobile::TOKEN_FILE)).map_err(data_err)?
+            }
         };
         let mobile = Arc::new(MobileHub::new(
             config.mobile.clone(),
@@ -213,7 +216,8 @@ impl Server {
         let scheme = if tls.is_some() { "wss" } else { "ws" };
         let gadget_url = net::url(scheme, gadget_addr, &config.gadget.path);
         let mobile_url = net::url(scheme, mobile_addr, &config.mobile.path);
-        let token = admin::load_or_create_token(data_dir).map_err(data_err)?;
+        let token = ids::load_or_create_token(&data_dir.join(herald_admin_api::TOKEN_FILE))
+            .map_err(data_err)?;
         let admin_state = admin::AdminState {
             token: token.into(),
             store: store.clone(),

@@ -38,7 +38,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE, TOKEN_FILE};
+use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE};
 use herald_port::{AccessError, Authorizer, Outbound};
 
 use self::firmware::Firmware;
@@ -47,23 +47,9 @@ use self::session::Sessions;
 use crate::access::Access;
 use crate::files;
 use crate::gadget::GadgetHub;
-use crate::ids;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
 use herald_store::{StoreError, StoreHandle};
-
-/// The token every admin request must carry; created once, kept across restarts.
-pub(crate) fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
-    let path = data_dir.join(TOKEN_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(token) if token.trim().len() >= 32 => Ok(token.trim().to_owned()),
-        _ => {
-            let token = ids::random_hex(64);
-            files::write_private(&path, token.as_bytes())?;
-            Ok(token)
-        }
-    }
-}
 
 pub(crate) fn publish(data_dir: &Path, url: &str) -> std::io::Result<PathBuf> {
     let endpoint = Endpoint {

@@ -48,19 +48,6 @@ pub const TOKEN_FILE: &str = "mobile.token";
 /// The longest phone name or platform kept; longer ones are cut.
 pub(crate) const MAX_LABEL: usize = 64;
 
-/// The app token kept in the data directory, created (64 hex characters) on first use,
-/// so a newcomer's phone can connect without configuring anything.
-pub(crate) fn load_or_create_token(data_dir: &std::path::Path) -> std::io::Result<String> {
-    let path = data_dir.join(TOKEN_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
-        _ => {
-            let token = crate::ids::random_hex(64);
-            crate::files::write_private(&path, token.as_bytes())?;
-            Ok(token)
-        }
-    }
-}
 use session::{Event, Session};
 
 pub(crate) struct MobileHub {
