@@ -122,6 +122,12 @@ fn firmware(board: &str, version: &str) -> Vec<u8> {
     )
 }
 
+/// The code in a screen line that shows one (`… Pairing code: ABCD2345 …`).
+fn pairing_code(line: &str) -> String {
+    let rest = line.split("Pairing code: ").nth(1).expect("a pairing code");
+    rest.split_whitespace().next().unwrap().to_owned()
+}
+
 fn devices(serve: &Serve) -> serde_json::Value {
     serde_json::from_str(&stdout(&serve.herald(&["devices", "--json"]))).unwrap()
 }
@@ -145,13 +151,7 @@ fn pairing_then_a_typed_turn_and_the_same_device_next_time() {
     );
     let mut sim = Sim::start(&url, &state, &script);
     let id = device_id(&sim.line_with("* device"));
-    let line = sim.line_with("Pairing code:");
-    let code = line
-        .split("Pairing code: ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let code = pairing_code(&sim.line_with("Pairing code:"));
     let listed = stdout(&serve.herald(&["pairing", "list"]));
     assert!(listed.contains(&format!("pending {code}")), "{listed}");
     stdout(&serve.herald(&["pairing", "approve", "gadget", &code]));
@@ -196,14 +196,12 @@ fn a_second_simulator_on_the_same_state_directory_refuses_to_start() {
     let root = tempfile::tempdir().unwrap();
     let state = state_in(&root);
     let mut first = Sim::start(&url, &state, "wait pairing\nwait ready 60\n");
-    let line = first.line_with("Pairing code:");
+    let code = pairing_code(&first.line_with("Pairing code:"));
     let (success, output) = Sim::start(&url, &state, "wait pairing\n").end();
     assert!(!success, "{output}");
     assert!(output.contains("in use by another herald sim"), "{output}");
     // The first one goes on as the device it is.
-    let code = line.split("Pairing code: ").nth(1).unwrap();
-    let code = code.split_whitespace().next().unwrap();
-    stdout(&serve.herald(&["pairing", "approve", "gadget", code]));
+    stdout(&serve.herald(&["pairing", "approve", "gadget", &code]));
     first.succeeds();
 }
 
