@@ -10,6 +10,8 @@
 //! | `/card TITLE | BODY` | a display card                                              |
 //! | `/action NAME JSON`| calls the device action; `Result: <json>` or `Action failed: …`|
 //! | `/slow`            | streams for 30 s, so `cancel` can be seen to stop it          |
+//! | `/fail`            | "Thinking", then the turn fails (as a model error would)      |
+//! | `/stall`           | a turn that never answers nor ends (as a hung model would)    |
 //! | `/new`             | `Started a new conversation.`                                 |
 //! | `/choose A, B, C`  | a clarify card (phones); the reply names the choice           |
 //! | `/long`            | a reply longer than a phone's message limit, so it is chunked |
@@ -30,6 +32,9 @@ use herald_port::{
 };
 use tokio::task::AbortHandle;
 use tracing::debug;
+
+/// How long `/fail` thinks before it fails.
+const FAIL_AFTER: Duration = Duration::from_secs(1);
 
 /// Pause between streamed previews of an ordinary reply.
 const STREAM_STEP: Duration = Duration::from_millis(40);
@@ -232,6 +237,18 @@ impl DemoAgent {
             "slow" => {
                 self.start_turn(chat.clone(), async move { slow(&*out, &chat).await })
                     .await;
+            }
+            "fail" => {
+                self.start_turn(chat.clone(), async move {
+                    out.status(&chat, "Thinking").await;
+                    tokio::time::sleep(FAIL_AFTER).await;
+                    Err(DeliveryError::Failed("the demo was asked to fail".into()))
+                })
+                .await;
+            }
+            // Until `/stop`, a new message or the device's own turn timeout.
+            "stall" => {
+                self.start_turn(chat, std::future::pending()).await;
             }
             _ => {
                 let answer = format!("You said: {text}");

@@ -77,9 +77,11 @@ fn start_server(load: Load) -> anyhow::Result<(Spawned, Info)> {
         Load::Soak => ("demo", soak::SERVER_CONFIG),
         Load::Connect | Load::Talk | Load::Speak | Load::Mobile => ("echo", ""),
     };
+    // No speaker cues: the clients check every stream they hear as the agent's speech,
+    // and a "heard" cue that the answer replaces would count as a broken one.
     std::fs::write(
         &config,
-        format!("[gadget]\nheartbeat_s = {HEARTBEAT_S}\n{extra}"),
+        format!("[gadget]\nheartbeat_s = {HEARTBEAT_S}\ncue_after_s = 0\n{extra}"),
     )?;
     let log_path = dir.path().join("serve.log");
     let log = std::fs::File::create(&log_path)?;

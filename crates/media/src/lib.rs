@@ -8,6 +8,7 @@
 //! - [`wav`]: a received utterance as a WAV file, written from the receive buffer;
 //! - [`audio`]: any audio file decoded, downmixed and resampled into PCM16 frames;
 //! - [`pacing`]: when each of those frames may be sent (a clock with no clock inside);
+//! - [`cue`]: Herald's own short tones for a gadget's speaker (heard, working, failed);
 //! - [`image`]: any picture fitted into the device's box as RGB565.
 //!
 //! Nothing here knows the wire protocol or runs a task: data (or a file) in, data out, with
@@ -15,6 +16,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod audio;
+pub mod cue;
 pub mod image;
 pub mod pacing;
 pub mod text;

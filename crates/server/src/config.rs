@@ -71,6 +71,13 @@ pub struct GadgetConfig {
     pub path: String,
     pub heartbeat_s: u32,
     pub max_utterance_s: u32,
+    /// A speaker gadget hears a soft "still working" cue once a turn has been quiet this
+    /// long, and again every `cue_every_s`; 0: no cues at all (not even "heard" and
+    /// "failed").
+    pub cue_after_s: u32,
+    pub cue_every_s: u32,
+    /// A turn the agent leaves silent this long is ended as failed.
+    pub turn_timeout_s: u32,
     /// Devices must present this token in `hello` when set.
     pub access_token: Option<Secret>,
     /// Device ids authorized without pairing.
@@ -165,6 +172,9 @@ impl Default for GadgetConfig {
             path: "/gadget".into(),
             heartbeat_s: 20,
             max_utterance_s: 60,
+            cue_after_s: 4,
+            cue_every_s: 8,
+            turn_timeout_s: 180,
             access_token: None,
             allowed_users: Vec::new(),
             allow_all_users: false,
@@ -274,6 +284,24 @@ impl Config {
             return Err(invalid(
                 "gadget.max_utterance_s",
                 "must be between 1 and 600 seconds",
+            ));
+        }
+        if !(1..=120).contains(&self.gadget.cue_every_s) {
+            return Err(invalid(
+                "gadget.cue_every_s",
+                "must be between 1 and 120 seconds",
+            ));
+        }
+        if self.gadget.cue_after_s > 120 {
+            return Err(invalid(
+                "gadget.cue_after_s",
+                "must be 0 (no cues) to 120 seconds",
+            ));
+        }
+        if !(10..=3600).contains(&self.gadget.turn_timeout_s) {
+            return Err(invalid(
+                "gadget.turn_timeout_s",
+                "must be between 10 and 3600 seconds",
             ));
         }
         let ota_timeouts = [

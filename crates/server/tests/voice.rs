@@ -383,3 +383,105 @@ async fn an_unpaired_gadget_writes_nothing_to_disk() {
         "{devices}"
     );
 }
+
+/// The next audio stream's start, skipping what else comes; then every frame of it up to
+/// its end: (stream, bytes of PCM).
+async fn next_stream(conn: &mut Conn) -> (u8, usize) {
+    let stream = loop {
+        if let Incoming::Msg(ServerMessage::AudioStart(start)) = conn.next().await {
+            break start.stream;
+        }
+    };
+    let mut bytes = 0;
+    loop {
+        match conn.next().await {
+            Incoming::Frame(frame) => {
+                let (header, payload) = decode_frame(&frame).unwrap();
+                assert_eq!(header.stream, stream);
+                bytes += payload.len();
+            }
+            Incoming::Msg(ServerMessage::AudioEnd(end)) if end.stream == stream => {
+                return (stream, bytes)
+            }
+            Incoming::Msg(other) => panic!("within a cue: {other:?}"),
+        }
+    }
+}
+
+/// Never silent: a voice turn is acknowledged at once, while the agent has not answered.
+#[tokio::test]
+async fn a_voice_turn_is_acknowledged_with_a_cue_at_once() {
+    let (factory, _port, mut inbox) = capture();
+    let mut config = test_config();
+    config.gadget.allow_all_users = true;
+    config.gadget.cue_after_s = 4;
+    let h = Harness::start_in(config, tempfile::tempdir().unwrap(), factory).await;
+    let (mut conn, _) = speaking_gadget(16_000).connect(&h.url).await;
+    utter(&mut conn, 1, 16_000, &tone(16_000, 1.0)).await;
+    // The cue: a short clip at the speaker's rate (two notes, 160 ms).
+    let (_, bytes) = next_stream(&mut conn).await;
+    assert!((3_000..8_000).contains(&bytes), "{bytes} bytes of cue");
+    let voice = tokio::time::timeout(WAIT, inbox.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(voice.body, InboundBody::Voice { .. }), "{voice:?}");
+}
+
+/// A turn that fails is heard (a cue), seen (a notice) and ended as failed; one the agent
+/// leaves hanging gets soft cues while it waits, until it is stopped.
+#[tokio::test]
+async fn failed_and_stalled_turns_are_never_silent() {
+    let h = Harness::start_with(|c| {
+        c.gadget.allow_all_users = true;
+        // After the demo's `/fail` (1 s), so no "still working" cue meets the failure.
+        c.gadget.cue_after_s = 2;
+        c.gadget.cue_every_s = 1;
+    })
+    .await;
+    let (mut conn, _) = speaking_gadget(24_000).connect(&h.url).await;
+
+    conn.text("/fail").await;
+    // The notice, the failure cue played to its end, and turn.end (after the cue, when
+    // the cue began before the turn ended).
+    let (mut notice, mut cue, mut end) = (None, None, None);
+    let mut playing = None;
+    while notice.is_none() || cue.is_none() || end.is_none() {
+        match conn.next().await {
+            Incoming::Msg(ServerMessage::Notice(n)) => notice = Some(n.text),
+            Incoming::Msg(ServerMessage::TurnEnd(e)) => end = Some(e.outcome),
+            Incoming::Msg(ServerMessage::AudioStart(start)) => playing = Some((start.stream, 0)),
+            Incoming::Frame(frame) => {
+                let (header, payload) = decode_frame(&frame).unwrap();
+                if let Some((stream, bytes)) = &mut playing {
+                    assert_eq!(header.stream, *stream);
+                    *bytes += payload.len();
+                }
+            }
+            Incoming::Msg(ServerMessage::AudioEnd(_)) => cue = playing.take().map(|(_, b)| b),
+            _ => {}
+        }
+    }
+    assert_eq!(notice.as_deref(), Some("Sorry, that did not work."));
+    assert_eq!(end.map(|o| o.as_str()), Some("failure"));
+    let bytes = cue.unwrap();
+    assert!(bytes > 10_000, "the failure cue at 24 kHz: {bytes} bytes");
+
+    conn.text("/stall").await;
+    // "Still working", two seconds into the quiet and every second after.
+    for _ in 0..2 {
+        let (_, bytes) = next_stream(&mut conn).await;
+        assert!(
+            (3_000..10_000).contains(&bytes),
+            "a soft short cue: {bytes} bytes"
+        );
+    }
+    conn.send_raw(r#"{"type":"cancel"}"#).await;
+    let end = conn
+        .until(|m| match m {
+            ServerMessage::TurnEnd(end) => Some(end),
+            _ => None,
+        })
+        .await;
+    assert_eq!(end.outcome.as_str(), "cancelled");
+}

@@ -79,6 +79,9 @@ pub fn test_config() -> Config {
     config.mobile.port = 0;
     config.mobile.token = Some(herald_server::config::Secret(APP_TOKEN.into()));
     config.admin.port = 0;
+    // Herald's own speaker cues stay out of the tests of what the agent says; the tests
+    // of the cues turn them on.
+    config.gadget.cue_after_s = 0;
     config
 }
 

@@ -33,7 +33,7 @@ use std::time::Duration;
 use herald_gadget_proto::limits;
 use herald_port::{DeliveryError, Platform};
 use herald_session::gadget::ota::PushError;
-use herald_session::gadget::Rules;
+use herald_session::gadget::{CueTiming, Rules};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
@@ -92,6 +92,11 @@ impl GadgetHub {
             heartbeat: Duration::from_secs(u64::from(config.heartbeat_s)),
             max_utterance_s: config.max_utterance_s,
             ota: ota::timeouts(&config),
+            cues: (config.cue_after_s > 0).then(|| CueTiming {
+                after: Duration::from_secs(u64::from(config.cue_after_s)),
+                every: Duration::from_secs(u64::from(config.cue_every_s)),
+            }),
+            turn_timeout: Duration::from_secs(u64::from(config.turn_timeout_s)),
         };
         GadgetHub {
             rules: Arc::new(rules),

@@ -21,6 +21,20 @@ impl Core {
     /// The agent's call `call`; its answer comes back as [`Effect::Answer`], at once or
     /// when the device (or the shell's work) settles it.
     pub fn handle_call(&mut self, call: CallId, request: Request, now: Instant) {
+        let said = matches!(
+            request,
+            Request::SendText { .. }
+                | Request::EditText { .. }
+                | Request::Ask { .. }
+                | Request::Display { .. }
+                | Request::Notice { .. }
+                | Request::SendVoice { .. }
+                | Request::SpeechBegin { .. }
+                | Request::SendImage { .. }
+        );
+        if !matches!(request, Request::Actions {} | Request::Profile {}) {
+            self.agent_active(now, said);
+        }
         let answer = match request {
             Request::SendText { text, options } => self
                 .send_text(&text, options)
@@ -118,9 +132,10 @@ impl Core {
     }
 
     /// News from the agent; what the device cannot show (offline, unpaired) is dropped.
-    pub fn handle_notification(&mut self, notification: Notification) {
+    pub fn handle_notification(&mut self, notification: Notification, now: Instant) {
         let shown = match notification {
             Notification::Status { text } => {
+                self.agent_active(now, false);
                 let status = ServerMessage::Status(proto::Status {
                     text: self.shape(&text),
                 });
@@ -128,6 +143,10 @@ impl Core {
             }
             Notification::TurnStarted { turn_id } => {
                 self.effect(Effect::Count(Counted::Turn));
+                // A voice turn has been waited for since it was heard.
+                if self.quiet_since.is_none() {
+                    self.wait_for_agent(now);
+                }
                 self.turn = Some(turn_id.as_str().to_owned());
                 self.streaming = None;
                 let turn = String::from(turn_id);
@@ -272,11 +291,16 @@ impl Core {
         Ok(())
     }
 
-    fn end_turn(&mut self, ended: &TurnId, outcome: Outcome) -> Result<(), DeliveryError> {
+    pub(super) fn end_turn(
+        &mut self,
+        ended: &TurnId,
+        outcome: Outcome,
+    ) -> Result<(), DeliveryError> {
         let Some(turn) = self.turn.take_if(|t| t == ended.as_str()) else {
             return Ok(());
         };
         self.streaming = None;
+        self.turn_over(outcome);
         let outcome = match outcome {
             Outcome::Success => proto::Outcome::Success,
             Outcome::Failure => proto::Outcome::Failure,

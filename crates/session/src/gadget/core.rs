@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, ServerMessage};
+use herald_media::cue::Cue;
 use herald_media::text::{shape_reply, Charset};
 use herald_port::{
     ActionError, Chat, DeviceProfile, Inbound, PairingCode, PcmFormat, Prompt, RequestError,
@@ -15,6 +16,7 @@ use herald_port::{
 use serde_json::{Map, Value};
 use tracing::{debug, info};
 
+use super::cues::CueTiming;
 use super::ota::{OtaEffect, Timeouts, Updates};
 use super::prompts::{PromptQueue, Question};
 use super::sensors::SensorWrites;
@@ -95,6 +97,11 @@ pub enum Effect {
     },
     /// Fit a picture to the device's box and send it on stream `stream`.
     ShowImage(Box<ImageJob>),
+    /// Play one of Herald's own cues on the speaker (rate `rate`), replacing what plays.
+    PlayCue {
+        cue: Cue,
+        rate: u32,
+    },
 }
 
 /// A picture to fit and send.
@@ -138,6 +145,10 @@ pub struct Rules {
     pub max_utterance_s: u32,
     /// How long a firmware transfer waits on the device.
     pub ota: Timeouts,
+    /// When Herald's own cues play on a speaker while the agent is quiet; `None`: never.
+    pub cues: Option<CueTiming>,
+    /// A turn the agent leaves silent this long is ended as failed.
+    pub turn_timeout: Duration,
 }
 
 /// A gadget's session: everything about its conversation that outlives a frame.
@@ -171,6 +182,10 @@ pub struct Core {
     pub(super) sensors: SensorWrites,
     /// Firmware updates: a sub-machine of its own.
     pub(super) ota: Updates,
+    /// The next "still working" cue, while the agent has said nothing in a turn.
+    pub(super) next_cue: Option<Instant>,
+    /// Since when the agent has not called on the device, in a turn.
+    pub(super) quiet_since: Option<Instant>,
     out: Output<Effect>,
 }
 
@@ -195,6 +210,8 @@ impl Core {
             deferred_end: None,
             sensors: SensorWrites::default(),
             ota: Updates::default(),
+            next_cue: None,
+            quiet_since: None,
             out: Output::default(),
         }
     }
@@ -294,6 +311,7 @@ impl Core {
         for (_, action) in overdue {
             self.answer(action.call, Err(RequestError::Action(ActionError::Timeout)));
         }
+        self.cues_due(now);
     }
 
     // ---- authorization ----
@@ -469,6 +487,7 @@ impl SessionCore for Core {
             self.actions.iter().map(|(_, a)| a.deadline).min(),
             self.sensors.deadline(),
             self.ota.next_deadline(),
+            self.cues_deadline(),
         ]
         .into_iter()
         .flatten()

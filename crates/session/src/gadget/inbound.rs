@@ -55,10 +55,12 @@ impl Core {
             }
             DeviceMessage::Cancel(_) => {
                 self.interrupt_speech();
+                self.stop_waiting();
                 self.command(ConvCommand::Stop);
             }
             DeviceMessage::SessionNew(_) => {
                 self.interrupt_speech();
+                self.stop_waiting();
                 self.command(ConvCommand::New);
             }
             // An unpaired device may not fill the inbox or the store: its voice and
@@ -78,7 +80,7 @@ impl Core {
                     }
                 }
             }
-            DeviceMessage::AudioEnd(end) => self.end_utterance(end.stream),
+            DeviceMessage::AudioEnd(end) => self.end_utterance(end.stream, now),
             DeviceMessage::AudioCancel(cancel) => {
                 self.utterance.take_if(|u| u.stream == cancel.stream);
             }
@@ -191,7 +193,7 @@ impl Core {
 
     /// The utterance is complete: too short gets a notice, the rest is saved (from the
     /// buffer it was received into) and then handed to the agent as voice.
-    fn end_utterance(&mut self, stream: u8) {
+    fn end_utterance(&mut self, stream: u8, now: Instant) {
         let Some(utterance) = self.utterance.take_if(|u| u.stream == stream) else {
             return;
         };
@@ -209,6 +211,7 @@ impl Core {
             rate,
             pcm: utterance.into_pcm(),
         });
+        self.heard(now);
     }
 
     /// Where the shell put an utterance's WAV file (and its length), or why it could not.

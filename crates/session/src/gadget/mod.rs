@@ -11,11 +11,13 @@
 //! device proves its key, is enrolled on first contact, and is found paired or not.
 //!
 //! The sub-machines it drives are pure too: the question queue ([`prompts`]), the
-//! utterance being received ([`utterance`]), the sensor write window ([`sensors`]) and
-//! the firmware updates ([`ota`]).
+//! utterance being received ([`utterance`]), the sensor write window ([`sensors`]),
+//! the firmware updates ([`ota`]) and the cues that keep a voice turn from going silent
+//! (`cues`).
 
 mod calls;
 mod core;
+mod cues;
 mod firmware;
 pub mod handshake;
 mod inbound;
@@ -27,6 +29,7 @@ mod speech;
 pub mod utterance;
 
 pub use self::core::{Core, Effect, ImageJob, Rules};
+pub use self::cues::{CueTiming, FAILED_NOTICE};
 pub use self::peer::Peer;
 pub use self::speech::SpeechChunk;
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_gadget_proto::{self as proto, limits, DeviceMessage};
+use herald_media::cue::Cue;
 use herald_port::{
     ActionError, Notification, Outcome, PairingCode, Prompt, Request, RequestError, Response,
     SendOptions, TurnId,
@@ -12,16 +13,22 @@ use herald_port::{
 use serde_json::{json, Value};
 
 use super::ota::{OtaEffect, Timeouts};
-use super::{Core, Effect, Peer, Rules};
+use super::{Core, CueTiming, Effect, Peer, Rules, FAILED_NOTICE};
 use crate::{Ids, SessionCore};
 
 const HEARTBEAT: Duration = Duration::from_secs(20);
+const TURN_TIMEOUT: Duration = Duration::from_secs(180);
 
 crate::testing::driven!(Core, Effect);
 
 type Rig = crate::testing::Rig<Core>;
 
 fn core() -> Rig {
+    core_with(None)
+}
+
+/// A session whose speaker cues play by `cues`.
+fn core_with(cues: Option<CueTiming>) -> Rig {
     let ota = Timeouts {
         ready: Duration::from_secs(limits::OTA_READY_TIMEOUT_SECS),
         ack: Duration::from_secs(limits::OTA_ACK_TIMEOUT_SECS),
@@ -31,6 +38,8 @@ fn core() -> Rig {
         heartbeat: HEARTBEAT,
         max_utterance_s: 60,
         ota,
+        cues,
+        turn_timeout: TURN_TIMEOUT,
     };
     let core = Core::new(
         "hg-0123456789abcdef".into(),
@@ -78,20 +87,20 @@ fn call(rig: &mut Rig, now: Instant, request: Request) -> Result<Response, Reque
 }
 
 /// Start a turn under an id of the test's making, as the agent names its turns.
-fn start_turn(core: &mut Core) -> String {
+fn start_turn(core: &mut Core, now: Instant) -> String {
     let turn_id = TurnId::next();
-    core.handle_notification(Notification::TurnStarted {
-        turn_id: turn_id.clone(),
-    });
+    core.handle_notification(
+        Notification::TurnStarted {
+            turn_id: turn_id.clone(),
+        },
+        now,
+    );
     turn_id.into()
 }
 
-fn end_turn(core: &mut Core, turn: &str) {
+fn end_turn(core: &mut Core, turn: &str, outcome: Outcome, now: Instant) {
     let turn_id = TurnId::try_from(turn.to_owned()).unwrap();
-    core.handle_notification(Notification::TurnEnded {
-        turn_id,
-        outcome: Outcome::Success,
-    });
+    core.handle_notification(Notification::TurnEnded { turn_id, outcome }, now);
 }
 
 /// The id a request answered with.
@@ -285,7 +294,7 @@ fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
     );
     sent(&mut core);
     effects(&mut core);
-    let turn = start_turn(&mut core);
+    let turn = start_turn(&mut core, start);
     let request = Request::SendVoice {
         path: "/tmp/speech.ogg".into(),
     };
@@ -296,7 +305,7 @@ fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
     ));
     let (stream, speech_turn) = core.start_speech().unwrap();
     assert_eq!(speech_turn.as_deref(), Some(turn.as_str()));
-    end_turn(&mut core, &turn);
+    end_turn(&mut core, &turn, Outcome::Success, start);
     assert_eq!(
         types(&sent(&mut core)),
         ["turn.start"],
@@ -326,7 +335,7 @@ fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
     let mut core = attached(true, speaker, start);
     sent(&mut core);
     effects(&mut core);
-    let turn = start_turn(&mut core);
+    let turn = start_turn(&mut core, start);
     let begin = json!({"speech_id": "s1", "sample_rate": 24000, "channels": 1});
     call(&mut core, start, speech("speech_begin", begin.clone())).unwrap();
     let [Effect::BeginSpeech {
@@ -355,7 +364,7 @@ fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
     assert!(effects(&mut core).is_empty());
 
     // The turn ends after the speech; speaking over it stops it and tells the agent.
-    end_turn(&mut core, &turn);
+    end_turn(&mut core, &turn, Outcome::Success, start);
     let barge_in = json!({"type": "audio.start", "stream": 9, "rate": 16000, "format": "pcm16"});
     core.handle_frame(frame(barge_in), start);
     let done = effects(&mut core);
@@ -519,7 +528,7 @@ fn a_pictures_caption_follows_it_through_the_core_and_answers_its_call() {
     let mut core = attached(true, display, start);
     sent(&mut core);
     effects(&mut core);
-    let turn = start_turn(&mut core);
+    let turn = start_turn(&mut core, start);
     sent(&mut core);
     let show = Request::SendImage {
         path: "/tmp/cat.png".into(),
@@ -557,4 +566,209 @@ fn a_pictures_caption_follows_it_through_the_core_and_answers_its_call() {
         core.answer(call),
         Some(Err(RequestError::Delivery(_)))
     ));
+}
+
+// ---- never silent: Herald's own cues on a speaker ----
+
+const CUES: CueTiming = CueTiming {
+    after: Duration::from_secs(4),
+    every: Duration::from_secs(8),
+};
+
+fn cues(effects: &[Effect]) -> Vec<Cue> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::PlayCue { cue, rate } => {
+                assert_eq!(*rate, 16_000, "at the speaker's rate");
+                Some(*cue)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The device is heard at `at`, as a live one is: the heartbeat does not end the test.
+fn alive(core: &mut Core, at: Instant) {
+    core.touch(at);
+}
+
+/// The frames sent but the heartbeat's.
+fn said(core: &mut Rig) -> Vec<Value> {
+    let frames = sent(core);
+    frames
+        .into_iter()
+        .filter(|f| f["type"] != "ping" && f["type"] != "pong")
+        .collect()
+}
+
+/// A paired speaker gadget, cues on, that has just said half a second.
+fn spoken_turn_taken(now: Instant) -> Rig {
+    let speaker = json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}});
+    let mut core = core_with(Some(CUES));
+    core.handle_attach(1, peer(speaker), true, "s-1".into(), 20, now);
+    sent(&mut core);
+    effects(&mut core);
+    let start = json!({"type": "audio.start", "stream": 3, "rate": 16000, "format": "pcm16"});
+    core.handle_frame(frame(start), now);
+    for seq in 0..25u16 {
+        let header = proto::FrameHeader {
+            channel: proto::Channel::Audio,
+            stream: 3,
+            seq,
+        };
+        core.handle_binary(&proto::encode_frame(header, &[0u8; 640]));
+    }
+    core.handle_frame(frame(json!({"type": "audio.end", "stream": 3})), now);
+    core
+}
+
+#[test]
+fn a_voice_turn_is_acknowledged_at_once_and_a_quiet_agent_gets_gentle_cues_until_it_speaks() {
+    let now = Instant::now();
+    let mut core = spoken_turn_taken(now);
+    let taken = effects(&mut core);
+    assert!(taken
+        .iter()
+        .any(|e| matches!(e, Effect::SaveUtterance { .. })));
+    assert_eq!(cues(&taken), [Cue::Heard]);
+    let turn = start_turn(&mut core, now + Duration::from_millis(300));
+
+    // Quiet: the first cue when `after` has passed since it was heard, then every `every`.
+    assert_eq!(core.poll_timeout(), Some(now + CUES.after));
+    core.handle_timeout(now + CUES.after, 0);
+    assert_eq!(cues(&effects(&mut core)), [Cue::Working]);
+    assert_eq!(core.poll_timeout(), Some(now + CUES.after + CUES.every));
+    core.handle_timeout(now + CUES.after + CUES.every, 0);
+    assert_eq!(cues(&effects(&mut core)), [Cue::Working]);
+
+    // The agent answers: no more cues, and the turn ends as it should.
+    let said = now + Duration::from_secs(13);
+    call(
+        &mut core,
+        said,
+        Request::SendText {
+            text: "It is sunny.".into(),
+            options: SendOptions::default(),
+        },
+    )
+    .unwrap();
+    core.handle_timeout(said + CUES.every * 3, 0);
+    assert!(cues(&effects(&mut core)).is_empty());
+    end_turn(&mut core, &turn, Outcome::Success, said + CUES.every * 3);
+    assert!(cues(&effects(&mut core)).is_empty());
+    assert_eq!(
+        types(&self::said(&mut core)),
+        ["turn.start", "reply", "turn.end"]
+    );
+}
+
+#[test]
+fn a_failed_turn_is_heard_and_seen() {
+    let now = Instant::now();
+    let mut core = spoken_turn_taken(now);
+    let turn = start_turn(&mut core, now);
+    effects(&mut core);
+    sent(&mut core);
+    end_turn(
+        &mut core,
+        &turn,
+        Outcome::Failure,
+        now + Duration::from_secs(2),
+    );
+    assert_eq!(cues(&effects(&mut core)), [Cue::Failed]);
+    let frames = sent(&mut core);
+    assert_eq!(types(&frames), ["notice", "turn.end"]);
+    assert_eq!(frames[0]["text"], FAILED_NOTICE);
+    assert_eq!(frames[1]["outcome"], "failure");
+    // Over: nothing more to wait for.
+    core.handle_timeout(now + TURN_TIMEOUT * 2, 0);
+    assert!(cues(&effects(&mut core)).is_empty());
+}
+
+#[test]
+fn a_turn_the_agent_leaves_silent_is_ended_as_failed_after_the_turn_timeout() {
+    let now = Instant::now();
+    let mut core = spoken_turn_taken(now);
+    let turn = start_turn(&mut core, now);
+    sent(&mut core);
+    // A status line is the agent at work: the silence is timed from it.
+    core.handle_notification(
+        Notification::Status {
+            text: "Searching".into(),
+        },
+        now + Duration::from_secs(60),
+    );
+    let deadline = now + Duration::from_secs(60) + TURN_TIMEOUT;
+    let mut at = now;
+    while at < deadline {
+        at = core.poll_timeout().unwrap().min(deadline);
+        alive(&mut core, at);
+        core.handle_timeout(at, 0);
+    }
+    let frames = said(&mut core);
+    let end = frames
+        .iter()
+        .find(|f| f["type"] == "turn.end")
+        .expect("the turn ended");
+    assert_eq!(
+        (end["turn"].as_str(), end["outcome"].as_str()),
+        (Some(turn.as_str()), Some("failure"))
+    );
+    assert!(frames
+        .iter()
+        .any(|f| f["type"] == "notice" && f["text"] == FAILED_NOTICE));
+    let heard = cues(&effects(&mut core));
+    assert_eq!(heard.last(), Some(&Cue::Failed));
+    assert!(
+        heard.iter().filter(|c| **c == Cue::Working).count() >= 20,
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn without_a_speaker_or_with_cues_off_nothing_plays_but_a_silent_turn_still_ends() {
+    let now = Instant::now();
+    for (cues_on, caps) in [
+        (true, json!({})),
+        (
+            false,
+            json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}}),
+        ),
+    ] {
+        let mut core = core_with(cues_on.then_some(CUES));
+        core.handle_attach(1, peer(caps), true, "s-1".into(), 20, now);
+        sent(&mut core);
+        let turn = start_turn(&mut core, now);
+        for at in [now + CUES.after, now + TURN_TIMEOUT] {
+            alive(&mut core, at);
+            core.handle_timeout(at, 0);
+        }
+        assert!(cues(&effects(&mut core)).is_empty());
+        let frames = said(&mut core);
+        assert!(
+            frames.iter().any(|f| f["type"] == "turn.end"
+                && f["turn"] == turn.as_str()
+                && f["outcome"] == "failure"),
+            "{frames:?}"
+        );
+    }
+}
+
+#[test]
+fn cancel_stops_the_cues() {
+    let now = Instant::now();
+    let mut core = spoken_turn_taken(now);
+    start_turn(&mut core, now);
+    effects(&mut core);
+    core.handle_frame(
+        frame(json!({"type": "cancel"})),
+        now + Duration::from_secs(1),
+    );
+    core.handle_timeout(now + CUES.after, 0);
+    assert!(cues(&effects(&mut core)).is_empty());
+    assert_eq!(
+        core.poll_timeout().map(|t| t > now + CUES.after * 4),
+        Some(true)
+    );
 }

@@ -81,6 +81,21 @@ impl Feed {
         }
     }
 
+    /// A feed of one short clip of mono PCM16 at `rate` Hz, ended: a cue.
+    pub fn clip(pcm: Vec<u8>, rate: u32) -> Feed {
+        let feed = Feed::new(PcmFormat {
+            sample_rate: rate,
+            channels: 1,
+        });
+        {
+            let mut state = feed.state();
+            state.pcm_bytes = pcm.len();
+            state.queue.push_back(SpeechInput::Pcm(pcm));
+            state.ended = true;
+        }
+        feed
+    }
+
     /// A feed of one whole file, ended: what `send_voice` plays.
     pub fn file(decoder: Decoder) -> Feed {
         let feed = Feed::new(PcmFormat {

@@ -46,6 +46,9 @@ use crate::shell::{self, Connections, Next};
 use crate::socket::{Closed, Outgoing, Room};
 use herald_store::OtaUpdate;
 
+/// The rate Herald renders its cues at; the stream resamples them to the speaker's.
+const CUE_RATE: u32 = 16_000;
+
 /// What the agent side and the admin API ask of a device.
 pub(crate) enum Command {
     /// A conversation-port call.
@@ -372,7 +375,7 @@ impl Session {
                     let call = self.waiting.hold(Answering::Port(reply));
                     self.core.handle_call(call, request, now);
                 }
-                Command::Notify(notification) => self.core.handle_notification(notification),
+                Command::Notify(notification) => self.core.handle_notification(notification, now),
                 Command::SetPaired(paired) => self.core.handle_paired(paired, now),
                 Command::OtaTarget(reply) => {
                     let call = self.waiting.hold(Answering::OtaTarget(reply));
@@ -522,6 +525,12 @@ impl Session {
                 self.core.handle_speech_stopped();
             }
             Effect::ShowImage(job) => self.show_image(*job),
+            Effect::PlayCue { cue, rate } => {
+                // A cue is Herald's own: if the device went meanwhile, nobody misses it.
+                let _ = self
+                    .play(Feed::clip(cue.render(CUE_RATE), CUE_RATE), rate)
+                    .await;
+            }
         }
     }
 
