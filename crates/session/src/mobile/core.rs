@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use herald_mobile_proto::{self as proto, limits, AvatarState, ErrorCode, PromptCard, ServerFrame};
 use herald_port::{
-    Chat, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, RequestError, Response,
-    Source,
+    AccessError, Chat, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, RequestError,
+    Response, Source,
 };
 use tracing::warn;
 
@@ -362,7 +362,7 @@ impl Core {
     }
 
     /// The authorizer's answer for the work waiting on it.
-    pub fn handle_authorization(&mut self, answer: Result<bool, String>, now: Instant) {
+    pub fn handle_authorization(&mut self, answer: Result<bool, AccessError>, now: Instant) {
         let held = std::mem::take(&mut self.held);
         match answer {
             Ok(true) => {
@@ -400,7 +400,7 @@ impl Core {
         }
     }
 
-    pub fn handle_pairing_code(&mut self, code: Result<PairingCode, String>) {
+    pub fn handle_pairing_code(&mut self, code: Result<PairingCode, AccessError>) {
         let text = match code {
             Ok(PairingCode { code, command }) => format!(
                 "This app is not paired with the agent yet: what you write reaches it once the owner \

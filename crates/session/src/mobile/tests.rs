@@ -199,7 +199,10 @@ fn an_authorizer_that_fails_drops_the_waiting_work_and_says_so() {
     let mut core = attached();
     sent(&mut core);
     core.handle_frame(text("m1", "hi"), now);
-    core.handle_authorization(Err("the bridge is gone".into()), now);
+    core.handle_authorization(
+        Err(herald_port::AccessError("the bridge is gone".into())),
+        now,
+    );
     assert!(to_agent(&effects(&mut core)).is_empty());
     let frames = sent(&mut core);
     assert_eq!(frames.len(), 1);

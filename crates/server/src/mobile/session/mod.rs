@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_mobile_proto::{limits, Deliver};
-use herald_port::{DeliveryError, Notification, PairingCode, Platform, RequestError, Response};
+use herald_port::{
+    AccessError, DeliveryError, Notification, PairingCode, Platform, RequestError, Response,
+};
 use herald_session::io::Close;
 use herald_session::mobile::link::{Delivered, Delivers, Due, Keepalive};
 use herald_session::mobile::{Core, Effect, SaveFile};
@@ -74,8 +76,8 @@ pub(crate) enum Event {
     /// How a `deliver` the phone sent on a connection ended, for the device it named.
     Delivered(Box<Pushed>),
     /// The authorizer's answer to the core's question.
-    Authorization(Result<bool, String>),
-    PairingCode(Result<PairingCode, String>),
+    Authorization(Result<bool, AccessError>),
+    PairingCode(Result<PairingCode, AccessError>),
     Command(Command),
 }
 
@@ -475,7 +477,7 @@ impl Session {
         }
         let Some(authorizer) = self.hub.devices.authorizer().cloned() else {
             // No backend yet: nothing may wait for an answer that will not come.
-            let unanswered = Err("there is no authorizer".to_owned());
+            let unanswered = Err(AccessError("there is no authorizer".to_owned()));
             return self
                 .core
                 .handle_authorization(unanswered, Instant::now().into_std());
@@ -485,8 +487,7 @@ impl Session {
             let answer = hub
                 .authorized
                 .check(authorizer.as_ref(), Platform::Mobile, &user_id)
-                .await
-                .map_err(|err| err.to_string());
+                .await;
             let _ = mailbox.send(Event::Authorization(answer)).await;
         });
     }
@@ -499,8 +500,7 @@ impl Session {
         tokio::spawn(async move {
             let code = authorizer
                 .pairing_code(Platform::Mobile, &user_id, user_name.as_deref())
-                .await
-                .map_err(|err| err.to_string());
+                .await;
             let _ = mailbox.send(Event::PairingCode(code)).await;
         });
     }
