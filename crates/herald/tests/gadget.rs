@@ -130,7 +130,12 @@ fn the_service_pairs_talks_reconnects_and_keeps_its_identity() {
     std::fs::write(&config, text.replace("token = \"s3cret\"\n", "")).unwrap();
 
     let service = Service::start(&config);
-    let first = status_until(&config, "pairing", |s| s["screen"] == "pairing");
+    // The screen says "pairing" as soon as the server does; the code follows.
+    let first = status_until(&config, "a pairing code", |s| {
+        s["shows"]
+            .as_str()
+            .is_some_and(|t| t.contains("Pairing code: "))
+    });
     let id = first["device_id"].as_str().unwrap().to_owned();
     let shows = first["shows"].as_str().unwrap();
     let code = shows

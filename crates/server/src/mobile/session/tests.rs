@@ -87,9 +87,11 @@ async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::WebSocketStream;
 
-    const CHUNKS: usize = 8;
-    // Under the 15 s a frame may take to leave, yet 8 chunks take over 90 s.
-    const READ_EVERY: Duration = Duration::from_secs(14);
+    const CHUNKS: usize = 16;
+    // Half the 15 s a frame may take to leave, so a write that spans two of the phone's
+    // steps (the next chunk starts while the phone still reads the last) stays within
+    // it on a loaded machine; 16 chunks still take over 90 s.
+    const READ_EVERY: Duration = Duration::from_secs(7);
 
     let dir = tempfile::tempdir().unwrap();
     let hub = hub(dir.path());
