@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use herald_gadget_proto::{decode_frame, AudioCaps, Channel, ServerMessage};
 use herald_port::{Chat, DeliveryError, InboundBody, Outbound, Request, RequestError, Response};
 use herald_test_support::{
-    capture, test_config, Conn, Gadget, Harness, Incoming, Phone, APP_TOKEN, WAIT,
+    capture, test_config, Conn, Gadget, Harness, Incoming, Phone, APP_TOKEN, READER_STALL, WAIT,
 };
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -160,7 +160,7 @@ async fn a_reply_written_in_odd_chunks_plays_as_one_clean_paced_stream() {
     let first = frames[0].0;
     for (n, (at, _)) in frames.iter().enumerate() {
         let plays = Duration::from_millis(40 * n as u64);
-        let earliest = plays.saturating_sub(Duration::from_millis(500 + 15));
+        let earliest = plays.saturating_sub(Duration::from_millis(500) + READER_STALL);
         assert!(
             at.duration_since(first) >= earliest,
             "frame {n} came too early"

@@ -8,7 +8,9 @@ use herald_gadget_proto::{
     ServerMessage,
 };
 use herald_port::InboundBody;
-use herald_test_support::{capture, demo, test_config, Conn, Gadget, Harness, Incoming, WAIT};
+use herald_test_support::{
+    capture, demo, test_config, Conn, Gadget, Harness, Incoming, READER_STALL, WAIT,
+};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -202,7 +204,7 @@ async fn the_demo_plays_the_recording_back_resampled_and_paced() {
     let start = frames[0].0;
     for (n, (at, _)) in frames.iter().enumerate() {
         let plays = Duration::from_millis(40 * n as u64);
-        let earliest = plays.saturating_sub(Duration::from_millis(500 + 15));
+        let earliest = plays.saturating_sub(Duration::from_millis(500) + READER_STALL);
         assert!(
             at.duration_since(start) >= earliest,
             "frame {n} came too early"

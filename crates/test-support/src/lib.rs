@@ -36,4 +36,4 @@ pub use relay::Relay;
 #[cfg(feature = "server")]
 pub use server::{admin_call, admin_text, capture, demo, test_config, Harness, APP_TOKEN, WAIT};
 #[cfg(feature = "server")]
-pub use wait::promptly;
+pub use wait::{promptly, READER_STALL};

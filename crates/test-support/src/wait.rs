@@ -9,8 +9,14 @@
 
 use std::future::Future;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use crate::server::WAIT;
+
+/// How late a loaded machine may read a stream's first frame, so that later ones look
+/// early against it: wide enough for a busy 2-core machine, still far below a pacer
+/// running a whole lead ahead (the exact pacing is `herald bench speak`'s to measure).
+pub const READER_STALL: Duration = Duration::from_millis(250);
 
 /// Await `work`, which the server should finish at once; panics after [`WAIT`] of real
 /// time. The clock, when paused, stands still meanwhile.
