@@ -1,7 +1,12 @@
 // The browser chat in a real browser (Debian's chromium, headless, driven by
 // playwright-core) against a real `herald serve`: pairing, a streamed reply, a card, an
-// upload, a picture from the agent, voice from the (fake) microphone, and the avatar's
-// states. Screenshots go to $HERALD_ARTIFACTS/web (default: target/artifacts/web).
+// upload, a picture from the agent, voice from the (fake) microphone, the avatar's
+// states, and herald restarting under the page: it reconnects and what was unanswered
+// or typed meanwhile is answered, once. Screenshots go to $HERALD_ARTIFACTS/web (default:
+// target/artifacts/web).
+//
+// The page is opened through a proxy that holds its port for the whole test: herald comes
+// back from a restart on new ports, and the page must find it at the address it came from.
 
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -10,8 +15,8 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
-// The SDK's test helper: starts herald on free ports with its own data dir.
-import { Herald, TOKEN } from "../../sdk/typescript/build/test/herald.js";
+// The SDK's test helpers: herald on the ports it picks, with its own data dir; a proxy.
+import { Herald, TcpProxy, TOKEN } from "../../sdk/typescript/build/test/herald.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
@@ -24,9 +29,11 @@ const PNG = Buffer.from(
   "base64",
 );
 
-test("the browser chat: pairing, streamed reply, card, upload, media, voice, avatar", { timeout: 120_000 }, async (t) => {
+test("the browser chat: pairing, streamed reply, card, upload, media, voice, avatar, a restart", { timeout: 120_000 }, async (t) => {
   mkdirSync(shots, { recursive: true });
   const herald = await Herald.start();
+  const proxy = await TcpProxy.open(() => herald.port("mobile"));
+  const origin = `http://127.0.0.1:${proxy.port}`;
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -34,6 +41,7 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
   });
   t.after(async () => {
     await browser.close();
+    await proxy.close();
     await herald.stop();
   });
   const page = await browser.newPage({ viewport: { width: 1100, height: 760 } });
@@ -42,15 +50,27 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
   page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()}`));
   page.on("request", (r) => {
     if (r.url().includes(TOKEN)) problems.push(`the token in a URL: ${r.url()}`);
-    if (!r.url().startsWith(`http://127.0.0.1:${herald.mobilePort}/`) && !r.url().startsWith("blob:") && !r.url().startsWith("data:")) {
+    if (!r.url().startsWith(`${origin}/`) && !r.url().startsWith("blob:") && !r.url().startsWith("data:")) {
       problems.push(`request to another host: ${r.url()}`);
     }
   });
   const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
   const agentSays = (text) => page.locator("#messages li.agent", { hasText: text });
+  // Every text frame the page sends, from its first socket on.
+  const sentTexts = [];
+  page.on("websocket", (ws) =>
+    ws.on("framesent", ({ payload }) => {
+      try {
+        const frame = JSON.parse(String(payload));
+        if (frame.t === "text") sentTexts.push(frame);
+      } catch {
+        // not JSON: not ours to count
+      }
+    }),
+  );
 
   await t.test("the page, its script and the avatar are served by herald", async () => {
-    await page.goto(`http://127.0.0.1:${herald.mobilePort}/`);
+    await page.goto(`${origin}/`);
     await page.locator("#settings").waitFor({ state: "visible" });
     const avatar = page.frame({ url: /\/avatar\.html$/ });
     assert.ok(avatar, "the avatar frame");
@@ -61,7 +81,7 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
 
   await t.test("the avatar page shows each state visibly, called directly or by postMessage", async () => {
     const solo = await browser.newPage({ viewport: { width: 320, height: 360 } });
-    await solo.goto(`http://127.0.0.1:${herald.mobilePort}/avatar.html`);
+    await solo.goto(`${origin}/avatar.html`);
     const look = () =>
       solo.evaluate(() => ({
         state: document.body.dataset.state,
@@ -96,10 +116,10 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
     await page.locator("#status[data-state=ready]").waitFor();
     assert.equal(await page.evaluate(() => localStorage.getItem("herald.token")), TOKEN);
     // The avatar named in ready is herald's own page.
-    assert.equal(await page.locator("#avatar").evaluate((f) => f.src), `http://127.0.0.1:${herald.mobilePort}/avatar.html`);
+    assert.equal(await page.locator("#avatar").evaluate((f) => f.src), `${origin}/avatar.html`);
   });
 
-  await t.test("the first message shows a pairing code, approved with the CLI", async () => {
+  await t.test("the first message shows a pairing code, approved with the CLI; then it reaches the agent", async () => {
     await page.fill("#text", "hello");
     await page.press("#text", "Enter");
     const pairing = agentSays("Pairing code:");
@@ -109,6 +129,9 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
     await shot("2-pairing");
     const out = await herald.cli("pairing", "approve", "mobile", code);
     assert.match(out, /^Approved mobile /);
+    // The page hears it at once, and the message that got the code reaches the agent.
+    await agentSays("now paired").waitFor();
+    await page.locator("#messages li.agent[data-final=true]", { hasText: "You said: hello" }).waitFor();
   });
 
   await t.test("a text turn streams into one bubble; the avatar thinks, speaks, idles", async () => {
@@ -130,11 +153,12 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
       }).observe(document.getElementById("messages"), { subtree: true, childList: true, characterData: true });
     });
     const sentence = "the quick brown fox jumps over the lazy dog";
+    const bubbles = await page.locator("#messages li.agent").count();
     await page.fill("#text", sentence);
     await page.click("#send");
     const reply = page.locator("#messages li.agent[data-final=true]", { hasText: `You said: ${sentence}` });
     await reply.waitFor();
-    assert.equal(await agentSays("You said:").count(), 1, "edits redraw one bubble");
+    assert.equal(await page.locator("#messages li.agent").count(), bubbles + 1, "edits redraw one bubble");
     const id = await reply.getAttribute("data-id");
     const texts = await page.evaluate((id) => window.__texts[id], id);
     assert.ok(texts.length >= 3, `streamed in steps: ${JSON.stringify(texts)}`);
@@ -179,16 +203,101 @@ test("the browser chat: pairing, streamed reply, card, upload, media, voice, ava
   });
 
   await t.test("voice from the microphone, as a 16 kHz WAV", async () => {
+    // Counted, not timed: the page hands each block the microphone gives it (4096 samples
+    // at the audio context's rate) to the avatar's level meter; recording stops once 1.2 s
+    // of blocks came, and what herald heard is checked against the blocks counted.
+    const avatar = page.frame({ url: /\/avatar\.html/ });
+    await avatar.evaluate(() => {
+      const api = window.hermesAvatar;
+      const setVolume = api.setVolume;
+      window.__levels = 0;
+      api.setVolume = (level) => {
+        window.__levels++;
+        setVolume.call(api, level);
+      };
+    });
+    const rate = await page.evaluate(async () => {
+      const ctx = new AudioContext();
+      const r = ctx.sampleRate;
+      await ctx.close();
+      return r;
+    });
+    const BLOCK = 4096 / rate;
+    const wanted = Math.ceil(1.2 / BLOCK);
     await page.click("#record");
     await page.locator("#record[aria-pressed=true]").waitFor();
-    await page.waitForTimeout(1200);
+    await avatar.waitForFunction((n) => window.__levels >= n, wanted);
     await page.click("#record");
     const heard = agentSays("I heard");
     await heard.waitFor();
     const seconds = Number(/I heard ([\d.]+) seconds/.exec(await heard.textContent())?.[1]);
-    assert.ok(seconds >= 0.8 && seconds <= 3, `recorded ${seconds} s`);
+    // Every block counted before the stop is in the recording; the count afterwards also
+    // has the stop's own level 0 and any block that came as it stopped.
+    const blocks = await avatar.evaluate(() => window.__levels);
+    assert.ok(seconds >= wanted * BLOCK - 0.05 && seconds <= blocks * BLOCK + 0.05, `recorded ${seconds} s; ${wanted}..${blocks} blocks of ${BLOCK} s`);
     await page.locator("#messages li.agent audio").waitFor();
     await shot("6-voice");
+  });
+
+  await t.test("herald restarts: the page reconnects, and what was unanswered or typed meanwhile is answered once", async () => {
+    const status = page.locator("#status");
+    const mine = (text) => page.locator("#messages li.me", { hasText: text });
+    const answers = (text) => page.locator("#messages li.agent[data-final=true]", { hasText: `You said: ${text}` });
+    const say = async (text) => {
+      await page.fill("#text", text);
+      await page.press("#text", "Enter");
+      await mine(text).waitFor();
+    };
+    const down = async () => {
+      await page.locator("#status[data-state=waiting]").waitFor();
+      assert.equal(await status.textContent(), "Not connected; trying again soon");
+    };
+    const backAgain = async () => {
+      await herald.run(); // on new ports, behind the same proxy
+      await page.locator("#status[data-state=ready]").waitFor();
+      assert.equal(await status.textContent(), "Connected");
+    };
+    // One message at a time: a message that arrives while the demo agent is answering
+    // another ends that turn (as a new message does in Hermes), so two resent together
+    // would get one answer between them.
+    const unanswered = "sent just before the crash";
+    const typed = "typed while herald is down";
+    const marker = "and after it";
+
+    // Herald gets a message and starts on it, but its answer never reaches the page (the
+    // proxy swallows it); then herald dies. Back, it answers the resend.
+    proxy.muted = true;
+    const answering = proxy.swallowedSomething();
+    await say(unanswered);
+    await answering;
+    await herald.kill();
+    proxy.muted = false;
+    await down();
+    await backAgain();
+    await answers(unanswered).waitFor();
+
+    // Typed while nothing listens behind the page's address; sent once herald is back.
+    await herald.kill();
+    await down();
+    await say(typed);
+    await shot("7-offline");
+    await backAgain();
+    await answers(typed).waitFor();
+
+    // A marker: anything more for the two would come before its answer.
+    await say(marker);
+    await answers(marker).waitFor();
+    await shot("8-reconnected");
+    for (const text of [unanswered, typed, marker]) {
+      assert.equal(await answers(text).count(), 1, `one answer to "${text}"`);
+      assert.equal(await mine(text).count(), 1, `"${text}" shown once`);
+    }
+    // On the wire: the unanswered one again with its id, the typed one once.
+    const sent = (text) => sentTexts.filter((f) => f.text === text);
+    assert.equal(sent(unanswered).length, 2, "sent, then resent after the restart");
+    assert.equal(new Set(sent(unanswered).map((f) => f.id)).size, 1, "with the same id");
+    assert.equal(sent(typed).length, 1);
+    assert.equal(sent(marker).length, 1);
   });
 
   assert.deepEqual(problems, []);

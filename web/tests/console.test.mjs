@@ -10,7 +10,6 @@
 
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -18,8 +17,8 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
-// The SDK's test helpers: free loopback ports, and waiting for herald to listen.
-import { freePort, waitForPort } from "../../sdk/typescript/build/test/herald.js";
+// The SDK's test helper: herald on the ports it picks, read from its log.
+import { Herald } from "../../sdk/typescript/build/test/herald.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
@@ -69,18 +68,9 @@ class Lines {
   }
 }
 
-/** `herald serve` on free loopback ports, with its own data dir and the demo agent. */
+/** `herald serve` on the loopback ports it picks, with its own data dir and the demo agent. */
 async function startHerald() {
-  const h = { dataDir: mkdtempSync(join(tmpdir(), "herald-console-")), log: "" };
-  h.gadgetPort = await freePort();
-  h.mobilePort = await freePort();
-  h.adminPort = await freePort();
-  h.env = { PATH: process.env.PATH ?? "", HOME: h.dataDir, RUST_LOG: "warn", MOBILE_TOKEN: randomBytes(32).toString("hex") };
-  const args = ["serve", "--host", "127.0.0.1", "--gadget-port", h.gadgetPort, "--mobile-port", h.mobilePort, "--admin-port", h.adminPort, "--data-dir", h.dataDir];
-  h.child = spawn(HERALD_BIN, args.map(String), { env: h.env, stdio: ["ignore", "ignore", "pipe"] });
-  h.child.stderr.on("data", (d) => (h.log += d));
-  await waitForPort(h.adminPort, h.child);
-  await waitForPort(h.gadgetPort, h.child);
+  const h = await Herald.start();
   h.base = `http://127.0.0.1:${h.adminPort}`;
   // admin.json is written once the API serves, after the token.
   for (const deadline = Date.now() + 10_000; !existsSync(join(h.dataDir, "admin.json")); ) {
@@ -88,16 +78,6 @@ async function startHerald() {
     await new Promise((r) => setTimeout(r, 50));
   }
   h.token = readFileSync(join(h.dataDir, "admin.token"), "utf8").trim();
-  h.stop = async () => {
-    if (h.child.exitCode === null && h.child.signalCode === null) {
-      const exited = new Promise((r) => h.child.once("exit", r));
-      h.child.kill("SIGTERM");
-      const t = setTimeout(() => h.child.kill("SIGKILL"), 5000);
-      await exited;
-      clearTimeout(t);
-    }
-    rmSync(h.dataDir, { recursive: true, force: true });
-  };
   return h;
 }
 
@@ -105,7 +85,7 @@ async function startHerald() {
 function startSim(herald, stateDir) {
   const child = spawn(
     HERALD_BIN,
-    ["sim", "--headless", "--name", "Console sim", "--url", `ws://127.0.0.1:${herald.gadgetPort}/gadget`, "--state-dir", stateDir],
+    ["sim", "--headless", "--name", "Console sim", "--url", herald.urls.gadget, "--state-dir", stateDir],
     { env: { ...herald.env, RUST_LOG: "warn" }, stdio: ["pipe", "pipe", "pipe"] },
   );
   child.stdout.setEncoding("utf8");
@@ -339,7 +319,7 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
 
   await t.test("the server page: the URLs devices use, their QR codes, the figures", async () => {
     await page.click("nav a[data-view=server]");
-    await page.locator("#url-gadget", { hasText: `ws://127.0.0.1:${herald.gadgetPort}/gadget` }).waitFor();
+    await page.locator("#url-gadget", { hasText: herald.urls.gadget }).waitFor();
     await page.locator("#url-chat", { hasText: `127.0.0.1:${herald.mobilePort}/` }).waitFor();
     for (const name of ["gadget", "mobile", "chat"]) {
       await page.waitForFunction((n) => document.getElementById(`qr-${n}`)?.naturalWidth > 0, name);

@@ -1,31 +1,29 @@
 // The gadget in a tab (web/src/gadget), two ways:
 // - its protocol and device modules in node, against vectors/gadget-v1.json and the
 //   reference device's rules (the same TypeScript, bundled by esbuild for the test);
-// - the page in headless Chromium against a real `herald serve` (demo agent, free ports,
-//   a temp data dir): it enrolls and shows a pairing code, is approved with the CLI,
-//   completes a typed turn, answers questions with the on-screen button and with CANCEL,
-//   sets its LED when the agent calls led.set, shows a card and an RGB565 picture, sends
-//   push-to-talk audio from the (fake) microphone and plays the reply on its speaker,
-//   answers heartbeats, and after herald restarts reconnects and signs in with its HMAC.
-// The page comes from herald's admin listener at /gadget/ when herald serves it there,
-// else from a small static server over web/dist/gadget. Screenshots go to
+// - the page in headless Chromium against a real `herald serve` (demo agent, the ports it
+//   picks itself, a temp data dir): it enrolls and shows a pairing code, is approved with
+//   the CLI, completes a typed turn, answers questions with the on-screen button and with
+//   CANCEL, sets its LED when the agent calls led.set, shows a card and an RGB565 picture,
+//   sends push-to-talk audio from the (fake) microphone and plays the reply on its
+//   speaker, answers heartbeats, and after herald restarts (behind a proxy that keeps the
+//   gadget's URL) reconnects and signs in with its HMAC.
+// The page comes from herald's admin listener at /gadget/. Screenshots go to
 // $HERALD_ARTIFACTS/gadget (default: target/artifacts/gadget).
 
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { promisify } from "node:util";
-import { build } from "esbuild";
+import { build, stop } from "esbuild";
 import { chromium } from "playwright-core";
 import { gadgetLimits } from "../limits.mjs";
 
-// The SDK's test helpers: free loopback ports, and waiting for herald to listen.
-import { freePort, waitForPort } from "../../sdk/typescript/build/test/herald.js";
+// The SDK's test helpers: herald on the ports it picks, and a proxy that holds a port.
+import { Herald, TcpProxy } from "../../sdk/typescript/build/test/herald.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const web = resolve(here, "..");
@@ -54,6 +52,8 @@ async function loadModules() {
     define: gadgetLimits(),
     logLevel: "warning",
   });
+  // esbuild's service process goes now (a later build starts another), not at node's exit.
+  await stop();
   const mod = await import(pathToFileURL(outfile).href);
   rmSync(dir, { recursive: true, force: true });
   return mod;
@@ -135,6 +135,7 @@ test("the resampler keeps time and pitch from 48 kHz to 16 kHz", async () => {
 function fakeDevice(g) {
   const sent = [];
   const frames = [];
+  const redraws = { count: 0 };
   const speaker = { active: false, volume: 1, calls: [], start() {}, push() {}, end() {}, abort: () => false, stop: () => false };
   const device = new g.GadgetDevice({
     send: (m) => (sent.push(m), true),
@@ -142,18 +143,20 @@ function fakeDevice(g) {
     startMic() {},
     stopMic() {},
     speaker,
-    changed() {},
+    changed() {
+      redraws.count++;
+    },
     brightness() {},
   });
   device.deviceId = "hg-0000000000000000";
   device.onPhase("online");
   device.onWelcome({ session: "000000000000", paired: true, heartbeatS: 20 });
-  return { device, sent, frames };
+  return { device, sent, frames, redraws };
 }
 
 test("the device core keeps the reference device's rules", async () => {
   const g = await loadModules();
-  const { device, sent, frames } = fakeDevice(g);
+  const { device, sent, frames, redraws } = fakeDevice(g);
   const t0 = 1_000_000;
 
   // hello: the LED action with its schema, a screen, a mic and a speaker.
@@ -181,6 +184,17 @@ test("the device core keeps the reference device's rules", async () => {
   device.cancelUp(t0 + 800);
   assert.deepEqual(sent.pop(), { type: "prompt.reply", id: "q1", answer: "no" });
   assert.equal(device.screen(), "ready");
+
+  // A page stalled through the whole guard still redraws the woken buttons on its next
+  // tick, however late, and only once.
+  device.onMessage({ type: "prompt", id: "q2", title: "Question", text: "Again?" }, t0);
+  const before = redraws.count;
+  device.tick(t0 + 5_000);
+  assert.equal(redraws.count, before + 1, "the late tick draws the armed buttons");
+  device.tick(t0 + 5_100);
+  assert.equal(redraws.count, before + 1, "and the next does not draw again");
+  device.answerButton(true, t0 + 5_200);
+  assert.deepEqual(sent.pop(), { type: "prompt.reply", id: "q2", answer: "yes" });
 
   // Push-to-talk: 40 ms frames of 640 samples, seq from 0; a short press is cancelled.
   device.talkDown(t0 + 1000);
@@ -224,64 +238,25 @@ test("the device core keeps the reference device's rules", async () => {
 
 // ---- the page against herald ----
 
-/** `herald serve` on fixed free ports (so a restart keeps them) with the demo agent. */
-class Herald {
-  static async start(env = {}) {
-    const h = new Herald();
-    h.dataDir = mkdtempSync(join(tmpdir(), "herald-gadget-"));
-    h.gadgetPort = await freePort();
-    h.mobilePort = await freePort();
-    h.adminPort = await freePort();
-    // Heartbeats every 5 s (the least allowed), so the test sees one answered.
-    h.config = join(h.dataDir, "herald.toml");
-    writeFileSync(h.config, "[gadget]\nheartbeat_s = 5\n");
-    h.env = { PATH: process.env.PATH ?? "", HOME: h.dataDir, RUST_LOG: "warn", MOBILE_TOKEN: randomBytes(32).toString("hex"), ...env };
-    h.log = "";
-    await h.run();
-    return h;
-  }
-
-  get gadgetUrl() {
-    return `ws://127.0.0.1:${this.gadgetPort}/gadget`;
-  }
-
-  async run() {
-    const args = ["serve", "--host", "127.0.0.1", "--gadget-port", this.gadgetPort, "--mobile-port", this.mobilePort, "--admin-port", this.adminPort];
-    this.child = spawn(HERALD_BIN, [...args.map(String), "--data-dir", this.dataDir, "--config", this.config], {
-      env: this.env,
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    this.child.stderr.on("data", (d) => (this.log += d));
-    await waitForPort(this.gadgetPort, this.child);
-    await waitForPort(this.adminPort, this.child);
-  }
-
-  async cli(...args) {
-    const { stdout } = await promisify(execFile)(HERALD_BIN, [...args, "--data-dir", this.dataDir, "--config", this.config], { env: this.env });
-    return stdout;
-  }
-
-  async halt() {
-    const child = this.child;
-    if (!child || child.exitCode !== null) return;
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill("SIGTERM");
-    const t = setTimeout(() => child.kill("SIGKILL"), 5000);
-    await exited;
-    clearTimeout(t);
-  }
-
-  async stop() {
-    await this.halt();
-    rmSync(this.dataDir, { recursive: true, force: true });
-  }
+/** `herald serve` with the demo agent, heartbeats every 5 s (the least allowed, so the test
+ * sees one answered), on the ports it picks itself. `remove()` stops it and deletes its dir. */
+async function startHerald(env = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "herald-gadget-"));
+  const config = join(dir, "herald.toml");
+  writeFileSync(config, "[gadget]\nheartbeat_s = 5\n");
+  const herald = await Herald.start({ dataDir: dir, config, env: { MOBILE_TOKEN: randomBytes(32).toString("hex"), ...env } });
+  herald.remove = async () => {
+    await herald.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return herald;
 }
 
 const GADGET_FILES = ["index.html", "gadget.js", "gadget.css", "mic-worklet.js"];
 
 /** What herald's admin listener serves at /gadget/: whether it is web/dist/gadget, and its CSP. */
 async function heraldGadget(herald) {
-  const base = `http://127.0.0.1:${herald.adminPort}/gadget/`;
+  const base = new URL("gadget/", herald.urls.console).href;
   let csp;
   for (const name of GADGET_FILES) {
     const res = await fetch(name === "index.html" ? base : base + name).catch(() => undefined);
@@ -295,12 +270,13 @@ async function heraldGadget(herald) {
 
 test("the gadget in a tab against herald: pairing, a typed turn, questions, led.set, card, picture, voice, reconnect", { timeout: 120_000 }, async (t) => {
   mkdirSync(shots, { recursive: true });
-  const herald = await Herald.start();
-  t.after(() => herald.stop());
+  const herald = await startHerald();
+  t.after(() => herald.remove());
   const served = await heraldGadget(herald);
   assert.ok(served.same, `${HERALD_BIN} does not serve this web/dist/gadget at /gadget/: rebuild it (cargo build -p herald)`);
   assert.ok(served.csp, "herald serves the page with a content security policy");
   const base = `http://127.0.0.1:${herald.adminPort}`;
+  const gadgetUrl = herald.urls.gadget;
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -328,7 +304,33 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
     if (!r.url().startsWith(`${base}/`) && !r.url().startsWith("data:")) problems.push(`request to another place: ${r.url()}`);
   });
   const sockets = [];
-  page.on("websocket", (ws) => sockets.push(ws.url()));
+  // Everything herald sends the page, in order, as the browser received it.
+  const wire = [];
+  const wireWaiters = new Set();
+  page.on("websocket", (ws) => {
+    sockets.push(ws.url());
+    ws.on("framereceived", ({ payload }) => {
+      wire.push(payload);
+      for (const check of [...wireWaiters]) check();
+    });
+  });
+  /** Resolves with `find()` once it is not undefined, looked at as each frame comes. */
+  const onWire = (find, what, ms = 20_000) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        wireWaiters.delete(check);
+        reject(new Error(`no ${what} within ${ms} ms`));
+      }, ms);
+      const check = () => {
+        const found = find();
+        if (found === undefined) return;
+        wireWaiters.delete(check);
+        clearTimeout(timer);
+        resolve(found);
+      };
+      wireWaiters.add(check);
+      check();
+    });
 
   const shot = async (name) => {
     await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
@@ -360,7 +362,7 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
     assert.equal(keyBytes.length, 32);
     deviceId = `hg-${createHash("sha256").update(keyBytes).digest("hex").slice(0, 16)}`;
     assert.equal(await page.textContent("#device-id"), deviceId);
-    assert.deepEqual(sockets, [herald.gadgetUrl]);
+    assert.deepEqual(sockets, [gadgetUrl]);
     // First contact: the key went up once, never shown in the log.
     const log = await page.textContent("#log");
     assert.match(log, /"type":"auth","key":"<the device key>"/);
@@ -406,10 +408,12 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
     await send("/ask Shall we go on?");
     await onScreen("prompt");
     await screenSays("Shall we go on?");
-    // The buttons wake after the 0.6 s guard; a click waits for that.
+    // The buttons wake after the 0.6 s guard; a click waits for that. Never sooner: how much
+    // later depends on the page's 100 ms tick, which a loaded machine delays, so there is no
+    // upper bound here (the device core's test pins the guard on a fake clock).
     await page.locator("#yes:not([disabled])").waitFor();
     const { shown, armed } = await page.evaluate(() => window.__answers);
-    assert.ok(armed - shown >= 590 && armed - shown < 1000, `Yes woke ${armed - shown} ms after the question showed`);
+    assert.ok(armed - shown >= 590, `Yes woke ${armed - shown} ms after the question showed`);
     await shot("4-prompt");
     await page.click("#yes");
     await screenSays("You answered yes.");
@@ -462,27 +466,80 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
   });
 
   await t.test("push-to-talk from the microphone; the reply plays on the speaker", async () => {
+    // Counted, not timed: TALK is held until the page has sent FRAMES frames of 40 ms, and
+    // what herald heard is checked against what the page says it sent, so a slow machine
+    // (a late release, a late frame) changes neither side of the comparison.
+    const FRAMES = 30;
+    const speakerNow = () => page.$eval("#speaker", (el) => ({ frames: Number(el.dataset.frames), ms: Number(el.dataset.scheduledMs) }));
+    const sentBefore = await page.$eval("#mic", (el) => Number(el.dataset.frames));
+    const speakerBefore = await speakerNow();
+    const wireFrom = wire.length;
     const talk = page.locator("#talk");
     await talk.hover();
     await page.mouse.down();
     await onScreen("listening");
-    await page.waitForTimeout(1500);
+    await page.waitForFunction((n) => Number(document.getElementById("mic").dataset.frames) >= n, sentBefore + FRAMES);
     await shot("8-listening");
     await page.mouse.up();
     const heard = page.locator("#screen-text", { hasText: /I heard [\d.]+ seconds/ });
     await heard.waitFor({ state: "attached" });
     const seconds = Number(/I heard ([\d.]+) seconds/.exec(await heard.textContent())?.[1]);
-    assert.ok(seconds >= 0.8 && seconds <= 2, `recorded ${seconds} s`);
-    const sent = Number(await page.getAttribute("#mic", "data-frames"));
-    assert.ok(sent >= 20, `${sent} frames of 40 ms sent`);
-    // The demo plays the recording back: frames in, scheduled through the jitter buffer.
+    const sent = (await page.$eval("#mic", (el) => Number(el.dataset.frames))) - sentBefore;
+    assert.ok(sent >= FRAMES, `${sent} frames of 40 ms sent`);
+    // 40 ms a frame, the last one maybe short; the reply rounds to a tenth of a second.
+    assert.ok(seconds >= (sent - 1) * 0.04 - 0.05 && seconds <= sent * 0.04 + 0.05, `herald heard ${seconds} s of ${sent} frames`);
+
+    // The demo plays the recording back after its reply: on the wire, by the end of the
+    // turn, the longest audio stream. (Herald may play short tones of its own on other
+    // streams around it; those count only in the total.)
+    const audio = (from) => {
+      const streams = [];
+      let replied = false;
+      for (const p of wire.slice(from)) {
+        if (typeof p !== "string") {
+          const s = streams.findLast((x) => x.stream === p[1]);
+          if (p[0] === 1 && s && !s.ended) {
+            s.bytes += p.length - 4;
+            s.frames++;
+          }
+          continue;
+        }
+        let m;
+        try {
+          m = JSON.parse(p);
+        } catch {
+          continue;
+        }
+        if (m.type === "reply" && /I heard/.test(m.text ?? "")) replied = true;
+        if (m.type === "audio.start") streams.push({ stream: m.stream, rate: m.rate, frames: 0, bytes: 0, ended: false });
+        if (m.type === "audio.end" || m.type === "audio.abort") for (const s of streams) if (s.stream === m.stream) s.ended = true;
+        if (m.type === "turn.end" && replied) {
+          const ms = (s) => (s.bytes / 2 / s.rate) * 1000;
+          const echo = streams.reduce((a, b) => (b.bytes > (a?.bytes ?? -1) ? b : a), undefined);
+          return echo && { frames: echo.frames, ms: ms(echo), allMs: streams.reduce((n, x) => n + ms(x), 0) };
+        }
+      }
+      return undefined;
+    };
+    const back = await onWire(() => audio(wireFrom), "the recording played back");
+    assert.ok(Math.abs(back.ms - seconds * 1000) <= 90, `${back.ms} ms came back for ${seconds} s`);
+    // The page takes every frame of it and schedules it through the jitter buffer.
     await page.locator("#speaker[data-state=playing]").waitFor({ state: "attached" });
     await shot("9-speaking");
-    await page.locator("#speaker[data-state=idle]").waitFor({ state: "attached", timeout: 15_000 });
-    const frames = Number(await page.getAttribute("#speaker", "data-frames"));
-    const playedMs = Number(await page.getAttribute("#speaker", "data-scheduled-ms"));
-    assert.ok(frames >= 20, `${frames} frames received`);
-    assert.ok(Math.abs(playedMs - seconds * 1000) < 300, `played ${playedMs} ms of ${seconds} s`);
+    await page.waitForFunction(
+      (n) => {
+        const s = document.getElementById("speaker");
+        return s.dataset.state === "idle" && Number(s.dataset.frames) >= n;
+      },
+      speakerBefore.frames + back.frames,
+      { timeout: 15_000 },
+    );
+    const playedMs = (await speakerNow()).ms - speakerBefore.ms;
+    // Nothing is made up, and at least the first second is played: the jitter buffer drops
+    // only what waits beyond its 1 s (a page stalled for over half a second gets a burst
+    // like that); under no load all of it is.
+    assert.ok(playedMs <= back.allMs + 1 && playedMs >= Math.min(back.ms, 1000) - 40, `played ${playedMs} ms of ${back.ms} ms (${back.allMs} ms of audio in all)`);
+    t.diagnostic(`voice: ${sent} frames sent, herald heard ${seconds} s, ${Math.round(back.ms)} ms back, ${playedMs} ms played (${Math.round(back.allMs)} ms of audio in all)`);
   });
 
   await t.test("heartbeats from the server are answered", async () => {
@@ -490,26 +547,59 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
   });
 
   await t.test("after herald restarts the gadget reconnects and signs in with its HMAC", async () => {
+    // A restarted herald listens on new ports, and the gadget must find it again at the URL
+    // it has. So the gadget is pointed, in its Settings, at a proxy that holds its port for
+    // the rest of the test and forwards to whichever gadget port herald has now.
+    const proxy = await TcpProxy.open(() => herald.port("gadget"));
+    t.after(() => proxy.close());
+    const proxied = `ws://127.0.0.1:${proxy.port}/gadget`;
+    // The log lines from now on, to see each sign-in.
+    const watchLog = () =>
+      page.evaluate(() => {
+        window.__log = [];
+        if (window.__logWatched) return;
+        window.__logWatched = true;
+        new MutationObserver((changes) => {
+          for (const c of changes) for (const n of c.addedNodes) window.__log.push(n.textContent);
+        }).observe(document.getElementById("log"), { childList: true });
+      });
+    /** Waits for a sign-in with the MAC, then the welcome, both logged after watchLog(). */
+    const signedIn = () =>
+      page.waitForFunction(() => {
+        const mac = window.__log.findIndex((l) => /"type":"auth","mac":"<mac>"/.test(l));
+        return mac >= 0 && window.__log.slice(mac).some((l) => /"type":"welcome"/.test(l));
+      });
+    await watchLog();
+    const before = sockets.length;
+    await page.click("#settings summary");
+    await page.fill("#url", proxied);
+    await page.click("#save");
+    await signedIn();
+    await onScreen("ready");
+    assert.equal(await page.textContent("#server-url"), proxied);
+
     await herald.halt();
     await onScreen("offline");
     await shot("10-offline");
-    await herald.run();
+    await watchLog();
+    await herald.run(); // on new ports, behind the same proxy
+    await signedIn();
     await onScreen("ready");
     assert.equal(await page.getAttribute("body", "data-paired"), "true");
-    const log = await page.textContent("#log");
-    assert.match(log, /"type":"auth","mac":"<mac>"/, "the second time, a MAC");
     await send("still there?");
     await screenSays("You said: still there?");
-    assert.ok(sockets.length >= 2 && sockets.every((u) => u === herald.gadgetUrl), JSON.stringify(sockets));
+    const since = sockets.slice(before);
+    assert.ok(since.length >= 2 && since.every((u) => u === proxied), JSON.stringify(sockets));
   });
 
   await t.test("a host that wants an access token: setup needed, until Settings has it", async () => {
-    const guarded = await Herald.start({ GADGET_ACCESS_TOKEN: "tab-token-1234" });
+    const guarded = await startHerald({ GADGET_ACCESS_TOKEN: "tab-token-1234" });
     const other = await browser.newContext({ viewport: { width: 1200, height: 860 } });
     try {
       const tab = await other.newPage();
       tab.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-      await tab.goto(`${base}/gadget/?url=${encodeURIComponent(guarded.gadgetUrl)}`);
+      // The page from the first herald, as now running, told to use the other one.
+      await tab.goto(`${herald.urls.console}gadget/?url=${encodeURIComponent(guarded.urls.gadget)}`);
       await tab.locator("body[data-screen=setup]").waitFor({ state: "attached" });
       await tab.locator("#screen-text", { hasText: "refused the access token" }).waitFor({ state: "attached" });
       await tab.screenshot({ path: join(shots, "11-setup-needed.png"), fullPage: true });
@@ -522,7 +612,7 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
       assert.ok(!log.includes("tab-token-1234"), "the token is not in the log");
     } finally {
       await other.close();
-      await guarded.stop();
+      await guarded.remove();
     }
   });
 

@@ -6,13 +6,16 @@ import { after, before, test } from "node:test";
 import WebSocket from "ws";
 
 import { encodeWav, HeraldClient, HeraldError, type Card, type ClientOptions, type Reply } from "../src/index.js";
-import { Herald, TOKEN, within } from "./herald.js";
+import { Herald, TcpProxy, TOKEN, within } from "./herald.js";
+
+/** A second user's app token. */
+const OTHER_TOKEN = "9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d";
 
 let herald: Herald;
 const clients: HeraldClient[] = [];
 
 before(async () => {
-  herald = await Herald.start({ env: { MOBILE_ALLOW_ALL_USERS: "1", MOBILE_DELIVER_FROM_LOOPBACK: "1" } });
+  herald = await Herald.start({ env: { MOBILE_ALLOW_ALL_USERS: "1", MOBILE_DELIVER_FROM_LOOPBACK: "1", MOBILE_EXTRA_TOKENS: `other:${OTHER_TOKEN}` } });
 });
 after(async () => {
   for (const c of clients) c.close();
@@ -266,7 +269,7 @@ test("close 1008 (a wrong token) stops for good with a typed no-access event", a
   assert.throws(() => c.connect(), /stopped/);
 });
 
-test("never hammers: waits at least the backoff between attempts, doubling", async () => {
+test("never hammers: waits at least the backoff between attempts, doubling", async (t) => {
   const opened: number[] = [];
   class Timed extends WebSocket {
     constructor(url: string) {
@@ -274,9 +277,11 @@ test("never hammers: waits at least the backoff between attempts, doubling", asy
       opened.push(Date.now());
     }
   }
-  // A port nothing listens on.
-  const dead = `ws://127.0.0.1:${await (await import("./herald.js")).freePort()}/ws`;
-  const c = client({ url: dead, WebSocket: Timed, backoff: { initialMs: 50, maxMs: 400, jitter: 0.5 } });
+  // A port that refuses every connection, held by this test until it ends (a port found
+  // free and let go could be taken meanwhile, by a server that answers).
+  const dead = await TcpProxy.open(() => undefined);
+  t.after(() => dead.close());
+  const c = client({ url: `ws://127.0.0.1:${dead.port}/ws`, WebSocket: Timed, backoff: { initialMs: 50, maxMs: 400, jitter: 0.5 } });
   const waits: number[] = [];
   c.on("disconnect", (d) => waits.push(d.retryInMs));
   const fifth = c.once("disconnect", () => waits.length >= 5);
@@ -331,15 +336,20 @@ test("every client_errors case of the vectors gets its code from the real server
   ws.close();
 });
 
-test("deliver from loopback (MOBILE_DELIVER_FROM_LOOPBACK) reaches the same user's device; any other device is forbidden", async () => {
+test("deliver from loopback (MOBILE_DELIVER_FROM_LOOPBACK) reaches the same user's device; another user's is forbidden, an unknown one offline", async () => {
   const phone = await connected();
   const target = phone.ready!.session.slice("mobile:".length);
   const cron = await connected();
   const pushed = within(5000, "the delivery", phone.once("message", (r) => r.text === "Reminder: stand up"));
   cron.deliver(target, "Reminder: stand up");
   assert.ok((await pushed).final);
-  // A device this user never used is not theirs: refused, without saying whether it exists.
+  // A connected device of another user (another token) is not this user's: refused.
+  const theirs = await connected({ token: OTHER_TOKEN });
   const refused = within(5000, "forbidden", cron.once("error"));
-  cron.deliver("nobody-here", "hello?");
+  cron.deliver(theirs.ready!.session.slice("mobile:".length), "hello?");
   assert.equal((await refused).code, "forbidden");
+  // A device with no live connection is offline, whoever owns it: nothing says whose it is.
+  const offline = within(5000, "device_offline", cron.once("error"));
+  cron.deliver("nobody-here", "hello?");
+  assert.equal((await offline).code, "device_offline");
 });

@@ -40,6 +40,15 @@ function fakeClient(): HeraldClient {
   return new HeraldClient({ url: "wss://agent.example.com/herald/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket });
 }
 
+/** The socket of the client's next attempt, once it is open (hello goes in onopen). No
+ * clock: the attempt is awaited by its state change, and setImmediate only lets the queued
+ * microtasks (the socket's open) run. */
+async function nextSocket(c: HeraldClient): Promise<FakeSocket> {
+  await c.once("state", (s) => s === "connecting");
+  await new Promise((r) => setImmediate(r));
+  return FakeSocket.last!;
+}
+
 async function readyWith(c: HeraldClient, capabilities: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<FakeSocket> {
   const ready = c.once("ready");
   c.connect();
@@ -101,14 +110,15 @@ test("messages sent while away wait for ready, then go in order; a drop resends 
   ws.say({ t: "typing" }); // the turn for "one"
   assert.deepEqual(c.pending.map((p) => p.id), [b]);
   const again = c.once("ready");
+  const reconnected = nextSocket(c);
   ws.close(1006, "gone");
-  await new Promise((r) => setTimeout(r, 5));
-  const ws2 = FakeSocket.last!;
+  const ws2 = await reconnected;
   assert.notEqual(ws2, ws);
   ws2.say({ t: "ready", session: "mobile:fake", capabilities: {} });
   await again;
-  await new Promise((r) => setTimeout(r, 0));
-  assert.deepEqual(ws2.sent.slice(1).map((s) => (JSON.parse(s) as { id: string }).id), [b], "only the unanswered one, same id");
+  // A marker sent now goes after anything the reconnection resends.
+  const marker = c.send("marker");
+  assert.deepEqual(ws2.sent.slice(1).map((s) => (JSON.parse(s) as { id: string }).id), [b, marker], "only the unanswered one, same id");
   c.close();
 });
 
@@ -135,15 +145,25 @@ test("an upload held back by a full socket goes on the next connection, even one
   const c = new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 1, jitter: 0 } });
   t.after(() => c.close());
   const ws = await readyWith(c, { max_media_bytes: 100_000, max_frame_bytes: 1_000_000, media_chunk_bytes: 8192 });
-  ws.bufferedAmount = 2 * 1024 * 1024; // the socket is full: the upload waits
+  // The socket is full: the upload waits. Each look at the buffer is counted; the second
+  // comes after the client waited once and found it still full, without sending.
+  let looks = 0;
+  const lookedTwice = new Promise<void>((resolve) => {
+    Object.defineProperty(ws, "bufferedAmount", {
+      get: () => {
+        if (++looks === 2) resolve();
+        return 2 * 1024 * 1024;
+      },
+    });
+  });
   const id = c.upload(new Uint8Array(20_000), { kind: "document" });
-  await new Promise((r) => setTimeout(r, 0));
+  await lookedTwice;
   assert.equal(ws.sent.length, 1, "nothing but hello yet");
   const again = c.once("ready");
   const lastPart = c.once("uploadProgress", (p) => p.part === 2);
+  const reconnected = nextSocket(c);
   ws.close(1006, "gone");
-  await new Promise((r) => setTimeout(r, 3));
-  const ws2 = FakeSocket.last!;
+  const ws2 = await reconnected;
   ws2.say({ t: "ready", session: "mobile:fake", capabilities: { max_media_bytes: 100_000, max_frame_bytes: 1_000_000, media_chunk_bytes: 8192 } });
   await again;
   await lastPart;
@@ -157,22 +177,16 @@ test("the backoff doubles while attempts fail and starts over after ready", asyn
   t.after(() => c.close());
   const waits: number[] = [];
   c.on("disconnect", (d) => waits.push(d.retryInMs));
-  /** The socket of the next attempt, once it is open (the client says hello in onopen). */
-  const nextSocket = async (): Promise<FakeSocket> => {
-    await c.once("state", (s) => s === "connecting");
-    await new Promise((r) => setTimeout(r, 0));
-    return FakeSocket.last!;
-  };
-  let socket = nextSocket();
+  let socket = nextSocket(c);
   c.connect();
   for (let i = 0; i < 3; i++) {
     const ws = await socket;
-    socket = nextSocket();
+    socket = nextSocket(c);
     ws.close(1006, "refused before ready");
   }
   const ws = await socket;
   ws.say({ t: "ready", session: "mobile:fake", capabilities: {} });
-  socket = nextSocket();
+  socket = nextSocket(c);
   ws.close(1006, "lost after ready");
   await socket;
   assert.deepEqual(waits, [1, 2, 4, 1]);

@@ -1,21 +1,26 @@
 // Losing the server mid-conversation: a restart (the server forgets which ids it saw)
 // and a network drop (it remembers). Either way every message is answered exactly once.
+// The client always talks to a proxy that holds its port for the whole test: a restarted
+// herald listens on a new port, and the proxy forwards there.
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { createServer, connect, type Server, type Socket } from "node:net";
 import WebSocket from "ws";
 
 import { HeraldClient, type Reply, type WebSocketConstructor } from "../src/index.js";
-import { freePort, Herald, TOKEN, within } from "./herald.js";
+import { Herald, TcpProxy, TOKEN, within } from "./herald.js";
 
 let herald: Herald;
+/** Forwards to herald's phone port, wherever the current process has it. */
+const toHerald = (): number | undefined => herald.port("mobile");
 before(async () => {
   herald = await Herald.start({ env: { MOBILE_ALLOW_ALL_USERS: "1" } });
 });
 after(async () => {
   await herald.stop();
 });
+
+const through = (proxy: TcpProxy): string => `ws://127.0.0.1:${proxy.port}/ws`;
 
 /** Records every frame the client hands to a socket. */
 function recorder(sent: string[]) {
@@ -45,8 +50,9 @@ function finals(c: HeraldClient): Reply[] {
 }
 
 test("a server restart mid-conversation: reconnect, resend what was unanswered, no duplicate reply", async () => {
+  const proxy = await TcpProxy.open(toHerald);
   const sent: string[] = [];
-  const c = await connected(herald.url, "restart", recorder(sent));
+  const c = await connected(through(proxy), "restart", recorder(sent));
   const replies = finals(c);
   const first = c.once("message", (r) => r.final && r.text === "You said: one");
   c.send("one");
@@ -60,7 +66,7 @@ test("a server restart mid-conversation: reconnect, resend what was unanswered, 
   assert.deepEqual(c.pending.map((p) => p.id), [two]);
 
   const back = c.once("ready");
-  await herald.run();
+  await herald.run(); // on a new port, behind the same proxy
   await within(10_000, "ready again", back);
   await within(5000, "reply two", c.once("message", (r) => r.final && r.text === "You said: two"));
   // A marker: once "three" is answered, anything more for "one" would have come before it.
@@ -71,69 +77,13 @@ test("a server restart mid-conversation: reconnect, resend what was unanswered, 
   const texts = sent.map((s) => JSON.parse(s) as { t: string; text?: string }).filter((f) => f.t === "text").map((f) => f.text);
   assert.deepEqual(texts, ["one", "two", "three"], "the answered message was not resent");
   c.close();
+  await proxy.close();
 });
 
-/** A TCP proxy that can swallow what the server says and cut every connection. */
-class Proxy {
-  private server: Server;
-  private pairs: [Socket, Socket][] = [];
-  muted = false;
-  swallowed = 0;
-  /** Bytes forwarded from the client to the server. */
-  upstreamBytes = 0;
-  /** Called after each forwarded piece from the client. */
-  onUpstream: (() => void) | undefined;
-  port = 0;
-  private onSwallow: (() => void) | undefined;
-  constructor(target: number) {
-    this.server = createServer((client) => {
-      const upstream = connect(target, "127.0.0.1");
-      this.pairs.push([client, upstream]);
-      client.on("data", (d) => {
-        upstream.write(d);
-        this.upstreamBytes += d.length;
-        this.onUpstream?.();
-      });
-      upstream.on("data", (d) => {
-        if (this.muted) {
-          this.swallowed += d.length;
-          this.onSwallow?.();
-        } else client.write(d);
-      });
-      const end = () => {
-        client.destroy();
-        upstream.destroy();
-      };
-      client.on("close", end).on("error", end);
-      upstream.on("close", end).on("error", end);
-    });
-  }
-  async listen(): Promise<void> {
-    this.port = await freePort();
-    await new Promise<void>((r) => this.server.listen(this.port, "127.0.0.1", r));
-  }
-  /** Resolves once the server said something that was swallowed. */
-  swallowedSomething(): Promise<void> {
-    return new Promise((r) => (this.onSwallow = r));
-  }
-  cut(): void {
-    for (const [a, b] of this.pairs) {
-      a.destroy();
-      b.destroy();
-    }
-    this.pairs = [];
-  }
-  close(): Promise<void> {
-    this.cut();
-    return new Promise((r) => this.server.close(() => r()));
-  }
-}
-
 test("a network drop before the answer arrives: the resend is dropped by the server, the reply comes once", async () => {
-  const proxy = new Proxy(herald.mobilePort);
-  await proxy.listen();
+  const proxy = await TcpProxy.open(toHerald);
   const sent: string[] = [];
-  const c = await connected(`ws://127.0.0.1:${proxy.port}/ws`, "drop", recorder(sent));
+  const c = await connected(through(proxy), "drop", recorder(sent));
   const replies = finals(c);
 
   // The server gets the message and starts answering, but the phone hears nothing.
@@ -159,9 +109,8 @@ test("a network drop before the answer arrives: the resend is dropped by the ser
 });
 
 test("a drop in the middle of an upload: all its parts go again, the file is answered once", async () => {
-  const proxy = new Proxy(herald.mobilePort);
-  await proxy.listen();
-  const c = await connected(`ws://127.0.0.1:${proxy.port}/ws`, "upload-drop");
+  const proxy = await TcpProxy.open(toHerald);
+  const c = await connected(through(proxy), "upload-drop");
   const replies = finals(c);
   const parts: number[] = [];
   c.on("uploadProgress", (p) => parts.push(p.part));

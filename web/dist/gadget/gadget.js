@@ -812,7 +812,10 @@ var GadgetDevice = class {
       }
       changed = true;
     }
-    if (this.prompt && now - this.prompt.shownAt < TIMING.promptGuardMs + 200) changed = true;
+    if (this.prompt && !this.prompt.armedDrawn) {
+      changed = true;
+      this.prompt.armedDrawn = !this.guarded(now);
+    }
     if (due(this.prompt?.until, now)) {
       this.prompt = void 0;
       changed = true;
@@ -1020,6 +1023,7 @@ ${this.pairing.command}`);
       // The hint takes the last row.
       text: this.paged(str(m, "text") ?? "", 1),
       shownAt: now,
+      armedDrawn: false,
       until: ttl !== void 0 && ttl > 0 ? now + ttl * 1e3 : void 0
     };
   }

@@ -120,6 +120,8 @@ interface PromptShown {
   title: string;
   text: Pager;
   shownAt: number;
+  /** Drawn since its guard ended: the buttons show they answer. */
+  armedDrawn: boolean;
   until: number | undefined;
 }
 
@@ -471,7 +473,12 @@ export class GadgetDevice {
       }
       changed = true; // the countdown on the status bar
     }
-    if (this.prompt && now - this.prompt.shownAt < TIMING.promptGuardMs + 200) changed = true;
+    // Redrawn through the guard and once after it, whenever that tick comes (a page
+    // stalled past the guard still wakes its buttons).
+    if (this.prompt && !this.prompt.armedDrawn) {
+      changed = true;
+      this.prompt.armedDrawn = !this.guarded(now);
+    }
     if (due(this.prompt?.until, now)) {
       this.prompt = undefined;
       changed = true;
@@ -694,6 +701,7 @@ export class GadgetDevice {
       // The hint takes the last row.
       text: this.paged(str(m, "text") ?? "", 1),
       shownAt: now,
+      armedDrawn: false,
       until: ttl !== undefined && ttl > 0 ? now + ttl * 1000 : undefined,
     };
   }
