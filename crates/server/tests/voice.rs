@@ -391,6 +391,7 @@ async fn an_unpaired_gadget_writes_nothing_to_disk() {
 async fn next_stream(conn: &mut Conn) -> (u8, usize) {
     let stream = loop {
         if let Incoming::Msg(ServerMessage::AudioStart(start)) = conn.next().await {
+            assert_eq!(start.turn, None, "a cue is not the turn's speech");
             break start.stream;
         }
     };

@@ -526,10 +526,12 @@ impl Session {
             }
             Effect::ShowImage(job) => self.show_image(*job),
             Effect::PlayCue { cue, rate } => {
-                // A cue is Herald's own: if the device went meanwhile, nobody misses it.
-                let _ = self
-                    .play(Feed::clip(cue.render(CUE_RATE), CUE_RATE), rate)
-                    .await;
+                // Herald's own sound, not the turn's speech: it names no turn. If the
+                // device went meanwhile, nobody misses it.
+                if let Some((stream, _turn)) = self.core.start_speech() {
+                    let feed = Feed::clip(cue.render(CUE_RATE), CUE_RATE);
+                    let _ = self.begin_speech(feed, stream, rate, None).await;
+                }
             }
         }
     }
