@@ -72,9 +72,33 @@ class DeviceClient:
             self.receive(left)
 
     def drain(self, quiet: float = 0.5) -> None:
-        """Read until nothing arrives for ``quiet`` seconds."""
+        """Read until nothing arrives for ``quiet`` seconds (the benchmarks' warm-up; a test
+        that checks something did not arrive ends on :meth:`settle` instead)."""
         while self.receive(quiet) is not None:
             pass
+
+    def settle(self, timeout: float = WAIT_S) -> None:
+        """A ping of our own and its pong: herald writes a connection's frames in order, so
+        once the pong is here, so is everything herald had queued for this device before it.
+
+        This is how a test ends a check that something did *not* arrive, instead of waiting
+        a while. The frames read meanwhile stay unseen for ``wait_for``."""
+        start = len(self.frames)
+        token = self.ping()
+        deadline = time.monotonic() + timeout
+        while not self.ponged(token):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no pong in {timeout:.0f} s; got {self.frames[start:]}")
+            self.receive(left)
+
+    def ping(self) -> int:
+        """Send a ping; a token for :meth:`ponged`."""
+        raise NotImplementedError
+
+    def ponged(self, token: int) -> bool:
+        """Whether the pong to the ping ``token`` came."""
+        raise NotImplementedError
 
     def close(self) -> None:
         try:
@@ -134,6 +158,14 @@ class GadgetClient(DeviceClient):
             result = self.action_results[str(frame["name"])]
             self.send({"type": "action.result", "id": frame["id"], **result})
 
+    def ping(self) -> int:
+        token = int.from_bytes(os.urandom(6), "little")
+        self.send({"type": "ping", "ts": token})
+        return token
+
+    def ponged(self, token: int) -> bool:
+        return any(f.get("type") == "pong" and f.get("ts") == token for f in self.frames)
+
     def say(self, text: str) -> None:
         self.send({"type": "text", "id": os.urandom(4).hex(), "text": text})
 
@@ -160,10 +192,20 @@ class PhoneClient(DeviceClient):
     def __init__(self, url: str, token: str, device_id: str) -> None:
         super().__init__(url)
         self.device_id = device_id
+        self._pings = 0
         device = {"id": device_id, "name": "Test Phone", "platform": "test"}
         self.send({"t": "hello", "token": token, "device": device})
         ready = self.wait_for(lambda f: f.get("t") in ("ready", "error"), 10)
         assert ready["t"] == "ready", ready
+
+    def ping(self) -> int:
+        # A mobile pong names no ping: they are counted (herald answers them in order).
+        self._pings += 1
+        self.send({"t": "ping"})
+        return self._pings
+
+    def ponged(self, token: int) -> bool:
+        return sum(1 for f in self.frames if f.get("t") == "pong") >= token
 
     def say(self, text: str) -> None:
         self.send({"t": "text", "id": os.urandom(4).hex(), "text": text})
@@ -179,6 +221,12 @@ class PhoneClient(DeviceClient):
 
     def answer(self, card: Frame, option_id: str) -> None:
         self.send({"t": "prompt", "prompt_id": card["id"], "option_id": option_id})
+
+
+def is_reply_speech(frame: Frame) -> bool:
+    """The start of a stream that speaks a reply on a gadget: it names its turn (herald's
+    own short tones, which keep a waiting device from silence, come on streams of none)."""
+    return frame.get("type") == "audio.start" and bool(frame.get("turn"))
 
 
 def gadget_id(key: bytes) -> str:

@@ -5,11 +5,14 @@
 #   plugin/tests/run.sh [PYTEST ARGS...]
 #   plugin/tests/run.sh --prepare     (only make the line's virtualenv ready)
 #
+# The tests run in a random order (pytest-randomly), a new one each run; the seed is
+# printed, and --randomly-seed=SEED runs that order again (-p no:randomly: file order).
+#
 # HERMES_LINE  the Hermes line to test: 0.19 (default), 0.20 or 0.22 (hermes_lines.py
 #              says which package brings each)
 # HERMES_VENV  virtualenv to create or reuse (default plugin/.hermes-venv for 0.19,
 #              plugin/.hermes-venv-LINE for the others): it gets that Hermes, pytest,
-#              mypy, pocketsphinx and maturin
+#              pytest-randomly, mypy, pocketsphinx and maturin
 # HERALD_BIN   the herald binary (default the workspace's target/debug/herald,
 #              which `cargo test` builds; built here only if it is missing)
 set -euo pipefail
@@ -31,8 +34,9 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; p, v = sys.argv
 fi
 # pocketsphinx (with its English model) is the offline speech-to-text of test_voice.py;
 # maturin builds the wheel test_wheel.py installs into a fresh Hermes.
-if ! "$venv/bin/python" -c 'import pytest, mypy, pocketsphinx, maturin' 2>/dev/null; then
-    "$venv/bin/pip" install --quiet --disable-pip-version-check pytest mypy pocketsphinx 'maturin>=1.16,<2'
+if ! "$venv/bin/python" -c 'import pytest, pytest_randomly, mypy, pocketsphinx, maturin' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
+        pytest 'pytest-randomly>=3.16' mypy pocketsphinx 'maturin>=1.16,<2'
 fi
 if [ "${1:-}" = --prepare ]; then
     exit 0
@@ -52,11 +56,22 @@ cd "$plugin"
 echo "==> mypy --strict (plugin, tests and bench)"
 "$venv/bin/python" -m mypy herald tests bench
 
-echo "==> pytest against $requirement"
+# A random order unless the arguments choose one (a seed, or -p no:randomly).
+order=()
+seed=
+case " $* " in
+    *randomly*) ;;
+    *) seed=$(python3 -c 'import random; print(random.randrange(1, 2**31))')
+       order=(-p randomly "--randomly-seed=$seed") ;;
+esac
+echo "==> pytest against $requirement${seed:+, in the order of seed $seed}"
 status=0
-"$venv/bin/python" -m pytest "$@" || status=$?
+"$venv/bin/python" -m pytest ${order[@]+"${order[@]}"} "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests" >&2
     exit 1
+fi
+if [ "$status" -ne 0 ] && [ -n "$seed" ]; then
+    echo "the same order again: HERMES_LINE=$line plugin/tests/run.sh --randomly-seed=$seed [the same arguments]" >&2
 fi
 exit "$status"

@@ -109,19 +109,22 @@ def decide(script: Script, messages: list[dict[str, Any]]) -> Answer:
     if not messages:
         return Answer(text="stub: empty conversation")
     last = messages[-1]
-    if last.get("role") == "tool":
-        # Answer the tool result with the follow-up of the rule that called it.
-        name = tool_name_for(messages, str(last.get("tool_call_id", "")))
-        rule = script.by_tool(name) if name else None
-        result = message_text(last)
-        if rule is None:
-            return Answer(text=f"stub: tool {name} said {result}")
-        return Answer(text=rule.reply.replace("{result}", result))
     user_text = ""
     for message in reversed(messages):
         if message.get("role") == "user":
             user_text = message_text(message)
             break
+    if last.get("role") == "tool":
+        # Answer the tool result with the follow-up of the rule that called it: the one the
+        # newest user message matches, else the first rule for that tool.
+        name = tool_name_for(messages, str(last.get("tool_call_id", "")))
+        rule = script.find(user_text)
+        if rule is None or rule.tool != name:
+            rule = script.by_tool(name) if name else None
+        result = message_text(last)
+        if rule is None:
+            return Answer(text=f"stub: tool {name} said {result}")
+        return Answer(text=rule.reply.replace("{result}", result))
     rule = script.find(user_text)
     if rule is None:
         # Hermes appends system notes to some user messages; echo only the user's line.

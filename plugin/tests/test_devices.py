@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from conftest import LED_ACTION, Rig
-from devices import Frame
+from devices import Frame, is_reply_speech
+from stub_model import Rule
 
 
 def is_type(kind: str) -> Any:
@@ -19,7 +20,7 @@ def is_type(kind: str) -> Any:
 def system_prompts_with(rig: Rig, needle: str) -> list[str]:
     """The system prompt of every model request that mentions ``needle``."""
     found = []
-    for request in rig.model.script.requests():
+    for request in rig.requests():
         system = "\n".join(
             str(m.get("content")) for m in request.get("messages", []) if m.get("role") == "system"
         )
@@ -96,35 +97,25 @@ def test_gadget_devices_lists_paired_devices_and_counts_those_waiting(rig: Rig) 
 def test_tools_never_drive_an_unpaired_gadget(rig: Rig) -> None:
     with rig.stranger_gadget() as stranger, rig.gadget("desk", actions=[LED_ACTION]) as gadget:
         stranger.wait_for(is_type("pairing"))
-        rules = rig.model.script.rules()
-        rig.model.script.set_rules(
-            [
-                rule_for_stranger("blink the stranger", "gadget_action", {"action": "led.set", "device": stranger.device_id}),
-                rule_for_stranger("card on the stranger", "gadget_display", {"text": "hi", "device": stranger.device_id}),
-                *rules,
-            ]
+        rig.add_rules(
+            Rule(match="blink the stranger", reply="Tool: {result}", tool="gadget_action",
+                 arguments={"action": "led.set", "device": stranger.device_id}),
+            Rule(match="card on the stranger", reply="Tool: {result}", tool="gadget_display",
+                 arguments={"text": "hi", "device": stranger.device_id}),
         )
-        try:
-            gadget.say("blink the stranger")
-            action = gadget.reply("Tool:")
-            gadget.say("card on the stranger")
-            card = gadget.reply("Tool:")
-        finally:
-            rig.model.script.set_rules(rules)
-        stranger.drain()
+        gadget.say("blink the stranger")
+        action = gadget.reply("Tool:")
+        gadget.say("card on the stranger")
+        card = gadget.reply("Tool:")
+        # Both tools have answered: anything they had sent the stranger is here after this.
+        stranger.settle()
     for reply in (action, card):
         assert "is not a paired gadget" in str(reply["text"]), reply
     assert not any(f.get("type") in ("action", "display") for f in stranger.frames), stranger.frames
 
 
-def rule_for_stranger(match: str, tool: str, arguments: dict[str, Any]) -> Any:
-    from stub_model import Rule
-
-    return Rule(match=match, reply="Tool: {result}", tool=tool, arguments=arguments)
-
-
 def spoken(frames: list[Frame]) -> list[Frame]:
-    return [f for f in frames if f.get("type") == "audio.start"]
+    return [f for f in frames if is_reply_speech(f)]
 
 
 def test_a_gadget_with_a_speaker_hears_typed_replies_until_voice_off(rig: Rig) -> None:
@@ -132,8 +123,8 @@ def test_a_gadget_with_a_speaker_hears_typed_replies_until_voice_off(rig: Rig) -
         gadget.say("how is the weather for the radio?")
         # The text streams first; the speech follows, and the turn ends after it.
         gadget.reply("It is sunny and warm today.")
-        start = gadget.wait_for(is_type("audio.start"))
-        gadget.wait_for(is_type("audio.end"))
+        start = gadget.wait_for(is_reply_speech)
+        gadget.wait_for(lambda f: f.get("type") == "audio.end" and f.get("stream") == start["stream"])
         gadget.wait_for(is_type("turn.end"))
         assert start["rate"] == 24000 and gadget.binary, start
 

@@ -7,12 +7,12 @@ Hermes must never have said it was interrupting a task that had already finished
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 from conftest import Rig
-from devices import Frame
-from harness import hermes_line
-from stub_model import message_text
+from devices import Frame, GadgetClient
+from stub_model import Rule, message_text
 
 FOLLOW_UPS = 20
 PAUSES_MS = (0, 50, 200)
@@ -69,43 +69,62 @@ def test_phone_follow_ups_after_turn_end_are_all_answered(rig: Rig) -> None:
     assert_never_busy(phone.frames, "text")
 
 
-def test_a_message_while_the_agent_works_still_interrupts_it(rig: Rig) -> None:
-    """Holding follow-ups must not hide a really busy agent from Hermes: a message
-    sent while it works interrupts it, also when Hermes runs that message within the
-    same turn and another one comes (no new turn starts in between)."""
-    with rig.gadget("attic") as gadget:
-        gadget.say("take your time, first")
-        wait_until_asked(rig, "take your time, first")
-        gadget.say("take your time, second")
-        gadget.wait_for(lambda f: f.get("type") == "reply" and bool(BUSY_NOTICE.search(str(f.get("text")))))
-        if hermes_line().name != "0.19":
-            # From 0.20 Hermes steers the message into the running agent instead of
-            # running it anew: it reached the busy path, which is the point.
-            wait_until_seen(rig, "take your time, second")
-            return
-        # Hermes now runs the second message in the same turn; the third interrupts it.
-        wait_until_asked(rig, "take your time, second")
-        gadget.say("third ends")
-        gadget.reply("stub: third ends")
-        gadget.wait_for(lambda f: f.get("type") == "turn.end")
-    # Both sleeps were cut short: neither run got to say it had slept.
-    assert not [f for f in gadget.frames if "slept" in str(f.get("text", ""))], gadget.frames
+def test_a_message_while_the_agent_works_reaches_hermes_at_once(rig: Rig) -> None:
+    """Holding follow-ups must not hide a really busy agent from Hermes: a message sent
+    while it works goes to Hermes's busy path at once, also when Hermes goes on with that
+    message within the same turn and another one comes (no new turn starts in between).
+
+    The work is a reply the model is still writing, held before its last sentence for as
+    long as the test likes. What Hermes does with a follow-up differs by line (0.19
+    interrupts the run and runs the follow-up next in the same turn; 0.22 cancels that one
+    model request and asks again with the follow-up added), but on each the follow-up
+    reaches the model while the work is still held: held back by the plugin, it could
+    not. (A long command would not do as the work: 0.22 moves a command that is running
+    when a message comes to the background, and reports on it in a turn of its own later.)"""
+    held = [threading.Event(), threading.Event()]
+    rig.add_rules(
+        # The most specific first: Hermes may fold messages into one.
+        Rule(match="third ends", reply="Third answered."),
+        Rule(match="start the second job", reply="Working on the second job. Second job done.", hold_last_sentence=held[1]),
+        Rule(match="start the first job", reply="Working on the first job. First job done.", hold_last_sentence=held[0]),
+    )
+    try:
+        with rig.gadget("attic") as gadget:
+            gadget.say("start the first job")
+            working(gadget, "first")
+            gadget.say("start the second job")
+            gadget.wait_for(lambda f: f.get("type") == "reply" and bool(BUSY_NOTICE.search(str(f.get("text")))))
+            wait_until_asked(rig, "start the second job")
+            working(gadget, "second")
+            # Hermes says it is busy once a turn; the model being asked is the proof.
+            gadget.say("third ends")
+            wait_until_asked(rig, "third ends")
+            gadget.reply("Third answered.")
+            gadget.wait_for(lambda f: f.get("type") == "turn.end")
+    finally:
+        for event in held:
+            event.set()
+    # All in one turn: had the plugin held a message back for a turn's end, it would have
+    # started a turn of its own.
+    assert sum(1 for f in gadget.frames if f.get("type") == "turn.start") == 1, gadget.frames
+
+
+def working(gadget: GadgetClient, job: str) -> None:
+    """Until the model's reply on ``job`` shows: it is being written (and held)."""
+    gadget.wait_for(lambda f: f.get("type") == "reply.delta" and f"Working on the {job} job." in str(f.get("text")))
 
 
 def wait_until_asked(rig: Rig, text: str, timeout: float = 30.0) -> None:
-    """Until the model has been asked ``text`` (its agent is then at work on it)."""
+    """Until the newest user message of a model request contains ``text``."""
     deadline = time.monotonic() + timeout
-    while not any(newest_user_line(r.get("messages", [])) == text for r in rig.model.script.requests()):
+    while not any(text in newest_user_message(r.get("messages", [])) for r in rig.requests()):
         assert time.monotonic() < deadline, f"the model was never asked {text!r}"
         time.sleep(0.05)
 
 
-def wait_until_seen(rig: Rig, text: str, timeout: float = 30.0) -> None:
-    """Until some message the model was sent contains ``text``."""
-    deadline = time.monotonic() + timeout
-    while not any(text in message_text(m) for r in rig.model.script.requests() for m in r.get("messages", [])):
-        assert time.monotonic() < deadline, f"the model never saw {text!r}"
-        time.sleep(0.05)
+def newest_user_message(messages: list[dict[str, object]]) -> str:
+    users = [message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return users[-1] if users else ""
 
 
 def final_messages(frames: list[Frame]) -> list[str]:
@@ -117,7 +136,7 @@ def final_messages(frames: list[Frame]) -> list[str]:
 def assert_answered_once(rig: Rig, texts: list[str], replies: list[str]) -> None:
     """Each text was asked of the model once (a run aborted by a stale interrupt and
     retried asks twice) and answered once."""
-    asked = [newest_user_line(request.get("messages", [])) for request in rig.model.script.requests()]
+    asked = [newest_user_line(request.get("messages", [])) for request in rig.requests()]
     for text in texts:
         assert asked.count(text) == 1, (text, asked.count(text))
         assert replies.count(f"stub: {text}") == 1, (text, replies)

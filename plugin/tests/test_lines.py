@@ -128,7 +128,7 @@ def test_the_model_is_offered_the_device_tools_on_a_gadget(rig: Rig) -> None:
         gadget.say("what is the weather?")
         gadget.reply("sunny")
     request = next(
-        r for r in reversed(rig.model.script.requests())
+        r for r in reversed(rig.requests())
         if any("weather" in str(m.get("content")) for m in r.get("messages", []))
     )
     offered = {t.get("function", {}).get("name") for t in request.get("tools", [])}
@@ -146,11 +146,11 @@ def test_hermes_send_reaches_a_gadget_and_a_phone_by_id(rig: Rig) -> None:
         gadget.reply("sunny")
         phone.say("what is the weather?")
         phone.message("sunny")
-        for to in (f"gadget:{gadget.device_id}", "mobile:tel-target"):
+        for to in (f"gadget:{gadget.device_id}", f"mobile:{phone.device_id}"):
             sent = rig.home.hermes("send", "--to", to, f"Parcel for {to}.", check=False)
             assert sent.returncode == 0, sent.stdout + sent.stderr
         gadget.reply(f"Parcel for gadget:{gadget.device_id}.")
-        phone.message("Parcel for mobile:tel-target.")
+        phone.message(f"Parcel for mobile:{phone.device_id}.")
 
 
 def test_hermes_gadget_info_names_the_hermes_it_runs_on(rig: Rig) -> None:

@@ -5,12 +5,12 @@ cards (several questions and multi-select where the line has them)."""
 from __future__ import annotations
 
 import json
-import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from conftest import Rig
+from conftest import Rig, cleaning_rule
 from devices import Frame, GadgetClient
 from harness import hermes_line
 
@@ -40,22 +40,31 @@ def step(gadget: GadgetClient, choice: str, answer: str, seen: set[str]) -> Fram
     return prompt
 
 
-def test_a_phone_approves_a_command_for_the_session(rig: Rig) -> None:
-    scratch = rig.victims / "phone"
+def test_a_phone_approves_a_command_for_the_session(rig: Rig, tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    # Another command of the same danger: allowed with the first "for this session".
+    rig.add_rules(
+        cleaning_rule("clean the phone scratch", scratch), cleaning_rule("tidy the phone scratch", scratch, "-r -f")
+    )
     with rig.phone("tel-session") as phone:
-        scratch.mkdir(parents=True, exist_ok=True)
+        scratch.mkdir()
         phone.say("please clean the phone scratch")
         card = phone.card("exec_approval")
         assert [o["id"] for o in card["options"]] == ["once", "session", "always", "deny"], card
         phone.answer(card, "session")
-        phone.message("Cleaned:")
+        first = phone.message("Cleaned:")
         assert not scratch.exists()
-        # Allowed for the session: another such command runs without a second card.
-        scratch.mkdir(parents=True)
+        # Allowed for the session: another such command runs without a second card (which
+        # would have come before the command ran, and so before its answer).
+        scratch.mkdir()
         phone.say("please tidy the phone scratch")
-        deadline = time.monotonic() + 30
-        while scratch.exists() and time.monotonic() < deadline:
-            phone.receive(0.2)
+        # A message of its own (0.22 sends a message's final edit twice).
+        phone.wait_for(
+            lambda f: f.get("t") == "message"
+            and bool(f.get("final"))
+            and f.get("id") != first["id"]
+            and "Cleaned:" in str(f.get("text"))
+        )
     assert not scratch.exists()
     assert sum(1 for f in phone.frames if f.get("t") == "prompt") == 1, phone.frames
 
@@ -125,3 +134,93 @@ def test_a_phone_types_several_choices_on_one_card(rig: Rig) -> None:
         reply = str(phone.message("You chose")["text"])
     expected: list[object] = [["hall", "attic"]] if hermes_line().name == "0.20" else [["hall", "attic"], "green"]
     assert answers(reply) == expected, reply
+
+
+# -- questions nobody answers ------------------------------------------------------------
+
+# How long Hermes waits for an answer in the tests below (approvals.timeout and
+# agent.clarify_timeout, both read from config.yaml when Hermes asks).
+LAPSE_S = 1
+
+
+def chosen(reply: str) -> list[object]:
+    """The choices answered in a clarify's result (a lapsed one says so in words on 0.19,
+    with no answer from 0.22)."""
+    return [a for a in answers(reply) if a in ("red", "green")]
+
+
+def lapse_after(rig: Rig, seconds: int) -> None:
+    """Hermes gives up on approvals and clarifications after ``seconds`` (config.yaml is
+    put back after the test)."""
+
+    def change(config: dict[str, object]) -> None:
+        approvals = config.setdefault("approvals", {})
+        agent = config.setdefault("agent", {})
+        assert isinstance(approvals, dict) and isinstance(agent, dict)
+        approvals["timeout"] = seconds
+        agent["clarify_timeout"] = seconds
+
+    rig.home.update_config(change)
+
+
+def test_an_approval_nobody_answers_on_a_gadget_is_withdrawn_and_the_turn_ends(rig: Rig, tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    rig.add_rules(cleaning_rule("clean the forgotten scratch", scratch))
+    lapse_after(rig, LAPSE_S)
+    with rig.gadget("porch") as gadget:
+        gadget.say("please clean the forgotten scratch")
+        prompt = gadget.wait_for(is_type("prompt"))
+        gadget.wait_for(lambda f: f.get("type") == "prompt.close" and f.get("id") == prompt["id"])
+        reply = gadget.reply("Cleaned:")
+        end = gadget.wait_for(is_type("turn.end"))
+    assert "timed out" in str(reply["text"]), reply
+    assert end["outcome"] == "success", end
+    assert scratch.is_dir()
+
+
+def test_an_approval_nobody_answers_on_a_phone_is_withdrawn_and_the_turn_ends(rig: Rig, tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    rig.add_rules(cleaning_rule("clean the forgotten scratch", scratch))
+    lapse_after(rig, LAPSE_S)
+    with rig.phone("tel-lapse") as phone:
+        phone.say("please clean the forgotten scratch")
+        card = phone.card("exec_approval")
+        done = phone.wait_for(lambda f: f.get("t") == "prompt_done" and f.get("prompt_id") == card["id"])
+        reply = phone.message("Cleaned:")
+        phone.wait_for(lambda f: f.get("t") == "typing" and bool(f.get("stop")))
+    assert done.get("expired") is True, done
+    assert "timed out" in str(reply["text"]), reply
+    assert scratch.is_dir()
+
+
+def test_a_clarify_nobody_answers_on_a_gadget_is_withdrawn_and_the_turn_ends(rig: Rig) -> None:
+    lapse_after(rig, LAPSE_S)
+    with rig.gadget("studio") as gadget:
+        gadget.say("which colour do I like today?")
+        prompt = gadget.wait_for(is_type("prompt"))
+        assert "Which colour?" in str(prompt["text"]), prompt
+        # Withdrawn by its time: the gadget drops it when ttl_s is up, as Hermes does.
+        assert prompt.get("ttl_s") == LAPSE_S, prompt
+        reply = gadget.reply("You chose")
+        end = gadget.wait_for(is_type("turn.end"))
+        # herald has dropped it too: a late answer is refused.
+        gadget.send({"type": "prompt.reply", "id": prompt["id"], "answer": "yes"})
+        gadget.wait_for(lambda f: f.get("type") == "notice" and "expired" in str(f.get("text")))
+    assert end["outcome"] == "success", end
+    # No later step of the question was asked, and nothing was chosen.
+    assert [f["id"] for f in gadget.frames if f.get("type") == "prompt"] == [prompt["id"]], gadget.frames
+    assert not chosen(str(reply["text"])), reply
+
+
+def test_a_clarify_nobody_answers_on_a_phone_is_withdrawn_and_the_turn_ends(rig: Rig) -> None:
+    lapse_after(rig, LAPSE_S)
+    with rig.phone("tel-clarify-lapse") as phone:
+        phone.say("which colour do I like today?")
+        card = phone.card("clarify")
+        done = phone.wait_for(lambda f: f.get("t") == "prompt_done" and f.get("prompt_id") == card["id"])
+        reply = phone.message("You chose")
+        phone.wait_for(lambda f: f.get("t") == "typing" and bool(f.get("stop")))
+    assert done.get("expired") is True, done
+    assert not chosen(str(reply["text"])), reply

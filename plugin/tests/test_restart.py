@@ -1,87 +1,83 @@
-"""Settings the Hermes way, and failures that say why: each test starts its own gateway on
-the suite's home (after the shared one has stopped) with changed ``platforms.*.extra``.
+"""Settings the Hermes way, and failures that say why: each test starts gateways of its
+own, in a home of its own, with changed ``platforms.*.extra``.
 """
 
 from __future__ import annotations
 
 import re
 import socket
+from contextlib import contextmanager
 from typing import Iterator
 
-import pytest
-
-from conftest import Rig, admin_get
+from conftest import Station
+from devices import is_reply_speech
 from harness import Gateway
 
-pytestmark = pytest.mark.ends_gateway
+
+@contextmanager
+def reserved_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that stays the test's while the block runs, for herald to listen on.
+
+    A socket bound to it holds it, with SO_REUSEADDR and never listening. Linux then gives
+    the port to nobody who asks for any free one (a bind to port 0, the local port of an
+    outgoing connection) and refuses it to a bind without SO_REUSEADDR; herald's listener
+    sets that option (tokio does), so it can bind the port beside a socket that does not
+    listen, and once it listens no one else can. (Finding a free port and closing it
+    before herald starts would leave a gap in which any socket could take it.)"""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        yield int(holder.getsockname()[1])
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def test_config_yaml_extras_win_and_the_first_approved_gadget_becomes_home(station: Station) -> None:
+    home = station.home
+    with reserved_port() as port:
+        home.hermes("config", "set", "platforms.gadget.extra.port", str(port))
+        home.hermes("config", "set", "platforms.gadget.extra.speak_replies", "false")
+        rig = station.start()
+        try:
+            # herald.toml asks for port 0 (any); config.yaml's extra names the port.
+            assert rig.gadget_url == f"ws://127.0.0.1:{port}/gadget", rig.gadget_url
+            with rig.stranger_gadget(name="Homebody") as gadget:
+                code = gadget.wait_for(lambda f: f.get("type") == "pairing")["code"]
+                home.hermes("pairing", "approve", "gadget", str(code))
+                gadget.wait_for(lambda f: f.get("type") == "paired", timeout=30)
+                rig.gateway.wait_for_log("is now the gadget home channel")
+                sent = home.hermes("send", "--to", "gadget", "Welcome home.", check=False)
+                assert sent.returncode == 0, sent.stdout + sent.stderr
+                gadget.reply("Welcome home.")
+            # The first phone that talks becomes the mobile home channel.
+            with rig.phone("tel-homebody") as phone:
+                phone.say("hello, new home")
+                phone.message("stub: hello, new home")
+                sent = home.hermes("send", "--to", "mobile", "Welcome home, phone.", check=False)
+                assert sent.returncode == 0, sent.stdout + sent.stderr
+                phone.message("Welcome home, phone.")
+            # speak_replies: false: a gadget with a speaker reads its replies, silently
+            # (herald would hold turn.end back until speech had ended).
+            with rig.gadget("studio", speaker_rate=16000) as studio:
+                studio.say("how is the weather in the studio?")
+                studio.reply("It is sunny and warm today.")
+                studio.wait_for(lambda f: f.get("type") == "turn.end")
+            assert not any(is_reply_speech(f) for f in studio.frames), studio.frames
+            assert (home.path / "herald" / "herald.generated.toml").stat().st_mode & 0o077 == 0
+        finally:
+            rig.gateway.stop()
 
 
-@pytest.fixture
-def fresh_start(rig: Rig) -> Iterator[None]:
-    """The shared gateway stopped, and the home channels /sethome and auto_home saved
-    taken out of .env again (the harness rewrites it from its own entries)."""
-    rig.gateway.stop()
-    rig.home.set_env()
-    yield
-    rig.home.update_config(lambda c: c.pop("platforms", None))
-
-
-def test_config_yaml_extras_win_and_the_first_approved_gadget_becomes_home(rig: Rig, fresh_start: None) -> None:
-    port = free_port()
-    rig.home.hermes("config", "set", "platforms.gadget.extra.port", str(port))
-    rig.home.hermes("config", "set", "platforms.gadget.extra.speak_replies", "false")
-    gateway = Gateway(rig.home)
-    try:
-        gateway.wait_ready()
-        gateway.wait_for_log("herald ready")
-        # herald.toml asks for port 0 (any); config.yaml's extra names the port.
-        url = f"ws://127.0.0.1:{port}/gadget"
-        rig.gadget_url = url
-        with rig.stranger_gadget(name="Homebody") as gadget:
-            code = gadget.wait_for(lambda f: f.get("type") == "pairing")["code"]
-            rig.home.hermes("pairing", "approve", "gadget", str(code))
-            gadget.wait_for(lambda f: f.get("type") == "paired", timeout=30)
-            gateway.wait_for_log("is now the gadget home channel")
-            sent = rig.home.hermes("send", "--to", "gadget", "Welcome home.", check=False)
-            assert sent.returncode == 0, sent.stdout + sent.stderr
-            gadget.reply("Welcome home.")
-        # The first phone that talks becomes the mobile home channel.
-        rig.mobile_url = admin_get(rig.home.path / "herald", "/v1/info")["mobile_url"]
-        with rig.phone("tel-homebody") as phone:
-            phone.say("hello, new home")
-            phone.message("stub: hello, new home")
-            sent = rig.home.hermes("send", "--to", "mobile", "Welcome home, phone.", check=False)
-            assert sent.returncode == 0, sent.stdout + sent.stderr
-            phone.message("Welcome home, phone.")
-        # speak_replies: false: a gadget with a speaker reads its replies, silently.
-        with rig.gadget("studio", speaker_rate=16000) as studio:
-            studio.say("how is the weather in the studio?")
-            studio.reply("It is sunny and warm today.")
-            studio.wait_for(lambda f: f.get("type") == "turn.end")
-        assert not any(f.get("type") == "audio.start" for f in studio.frames), studio.frames
-        assert (rig.home.path / "herald" / "herald.generated.toml").stat().st_mode & 0o077 == 0
-    finally:
-        gateway.stop()
-
-
-def test_a_busy_port_is_reported_once_with_its_fix_and_not_retried(rig: Rig, fresh_start: None) -> None:
+def test_a_busy_port_is_reported_once_with_its_fix_and_not_retried(station: Station) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        rig.home.hermes("config", "set", "platforms.gadget.extra.port", str(port))
-        gateway = Gateway(rig.home)
+        station.home.hermes("config", "set", "platforms.gadget.extra.port", str(port))
+        gateway = Gateway(station.home)
         try:
             # Not retryable: Hermes passes the cause on and stops, instead of a loop.
             gateway.wait_for_log("Gateway exiting cleanly", timeout=90)
             assert gateway.process.wait(30) is not None
-            info = rig.home.hermes("gadget", "info").stdout
+            info = station.home.hermes("gadget", "info").stdout
         finally:
             gateway.stop()
     log = gateway.log()
@@ -93,9 +89,9 @@ def test_a_busy_port_is_reported_once_with_its_fix_and_not_retried(rig: Rig, fre
     assert "not running" in info and "hermes gateway run" in info, info
 
 
-def test_a_bad_setting_is_reported_with_the_hermes_command_that_fixes_it(rig: Rig, fresh_start: None) -> None:
-    rig.home.hermes("config", "set", "platforms.gadget.extra.heartbeat_s", "1")
-    gateway = Gateway(rig.home)
+def test_a_bad_setting_is_reported_with_the_hermes_command_that_fixes_it(station: Station) -> None:
+    station.home.hermes("config", "set", "platforms.gadget.extra.heartbeat_s", "1")
+    gateway = Gateway(station.home)
     try:
         gateway.wait_for_log("Gateway exiting cleanly", timeout=90)
     finally:
@@ -106,8 +102,8 @@ def test_a_bad_setting_is_reported_with_the_hermes_command_that_fixes_it(rig: Ri
     assert "hermes config set platforms.gadget.extra.heartbeat_s VALUE" in failures[0], failures
 
 
-def test_a_missing_herald_binary_is_reported_once_with_its_fix(rig: Rig, fresh_start: None) -> None:
-    gateway = Gateway(rig.home, {"HERALD_BIN": str(rig.home.path / "no-such-herald")})
+def test_a_missing_herald_binary_is_reported_once_with_its_fix(station: Station) -> None:
+    gateway = Gateway(station.home, {"HERALD_BIN": str(station.home.path / "no-such-herald")})
     try:
         gateway.wait_for_log("No messaging platforms enabled", timeout=90)
     finally:
