@@ -12,7 +12,7 @@ import os
 from typing import Any, Callable
 
 from . import compat
-from .adapter import HeraldAdapter, note_run_over, note_run_started, settle_approval
+from .adapter import HeraldAdapter, note_model_error, note_run_over, note_run_started, settle_approval
 from .cli import run_gadget, run_mobile, setup_gadget, setup_mobile
 from .device_tools import (
     ACTION_SCHEMA,
@@ -145,3 +145,5 @@ def register(ctx: Any) -> None:
     # only wrapping up (adapter.HeraldAdapter._hand_over).
     ctx.register_hook("pre_llm_call", note_run_started)
     ctx.register_hook("on_session_end", note_run_over)
+    # A model that keeps failing ends the device's turn as failed at once.
+    ctx.register_hook("api_request_error", note_model_error)

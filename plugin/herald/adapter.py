@@ -254,12 +254,7 @@ class HeraldAdapter(BasePlatformAdapter):
         chat_id = event.source.chat_id
         # Over for certain now, whatever the hooks saw; turn_ended below tells the device.
         self._runs_over.add(chat_id)
-        self.speech.turn_over(chat_id)
-        turn_id = self._turns.pop((chat_id, event.message_id or ""), None)
-        if turn_id is not None:
-            await self.bridge.notify(
-                {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome.value}}
-            )
+        await self._end_turn(chat_id, outcome.value, event.message_id or "")
         # Approvals and clarifications block the agent; once its turn is over they are moot.
         for prompt_id, prompt in list(self._prompts.items()):
             if prompt.chat_id == chat_id and prompt.kind in ("exec_approval", "clarify"):
@@ -575,6 +570,29 @@ class HeraldAdapter(BasePlatformAdapter):
             platform=self.platform, chat_id=chat_id, name=self._names.get(chat_id, chat_id)
         )
         logger.info("%s is now the %s home channel (auto_home)", chat_id, self.platform_name)
+
+    async def _end_turn(self, chat_id: str, outcome: str, message_id: Optional[str] = None) -> None:
+        """End the chat's turn (the one of ``message_id``, else whichever it has) once:
+        its speech says the last of it, and the device hears how it ended."""
+        if message_id is None:
+            key = next((k for k in self._turns if k[0] == chat_id), None)
+        else:
+            key = (chat_id, message_id)
+        turn_id = self._turns.pop(key, None) if key is not None else None
+        if turn_id is None:
+            return
+        self.speech.turn_over(chat_id)
+        await self.bridge.notify(
+            {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome}}
+        )
+
+    def model_gave_up(self, chat_id: str) -> None:
+        """Hermes ran out of tries at the model (a hook, on the agent's thread): the
+        turn ends as failed now, so the device says so instead of waiting in silence;
+        Hermes's own error text still arrives as a reply."""
+        loop = self.bridge.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: self._spawn(self._end_turn(chat_id, "failure")))
 
     def run_hook(self, chat_id: str, over: bool) -> None:
         """The chat's main agent run began or returned (a run hook, on the agent's
@@ -919,6 +937,26 @@ def _note_run(task_id: str, session_id: str, over: bool) -> None:
     if adapter is None or not is_main_run(adapter, task_id, session_id):
         return
     adapter.run_hook(chat_id, over)
+
+
+def note_model_error(
+    task_id: str = "",
+    session_id: str = "",
+    retry_count: Optional[int] = None,
+    max_retries: Optional[int] = None,
+    retryable: Optional[bool] = None,
+    **_: Any,
+) -> None:
+    """The ``api_request_error`` hook, fired for each failed model call: the last try
+    (or one not worth retrying) fails the chat's turn. 0.22 then keeps retrying in
+    recovery cycles for minutes; the device has heard the failure by then."""
+    adapter, chat_id = _session_adapter()
+    if adapter is None or not is_main_run(adapter, task_id, session_id):
+        return
+    # retry_count counts the tries before this one.
+    last_try = retry_count is not None and bool(max_retries) and retry_count + 1 >= (max_retries or 0)
+    if retryable is False or last_try:
+        adapter.model_gave_up(chat_id)
 
 
 def is_main_run(adapter: "HeraldAdapter", task_id: str, session_id: str) -> bool:

@@ -27,6 +27,9 @@ SECTION_KEYS = {
             "path",
             "heartbeat_s",
             "max_utterance_s",
+            "cue_after_s",
+            "cue_every_s",
+            "turn_timeout_s",
             "ota_ready_timeout_s",
             "ota_ack_timeout_s",
             "ota_done_timeout_s",
@@ -38,7 +41,18 @@ SECTION_KEYS = {
 }
 # `hermes config set` may store numbers as strings; herald wants integers.
 INTEGER_KEYS = frozenset(
-    {"port", "heartbeat_s", "max_utterance_s", "max_message_chars", "ota_ready_timeout_s", "ota_ack_timeout_s", "ota_done_timeout_s"}
+    {
+        "port",
+        "heartbeat_s",
+        "max_utterance_s",
+        "cue_after_s",
+        "cue_every_s",
+        "turn_timeout_s",
+        "max_message_chars",
+        "ota_ready_timeout_s",
+        "ota_ack_timeout_s",
+        "ota_done_timeout_s",
+    }
 )
 FALSE_WORDS = frozenset({"false", "no", "off", "0"})
 # One herald serves both platforms, so a certificate set on either applies to both.

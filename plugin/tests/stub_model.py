@@ -40,6 +40,8 @@ class Rule:
     # its last sentence waits for (at most HOLD_S), so a test can see what came before it.
     piece_delay_s: float = 0.0
     hold_last_sentence: threading.Event | None = None
+    # An HTTP status other than 200: the provider failing (500) on every try.
+    status: int = 200
 
 
 class Script:
@@ -102,6 +104,7 @@ class Answer:
     tool_call: tuple[str, dict[str, Any]] | None = None
     piece_delay_s: float = 0.0
     hold_last_sentence: threading.Event | None = None
+    status: int = 200
 
 
 def decide(script: Script, messages: list[dict[str, Any]]) -> Answer:
@@ -130,6 +133,8 @@ def decide(script: Script, messages: list[dict[str, Any]]) -> Answer:
         # Hermes appends system notes to some user messages; echo only the user's line.
         first_line = user_text.strip().splitlines()[0] if user_text.strip() else ""
         return Answer(text=f"stub: {first_line}")
+    if rule.status != 200:
+        return Answer(status=rule.status)
     if rule.tool is not None:
         return Answer(tool_call=(rule.tool, rule.arguments))
     return Answer(text=rule.reply, piece_delay_s=rule.piece_delay_s, hold_last_sentence=rule.hold_last_sentence)
@@ -185,7 +190,10 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.server.script.record(body)
         answer = decide(self.server.script, list(body.get("messages") or []))
-        if body.get("stream"):
+        if answer.status != 200:
+            # Streamed or not: Hermes retries a failed stream without streaming.
+            self.send_json({"error": {"message": "stub failure", "type": "server_error"}}, status=answer.status)
+        elif body.get("stream"):
             self.stream(answer)
         else:
             self.send_json(completion(answer))
