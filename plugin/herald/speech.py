@@ -9,7 +9,8 @@ stopped it:
   bridge request (``speech_begin``, ``speech_write`` with base64 PCM, ``speech_end``,
   ``speech_abort``).
 - **Sentence by sentence** (every other spoken turn: 0.19, typed turns, providers with no
-  chunked API): as the reply streams in as edits, each complete sentence is cleaned of
+  chunked API): as the reply streams in as edits, its first clause (once long enough to
+  say) and then each complete sentence is cleaned of
   markup, synthesized by Hermes's own text-to-speech (its provider and voice) on a
   worker thread and handed to herald as a file (``speech_file``), in order, into one
   stream that herald resamples and paces; the next sentence is synthesized while the
@@ -42,6 +43,11 @@ logger = logging.getLogger(__name__)
 # line break; a short one is joined to the next so the voice keeps its flow.
 SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"')\]]*\s+|\n\s*\n|\n(?=\s*[-*•]\s)")
 MIN_SENTENCE_CHARS = 20
+# A turn's first words are said as soon as a clause of them is complete: at a comma,
+# semicolon, colon or dash, once it holds a few words (a shorter one is not worth a
+# pause), so the speaker starts before the first sentence has ended.
+CLAUSE_END = re.compile(r"(?<=[,;:，；：])\s+|\s+[—–]\s+|\s+-\s+")
+MIN_CLAUSE_WORDS = 4
 # Hermes's streaming cursor, when one is configured, trails every preview.
 CURSORS = "▉▌█▍▎▏"
 # A speech_write waits while herald's buffer is full, which is real time at most.
@@ -69,13 +75,21 @@ def _is_pictograph(c: str) -> bool:
     return unicodedata.category(c) == "So" or c in "\u200d\ufe0f\ufe0e"
 
 
-def split_sentences(text: str, final: bool) -> tuple[list[str], int]:
+def split_sentences(text: str, final: bool, first_clause: bool = False) -> tuple[list[str], int]:
     """The complete sentences at the start of ``text`` and how much of it they use; with
-    ``final`` the rest is a sentence too. Fences left open hold back what follows."""
+    ``final`` the rest is a sentence too. Fences left open hold back what follows. With
+    ``first_clause`` (nothing of the reply said yet) a first clause long enough to say
+    comes out on its own when it ends before the first sentence does."""
     if not final and text.count("```") % 2:
         text = text[: text.rfind("```")]
     sentences: list[str] = []
     start = used = 0
+    if first_clause:
+        clause = first_clause_end(text)
+        sentence = next((m.end() for m in SENTENCE_END.finditer(text) if m.end() >= MIN_SENTENCE_CHARS), None)
+        if clause is not None and (sentence is None or clause < sentence):
+            sentences.append(text[:clause].strip())
+            start = used = clause
     for end in SENTENCE_END.finditer(text):
         if end.end() - start < MIN_SENTENCE_CHARS:
             continue
@@ -85,6 +99,14 @@ def split_sentences(text: str, final: bool) -> tuple[list[str], int]:
         sentences.append(text[start:].strip())
         used = len(text)
     return [s for s in sentences if s], used
+
+
+def first_clause_end(text: str) -> Optional[int]:
+    """Where the first clause of ``text`` that is long enough to say ends, if one has."""
+    for end in CLAUSE_END.finditer(text):
+        if len(text[: end.start()].split()) >= MIN_CLAUSE_WORDS and end.end() >= MIN_SENTENCE_CHARS:
+            return end.end()
+    return None
 
 
 @dataclass
@@ -235,7 +257,8 @@ class SpeechOwner:
             # A new message of the same turn (after a tool call): its own text.
             speech.message_id, speech.taken = message_id, 0
         text = text.rstrip(CURSORS + " ")
-        sentences, used = split_sentences(text[speech.taken :], final)
+        first = not speech.spoke and speech.queue.empty() and speech.worker is None
+        sentences, used = split_sentences(text[speech.taken :], final, first_clause=first)
         speech.taken += used
         for sentence in sentences:
             words = speakable(sentence)
