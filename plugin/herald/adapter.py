@@ -954,7 +954,7 @@ def note_model_error(
     if adapter is None or not is_main_run(adapter, task_id, session_id):
         return
     # retry_count counts the tries before this one.
-    last_try = retry_count is not None and bool(max_retries) and retry_count + 1 >= (max_retries or 0)
+    last_try = retry_count is not None and max_retries is not None and retry_count + 1 >= max_retries
     if retryable is False or last_try:
         adapter.model_gave_up(chat_id)
 
