@@ -1,15 +1,13 @@
-//! One transport's devices, as its hub keeps them: each device's session (its mailbox,
-//! by device id), which devices are online on which connection, and the agent backend
-//! the sessions hand messages to. Both hubs hold one, so what they share is written once.
+//! One platform's devices, as its hub keeps them: each device's session (its mailbox,
+//! by device id) and which devices are online on which connection.
 //!
 //! Lookups are sharded (no global lock on the hot path), and a session removes its own
 //! entry when it ends, unless a newer session has already taken the id.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
-use herald_port::{Agent, Authorizer, Chat, DeliveryError, Platform};
+use herald_port::{Chat, DeliveryError, Platform};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::queue;
@@ -23,8 +21,6 @@ pub(crate) struct Devices<E> {
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
     next_conn: AtomicU64,
-    /// Set once at start-up, when the backend exists.
-    backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
 }
 
 impl<E> Devices<E> {
@@ -34,22 +30,7 @@ impl<E> Devices<E> {
             sessions: DashMap::new(),
             online: DashMap::new(),
             next_conn: AtomicU64::new(1),
-            backend: OnceLock::new(),
         }
-    }
-
-    pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {
-        // A second call would be a wiring bug; keeping the first backend is the safe
-        // reaction.
-        let _ = self.backend.set((agent, authorizer));
-    }
-
-    pub(crate) fn agent(&self) -> Option<&Arc<dyn Agent>> {
-        self.backend.get().map(|(agent, _)| agent)
-    }
-
-    pub(crate) fn authorizer(&self) -> Option<&Arc<dyn Authorizer>> {
-        self.backend.get().map(|(_, authorizer)| authorizer)
     }
 
     /// A fresh id for a connection.

@@ -33,6 +33,7 @@ mod devices;
 mod fake_authorizer;
 mod gadget;
 mod http;
+mod hub;
 mod ids;
 mod inbox;
 mod listener;
@@ -63,6 +64,7 @@ use tracing::info;
 use crate::access::{Access, Policy, Standalone};
 use crate::config::Config;
 use crate::gadget::GadgetHub;
+use crate::hub::Shared;
 use crate::inbox::Inbox;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
@@ -168,13 +170,15 @@ impl Server {
         }
         // Voice and files from devices, for the agent to read.
         let inbox = Inbox::open(data_dir.join("inbox"), &config.inbox).map_err(data_err)?;
+        let shared = Arc::new(Shared::new(store.clone(), metrics.clone(), inbox.clone()));
+        let known = gadget::KnownDevices::from_store(store.blocking()).map_err(store_err)?;
         let gadget = Arc::new(GadgetHub::new(
-            config.gadget.clone(),
-            store.clone(),
-            inbox.clone(),
-            metrics.clone(),
-            gadget::Unfinished::new(&unfinished),
-            Arc::new(gadget::KnownDevices::from_store(store.blocking()).map_err(store_err)?),
+            shared.clone(),
+            gadget::GadgetParts::new(
+                config.gadget.clone(),
+                gadget::Unfinished::new(&unfinished),
+                Arc::new(known),
+            ),
         ));
         let app_token = match &config.mobile.token {
             Some(token) => token.expose().to_owned(),
@@ -184,14 +188,14 @@ impl Server {
             }
         };
         let mobile = Arc::new(MobileHub::new(
-            config.mobile.clone(),
-            &app_token,
-            store.clone(),
-            inbox.clone(),
-            metrics.clone(),
-        )?);
-        let outbound: Arc<dyn Outbound> =
-            Arc::new(router::Router::new(gadget.clone(), mobile.clone()));
+            shared.clone(),
+            mobile::PhoneParts::new(config.mobile.clone(), &app_token)?,
+        ));
+        let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(
+            shared.clone(),
+            gadget.clone(),
+            mobile.clone(),
+        ));
         let backend = agent(outbound.clone());
         // A backend that authorizes (Hermes) owns pairing; Herald's store is not consulted.
         let own_access = backend.authorizer.is_none().then(|| access.clone());
@@ -199,12 +203,7 @@ impl Server {
             Some(authorizer) => authorizer,
             None => Arc::new(Standalone(access.clone())),
         };
-        gadget
-            .devices
-            .set_backend(backend.agent.clone(), authorizer.clone());
-        mobile
-            .devices
-            .set_backend(backend.agent, authorizer.clone());
+        shared.set_backend(backend.agent, authorizer.clone());
 
         let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
         let gadget_addr = local_addr("gadgets", &gadget_listener)?;
@@ -329,7 +328,7 @@ impl Server {
         if !(gadgets && phones) {
             tracing::warn!("stopped before every device session had ended");
         }
-        if let Err(err) = self.gadget.store.write_seen().await {
+        if let Err(err) = self.gadget.shared.store.write_seen().await {
             tracing::warn!(%err, "could not record when devices were last seen");
         }
     }

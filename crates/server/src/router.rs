@@ -15,21 +15,27 @@ use herald_port::{
 use crate::activity::{Activity, EventKind};
 use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
+use crate::hub::Shared;
 use crate::mobile::{self, MobileHub};
 use herald_store::StoreError;
 
 pub(crate) struct Router {
+    shared: Arc<Shared>,
     gadget: Arc<GadgetHub>,
     mobile: Arc<MobileHub>,
 }
 
 impl Router {
-    pub(crate) fn new(gadget: Arc<GadgetHub>, mobile: Arc<MobileHub>) -> Self {
-        Router { gadget, mobile }
+    pub(crate) fn new(shared: Arc<Shared>, gadget: Arc<GadgetHub>, mobile: Arc<MobileHub>) -> Self {
+        Router {
+            shared,
+            gadget,
+            mobile,
+        }
     }
 
     fn activity(&self) -> &Activity {
-        &self.gadget.metrics.activity
+        &self.shared.metrics.activity
     }
 
     /// Note a call's event for the console, with its error if it failed.
@@ -170,7 +176,7 @@ impl Outbound for Router {
 
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {
         let failed = |err: StoreError| DeliveryError::Failed(err.to_string());
-        let store = &self.gadget.store;
+        let store = &self.shared.store;
         let gadgets = store.run(|store| store.devices()).await.map_err(failed)?;
         let phones = store.run(|store| store.phones()).await.map_err(failed)?;
         // Each connected gadget's session knows what it is; all are asked at once, and

@@ -112,7 +112,7 @@ pub(super) async fn forget(
     state.gadget.tell(&id, Command::Forget).await;
     // Its pairing went with it: a device enrolling again under this id pairs again.
     state.gadget.authorized.set(&id, false);
-    state.gadget.waiting.leave(&id);
+    state.gadget.own.waiting.leave(&id);
     forget_staged(&state.info.data_dir, &id).await;
     state.metrics.activity.forget(&Chat::gadget(id.as_str()));
     state.metrics.activity.changed();

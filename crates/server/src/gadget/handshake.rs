@@ -57,7 +57,7 @@ async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<GadgetHub
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let access_token = hub.config.access_token.as_ref().map(Secret::expose);
+    let access_token = hub.own.config.access_token.as_ref().map(Secret::expose);
     let mut handshake = Handshake::new(access_token, Ids::new(OsEntropy), core_now());
     let admitted = match drive(&mut handshake, &mut ws, peer, &hub).await {
         Ok(admitted) => admitted,
@@ -66,7 +66,7 @@ where
                 hub.failures.failed(peer.ip(), Instant::now());
             }
             let code = refusal.code.as_str();
-            hub.metrics.handshake(Platform::Gadget, code);
+            hub.shared.metrics.handshake(Platform::Gadget, code);
             debug!(%peer, code, message = %refusal.message, "gadget refused");
             // The error frame and the close; then the device's close reply, within a grace.
             if send_frames(&mut handshake, &mut ws, &hub).await.is_ok() {
@@ -81,7 +81,7 @@ where
         paired,
         session_id,
     } = *admitted;
-    hub.metrics.handshake(Platform::Gadget, "ok");
+    hub.shared.metrics.handshake(Platform::Gadget, "ok");
     let device_id = hello.device_id.clone();
     // The session takes the connection over: the handshake's state, many times the
     // connection's, is freed now instead of living as long as it.
@@ -122,7 +122,9 @@ where
                 // Waiting now, before the reservation goes: the room never counts it
                 // out in between.
                 if !admitted.paired {
-                    hub.waiting.connected(&admitted.hello.device_id, peer.ip());
+                    hub.own
+                        .waiting
+                        .connected(&admitted.hello.device_id, peer.ip());
                 }
                 return Ok(admitted);
             }
@@ -146,7 +148,7 @@ where
         };
         match next {
             Some(Ok(Message::Text(text))) => {
-                hub.metrics.gadget.inbound(text.len());
+                hub.shared.metrics.gadget.inbound(text.len());
                 match DeviceMessage::decode(&text) {
                     Ok(msg) => handshake.handle_message(msg),
                     Err(err) => handshake.handle_bad_frame(err.to_string()),
@@ -172,11 +174,11 @@ async fn carry_out(
     match effect {
         Effect::Check => {
             let locked_out = hub.failures.blocked(peer.ip(), Instant::now());
-            let known = hub.known.get(&hello.device_id);
+            let known = hub.own.known.get(&hello.device_id);
             handshake.handle_checked(locked_out, known, core_now());
         }
         Effect::Reserve => {
-            let (place, expired) = hub.waiting.reserve(peer.ip(), Instant::now());
+            let (place, expired) = hub.own.waiting.reserve(peer.ip(), Instant::now());
             if !expired.is_empty() {
                 // Off this handshake: asking the authorizer may take a round trip each.
                 tokio::spawn(forget_expired(hub.clone(), expired));
@@ -186,7 +188,7 @@ async fn carry_out(
         }
         Effect::Enroll { key } => {
             let (device_id, profile) = (hello.device_id.clone(), profile_of(hello));
-            let known = hub.known.clone();
+            let known = hub.own.known.clone();
             let enroll = move |store: &dyn Store| {
                 let enrolled = store.enroll(&device_id, &key, &profile, now_ms())?;
                 if enrolled == Enrollment::Enrolled {
@@ -194,13 +196,13 @@ async fn carry_out(
                 }
                 Ok(enrolled)
             };
-            let enrolled = hub.store.run(enroll).await.map_err(unchecked);
+            let enrolled = hub.shared.store.run(enroll).await.map_err(unchecked);
             handshake.handle_enrolled(enrolled);
         }
-        Effect::Seen => hub.store.seen(&hello.device_id, now_ms()),
+        Effect::Seen => hub.shared.store.seen(&hello.device_id, now_ms()),
         Effect::Touch { key } => {
             let (device_id, profile) = (hello.device_id.clone(), profile_of(hello));
-            let known = hub.known.clone();
+            let known = hub.own.known.clone();
             // On the store's thread, in turn with a `forget`, so memory follows the store.
             let touch = move |store: &dyn Store| {
                 if store.touch(&device_id, &profile, now_ms())? {
@@ -208,11 +210,11 @@ async fn carry_out(
                 }
                 Ok(())
             };
-            let touched = hub.store.run(touch).await.map_err(unchecked);
+            let touched = hub.shared.store.run(touch).await.map_err(unchecked);
             handshake.handle_touched(touched);
         }
         Effect::Authorize => {
-            let authorizer = hub.devices.authorizer().ok_or(Ended::Gone)?;
+            let authorizer = hub.shared.authorizer().ok_or(Ended::Gone)?;
             let paired = hub
                 .authorized
                 .check(authorizer.as_ref(), Platform::Gadget, &hello.device_id)
@@ -249,7 +251,7 @@ where
     while let Some(frame) = handshake.poll_frame() {
         let message = match frame {
             Frame::Text(text) => {
-                hub.metrics.gadget.outbound(text.len());
+                hub.shared.metrics.gadget.outbound(text.len());
                 Message::Text(text.into())
             }
             Frame::Close(close, reason) => Message::Close(Some(CloseFrame {
@@ -264,7 +266,7 @@ where
 
 /// Forget devices whose wait for pairing expired, unless approved meanwhile.
 async fn forget_expired(hub: Arc<GadgetHub>, expired: Vec<String>) {
-    let Some(authorizer) = hub.devices.authorizer() else {
+    let Some(authorizer) = hub.shared.authorizer() else {
         return;
     };
     for id in expired {

@@ -31,21 +31,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_gadget_proto::limits;
-use herald_port::{DeliveryError, Platform};
+use herald_port::Platform;
 use herald_session::gadget::ota::PushError;
 use herald_session::gadget::{CueTiming, Rules};
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::authorized::Authorized;
 use crate::config::GadgetConfig;
-use crate::devices::Devices;
-use crate::inbox::Inbox;
+use crate::hub::{DeviceKind, Hub};
 use crate::listener;
-use crate::metrics::Metrics;
 use crate::queue;
-use crate::throttle::FailureThrottle;
-use herald_store::{OtaUpdate, StoreError, StoreHandle};
+use herald_store::{OtaUpdate, StoreError};
 
 pub(crate) use known::KnownDevices;
 pub(crate) use ota::{
@@ -55,36 +50,48 @@ pub(crate) use session::Command;
 use session::{Event, Session};
 use waiting::WaitingRoom;
 
-/// What every gadget session shares.
-pub(crate) struct GadgetHub {
+/// Gadgets, as the hub knows them.
+pub(crate) struct Gadgets;
+
+/// The hub of every gadget session.
+pub(crate) type GadgetHub = Hub<Gadgets>;
+
+impl DeviceKind for Gadgets {
+    const PLATFORM: Platform = Platform::Gadget;
+    type Own = GadgetParts;
+    type Event = Event;
+    type Command = Command;
+
+    fn command(command: Command) -> Event {
+        // Boxed: commands are large and rare next to frames.
+        Event::Command(Box::new(command))
+    }
+
+    fn shutdown() -> Command {
+        Command::Shutdown
+    }
+
+    fn spawn(device_id: String, hub: Arc<GadgetHub>) -> queue::Sender<Event> {
+        Session::spawn(device_id, hub)
+    }
+}
+
+/// What only gadget sessions share.
+pub(crate) struct GadgetParts {
     pub(crate) config: GadgetConfig,
     /// What every session goes by, from the configuration.
     pub(crate) rules: Arc<Rules>,
-    pub(crate) store: StoreHandle,
-    /// The sessions, who is online and the backend.
-    pub(crate) devices: Devices<Event>,
-    /// Which devices the authorizer allows, as last heard: a returning paired device's
-    /// handshake does not wait for the question.
-    pub(crate) authorized: Authorized,
     /// Devices that are not paired yet, capped.
     pub(crate) waiting: WaitingRoom,
-    /// Wrong access tokens and keys, per address.
-    failures: FailureThrottle,
-    pub(crate) metrics: Arc<Metrics>,
-    /// Where utterances are written for the agent.
-    pub(crate) inbox: Arc<Inbox>,
     /// The devices with a firmware update that may still be running.
     pub(crate) unfinished_updates: ota::Unfinished,
     /// The keys of enrolled devices, changed only on the store's thread.
     pub(crate) known: Arc<KnownDevices>,
 }
 
-impl GadgetHub {
+impl GadgetParts {
     pub(crate) fn new(
         config: GadgetConfig,
-        store: StoreHandle,
-        inbox: Arc<Inbox>,
-        metrics: Arc<Metrics>,
         unfinished_updates: ota::Unfinished,
         known: Arc<KnownDevices>,
     ) -> Self {
@@ -98,44 +105,17 @@ impl GadgetHub {
             }),
             turn_timeout: Duration::from_secs(u64::from(config.turn_timeout_s)),
         };
-        GadgetHub {
+        GadgetParts {
             rules: Arc::new(rules),
-            inbox,
             unfinished_updates,
             known,
             config,
-            store,
-            devices: Devices::new(Platform::Gadget),
-            authorized: Authorized::default(),
             waiting: WaitingRoom::default(),
-            failures: FailureThrottle::default(),
-            metrics,
         }
     }
+}
 
-    /// The session of a device, started on first use.
-    fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<Event> {
-        self.devices.session_or_spawn(device_id, || {
-            Session::spawn(device_id.to_owned(), self.clone())
-        })
-    }
-
-    /// Send a command to a device's session and wait for its answer.
-    pub(crate) async fn call<T>(
-        &self,
-        device_id: &str,
-        make: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Result<T, DeliveryError> {
-        let event = |reply| Event::Command(Box::new(make(reply)));
-        self.devices.call(device_id, event).await
-    }
-
-    /// Tell a device's session, if it has one, without waiting.
-    pub(crate) async fn tell(&self, device_id: &str, command: Command) {
-        let event = Event::Command(Box::new(command));
-        self.devices.send(device_id, event).await;
-    }
-
+impl GadgetHub {
     /// Check `source` against the connected device, stage it under `data_dir` and start
     /// sending it. Every refusal comes back before a byte is sent.
     pub(crate) async fn push_ota(
@@ -160,7 +140,7 @@ impl GadgetHub {
         match started {
             Ok(result) => result,
             Err(err) => {
-                ota::discard_staged(&self.store, device_id, &file).await;
+                ota::discard_staged(&self.shared.store, device_id, &file).await;
                 Err(offline(err))
             }
         }
@@ -169,19 +149,14 @@ impl GadgetHub {
     /// Forget a device in memory and in the store, in one call on the store's thread, so
     /// that memory never holds a device the store let go. Returns whether it held it.
     pub(crate) async fn forget(&self, device_id: &str) -> Result<bool, StoreError> {
-        let (id, known) = (device_id.to_owned(), self.known.clone());
-        self.store
+        let (id, known) = (device_id.to_owned(), self.own.known.clone());
+        self.shared
+            .store
             .run(move |store| {
                 known.remove(&id);
                 store.forget(&id)
             })
             .await
-    }
-
-    /// Close every connection, as the server stops.
-    pub(crate) async fn close_all(&self) {
-        let shutdown = || Event::Command(Box::new(Command::Shutdown));
-        self.devices.tell_all(shutdown).await;
     }
 }
 

@@ -46,10 +46,12 @@ async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<MobileHub
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let hello = match receive_hello(&mut ws, &hub.metrics.mobile).await {
+    let hello = match receive_hello(&mut ws, &hub.shared.metrics.mobile).await {
         Ok(hello) => hello,
         Err(Some((code, message))) => {
-            hub.metrics.handshake(Platform::Mobile, code.as_str());
+            hub.shared
+                .metrics
+                .handshake(Platform::Mobile, code.as_str());
             return refuse(&mut ws, code, &message).await;
         }
         Err(None) => return,
@@ -60,7 +62,9 @@ where
             if code == ErrorCode::AuthFailed {
                 hub.failures.failed(peer.ip(), std::time::Instant::now());
             }
-            hub.metrics.handshake(Platform::Mobile, code.as_str());
+            hub.shared
+                .metrics
+                .handshake(Platform::Mobile, code.as_str());
             debug!(%peer, device = %hello.device.id, code = code.as_str(), "phone refused");
             return refuse(&mut ws, code, &message).await;
         }
@@ -69,7 +73,8 @@ where
         session: proto::session_key(&hello.device.id),
         // Without MOBILE_AVATAR_URL, the avatar page herald serves itself.
         avatar_url: Some(
-            hub.config
+            hub.own
+                .config
                 .avatar_url
                 .clone()
                 .unwrap_or_else(|| crate::web::AVATAR_PATH.to_owned()),
@@ -77,11 +82,11 @@ where
         capabilities: hub.capabilities(),
     };
     let ready = ready.encode();
-    hub.metrics.mobile.outbound(ready.len());
+    hub.shared.metrics.mobile.outbound(ready.len());
     if ws.send(Message::Text(ready.into())).await.is_err() {
         return;
     }
-    hub.metrics.handshake(Platform::Mobile, "ok");
+    hub.shared.metrics.handshake(Platform::Mobile, "ok");
     let conn = Connection::new(hub.devices.conn_id(), ws, peer);
     // `conn` names the connection in the log's "device disconnected" too.
     info!(%peer, conn = conn.id, device = %hello.device.id, "phone connected");
@@ -89,7 +94,7 @@ where
         Role::Phone { user_id } => {
             // A listener on `::` sees IPv4 loopback as `::ffff:127.0.0.1`.
             let on_loopback = peer.ip().to_canonical().is_loopback();
-            let from_loopback = hub.config.deliver_from_loopback;
+            let from_loopback = hub.own.config.deliver_from_loopback;
             let attach = Attach {
                 conn,
                 delivers: Delivers::of(Some(&user_id), on_loopback, from_loopback),
@@ -166,11 +171,11 @@ async fn admit(
     }
     let token = hello.token.as_deref().unwrap_or("");
     let device = &hello.device.id;
-    let allowed = &hub.config.allowed_devices;
-    if hub.deliver_tokens.authenticate(token).is_some() {
+    let allowed = &hub.own.config.allowed_devices;
+    if hub.own.deliver_tokens.authenticate(token).is_some() {
         return Ok(Role::Deliverer);
     }
-    let Some(user_id) = hub.tokens.authenticate(token).map(str::to_owned) else {
+    let Some(user_id) = hub.own.tokens.authenticate(token).map(str::to_owned) else {
         return Err((ErrorCode::AuthFailed, "wrong or missing token".into()));
     };
     if !allowed.is_empty() && !allowed.iter().any(|d| d == device) {
@@ -182,6 +187,7 @@ async fn admit(
     };
     let (id, user) = (device.clone(), user_id.clone());
     let claim = hub
+        .shared
         .store
         .run(move |store| store.claim_phone(&id, &user, &info, now_ms()))
         .await

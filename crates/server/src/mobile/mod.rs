@@ -27,18 +27,12 @@ use herald_mobile_proto::{limits, Capabilities, Deliver, TokenSet};
 use herald_port::{DeliveryError, Platform};
 use herald_session::mobile::link::Delivered;
 use herald_session::mobile::uploads::UploadBudget;
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::authorized::Authorized;
 use crate::config::MobileConfig;
-use crate::devices::Devices;
-use crate::inbox::Inbox;
+use crate::hub::{DeviceKind, Hub};
 use crate::listener;
-use crate::metrics::Metrics;
 use crate::queue;
-use crate::throttle::FailureThrottle;
-use herald_store::StoreHandle;
 
 pub(crate) use session::Command;
 
@@ -50,26 +44,42 @@ pub(crate) const MAX_LABEL: usize = 64;
 
 use session::{Event, Session};
 
-pub(crate) struct MobileHub {
-    /// Wrong tokens, per address.
-    pub(crate) failures: FailureThrottle,
+/// Phones, as the hub knows them.
+pub(crate) struct Phones;
+
+/// The hub of every phone session.
+pub(crate) type MobileHub = Hub<Phones>;
+
+impl DeviceKind for Phones {
+    const PLATFORM: Platform = Platform::Mobile;
+    type Own = PhoneParts;
+    type Event = Event;
+    type Command = Command;
+
+    fn command(command: Command) -> Event {
+        Event::Command(command)
+    }
+
+    fn shutdown() -> Command {
+        Command::Shutdown
+    }
+
+    fn spawn(device_id: String, hub: Arc<MobileHub>) -> queue::Sender<Event> {
+        Session::spawn(device_id, hub)
+    }
+}
+
+/// What only phone sessions share.
+pub(crate) struct PhoneParts {
     pub(crate) config: MobileConfig,
-    pub(crate) store: StoreHandle,
     /// App tokens: each stands for a user.
     tokens: TokenSet,
     /// Tokens that may only `deliver`.
     deliver_tokens: TokenSet,
-    /// Where uploads and voice messages are written for the agent.
-    inbox: Arc<Inbox>,
-    /// Which users the authorizer allows, as last heard.
-    pub(crate) authorized: Authorized,
     /// Which device each open card was shown to, so another device's answer is refused.
     cards: DashMap<String, String>,
     /// The bytes of unfinished uploads, per user and in all.
     upload_budget: Mutex<UploadBudget>,
-    /// The sessions, who is online and the backend.
-    pub(crate) devices: Devices<Event>,
-    pub(crate) metrics: Arc<Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,14 +122,8 @@ fn check_strength(app_token: &str, extra: &str, deliver: &str) -> Result<(), Mob
     Ok(())
 }
 
-impl MobileHub {
-    pub(crate) fn new(
-        config: MobileConfig,
-        app_token: &str,
-        store: StoreHandle,
-        inbox: Arc<Inbox>,
-        metrics: Arc<Metrics>,
-    ) -> Result<Self, MobileSetupError> {
+impl PhoneParts {
+    pub(crate) fn new(config: MobileConfig, app_token: &str) -> Result<Self, MobileSetupError> {
         let extra = config.extra_tokens.as_ref().map_or("", |s| s.expose());
         let deliver = config
             .deliver_tokens
@@ -130,31 +134,35 @@ impl MobileHub {
         check_strength(app_token, extra, &deliver)?;
         let tokens = TokenSet::parse(Some(app_token), Some(extra))?;
         let deliver_tokens = TokenSet::parse(None, Some(&deliver))?;
-        Ok(MobileHub {
-            failures: FailureThrottle::default(),
+        Ok(PhoneParts {
             config,
-            store,
             tokens,
             deliver_tokens,
-            inbox,
-            authorized: Authorized::default(),
             cards: DashMap::new(),
             upload_budget: Mutex::new(UploadBudget::default()),
-            devices: Devices::new(Platform::Mobile),
-            metrics,
         })
     }
+}
 
+impl MobileHub {
     /// The upload budget, for one reservation or release.
     fn upload_budget(&self) -> std::sync::MutexGuard<'_, UploadBudget> {
         // Counts are updated whole under the lock; a panic elsewhere leaves them valid.
-        self.upload_budget.lock().unwrap_or_else(|e| e.into_inner())
+        self.own
+            .upload_budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether the phone `device_id` belongs to `user_id` (the first user who used it).
     pub(crate) async fn owns(&self, user_id: &str, device_id: &str) -> bool {
         let id = device_id.to_owned();
-        match self.store.run(move |store| store.phone_owner(&id)).await {
+        match self
+            .shared
+            .store
+            .run(move |store| store.phone_owner(&id))
+            .await
+        {
             Ok(owner) => owner.as_deref() == Some(user_id),
             Err(err) => {
                 tracing::warn!(%err, "could not look up a phone's owner");
@@ -165,31 +173,9 @@ impl MobileHub {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            max_message_chars: self.config.max_message_chars,
+            max_message_chars: self.own.config.max_message_chars,
             ..Capabilities::default()
         }
-    }
-
-    /// The session of a phone, started on first use.
-    fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<Event> {
-        self.devices.session_or_spawn(device_id, || {
-            Session::spawn(device_id.to_owned(), self.clone())
-        })
-    }
-
-    /// Tell a phone's session, if it has one, without waiting.
-    pub(crate) async fn tell(&self, device_id: &str, command: Command) {
-        self.devices.send(device_id, Event::Command(command)).await;
-    }
-
-    /// Send a command to a phone's session and wait for its answer.
-    pub(crate) async fn call<T>(
-        &self,
-        device_id: &str,
-        make: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Result<T, DeliveryError> {
-        let event = |reply| Event::Command(make(reply));
-        self.devices.call(device_id, event).await
     }
 
     /// Push `deliver` to the phone it names, once `owner` (when there is one) is known
@@ -211,15 +197,6 @@ impl MobileHub {
             Ok(()) => Delivered::Sent,
             Err(err) => Delivered::Failed(err),
         }
-    }
-
-    /// Tell every phone's session, without waiting for answers.
-    pub(crate) async fn tell_all(&self, command: impl Fn() -> Command) {
-        self.devices.tell_all(|| Event::Command(command())).await;
-    }
-
-    pub(crate) async fn close_all(&self) {
-        self.tell_all(|| Command::Shutdown).await;
     }
 }
 

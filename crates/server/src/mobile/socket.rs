@@ -86,7 +86,7 @@ impl Transport for Phone {
 /// A connection that may only `deliver` (and `ping`), to any phone: it has no
 /// session, so this loop reads it, keeps it alive and says goodbye.
 pub(super) async fn deliver_only(mut conn: Box<Connection>, hub: Arc<MobileHub>) {
-    let metrics = hub.metrics.clone();
+    let metrics = hub.shared.metrics.clone();
     let mut keepalive = Keepalive::new(Instant::now().into_std());
     let close = loop {
         let next = tokio::select! {
@@ -143,16 +143,16 @@ async fn answer(frame: ClientFrame, hub: &MobileHub) -> Option<ServerFrame> {
         ClientFrame::Ping => Some(ServerFrame::Pong),
         ClientFrame::Hello(_) => {
             let message = "hello was already accepted".into();
-            Some(error(&hub.metrics, ErrorCode::BadFrame, message))
+            Some(error(&hub.shared.metrics, ErrorCode::BadFrame, message))
         }
         ClientFrame::Deliver(deliver) => {
             let to = deliver.to.clone();
             let (code, message) = hub.deliver(deliver, None).await.refusal(&to)?;
-            Some(error(&hub.metrics, code, message))
+            Some(error(&hub.shared.metrics, code, message))
         }
         _ => {
             let message = "this token may only deliver".into();
-            Some(error(&hub.metrics, ErrorCode::Forbidden, message))
+            Some(error(&hub.shared.metrics, ErrorCode::Forbidden, message))
         }
     }
 }

@@ -187,7 +187,7 @@ async fn speech_done(playback: &mut Option<Box<Playback>>) -> u8 {
 impl Session {
     pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> queue::Sender<Event> {
         let (tx, rx) = queue::channel(MAILBOX);
-        let core = Core::new(device_id, hub.rules.clone(), Ids::new(OsEntropy));
+        let core = Core::new(device_id, hub.own.rules.clone(), Ids::new(OsEntropy));
         let session = Session {
             image: None,
             hub,
@@ -220,7 +220,7 @@ impl Session {
             }
             let event = tokio::select! {
                 event = mailbox.recv() => event,
-                next = self.conns.next(&self.hub.metrics) => {
+                next = self.conns.next(&self.hub.shared.metrics) => {
                     match next {
                         Next::Read(read) => Box::pin(self.handle_read(read)).await,
                         Next::Write(out) => Box::pin(self.write(out)).await,
@@ -320,7 +320,13 @@ impl Session {
 
     /// Write the outbox's next frame to the device.
     async fn write(&mut self, out: Outgoing) {
-        shell::write_queued(&mut self.core, &mut self.conns, out, &self.hub.metrics).await;
+        shell::write_queued(
+            &mut self.core,
+            &mut self.conns,
+            out,
+            &self.hub.shared.metrics,
+        )
+        .await;
     }
 
     /// The connection broke: the core hears it, and it is let go.
@@ -350,7 +356,7 @@ impl Session {
                 } = *attach;
                 let id = conn.id;
                 self.conns.attach(conn);
-                let heartbeat_s = self.hub.config.heartbeat_s;
+                let heartbeat_s = self.hub.own.config.heartbeat_s;
                 self.core.handle_attach(
                     id,
                     Peer::from(hello),
@@ -406,16 +412,23 @@ impl Session {
         if !self.core.ota_is_running() {
             self.image = None;
         }
-        self.conns.settle(&self.core, &self.hub.metrics);
+        self.conns.settle(&self.core, &self.hub.shared.metrics);
     }
 
     async fn flush(&mut self) {
-        shell::flush(&mut self.core, &mut self.conns, &self.hub.metrics).await;
+        shell::flush(&mut self.core, &mut self.conns, &self.hub.shared.metrics).await;
     }
 
     /// Send `out` to connection `id`; dropped when that connection is gone.
     async fn send(&mut self, id: u64, out: Outgoing) {
-        shell::send(&mut self.core, &mut self.conns, id, out, &self.hub.metrics).await;
+        shell::send(
+            &mut self.core,
+            &mut self.conns,
+            id,
+            out,
+            &self.hub.shared.metrics,
+        )
+        .await;
     }
 
     async fn carry_out(&mut self, effect: Effect) {
@@ -427,16 +440,17 @@ impl Session {
                 self.hub.devices.went_offline(self.core.device_id());
                 if !paired {
                     self.hub
+                        .own
                         .waiting
                         .disconnected(self.core.device_id(), Instant::now().into_std());
                 }
             }
-            Effect::Paired => self.hub.waiting.leave(self.core.device_id()),
+            Effect::Paired => self.hub.own.waiting.leave(self.core.device_id()),
             Effect::AskPairingCode { name } => self.ask_pairing_code(name),
             Effect::ToAgent(inbound) => {
-                let activity = &self.hub.metrics.activity;
+                let activity = &self.hub.shared.metrics.activity;
                 activity.said(&inbound.source.chat, &inbound.body);
-                if let Some(agent) = self.hub.devices.agent() {
+                if let Some(agent) = self.hub.shared.agent() {
                     if !self.to_agent.push(agent, *inbound) {
                         self.core.handle_agent_full();
                     }
@@ -448,16 +462,17 @@ impl Session {
                 pcm,
             } => {
                 let (bytes, hub) = (pcm.len() as u64, self.hub.clone());
-                let put = hub.inbox.put("wav", bytes, move |path| {
+                let put = hub.shared.inbox.put("wav", bytes, move |path| {
                     herald_media::wav::write_wav(path, rate, &pcm).map_err(std::io::Error::other)
                 });
                 let saved = self.draining(put).await.map_err(|err| err.to_string());
                 self.core.handle_utterance_saved(message_id, saved);
             }
-            Effect::RecordLastSeen => self.hub.store.seen(self.core.device_id(), now_ms()),
+            Effect::RecordLastSeen => self.hub.shared.store.seen(self.core.device_id(), now_ms()),
             Effect::SaveSensors(readings) => {
                 let (id, hub) = (self.core.device_id().to_owned(), self.hub.clone());
                 let merge = hub
+                    .shared
                     .store
                     .run(move |store| store.merge_sensors(&id, &readings));
                 if let Err(err) = self.draining(merge).await {
@@ -465,8 +480,10 @@ impl Session {
                 }
             }
             Effect::Answer { call, answer } => self.answer(call, answer),
-            Effect::Count(Counted::Turn) => self.hub.metrics.turn(Platform::Gadget),
-            Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Gadget, code),
+            Effect::Count(Counted::Turn) => self.hub.shared.metrics.turn(Platform::Gadget),
+            Effect::Count(Counted::Error(code)) => {
+                self.hub.shared.metrics.error(Platform::Gadget, code)
+            }
             Effect::Ota(effect) => self.carry_out_ota(effect).await,
             Effect::OpenSpeech { path, rate, call } => {
                 let result = match self.draining(open_speech(&path)).await {
@@ -545,10 +562,10 @@ impl Session {
 
     async fn carry_out_ota(&mut self, effect: OtaEffect) {
         let (hub, id) = (self.hub.clone(), self.core.device_id().to_owned());
-        let store = &hub.store;
+        let store = &hub.shared.store;
         match effect {
             OtaEffect::Lookup => {
-                let unfinished = &self.hub.unfinished_updates;
+                let unfinished = &self.hub.own.unfinished_updates;
                 let found = if unfinished.may_have(&id) {
                     store.run(move |store| store.ota_update(&id)).await
                 } else {
@@ -593,7 +610,10 @@ impl Session {
                 let stage = store.run(move |store| store.stage_ota(&id, &image, now_ms()));
                 let stored = self.draining(stage).await;
                 if let Ok(Some(_)) = &stored {
-                    self.hub.unfinished_updates.started(self.core.device_id());
+                    self.hub
+                        .own
+                        .unfinished_updates
+                        .started(self.core.device_id());
                 }
                 let stored = stored.map_err(|err| err.to_string());
                 self.core.handle_ota_staged(file, stored, call);
@@ -636,7 +656,7 @@ impl Session {
     /// Ask for a pairing code on a task of its own (under Hermes the answer crosses a
     /// pipe); the answer comes back through the mailbox.
     fn ask_pairing_code(&mut self, name: Option<String>) {
-        let Some(authorizer) = self.hub.devices.authorizer().cloned() else {
+        let Some(authorizer) = self.hub.shared.authorizer().cloned() else {
             self.core.handle_pairing_code(None);
             return;
         };
@@ -685,7 +705,7 @@ impl Session {
             rate,
             turn,
             (conn.id, conn.queue()),
-            self.hub.metrics.clone(),
+            self.hub.shared.metrics.clone(),
         )));
         true
     }
@@ -704,7 +724,7 @@ impl Session {
             tokio::select! {
                 done = &mut work => return done,
                 out = conn.next_queued() => {
-                    if !conn.write_queued(out, &self.hub.metrics).await {
+                    if !conn.write_queued(out, &self.hub.shared.metrics).await {
                         if self.core.is_current(id) {
                             self.lost();
                         }

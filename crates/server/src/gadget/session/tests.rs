@@ -10,16 +10,9 @@ use tokio::sync::oneshot;
 use super::*;
 
 fn hub(dir: &std::path::Path) -> Arc<GadgetHub> {
-    let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
-    let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
-    Arc::new(GadgetHub::new(
-        Default::default(),
-        herald_store::StoreHandle::new(Arc::new(store)).unwrap(),
-        inbox,
-        Default::default(),
-        Default::default(),
-        Default::default(),
-    ))
+    let own =
+        super::super::GadgetParts::new(Default::default(), Default::default(), Default::default());
+    Arc::new(GadgetHub::new(crate::hub::Shared::in_dir(dir), own))
 }
 
 fn typing(reply: Reply) -> Event {

@@ -112,7 +112,7 @@ impl Session {
         let session = Session {
             core: Core::new(
                 device_id,
-                hub.config.max_message_chars as usize,
+                hub.own.config.max_message_chars as usize,
                 Ids::new(OsEntropy),
             ),
             waiting: Vec::new(),
@@ -134,7 +134,7 @@ impl Session {
             let deadline = self.next_deadline();
             let event = tokio::select! {
                 event = mailbox.recv() => event,
-                next = self.conns.next(&self.hub.metrics) => {
+                next = self.conns.next(&self.hub.shared.metrics) => {
                     Box::pin(self.handle_next(next)).await;
                     continue;
                 }
@@ -216,7 +216,13 @@ impl Session {
         match next {
             Next::Read(read) => self.handle_read(read),
             Next::Write(out) => {
-                shell::write_queued(&mut self.core, &mut self.conns, out, &self.hub.metrics).await;
+                shell::write_queued(
+                    &mut self.core,
+                    &mut self.conns,
+                    out,
+                    &self.hub.shared.metrics,
+                )
+                .await;
             }
         }
     }
@@ -252,7 +258,14 @@ impl Session {
 
     /// Send `out` to connection `id`; dropped when that connection is gone.
     async fn send(&mut self, id: u64, out: Outgoing) {
-        shell::send(&mut self.core, &mut self.conns, id, out, &self.hub.metrics).await;
+        shell::send(
+            &mut self.core,
+            &mut self.conns,
+            id,
+            out,
+            &self.hub.shared.metrics,
+        )
+        .await;
     }
 
     fn handle(&mut self, event: Event, now: Instant) {
@@ -309,14 +322,14 @@ impl Session {
             };
             self.carry_out(effect).await;
         }
-        self.conns.settle(&self.core, &self.hub.metrics);
+        self.conns.settle(&self.core, &self.hub.shared.metrics);
         if self.conns.current().is_none() {
             self.keepalive = None;
         }
     }
 
     async fn flush(&mut self) {
-        shell::flush(&mut self.core, &mut self.conns, &self.hub.metrics).await;
+        shell::flush(&mut self.core, &mut self.conns, &self.hub.shared.metrics).await;
     }
 
     async fn carry_out(&mut self, effect: Effect) {
@@ -332,6 +345,7 @@ impl Session {
                 let id = self.core.device_id().to_owned();
                 if let Err(err) = self
                     .hub
+                    .shared
                     .store
                     .run(move |store| store.outbox_push(&id, &frame, now_ms()))
                     .await
@@ -344,9 +358,9 @@ impl Session {
                 self.ask_pairing_code(user_id, user_name);
             }
             Effect::ToAgent(inbound) => {
-                let activity = &self.hub.metrics.activity;
+                let activity = &self.hub.shared.metrics.activity;
                 activity.said(&inbound.source.chat, &inbound.body);
-                if let Some(agent) = self.hub.devices.agent() {
+                if let Some(agent) = self.hub.shared.agent() {
                     if !self.to_agent.push(agent, *inbound) {
                         self.core.handle_agent_full();
                     }
@@ -378,8 +392,10 @@ impl Session {
                 owner,
             } => self.deliver(conn, *deliver, owner),
             Effect::Answer { call, answer } => self.answer(call, answer),
-            Effect::Count(Counted::Turn) => self.hub.metrics.turn(Platform::Mobile),
-            Effect::Count(Counted::Error(code)) => self.hub.metrics.error(Platform::Mobile, code),
+            Effect::Count(Counted::Turn) => self.hub.shared.metrics.turn(Platform::Mobile),
+            Effect::Count(Counted::Error(code)) => {
+                self.hub.shared.metrics.error(Platform::Mobile, code)
+            }
             Effect::ReserveUpload { user, bytes } => {
                 let granted = self
                     .hub
@@ -393,14 +409,15 @@ impl Session {
             }
             Effect::CardShown { prompt_id } => {
                 self.hub
+                    .own
                     .cards
                     .insert(prompt_id, self.core.device_id().to_owned());
             }
             Effect::CardClosed { prompt_id } => {
-                self.hub.cards.remove(&prompt_id);
+                self.hub.own.cards.remove(&prompt_id);
             }
             Effect::WhoseCard { prompt_id } => {
-                let owner = self.hub.cards.get(&prompt_id).map(|o| o.clone());
+                let owner = self.hub.own.cards.get(&prompt_id).map(|o| o.clone());
                 self.core.handle_card_owner(prompt_id, owner);
             }
         }
@@ -423,6 +440,7 @@ impl Session {
         let since = now_ms() - OUTBOX_TTL_MS;
         let missed = self
             .hub
+            .shared
             .store
             .run(move |store| store.outbox_take(&id, since))
             .await
@@ -460,7 +478,7 @@ impl Session {
     /// chunks of a long download, so its pings are answered and it counts as alive.
     async fn read_ready(&mut self) {
         for _ in 0..READS_BETWEEN_CHUNKS {
-            let Some(next) = self.conns.next(&self.hub.metrics).now_or_never() else {
+            let Some(next) = self.conns.next(&self.hub.shared.metrics).now_or_never() else {
                 return;
             };
             self.handle_next(next).await;
@@ -475,7 +493,7 @@ impl Session {
                 .core
                 .handle_authorization(Ok(true), Instant::now().into_std());
         }
-        let Some(authorizer) = self.hub.devices.authorizer().cloned() else {
+        let Some(authorizer) = self.hub.shared.authorizer().cloned() else {
             // No backend yet: nothing may wait for an answer that will not come.
             let unanswered = Err(AccessError("there is no authorizer".to_owned()));
             return self
@@ -493,7 +511,7 @@ impl Session {
     }
 
     fn ask_pairing_code(&self, user_id: String, user_name: Option<String>) {
-        let Some(authorizer) = self.hub.devices.authorizer().cloned() else {
+        let Some(authorizer) = self.hub.shared.authorizer().cloned() else {
             return;
         };
         let mailbox = self.mailbox.clone();
@@ -513,6 +531,7 @@ impl Session {
     ) -> Result<std::path::PathBuf, String> {
         let size = parts.iter().map(|part| part.len() as u64).sum();
         let written = hub
+            .shared
             .inbox
             .put(extension, size, move |path| {
                 files::write_private_parts(path, &parts)

@@ -10,16 +10,9 @@ use herald_session::mobile::link::Delivers;
 use super::*;
 
 fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
-    let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
-    let inbox = crate::inbox::Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
-    let hub = MobileHub::new(
-        Default::default(),
-        "test-app-token-0123456789abcdef0123",
-        herald_store::StoreHandle::new(Arc::new(store)).unwrap(),
-        inbox,
-        Default::default(),
-    );
-    Arc::new(hub.unwrap())
+    let token = "test-app-token-0123456789abcdef0123";
+    let own = super::super::PhoneParts::new(Default::default(), token).unwrap();
+    Arc::new(MobileHub::new(crate::hub::Shared::in_dir(dir), own))
 }
 
 #[tokio::test(start_paused = true)]
