@@ -17,7 +17,6 @@ use crate::authorized::Authorized;
 use crate::devices::Devices;
 use crate::inbox::Inbox;
 use crate::metrics::Metrics;
-use crate::queue;
 use crate::throttle::FailureThrottle;
 
 /// What both platforms use, held once.
@@ -79,8 +78,6 @@ pub(crate) trait DeviceKind: Sized + Send + Sync + 'static {
     fn command(command: Self::Command) -> Self::Event;
     /// The command that closes a session's connection as the server stops.
     fn shutdown() -> Self::Command;
-    /// Start the session of `device_id`; its mailbox.
-    fn spawn(device_id: String, hub: Arc<Hub<Self>>) -> queue::Sender<Self::Event>;
 }
 
 pub(crate) struct Hub<K: DeviceKind> {
@@ -104,12 +101,6 @@ impl<K: DeviceKind> Hub<K> {
             failures: FailureThrottle::default(),
             own,
         }
-    }
-
-    /// The session of a device, started on first use.
-    pub(crate) fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<K::Event> {
-        self.devices
-            .session_or_spawn(device_id, || K::spawn(device_id.to_owned(), self.clone()))
     }
 
     /// Send a command to a device's session and wait for its answer.

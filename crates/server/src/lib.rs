@@ -8,14 +8,16 @@
 //! even an abrupt exit leaves consistent state.
 //!
 //! Each device's session is a core from `herald-session` (frames, port calls and the
-//! clock in; frames, effects and the next deadline out), which cannot do I/O, under an
-//! actor shell here that does it: `gadget::session` and `mobile::session`, built on one
-//! generic shell (`shell`). A session owns its device's connection, so a connected
-//! device is one task whichever protocol it speaks, and a transport adds only how its
-//! messages read (`gadget::socket`, `mobile::socket`). The router
-//! hands each port [`Request`] (and each one-way notification) to the session of its
-//! chat; what sessions share (who the authorizer let in, cards, the upload budget)
-//! is their hub's; the store (`herald_store`) is reached through a [`herald_store::StoreHandle`].
+//! clock in; frames, effects and the next deadline out), which cannot do I/O, run by
+//! one session loop (`session`) that does it for both platforms; each platform adds
+//! only its own reads, commands and effects (`gadget::session`, `mobile::session`). A
+//! session owns its device's connection (`shell`), so a connected device is one task
+//! whichever protocol it speaks. One hub type (`hub`) holds a platform's sessions and
+//! what they share (who the authorizer let in, the waiting room, cards, the upload
+//! budget); what both platforms use (the store, metrics, inbox and agent backend) is
+//! held once (`hub::Shared`). The router hands each port [`Request`] (and each one-way
+//! notification) to the session of its chat; the store (`herald_store`) is reached
+//! through a [`herald_store::StoreHandle`].
 //!
 //! [`Request`]: herald_port::Request
 
@@ -43,6 +45,7 @@ pub mod net;
 mod places;
 mod queue;
 mod router;
+mod session;
 mod shell;
 mod socket;
 mod throttle;

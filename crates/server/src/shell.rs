@@ -1,9 +1,9 @@
-//! The shell both platforms run around their session core. A connected device is one
-//! task: its session owns the device's [`Connection`] (with the one it replaced, until
-//! that has its close), reads the device's frames, writes the frames its core hands
-//! back and sleeps until the core's next deadline. A transport says only how a read
-//! from its socket reads to its session ([`Transport`]); the gadget's is in
-//! `gadget/socket.rs`, the phone's in `mobile/socket.rs`.
+//! A device's connection, as its session holds it. A connected device is one task: its
+//! session (`crate::session`) owns the device's [`Connection`] (with the one it
+//! replaced, until that has its close), reads the device's frames and writes the frames
+//! its core hands back. A transport says only how a read from its socket reads to its
+//! session ([`Transport`]); the gadget's is in `gadget/socket.rs`, the phone's in
+//! `mobile/socket.rs`.
 //!
 //! Every frame to a device leaves by one path: written by its session, or queued in the
 //! connection's outbox by a task that writes beside the session (a gadget's speech,
@@ -13,13 +13,11 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::{Sink, Stream, StreamExt};
 use herald_port::Platform;
-use herald_session::io::{Close, Frame, Transmit};
+use herald_session::io::{Close, Frame};
 use herald_session::SessionCore;
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info};
@@ -258,7 +256,7 @@ impl<T: Transport> Connections<T> {
     }
 
     /// Write `out`, from the current connection's outbox; false once it takes no more.
-    async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+    pub(crate) async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
         match &mut self.current {
             Some(conn) => conn.write_queued(out, metrics).await,
             None => true,
@@ -279,7 +277,7 @@ impl<T: Transport> Connections<T> {
     }
 
     /// The current connection broke: it is let go.
-    fn let_go(&mut self) {
+    pub(crate) fn let_go(&mut self) {
         if let Some(conn) = self.current.take() {
             conn.disconnected();
         }
@@ -293,51 +291,6 @@ impl<T: Transport> Connections<T> {
             tokio::spawn(conn.goodbye(metrics.clone()));
         }
     }
-}
-
-/// Write every frame `core` handed back, each to its connection.
-pub(crate) async fn flush<T: Transport>(
-    core: &mut impl SessionCore,
-    conns: &mut Connections<T>,
-    metrics: &Metrics,
-) {
-    while let Some(Transmit { conn, frame }) = core.poll_transmit() {
-        send(core, conns, conn, outgoing(frame), metrics).await;
-    }
-}
-
-/// Send `out` to connection `id`. The current connection failing is news for the core;
-/// one the core let go (its close among what it was sent) is settled into its goodbye,
-/// which waits for the device's close in turn.
-pub(crate) async fn send<T: Transport>(
-    core: &mut impl SessionCore,
-    conns: &mut Connections<T>,
-    id: u64,
-    out: Outgoing,
-    metrics: &Metrics,
-) {
-    if !conns.send(id, out, metrics).await && core.is_current(id) {
-        lost(core, conns);
-    }
-}
-
-/// Write `out`, taken from the current connection's outbox; one that takes no more is
-/// lost.
-pub(crate) async fn write_queued<T: Transport>(
-    core: &mut impl SessionCore,
-    conns: &mut Connections<T>,
-    out: Outgoing,
-    metrics: &Metrics,
-) {
-    if !conns.write_queued(out, metrics).await {
-        lost(core, conns);
-    }
-}
-
-/// The current connection broke: the core hears it, and it is let go.
-pub(crate) fn lost<T: Transport>(core: &mut impl SessionCore, conns: &mut Connections<T>) {
-    core.handle_closed();
-    conns.let_go();
 }
 
 /// A core's frame as the WebSocket writes it.
@@ -357,27 +310,6 @@ pub(crate) fn close_code(close: Close) -> CloseCode {
         Close::Invalid => CloseCode::Invalid,
         Close::Policy => CloseCode::Policy,
     }
-}
-
-/// When an idle session ends: nothing open in its core, and quiet for `after` since
-/// `last_event`, so devices that never come back do not keep a session each.
-pub(crate) fn retire_at(
-    core: &impl SessionCore,
-    last_event: Instant,
-    after: Duration,
-) -> Option<Instant> {
-    core.is_idle().then(|| last_event + after)
-}
-
-/// The session's next wake-up: the core's next timer or its retirement.
-pub(crate) fn next_deadline(
-    core: &impl SessionCore,
-    retire_at: Option<Instant>,
-) -> Option<Instant> {
-    [core.poll_timeout().map(Instant::from_std), retire_at]
-        .into_iter()
-        .flatten()
-        .min()
 }
 
 #[cfg(test)]

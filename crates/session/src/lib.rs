@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use herald_port::{DeliveryError, Response};
 
-use crate::io::{Output, Transmit};
+use crate::io::{Close, Frame, Output, Transmit};
 
 /// What a shell needs of any session core, whatever its device: the frames and effects
 /// it handed back, when it next has work, and whether it may end.
@@ -71,6 +71,21 @@ pub trait SessionCore {
 
     /// The current connection ended on its own (closed, failed or timed out).
     fn handle_closed(&mut self);
+
+    /// The id of the current connection, if there is one.
+    fn current_conn(&self) -> Option<u64>;
+
+    /// Close the current connection, if any, and forget it.
+    fn close(&mut self, code: Close, reason: &str) {
+        if let Some(conn) = self.current_conn() {
+            let frame = Frame::Close(code, reason.to_owned());
+            self.output().transmits.push(Transmit { conn, frame });
+        }
+        self.handle_closed();
+    }
+
+    /// The agent's queue was full: the device is told to slow down.
+    fn handle_agent_full(&mut self);
 }
 
 /// What the server's metrics count of a session.

@@ -4,10 +4,9 @@
 //!   auth, in `herald-session`): it answers it from the hub's memory ([`known`] keys,
 //!   the [`waiting`] room, the address lock), the store and the authorizer, then hands
 //!   the admitted connection to the device's session;
-//! - [`session`] is one task per device, the shell of its core (`herald-session`'s
-//!   gadget `Core`: heartbeat, turns, questions, actions, voice, readings, firmware
-//!   updates): it reads the device, writes its outbox and carries out the core's
-//!   effects;
+//! - [`session`] is what the one session loop (`crate::session`) does for a gadget's
+//!   core (`herald-session`'s gadget `Core`: heartbeat, turns, questions, actions,
+//!   voice, readings, firmware updates): its reads, commands and own effects;
 //! - [`socket`] says what each read from a gadget's connection is (the connection
 //!   itself, its socket and outbox, is the shell's: `crate::shell`);
 //! - [`audio`] paces speech out and [`image`] fits pictures, each on a task of its
@@ -39,7 +38,6 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use crate::config::GadgetConfig;
 use crate::hub::{DeviceKind, Hub};
 use crate::listener;
-use crate::queue;
 use herald_store::{OtaUpdate, StoreError};
 
 pub(crate) use known::KnownDevices;
@@ -47,7 +45,7 @@ pub(crate) use ota::{
     forget_staged, sweep_unused_staged, unfinished_updates, Unfinished, STAGING_DIR,
 };
 pub(crate) use session::Command;
-use session::{Event, Session};
+use session::Event;
 use waiting::WaitingRoom;
 
 /// Gadgets, as the hub knows them.
@@ -69,10 +67,6 @@ impl DeviceKind for Gadgets {
 
     fn shutdown() -> Command {
         Command::Shutdown
-    }
-
-    fn spawn(device_id: String, hub: Arc<GadgetHub>) -> queue::Sender<Event> {
-        Session::spawn(device_id, hub)
     }
 }
 

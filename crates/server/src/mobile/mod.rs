@@ -4,13 +4,13 @@
 //!   hands the connection to the phone's session;
 //! - [`socket`] says what each read from a phone's connection is, and serves the
 //!   connections of deliver tokens, which have no session;
-//! - [`session`] is the shell of each phone's session core (`herald_session::mobile`:
-//!   authorization, duplicate suppression, uploads, cards, replies shaped into chunks
-//!   and streaming edits): it owns the phone's connection, so a connected phone is one
-//!   task, and carries out the core's effects, among them the outbox (in the store)
-//!   that keeps a turn's frames while the phone is away;
-//! - the hub ([`MobileHub`]) holds what phones share: who may reach the agent, which
-//!   device each open card was shown to, and the upload budget.
+//! - [`session`] is what the one session loop (`crate::session`) does for a phone's
+//!   core (`herald_session::mobile`: authorization, duplicate suppression, uploads,
+//!   cards, replies shaped into chunks and streaming edits): its reads, keepalive,
+//!   commands and own effects, among them the outbox (in the store) that keeps a
+//!   turn's frames while the phone is away;
+//! - the hub ([`MobileHub`], `crate::hub`) holds what phones share: who may reach the
+//!   agent, which device each open card was shown to, and the upload budget.
 //!
 //! Like gadgets, a session outlives its connections: a phone that drops mid-turn gets
 //! the rest of the turn when it comes back, even across a restart of the server, and
@@ -20,7 +20,7 @@ mod handshake;
 mod session;
 mod socket;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use dashmap::DashMap;
 use herald_mobile_proto::{limits, Capabilities, Deliver, TokenSet};
@@ -32,7 +32,6 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use crate::config::MobileConfig;
 use crate::hub::{DeviceKind, Hub};
 use crate::listener;
-use crate::queue;
 
 pub(crate) use session::Command;
 
@@ -42,7 +41,7 @@ pub const TOKEN_FILE: &str = "mobile.token";
 /// The longest phone name or platform kept; longer ones are cut.
 pub(crate) const MAX_LABEL: usize = 64;
 
-use session::{Event, Session};
+use session::Event;
 
 /// Phones, as the hub knows them.
 pub(crate) struct Phones;
@@ -62,10 +61,6 @@ impl DeviceKind for Phones {
 
     fn shutdown() -> Command {
         Command::Shutdown
-    }
-
-    fn spawn(device_id: String, hub: Arc<MobileHub>) -> queue::Sender<Event> {
-        Session::spawn(device_id, hub)
     }
 }
 

@@ -253,17 +253,6 @@ impl Core {
         self.drain_ota();
     }
 
-    /// Close the connection, if any, and forget it.
-    pub fn close(&mut self, code: Close, reason: &str) {
-        if let Some(conn) = &self.conn {
-            self.out.transmits.push(Transmit {
-                conn: conn.id,
-                frame: Frame::Close(code, reason.to_owned()),
-            });
-        }
-        self.handle_closed();
-    }
-
     /// Proof of life from the current connection (any frame, control frames included).
     pub fn touch(&mut self, now: Instant) {
         if let Some(conn) = &mut self.conn {
@@ -466,6 +455,15 @@ pub(super) fn profile(peer: &Peer, paired: bool) -> DeviceProfile {
 
 impl SessionCore for Core {
     type Effect = Effect;
+
+    fn current_conn(&self) -> Option<u64> {
+        self.conn.as_ref().map(|conn| conn.id)
+    }
+
+    /// The device is told to slow down.
+    fn handle_agent_full(&mut self) {
+        self.notice("Too many messages at once; try again in a moment.");
+    }
 
     fn device_id(&self) -> &str {
         &self.device_id

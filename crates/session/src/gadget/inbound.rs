@@ -19,7 +19,7 @@ use super::core::{profile, protocol_error, Core, Effect};
 use super::prompts::{Replied, Show};
 use super::utterance::Utterance;
 use crate::io::Close;
-use crate::Counted;
+use crate::{Counted, SessionCore};
 
 impl Core {
     /// A frame that could not be read: the device is told, and a connection that cannot
@@ -268,10 +268,5 @@ impl Core {
             (1..=limits::MAX_ID).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic())
         })
         .unwrap_or_else(|| self.ids.hex(12))
-    }
-
-    /// The agent's queue was full: the device is told to slow down.
-    pub fn handle_agent_full(&mut self) {
-        self.notice("Too many messages at once; try again in a moment.");
     }
 }

@@ -219,16 +219,6 @@ impl Core {
         self.out.effects.push(Effect::Replay);
     }
 
-    pub fn close(&mut self, code: Close, reason: &str) {
-        if let Some(conn) = self.conn {
-            self.out.transmits.push(Transmit {
-                conn,
-                frame: Frame::Close(code, reason.into()),
-            });
-        }
-        self.handle_closed();
-    }
-
     /// The session ends: its cards are no longer anyone's, and nothing is held.
     pub fn end(&mut self) {
         self.handle_closed();
@@ -464,18 +454,22 @@ impl Core {
         };
         self.out.effects.push(Effect::ToAgent(Box::new(inbound)));
     }
+}
 
-    /// The agent's queue was full: the phone is told to slow down.
-    pub fn handle_agent_full(&mut self) {
+impl SessionCore for Core {
+    type Effect = Effect;
+
+    fn current_conn(&self) -> Option<u64> {
+        self.conn
+    }
+
+    /// The phone is told to slow down.
+    fn handle_agent_full(&mut self) {
         self.error(
             ErrorCode::RateLimited,
             "too many messages at once; try again shortly",
         );
     }
-}
-
-impl SessionCore for Core {
-    type Effect = Effect;
 
     fn device_id(&self) -> &str {
         &self.device_id

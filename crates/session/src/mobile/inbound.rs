@@ -17,6 +17,7 @@ use super::link::{Delivered, Delivers};
 use super::media::choice_of;
 use super::uploads::{Accepted, Upload, UploadError};
 use crate::io::Close;
+use crate::SessionCore;
 
 impl Core {
     pub fn handle_frame(&mut self, frame: ClientFrame, now: Instant) {

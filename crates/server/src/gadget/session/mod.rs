@@ -1,22 +1,15 @@
-//! One session per device: the only owner of the device's conversation state.
+//! A gadget's session: what the one session loop (`crate::session`) does for gadgets.
 //!
 //! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
-//! no I/O. This module is its shell, one task that does what the core asks. It owns
-//! the device's connection (`crate::shell`) while there is one: it reads the device's
-//! frames and writes the connection's outbox itself, so a connected gadget costs one
-//! task. Everything else arrives on one bounded mailbox (calls from the agent through
-//! the conversation port, requests from the admin API, a new connection). The shell
-//! feeds it all to the core with the time, queues the frames the core hands back in
-//! the outbox, carries out its effects (the store, WAV files, the authorizer, speech
-//! and pictures, the agent's queue) and sleeps until the core's next deadline, so
-//! nothing ticks while a device is idle.
-//!
-//! Firmware updates are a sub-machine of the core; the shell keeps the staged image
-//! open while one is sent and writes each frame as the outbox has room for it.
+//! no I/O. Here are its reads, its commands (the conversation port, the admin API's
+//! firmware updates, pairing changes) and the effects only a gadget has: utterances
+//! written as WAV, readings, speech and pictures sent beside the session, Herald's
+//! cues, and firmware updates. Those are a sub-machine of the core; the session keeps
+//! the staged image open while one is sent and writes each frame as the outbox has
+//! room for it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use herald_gadget_proto as proto;
@@ -26,23 +19,21 @@ use herald_port::{
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
 use herald_session::io::Close;
-use herald_session::{done, CallId, Counted, Ids, SessionCore};
+use herald_session::{done, CallId, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 use tracing::warn;
 
 use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
 use super::ota;
 use super::socket::{Connection, Gadget, Incoming, Read};
-use super::GadgetHub;
+use super::{GadgetHub, Gadgets};
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
-use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::ids::OsEntropy;
-use crate::queue;
-use crate::shell::{self, Connections, Next};
+use crate::session::{self, Session, SessionKind};
 use crate::socket::{Closed, Outgoing, Room};
 use herald_store::OtaUpdate;
 
@@ -96,71 +87,220 @@ pub(crate) struct ImageSent {
     sent: Result<(), String>,
 }
 
-pub(crate) struct Session {
-    hub: Arc<GadgetHub>,
-    mailbox: queue::Sender<Event>,
-    core: Core,
-    /// The calls the core will answer, by the id it knows them by.
-    waiting: Waiting,
-    /// The device's connection, while it has one.
-    conns: Connections<Gadget>,
-    to_agent: AgentQueue,
-    /// The staged image of the firmware update being sent, open. Boxed, as the speech
-    /// below: rare, and an idle session's size is what every device costs.
-    image: Option<Box<tokio::fs::File>>,
-    /// The speech being sent, if any.
-    playback: Option<Box<Playback>>,
-    /// When the mailbox last had something for the session.
-    last_event: Instant,
-}
-
-/// A channel a call's answer goes back on, held while the core works on it.
-enum Answering {
+/// A call the core will answer, as the session holds it.
+pub(crate) enum Answering {
     Port(Reply),
     OtaTarget(oneshot::Sender<Result<Target, PushError>>),
     OtaStart(oneshot::Sender<Result<OtaUpdate, PushError>>),
 }
 
-/// The session's calls in progress. A list, not a map: a session rarely has more than
-/// a few, and an idle one then holds no allocation.
-#[derive(Default)]
-struct Waiting {
-    next: u64,
-    calls: Vec<(CallId, Answering)>,
+impl From<Reply> for Answering {
+    fn from(reply: Reply) -> Self {
+        Answering::Port(reply)
+    }
 }
 
-impl Waiting {
-    fn hold(&mut self, answering: Answering) -> CallId {
-        self.next += 1;
-        let call = CallId(self.next);
-        self.calls.push((call, answering));
-        call
-    }
-
-    fn take(&mut self, call: CallId) -> Option<Answering> {
-        let at = self.calls.iter().position(|(id, _)| *id == call)?;
-        let (_, answering) = self.calls.swap_remove(at);
-        if self.calls.is_empty() {
-            self.calls = Vec::new();
-        }
-        Some(answering)
-    }
-
-    fn take_port(&mut self, call: CallId) -> Option<Reply> {
-        match self.take(call)? {
+impl session::Answering for Answering {
+    fn into_port(self) -> Option<Reply> {
+        match self {
             Answering::Port(reply) => Some(reply),
             _ => None,
         }
     }
 }
 
-/// An idle session ends this long after its last event.
-const RETIRE_AFTER: Duration = Duration::from_secs(3600);
+/// What a gadget's session sends beside itself.
+#[derive(Default)]
+pub(crate) struct Streams {
+    /// The staged image of the firmware update being sent, open. Boxed, as the speech
+    /// below: rare, and an idle session's size is what every device costs.
+    image: Option<Box<tokio::fs::File>>,
+    /// The speech being sent, if any.
+    playback: Option<Box<Playback>>,
+    /// The wait for outbox room for the next firmware frame, on connection `.0`.
+    room: Option<(u64, RoomWait)>,
+}
+
+/// What a gadget's session waits for besides its mailbox and connection.
+pub(crate) enum Wake {
+    /// Room in the outbox for a firmware frame.
+    Room(Room),
+    /// Speech stream `.0` played to its end.
+    SpeechDone(u8),
+}
 
 /// A wait for room in a connection's outbox, for a firmware frame. Boxed and kept
 /// across the loop's turns while an update sends: inline, it would make every idle
 /// session's task a few hundred bytes larger.
 type RoomWait = Pin<Box<dyn Future<Output = Result<Room, Closed>> + Send>>;
+
+/// An idle session ends this long after its last event.
+const RETIRE_AFTER: Duration = Duration::from_secs(3600);
+
+impl SessionKind for Gadgets {
+    type Core = Core;
+    type Transport = Gadget;
+    type Answering = Answering;
+    type Parts = Streams;
+    type Wake = Wake;
+    /// Nothing open (no connection, turn, question, action or firmware transfer;
+    /// updates resume from the store) and quiet this long.
+    const RETIRE_AFTER: Duration = RETIRE_AFTER;
+
+    fn start(device_id: String, hub: &GadgetHub) -> (Core, Streams) {
+        let core = Core::new(device_id, hub.own.rules.clone(), Ids::new(OsEntropy));
+        (core, Streams::default())
+    }
+
+    fn ends(event: &Event) -> Option<(Close, &'static str)> {
+        match event {
+            Event::Command(command) => match **command {
+                Command::Forget => Some((Close::Normal, "forgotten")),
+                Command::Shutdown => Some((Close::Away, "server stopping")),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn handle(session: &mut Session<Self>, event: Event, now: std::time::Instant) {
+        match event {
+            Event::Attach(attach) => {
+                let Attach {
+                    conn,
+                    hello,
+                    paired,
+                    session_id,
+                } = *attach;
+                let id = conn.id;
+                session.conns.attach(conn);
+                let heartbeat_s = session.hub.own.config.heartbeat_s;
+                session.core.handle_attach(
+                    id,
+                    Peer::from(hello),
+                    paired,
+                    session_id,
+                    heartbeat_s,
+                    now,
+                );
+            }
+            Event::PairingCode(code) => session.core.handle_pairing_code(code),
+            Event::ImageSent(image) => {
+                let ImageSent {
+                    call,
+                    caption,
+                    turn,
+                    sent,
+                } = *image;
+                session.core.handle_image_sent(call, caption, turn, sent);
+            }
+            Event::Command(command) => match *command {
+                Command::Port(Call { request, reply }) => {
+                    let call = session.hold(reply);
+                    session.core.handle_call(call, request, now);
+                }
+                Command::Notify(notification) => {
+                    session.core.handle_notification(notification, now)
+                }
+                Command::SetPaired(paired) => session.core.handle_paired(paired, now),
+                Command::OtaTarget(reply) => {
+                    let call = session.waiting.hold(Answering::OtaTarget(reply));
+                    let request = ota_core::Request::Target { call };
+                    session.core.handle_ota_request(request);
+                }
+                Command::OtaStart { staged, reply } => {
+                    let call = session.waiting.hold(Answering::OtaStart(reply));
+                    let request = ota_core::Request::Start { staged, call };
+                    session.core.handle_ota_request(request);
+                }
+                // They end the session (`SessionKind::ends`).
+                Command::Forget | Command::Shutdown => {}
+            },
+        }
+    }
+
+    /// What the device did.
+    fn handle_read(session: &mut Session<Self>, read: Read) {
+        let now = session.woken();
+        match read {
+            Read::Message(Incoming::Frame(msg)) => {
+                session.core.touch(now);
+                session.core.handle_frame(*msg, now);
+            }
+            Read::Message(Incoming::Bad { reason, close }) => {
+                session.core.touch(now);
+                session.core.handle_bad_frame(reason, close);
+            }
+            Read::Message(Incoming::Binary(data)) => {
+                session.core.touch(now);
+                session.core.handle_binary(&data);
+            }
+            Read::Alive => session.core.touch(now),
+            // Settling hands the connection to its goodbye, which sends the close reply.
+            Read::Closed => session.core.handle_closed(),
+            Read::Lost => session.lost(),
+        }
+    }
+
+    async fn carry_out(session: &mut Session<Self>, effect: Effect) {
+        session.carry_out(effect).await;
+    }
+
+    async fn timeout(session: &mut Session<Self>, now: Instant) {
+        session.core.handle_timeout(now.into_std(), unix_ms());
+    }
+
+    /// The next firmware frame waits for room in the outbox alongside the mailbox, so
+    /// conversation traffic is never held up.
+    fn prepare(session: &mut Session<Self>) {
+        let conn = session.conns.current();
+        let room = &mut session.parts.room;
+        match conn.filter(|conn| session.core.ota_wants_chunk() && session.core.is_current(conn.id))
+        {
+            Some(conn) if room.as_ref().is_none_or(|(id, _)| *id != conn.id) => {
+                *room = Some((conn.id, Box::pin(conn.queue().reserve()) as RoomWait));
+            }
+            Some(_) => {}
+            None => *room = None,
+        }
+    }
+
+    async fn wake(streams: &mut Streams) -> Wake {
+        tokio::select! {
+            Some(room) = wait_for_room(&mut streams.room) => Wake::Room(room),
+            stream = speech_done(&mut streams.playback) => Wake::SpeechDone(stream),
+        }
+    }
+
+    async fn handle_wake(session: &mut Session<Self>, wake: Wake) {
+        match wake {
+            Wake::Room(room) => session.send_firmware(room).await,
+            Wake::SpeechDone(stream) => session.core.handle_speech_done(stream),
+        }
+    }
+
+    /// Speech that ended meanwhile counts first, as it happened first.
+    fn woken(session: &mut Session<Self>) {
+        if let Some(done) = session.parts.playback.take_if(|p| p.is_finished()) {
+            session.core.handle_speech_done(done.stream);
+        }
+    }
+
+    fn settled(session: &mut Session<Self>) {
+        if !session.core.ota_is_running() {
+            session.parts.image = None;
+        }
+    }
+
+    async fn end(session: &mut Session<Self>) {
+        session.core.fail_actions(ActionError::Disconnected);
+        while let Some(effect) = session.core.poll_effect() {
+            if let Effect::Answer { call, answer } = effect {
+                session.answer(call, answer);
+            }
+        }
+    }
+}
 
 /// The room `wait` (for connection `.0`) found, once it does; never, with none. Either
 /// way the wait is over: the next turn of the loop starts another if one is wanted.
@@ -184,260 +324,12 @@ async fn speech_done(playback: &mut Option<Box<Playback>>) -> u8 {
     stream
 }
 
-impl Session {
-    pub(super) fn spawn(device_id: String, hub: Arc<GadgetHub>) -> queue::Sender<Event> {
-        let (tx, rx) = queue::channel(MAILBOX);
-        let core = Core::new(device_id, hub.own.rules.clone(), Ids::new(OsEntropy));
-        let session = Session {
-            image: None,
-            hub,
-            mailbox: tx.clone(),
-            core,
-            waiting: Waiting::default(),
-            conns: Connections::default(),
-            to_agent: AgentQueue::default(),
-            playback: None,
-            last_event: Instant::now(),
-        };
-        // Boxed, with its handlers' futures boxed below: an idle device's task then holds
-        // a pointer instead of every handler's state inline (`herald bench connect`
-        // measures the memory this saves per connection).
-        tokio::spawn(Box::new(session).run(rx));
-        tx
-    }
-
-    async fn run(mut self: Box<Self>, mut mailbox: queue::Receiver<Event>) {
-        let mut room = None;
-        let retired = loop {
-            Box::pin(self.settle()).await;
-            let deadline = self.next_deadline();
-            match self.firmware_conn() {
-                Some(conn) if room.as_ref().is_none_or(|(id, _)| *id != conn.id) => {
-                    room = Some((conn.id, Box::pin(conn.queue().reserve()) as RoomWait));
-                }
-                Some(_) => {}
-                None => room = None,
-            }
-            let event = tokio::select! {
-                event = mailbox.recv() => event,
-                next = self.conns.next(&self.hub.shared.metrics) => {
-                    match next {
-                        Next::Read(read) => Box::pin(self.handle_read(read)).await,
-                        Next::Write(out) => Box::pin(self.write(out)).await,
-                    }
-                    continue;
-                }
-                _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
-                    let now = Instant::now();
-                    if self.retire_at().is_some_and(|at| at <= now) {
-                        break true;
-                    }
-                    self.core.handle_timeout(now.into_std(), unix_ms());
-                    continue;
-                }
-                Some(room) = wait_for_room(&mut room) => {
-                    Box::pin(self.send_firmware(room)).await;
-                    continue;
-                }
-                stream = speech_done(&mut self.playback) => {
-                    self.core.handle_speech_done(stream);
-                    continue;
-                }
-            };
-            let Some(event) = event else { break false };
-            let now = self.woken();
-            match event {
-                Event::Command(command) if matches!(*command, Command::Forget) => {
-                    self.core.close(Close::Normal, "forgotten");
-                    Box::pin(self.settle()).await;
-                    break false;
-                }
-                Event::Command(command) if matches!(*command, Command::Shutdown) => {
-                    self.core.close(Close::Away, "server stopping");
-                    Box::pin(self.settle()).await;
-                    break false;
-                }
-                event => Box::pin(self.handle(event, now)).await,
-            }
-        };
-        self.core.fail_actions(ActionError::Disconnected);
-        while let Some(effect) = self.core.poll_effect() {
-            if let Effect::Answer { call, answer } = effect {
-                self.answer(call, answer);
-            }
-        }
-        self.hub
-            .devices
-            .session_ended(self.core.device_id(), &self.mailbox);
-        if retired {
-            Box::pin(hand_over(mailbox, || {
-                self.hub.session(self.core.device_id())
-            }))
-            .await;
-        }
-    }
-
-    /// When an idle session ends: nothing open (no connection, turn, question, action
-    /// or firmware transfer; updates resume from the store) and quiet for
-    /// [`RETIRE_AFTER`], so devices that never come back do not keep a session each.
-    fn retire_at(&self) -> Option<Instant> {
-        shell::retire_at(&self.core, self.last_event, RETIRE_AFTER)
-    }
-
-    fn next_deadline(&self) -> Option<Instant> {
-        shell::next_deadline(&self.core, self.retire_at())
-    }
-
-    /// Where the next firmware frame goes, once the window is open: it waits for room
-    /// in the outbox alongside the mailbox, so conversation traffic is never held up.
-    fn firmware_conn(&mut self) -> Option<&mut Connection> {
-        let conn = self.conns.current()?;
-        (self.core.ota_wants_chunk() && self.core.is_current(conn.id)).then_some(conn)
-    }
-
-    /// What the device did.
-    async fn handle_read(&mut self, read: Read) {
-        let now = self.woken();
-        match read {
-            Read::Message(Incoming::Frame(msg)) => {
-                self.core.touch(now);
-                self.core.handle_frame(*msg, now);
-            }
-            Read::Message(Incoming::Bad { reason, close }) => {
-                self.core.touch(now);
-                self.core.handle_bad_frame(reason, close);
-            }
-            Read::Message(Incoming::Binary(data)) => {
-                self.core.touch(now);
-                self.core.handle_binary(&data);
-            }
-            Read::Alive => self.core.touch(now),
-            // Settling hands the connection to its goodbye, which sends the close reply.
-            Read::Closed => self.core.handle_closed(),
-            Read::Lost => self.lost(),
-        }
-    }
-
-    /// Write the outbox's next frame to the device.
-    async fn write(&mut self, out: Outgoing) {
-        shell::write_queued(
-            &mut self.core,
-            &mut self.conns,
-            out,
-            &self.hub.shared.metrics,
-        )
-        .await;
-    }
-
-    /// The connection broke: the core hears it, and it is let go.
-    fn lost(&mut self) {
-        shell::lost(&mut self.core, &mut self.conns);
-    }
-
-    /// Something woke the session: the time, as the core is told it. Speech that ended
-    /// meanwhile counts first, as it happened first.
-    fn woken(&mut self) -> std::time::Instant {
-        let now = Instant::now();
-        self.last_event = now;
-        if let Some(done) = self.playback.take_if(|p| p.is_finished()) {
-            self.core.handle_speech_done(done.stream);
-        }
-        now.into_std()
-    }
-
-    async fn handle(&mut self, event: Event, now: std::time::Instant) {
-        match event {
-            Event::Attach(attach) => {
-                let Attach {
-                    conn,
-                    hello,
-                    paired,
-                    session_id,
-                } = *attach;
-                let id = conn.id;
-                self.conns.attach(conn);
-                let heartbeat_s = self.hub.own.config.heartbeat_s;
-                self.core.handle_attach(
-                    id,
-                    Peer::from(hello),
-                    paired,
-                    session_id,
-                    heartbeat_s,
-                    now,
-                );
-            }
-            Event::PairingCode(code) => self.core.handle_pairing_code(code),
-            Event::ImageSent(image) => {
-                let ImageSent {
-                    call,
-                    caption,
-                    turn,
-                    sent,
-                } = *image;
-                self.core.handle_image_sent(call, caption, turn, sent);
-            }
-            Event::Command(command) => match *command {
-                Command::Port(Call { request, reply }) => {
-                    let call = self.waiting.hold(Answering::Port(reply));
-                    self.core.handle_call(call, request, now);
-                }
-                Command::Notify(notification) => self.core.handle_notification(notification, now),
-                Command::SetPaired(paired) => self.core.handle_paired(paired, now),
-                Command::OtaTarget(reply) => {
-                    let call = self.waiting.hold(Answering::OtaTarget(reply));
-                    let request = ota_core::Request::Target { call };
-                    self.core.handle_ota_request(request);
-                }
-                Command::OtaStart { staged, reply } => {
-                    let call = self.waiting.hold(Answering::OtaStart(reply));
-                    let request = ota_core::Request::Start { staged, call };
-                    self.core.handle_ota_request(request);
-                }
-                // Handled by the run loop.
-                Command::Forget | Command::Shutdown => {}
-            },
-        }
-    }
-
-    /// Send what the core handed back and carry out its effects, in order, until it
-    /// has nothing more.
-    async fn settle(&mut self) {
-        loop {
-            self.flush().await;
-            let Some(effect) = self.core.poll_effect() else {
-                break;
-            };
-            self.carry_out(effect).await;
-        }
-        if !self.core.ota_is_running() {
-            self.image = None;
-        }
-        self.conns.settle(&self.core, &self.hub.shared.metrics);
-    }
-
-    async fn flush(&mut self) {
-        shell::flush(&mut self.core, &mut self.conns, &self.hub.shared.metrics).await;
-    }
-
-    /// Send `out` to connection `id`; dropped when that connection is gone.
-    async fn send(&mut self, id: u64, out: Outgoing) {
-        shell::send(
-            &mut self.core,
-            &mut self.conns,
-            id,
-            out,
-            &self.hub.shared.metrics,
-        )
-        .await;
-    }
-
+impl Session<Gadgets> {
     async fn carry_out(&mut self, effect: Effect) {
         match effect {
-            Effect::Online { conn } => {
-                self.hub.devices.went_online(self.core.device_id(), conn);
-            }
+            Effect::Online { conn } => self.went_online(conn),
             Effect::Offline { paired } => {
-                self.hub.devices.went_offline(self.core.device_id());
+                self.went_offline();
                 if !paired {
                     self.hub
                         .own
@@ -447,15 +339,7 @@ impl Session {
             }
             Effect::Paired => self.hub.own.waiting.leave(self.core.device_id()),
             Effect::AskPairingCode { name } => self.ask_pairing_code(name),
-            Effect::ToAgent(inbound) => {
-                let activity = &self.hub.shared.metrics.activity;
-                activity.said(&inbound.source.chat, &inbound.body);
-                if let Some(agent) = self.hub.shared.agent() {
-                    if !self.to_agent.push(agent, *inbound) {
-                        self.core.handle_agent_full();
-                    }
-                }
-            }
+            Effect::ToAgent(inbound) => self.hand_to_agent(*inbound),
             Effect::SaveUtterance {
                 message_id,
                 rate,
@@ -480,10 +364,7 @@ impl Session {
                 }
             }
             Effect::Answer { call, answer } => self.answer(call, answer),
-            Effect::Count(Counted::Turn) => self.hub.shared.metrics.turn(Platform::Gadget),
-            Effect::Count(Counted::Error(code)) => {
-                self.hub.shared.metrics.error(Platform::Gadget, code)
-            }
+            Effect::Count(counted) => self.count(counted),
             Effect::Ota(effect) => self.carry_out_ota(effect).await,
             Effect::OpenSpeech { path, rate, call } => {
                 let result = match self.draining(open_speech(&path)).await {
@@ -508,7 +389,11 @@ impl Session {
                 input,
                 call,
             } => {
-                let Some(reply) = self.waiting.take_port(call) else {
+                let Some(reply) = self
+                    .waiting
+                    .take(call)
+                    .and_then(session::Answering::into_port)
+                else {
                     return;
                 };
                 let input = match input {
@@ -522,7 +407,7 @@ impl Session {
                         }
                     },
                 };
-                match self.playback.as_ref().filter(|p| p.stream == stream) {
+                match self.parts.playback.as_ref().filter(|p| p.stream == stream) {
                     Some(playing) => playing.feed.offer(input, reply),
                     // It stopped while the file opened.
                     None => {
@@ -531,12 +416,12 @@ impl Session {
                 }
             }
             Effect::EndSpeech { stream } => {
-                if let Some(playing) = self.playback.as_ref().filter(|p| p.stream == stream) {
+                if let Some(playing) = self.parts.playback.as_ref().filter(|p| p.stream == stream) {
                     playing.feed.end();
                 }
             }
             Effect::StopSpeech { stream } => {
-                if let Some(stopped) = self.playback.take_if(|p| p.stream == stream) {
+                if let Some(stopped) = self.parts.playback.take_if(|p| p.stream == stream) {
                     self.stop_playback(stopped).await;
                 }
                 self.core.handle_speech_stopped();
@@ -550,13 +435,6 @@ impl Session {
                     let _ = self.begin_speech(feed, stream, rate, None).await;
                 }
             }
-        }
-    }
-
-    /// Send the core's answer to call `call` back to whoever is waiting for it.
-    fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
-        if let Some(Answering::Port(reply)) = self.waiting.take(call) {
-            let _ = reply.send(answer);
         }
     }
 
@@ -582,7 +460,7 @@ impl Session {
                 let key = match store.run(move |store| store.device(&id)).await {
                     Ok(Some(device)) => match tokio::fs::File::open(&file).await {
                         Ok(image) => {
-                            self.image = Some(Box::new(image));
+                            self.parts.image = Some(Box::new(image));
                             Ok(device.key)
                         }
                         Err(err) => Err(format!("cannot read the staged image: {err}")),
@@ -639,7 +517,7 @@ impl Session {
             return;
         };
         let mut payload = vec![0; chunk.len];
-        let read = match &mut self.image {
+        let read = match &mut self.parts.image {
             Some(image) => image.read_exact(&mut payload).await.map(drop),
             None => Err(std::io::Error::other("it is not open")),
         };
@@ -660,8 +538,8 @@ impl Session {
             self.core.handle_pairing_code(None);
             return;
         };
-        let (device_id, mailbox) = (self.core.device_id().to_owned(), self.mailbox.clone());
-        tokio::spawn(async move {
+        let device_id = self.core.device_id().to_owned();
+        self.beside(async move {
             let code = authorizer
                 .pairing_code(Platform::Gadget, &device_id, name.as_deref())
                 .await
@@ -669,7 +547,7 @@ impl Session {
                     warn!(%err, device = %device_id, "could not create a pairing code");
                 })
                 .ok();
-            let _ = mailbox.send(Event::PairingCode(code)).await;
+            Event::PairingCode(code)
         });
     }
 
@@ -693,13 +571,13 @@ impl Session {
         turn: Option<String>,
     ) -> bool {
         // The stream it replaces ends first, its abort before the new start.
-        if let Some(replaced) = self.playback.take() {
+        if let Some(replaced) = self.parts.playback.take() {
             self.stop_playback(replaced).await;
         }
         let Some(conn) = self.conns.current() else {
             return false;
         };
-        self.playback = Some(Box::new(Playback::start(
+        self.parts.playback = Some(Box::new(Playback::start(
             feed,
             stream,
             rate,
@@ -762,8 +640,7 @@ impl Session {
             let offline = DeliveryError::Offline(self.core.chat());
             return self.answer(call, Err(offline.into()));
         };
-        let mailbox = self.mailbox.clone();
-        tokio::spawn(async move {
+        self.beside(async move {
             let sent = image::send(&path, image_box, stream, &outbox)
                 .await
                 .map(drop)
@@ -774,7 +651,7 @@ impl Session {
                 turn,
                 sent,
             };
-            let _ = mailbox.send(Event::ImageSent(Box::new(sent))).await;
+            Event::ImageSent(Box::new(sent))
         });
     }
 }
@@ -786,10 +663,6 @@ fn cannot_play(path: &std::path::Path, err: &herald_media::audio::AudioError) ->
 /// The wall clock as a ping carries it.
 fn unix_ms() -> u64 {
     u64::try_from(now_ms()).unwrap_or(0)
-}
-
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365)
 }
 
 #[cfg(test)]

@@ -1,41 +1,32 @@
-//! One session per phone (per `device.id`): the only owner of its conversation state.
+//! A phone's session: what the one session loop (`crate::session`) does for phones.
 //!
 //! The state and its rules are [`Core`] (crate `herald-session`), a state machine with
-//! no I/O. This module is its shell, one task that does what the core asks. It owns the
-//! phone's connection while there is one ([`crate::shell`]): it reads the phone's
-//! frames, writes the core's and pings a quiet phone, so a connected phone is one task.
-//! Calls from the agent, the authorizer's answers and a new connection arrive on one
-//! bounded mailbox. The shell feeds it all to the core with the time, carries out its
-//! effects (the store, the inbox, the authorizer, the hub's cards and upload budget,
-//! files to send, pushes, the agent's queue) and sleeps until the next deadline (a
-//! card lapsing, the avatar going idle, the keepalive).
+//! no I/O. Here are its reads, the keepalive that pings a quiet phone, its commands
+//! (the conversation port, `deliver`, approvals) and the effects only a phone has: the
+//! store's outbox that keeps a turn's frames while the phone is away, the authorizer,
+//! the hub's cards and upload budget, files to receive and send, and pushes.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_mobile_proto::{limits, Deliver};
-use herald_port::{
-    AccessError, DeliveryError, Notification, PairingCode, Platform, RequestError, Response,
-};
+use herald_port::{AccessError, DeliveryError, Notification, PairingCode, Platform, RequestError};
 use herald_session::io::Close;
 use herald_session::mobile::link::{Delivered, Delivers, Due, Keepalive};
 use herald_session::mobile::{Core, Effect, SaveFile};
-use herald_session::{done, CallId, Counted, Ids, SessionCore};
+use herald_session::{done, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 use tracing::warn;
 
 use super::socket::{Connection, Incoming, Phone, Read};
-use super::MobileHub;
+use super::{MobileHub, Phones};
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
-use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::files;
 use crate::ids::OsEntropy;
-use crate::queue;
-use crate::shell::{self, Connections, Next};
+use crate::session::{Session, SessionKind};
 use crate::socket::Outgoing;
 
 /// Frames kept for a phone that is away lapse after this long.
@@ -91,110 +82,119 @@ pub(crate) struct Pushed {
 /// Frames read between two chunks of a file being sent, at most.
 const READS_BETWEEN_CHUNKS: usize = 8;
 
-pub(crate) struct Session {
-    hub: Arc<MobileHub>,
-    mailbox: queue::Sender<Event>,
-    core: Core,
-    /// The calls the core will answer, by the id it knows them by (few at a time).
-    waiting: Vec<(CallId, Reply)>,
-    next_call: u64,
-    conns: Connections<Phone>,
+impl SessionKind for Phones {
+    type Core = Core;
+    type Transport = Phone;
+    type Answering = Reply;
     /// When the current connection is pinged, and when its silence ends it.
-    keepalive: Option<Keepalive>,
-    to_agent: AgentQueue,
-    /// When the mailbox last had something for the session.
-    last_event: Instant,
-}
+    type Parts = Option<Keepalive>;
+    type Wake = ();
+    /// Nothing open (no connection, turn or card) and quiet for as long as its
+    /// remembered ids count, so ending it forgets nothing that matters.
+    const RETIRE_AFTER: Duration = RETIRE_AFTER;
 
-impl Session {
-    pub(super) fn spawn(device_id: String, hub: Arc<MobileHub>) -> queue::Sender<Event> {
-        let (tx, rx) = queue::channel(MAILBOX);
-        let session = Session {
-            core: Core::new(
-                device_id,
-                hub.own.config.max_message_chars as usize,
-                Ids::new(OsEntropy),
-            ),
-            waiting: Vec::new(),
-            next_call: 0,
-            hub,
-            mailbox: tx.clone(),
-            conns: Connections::default(),
-            keepalive: None,
-            to_agent: AgentQueue::default(),
-            last_event: Instant::now(),
-        };
-        tokio::spawn(session.run(rx));
-        tx
+    fn start(device_id: String, hub: &MobileHub) -> (Core, Option<Keepalive>) {
+        let max_chars = hub.own.config.max_message_chars as usize;
+        (Core::new(device_id, max_chars, Ids::new(OsEntropy)), None)
     }
 
-    async fn run(mut self, mut mailbox: queue::Receiver<Event>) {
-        let retired = loop {
-            self.settle().await;
-            let deadline = self.next_deadline();
-            let event = tokio::select! {
-                event = mailbox.recv() => event,
-                next = self.conns.next(&self.hub.shared.metrics) => {
-                    Box::pin(self.handle_next(next)).await;
-                    continue;
-                }
-                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                    let now = Instant::now();
-                    if self.retire_at().is_some_and(|at| at <= now) {
-                        break true;
-                    }
-                    self.core.handle_timeout(now.into_std());
-                    Box::pin(self.keep_alive(now)).await;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            self.last_event = now;
-            match event {
-                None => break false,
-                Some(Event::Command(Command::Shutdown)) => {
-                    self.core.close(Close::Away, "server stopping");
-                    self.settle().await;
-                    break false;
-                }
-                Some(event) => self.handle(event, now),
+    fn ends(event: &Event) -> Option<(Close, &'static str)> {
+        matches!(event, Event::Command(Command::Shutdown))
+            .then_some((Close::Away, "server stopping"))
+    }
+
+    fn handle(session: &mut Session<Self>, event: Event, now: std::time::Instant) {
+        match event {
+            Event::Attach(attach) => {
+                let Attach {
+                    conn,
+                    user_id,
+                    user_name,
+                    delivers,
+                } = *attach;
+                let id = conn.id;
+                session.conns.attach(conn);
+                session.parts = Some(Keepalive::new(now));
+                session.core.handle_attach(id, user_id, user_name, delivers);
             }
-        };
-        self.core.end();
-        self.settle().await;
-        self.hub
-            .devices
-            .session_ended(self.core.device_id(), &self.mailbox);
-        if retired {
-            hand_over(mailbox, || self.hub.session(self.core.device_id())).await;
+            Event::Delivered(pushed) => {
+                let Pushed {
+                    conn,
+                    to,
+                    delivered,
+                } = *pushed;
+                session.core.handle_delivered(conn, &to, delivered);
+            }
+            Event::Authorization(answer) => session.core.handle_authorization(answer, now),
+            Event::PairingCode(code) => session.core.handle_pairing_code(code),
+            Event::Command(Command::Port(Call { request, reply })) => {
+                let call = session.hold(reply);
+                session.core.handle_call(call, request, now);
+            }
+            Event::Command(Command::Notify(notification)) => {
+                session.core.handle_notification(notification, now);
+            }
+            Event::Command(Command::Deliver { deliver, reply }) => {
+                let _ = reply.send(session.core.handle_deliver(*deliver));
+            }
+            Event::Command(Command::Approved { user_id }) => {
+                session.core.handle_approved(&user_id, now);
+            }
+            // It ends the session (`SessionKind::ends`).
+            Event::Command(Command::Shutdown) => {}
         }
     }
 
-    /// When an idle session ends: nothing open (no connection, turn or card) and quiet
-    /// for as long as its remembered ids count, so ending it forgets nothing that
-    /// matters and abandoned device ids do not keep a session each.
-    fn retire_at(&self) -> Option<Instant> {
-        shell::retire_at(&self.core, self.last_event, RETIRE_AFTER)
+    /// What the phone did.
+    fn handle_read(session: &mut Session<Self>, read: Read) {
+        session.heard();
+        let now = session.last_event;
+        match read {
+            Read::Message(Incoming::Frame(frame)) => {
+                session.core.handle_frame(*frame, now.into_std());
+            }
+            Read::Message(Incoming::Bad {
+                code,
+                message,
+                close,
+            }) => session.core.handle_bad_frame(code, message, close),
+            Read::Alive => {}
+            // Settling hands the connection to its goodbye, which sends the close reply.
+            Read::Closed => session.core.handle_closed(),
+            Read::Lost => session.lost(),
+        }
     }
 
-    /// The core's next timer, the retirement or the keepalive, whichever is first.
-    fn next_deadline(&self) -> Option<Instant> {
-        let keepalive = self
-            .keepalive
-            .as_ref()
-            .map(|k| Instant::from_std(k.deadline()));
-        [
-            shell::next_deadline(&self.core, self.retire_at()),
-            keepalive,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+    async fn carry_out(session: &mut Session<Self>, effect: Effect) {
+        session.carry_out(effect).await;
     }
 
+    async fn timeout(session: &mut Session<Self>, now: Instant) {
+        session.core.handle_timeout(now.into_std());
+        session.keep_alive(now).await;
+    }
+
+    fn deadline(session: &Session<Self>) -> Option<Instant> {
+        let keepalive = session.parts.as_ref()?;
+        Some(Instant::from_std(keepalive.deadline()))
+    }
+
+    fn settled(session: &mut Session<Self>) {
+        if session.conns.current().is_none() {
+            session.parts = None;
+        }
+    }
+
+    async fn end(session: &mut Session<Self>) {
+        session.core.end();
+        session.settle().await;
+    }
+}
+
+impl Session<Phones> {
     /// Ping the phone on schedule; one silent for too long is gone.
     async fn keep_alive(&mut self, now: Instant) {
-        let Some(keepalive) = &mut self.keepalive else {
+        let Some(keepalive) = &mut self.parts else {
             return;
         };
         if keepalive.deadline() > now.into_std() {
@@ -211,135 +211,19 @@ impl Session {
         }
     }
 
-    /// What the connection had next: a read from the phone or a frame to write.
-    async fn handle_next(&mut self, next: Next<Read>) {
-        match next {
-            Next::Read(read) => self.handle_read(read),
-            Next::Write(out) => {
-                shell::write_queued(
-                    &mut self.core,
-                    &mut self.conns,
-                    out,
-                    &self.hub.shared.metrics,
-                )
-                .await;
-            }
-        }
-    }
-
     /// The phone is alive: it sent something, or took what was sent.
     fn heard(&mut self) {
         let now = Instant::now();
         self.last_event = now;
-        if let Some(keepalive) = &mut self.keepalive {
+        if let Some(keepalive) = &mut self.parts {
             keepalive.heard(now.into_std());
         }
     }
 
-    /// What the phone did.
-    fn handle_read(&mut self, read: Read) {
-        self.heard();
-        let now = self.last_event;
-        match read {
-            Read::Message(Incoming::Frame(frame)) => {
-                self.core.handle_frame(*frame, now.into_std());
-            }
-            Read::Message(Incoming::Bad {
-                code,
-                message,
-                close,
-            }) => self.core.handle_bad_frame(code, message, close),
-            Read::Alive => {}
-            // Settling hands the connection to its goodbye, which sends the close reply.
-            Read::Closed => self.core.handle_closed(),
-            Read::Lost => shell::lost(&mut self.core, &mut self.conns),
-        }
-    }
-
-    /// Send `out` to connection `id`; dropped when that connection is gone.
-    async fn send(&mut self, id: u64, out: Outgoing) {
-        shell::send(
-            &mut self.core,
-            &mut self.conns,
-            id,
-            out,
-            &self.hub.shared.metrics,
-        )
-        .await;
-    }
-
-    fn handle(&mut self, event: Event, now: Instant) {
-        let now = now.into_std();
-        match event {
-            Event::Attach(attach) => {
-                let Attach {
-                    conn,
-                    user_id,
-                    user_name,
-                    delivers,
-                } = *attach;
-                let id = conn.id;
-                self.conns.attach(conn);
-                self.keepalive = Some(Keepalive::new(now));
-                self.core.handle_attach(id, user_id, user_name, delivers);
-            }
-            Event::Delivered(pushed) => {
-                let Pushed {
-                    conn,
-                    to,
-                    delivered,
-                } = *pushed;
-                self.core.handle_delivered(conn, &to, delivered);
-            }
-            Event::Authorization(answer) => self.core.handle_authorization(answer, now),
-            Event::PairingCode(code) => self.core.handle_pairing_code(code),
-            Event::Command(Command::Port(Call { request, reply })) => {
-                self.next_call += 1;
-                let call = CallId(self.next_call);
-                self.waiting.push((call, reply));
-                self.core.handle_call(call, request, now);
-            }
-            Event::Command(Command::Notify(notification)) => {
-                self.core.handle_notification(notification, now);
-            }
-            Event::Command(Command::Deliver { deliver, reply }) => {
-                let _ = reply.send(self.core.handle_deliver(*deliver));
-            }
-            Event::Command(Command::Approved { user_id }) => {
-                self.core.handle_approved(&user_id, now);
-            }
-            _ => {}
-        }
-    }
-
-    /// Send what the core handed back and carry out its effects, in order, until it
-    /// has nothing more.
-    async fn settle(&mut self) {
-        loop {
-            self.flush().await;
-            let Some(effect) = self.core.poll_effect() else {
-                break;
-            };
-            self.carry_out(effect).await;
-        }
-        self.conns.settle(&self.core, &self.hub.shared.metrics);
-        if self.conns.current().is_none() {
-            self.keepalive = None;
-        }
-    }
-
-    async fn flush(&mut self) {
-        shell::flush(&mut self.core, &mut self.conns, &self.hub.shared.metrics).await;
-    }
-
     async fn carry_out(&mut self, effect: Effect) {
         match effect {
-            Effect::Online { conn } => {
-                self.hub.devices.went_online(self.core.device_id(), conn);
-            }
-            Effect::Offline => {
-                self.hub.devices.went_offline(self.core.device_id());
-            }
+            Effect::Online { conn } => self.went_online(conn),
+            Effect::Offline => self.went_offline(),
             Effect::Replay => self.replay().await,
             Effect::Keep(frame) => {
                 let id = self.core.device_id().to_owned();
@@ -357,15 +241,7 @@ impl Session {
             Effect::AskPairingCode { user_id, user_name } => {
                 self.ask_pairing_code(user_id, user_name);
             }
-            Effect::ToAgent(inbound) => {
-                let activity = &self.hub.shared.metrics.activity;
-                activity.said(&inbound.source.chat, &inbound.body);
-                if let Some(agent) = self.hub.shared.agent() {
-                    if !self.to_agent.push(agent, *inbound) {
-                        self.core.handle_agent_full();
-                    }
-                }
-            }
+            Effect::ToAgent(inbound) => self.hand_to_agent(*inbound),
             Effect::SaveFile(save) => {
                 let SaveFile {
                     message_id,
@@ -392,10 +268,7 @@ impl Session {
                 owner,
             } => self.deliver(conn, *deliver, owner),
             Effect::Answer { call, answer } => self.answer(call, answer),
-            Effect::Count(Counted::Turn) => self.hub.shared.metrics.turn(Platform::Mobile),
-            Effect::Count(Counted::Error(code)) => {
-                self.hub.shared.metrics.error(Platform::Mobile, code)
-            }
+            Effect::Count(counted) => self.count(counted),
             Effect::ReserveUpload { user, bytes } => {
                 let granted = self
                     .hub
@@ -420,17 +293,6 @@ impl Session {
                 let owner = self.hub.own.cards.get(&prompt_id).map(|o| o.clone());
                 self.core.handle_card_owner(prompt_id, owner);
             }
-        }
-    }
-
-    /// Send the core's answer to call `call` back to whoever is waiting for it.
-    fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
-        if let Some(at) = self.waiting.iter().position(|(id, _)| *id == call) {
-            let (_, reply) = self.waiting.swap_remove(at);
-            if self.waiting.is_empty() {
-                self.waiting = Vec::new();
-            }
-            let _ = reply.send(answer);
         }
     }
 
@@ -461,8 +323,8 @@ impl Session {
     /// one, whose session would otherwise wait for itself. The outcome comes back
     /// through the mailbox.
     fn deliver(&self, conn: u64, deliver: Deliver, owner: Option<String>) {
-        let (hub, mailbox) = (self.hub.clone(), self.mailbox.clone());
-        tokio::spawn(async move {
+        let hub = self.hub.clone();
+        self.beside(async move {
             let to = deliver.to.clone();
             let delivered = hub.deliver(deliver, owner).await;
             let pushed = Pushed {
@@ -470,7 +332,7 @@ impl Session {
                 to,
                 delivered,
             };
-            let _ = mailbox.send(Event::Delivered(Box::new(pushed))).await;
+            Event::Delivered(Box::new(pushed))
         });
     }
 
@@ -500,13 +362,13 @@ impl Session {
                 .core
                 .handle_authorization(unanswered, Instant::now().into_std());
         };
-        let (hub, mailbox) = (self.hub.clone(), self.mailbox.clone());
-        tokio::spawn(async move {
+        let hub = self.hub.clone();
+        self.beside(async move {
             let answer = hub
                 .authorized
                 .check(authorizer.as_ref(), Platform::Mobile, &user_id)
                 .await;
-            let _ = mailbox.send(Event::Authorization(answer)).await;
+            Event::Authorization(answer)
         });
     }
 
@@ -514,12 +376,11 @@ impl Session {
         let Some(authorizer) = self.hub.shared.authorizer().cloned() else {
             return;
         };
-        let mailbox = self.mailbox.clone();
-        tokio::spawn(async move {
+        self.beside(async move {
             let code = authorizer
                 .pairing_code(Platform::Mobile, &user_id, user_name.as_deref())
                 .await;
-            let _ = mailbox.send(Event::PairingCode(code)).await;
+            Event::PairingCode(code)
         });
     }
 
@@ -566,7 +427,7 @@ impl Session {
             file.read_exact(&mut piece).await.map_err(unreadable)?;
             self.core.emit(&file_down.frame(part, &piece))?;
             // Sent, or kept for a phone that is away, before the next chunk is read.
-            Box::pin(self.settle()).await;
+            self.settle().await;
             if self.conns.current().is_some() {
                 // It took the chunk: alive, though it may have had nothing to say.
                 self.heard();

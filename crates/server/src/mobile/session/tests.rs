@@ -1,6 +1,7 @@
 //! The shell: sessions that retire, and calls that meet them on the way out. The core's
 //! rules are tested in `herald-session`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;

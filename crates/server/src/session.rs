@@ -1,0 +1,381 @@
+//! The one session loop: a task per device, the shell of its session core, written once
+//! for both platforms.
+//!
+//! A [`Session`] owns the device's connection while there is one (`crate::shell`):
+//! it reads the device's frames and writes its outbox itself, so a connected device
+//! costs one task. Everything else arrives on one bounded mailbox: calls from the agent
+//! through the conversation port, commands from the admin API, a new connection, the
+//! answers of work done on tasks beside it. The loop feeds it all to the core with the
+//! time, writes the frames the core hands back, carries out its effects and sleeps
+//! until the next deadline, so nothing ticks while a device is idle. An idle session
+//! retires, and what reached its mailbox on the way out is handed to its successor.
+//!
+//! What the platforms do alike lives here: the loop, the call table, retirement and
+//! hand-over, and the effects both cores have (online, offline, to the agent, answers,
+//! counts). What is a platform's own (its reads, commands, timers and the rest of its
+//! effects) it adds through [`SessionKind`]: the gadget's in `gadget/session`, the
+//! phone's in `mobile/session`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_port::{Inbound, RequestError, Response};
+use herald_session::io::{Close, Transmit};
+use herald_session::{CallId, Counted, SessionCore};
+use tokio::time::{sleep_until, Instant};
+
+use crate::calls::Reply;
+use crate::devices::{hand_over, AgentQueue, MAILBOX};
+use crate::hub::{DeviceKind, Hub};
+use crate::queue;
+use crate::shell::{outgoing, Connections, Next, Read, Transport};
+use crate::socket::Outgoing;
+
+/// What a platform adds to the one session loop.
+pub(crate) trait SessionKind: DeviceKind {
+    type Core: SessionCore + Send + 'static;
+    type Transport: Transport<Message: Send> + Send;
+    /// A call the core will answer, as the session holds it until then.
+    type Answering: Answering;
+    /// What only this platform's session keeps.
+    type Parts: Send;
+    /// What the platform's own wake-up ([`SessionKind::wake`]) found.
+    type Wake: Send;
+    /// An idle session ends this long after its last event.
+    const RETIRE_AFTER: Duration;
+
+    fn start(device_id: String, hub: &Hub<Self>) -> (Self::Core, Self::Parts);
+
+    /// Why `event` ends the session at once (the device was forgotten, the server
+    /// stops), with the close its connection gets; `None` for every other event.
+    fn ends(event: &Self::Event) -> Option<(Close, &'static str)>;
+
+    /// Feed `event` to the core.
+    fn handle(session: &mut Session<Self>, event: Self::Event, now: std::time::Instant);
+
+    /// Feed what the device sent to the core.
+    fn handle_read(
+        session: &mut Session<Self>,
+        read: Read<<Self::Transport as Transport>::Message>,
+    );
+
+    /// Carry out one of the core's effects.
+    fn carry_out(
+        session: &mut Session<Self>,
+        effect: <Self::Core as SessionCore>::Effect,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// A deadline passed: the core's timers, and the platform's own.
+    fn timeout(session: &mut Session<Self>, now: Instant) -> impl Future<Output = ()> + Send;
+
+    /// A timer of the platform's own, beside the core's.
+    fn deadline(_session: &Session<Self>) -> Option<Instant> {
+        None
+    }
+
+    /// Before the loop waits: set up what [`SessionKind::wake`] waits for.
+    fn prepare(_session: &mut Session<Self>) {}
+
+    /// Something of the platform's own to wait for beside the mailbox and the
+    /// connection; never, by default. Safe to cancel.
+    fn wake(_parts: &mut Self::Parts) -> impl Future<Output = Self::Wake> + Send {
+        std::future::pending()
+    }
+
+    fn handle_wake(
+        _session: &mut Session<Self>,
+        _wake: Self::Wake,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// The mailbox woke the session, at `now`.
+    fn woken(_session: &mut Session<Self>) {}
+
+    /// The core's output is all carried out.
+    fn settled(_session: &mut Session<Self>) {}
+
+    /// The session ends: the core lets go of what it held.
+    fn end(session: &mut Session<Self>) -> impl Future<Output = ()> + Send;
+
+    /// The device went offline (after the hub has noted it).
+    fn went_offline(_session: &mut Session<Self>) {}
+}
+
+impl<K: SessionKind> Hub<K> {
+    /// The session of a device, started on first use.
+    pub(crate) fn session(self: &Arc<Self>, device_id: &str) -> queue::Sender<K::Event> {
+        self.devices.session_or_spawn(device_id, || {
+            Session::spawn(device_id.to_owned(), self.clone())
+        })
+    }
+}
+
+/// A call the core will answer, as the session holds it.
+pub(crate) trait Answering: From<Reply> + Send {
+    /// The conversation port's reply channel, if this is a port call.
+    fn into_port(self) -> Option<Reply>;
+}
+
+impl Answering for Reply {
+    fn into_port(self) -> Option<Reply> {
+        Some(self)
+    }
+}
+
+/// The session's calls in progress, by the id the core knows them by. A list, not a
+/// map: a session rarely has more than a few, and an idle one then holds no allocation.
+pub(crate) struct Waiting<A> {
+    next: u64,
+    calls: Vec<(CallId, A)>,
+}
+
+impl<A> Default for Waiting<A> {
+    fn default() -> Self {
+        Waiting {
+            next: 0,
+            calls: Vec::new(),
+        }
+    }
+}
+
+impl<A> Waiting<A> {
+    pub(crate) fn hold(&mut self, answering: A) -> CallId {
+        self.next += 1;
+        let call = CallId(self.next);
+        self.calls.push((call, answering));
+        call
+    }
+
+    pub(crate) fn take(&mut self, call: CallId) -> Option<A> {
+        let at = self.calls.iter().position(|(id, _)| *id == call)?;
+        let (_, answering) = self.calls.swap_remove(at);
+        if self.calls.is_empty() {
+            self.calls = Vec::new();
+        }
+        Some(answering)
+    }
+}
+
+pub(crate) struct Session<K: SessionKind> {
+    pub(crate) hub: Arc<Hub<K>>,
+    pub(crate) mailbox: queue::Sender<K::Event>,
+    pub(crate) core: K::Core,
+    /// The calls the core will answer.
+    pub(crate) waiting: Waiting<K::Answering>,
+    /// The device's connection, while it has one.
+    pub(crate) conns: Connections<K::Transport>,
+    to_agent: AgentQueue,
+    /// When the mailbox last had something for the session.
+    pub(crate) last_event: Instant,
+    pub(crate) parts: K::Parts,
+}
+
+impl<K: SessionKind> Session<K> {
+    /// Start the session of `device_id`; its mailbox.
+    pub(crate) fn spawn(device_id: String, hub: Arc<Hub<K>>) -> queue::Sender<K::Event> {
+        let (tx, rx) = queue::channel(MAILBOX);
+        let (core, parts) = K::start(device_id, &hub);
+        let session = Session {
+            hub,
+            mailbox: tx.clone(),
+            core,
+            waiting: Waiting::default(),
+            conns: Connections::default(),
+            to_agent: AgentQueue::default(),
+            last_event: Instant::now(),
+            parts,
+        };
+        // Boxed, with its handlers' futures boxed below: an idle device's task then holds
+        // a pointer instead of every handler's state inline (`herald bench connect`
+        // measures the memory this saves per connection).
+        tokio::spawn(Box::new(session).run(rx));
+        tx
+    }
+
+    async fn run(mut self: Box<Self>, mut mailbox: queue::Receiver<K::Event>) {
+        let retired = loop {
+            self.settle().await;
+            let deadline = self.next_deadline();
+            K::prepare(&mut self);
+            let event = tokio::select! {
+                event = mailbox.recv() => event,
+                next = self.conns.next(&self.hub.shared.metrics) => {
+                    Box::pin(self.handle_next(next)).await;
+                    continue;
+                }
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    let now = Instant::now();
+                    if self.retire_at().is_some_and(|at| at <= now) {
+                        break true;
+                    }
+                    Box::pin(K::timeout(&mut self, now)).await;
+                    continue;
+                }
+                wake = K::wake(&mut self.parts) => {
+                    Box::pin(K::handle_wake(&mut self, wake)).await;
+                    continue;
+                }
+            };
+            let Some(event) = event else { break false };
+            let now = self.woken();
+            if let Some((close, reason)) = K::ends(&event) {
+                self.core.close(close, reason);
+                self.settle().await;
+                break false;
+            }
+            K::handle(&mut self, event, now);
+        };
+        Box::pin(K::end(&mut self)).await;
+        self.hub
+            .devices
+            .session_ended(self.core.device_id(), &self.mailbox);
+        if retired {
+            let (hub, id) = (self.hub.clone(), self.core.device_id().to_owned());
+            Box::pin(hand_over(mailbox, move || hub.session(&id))).await;
+        }
+    }
+
+    /// When an idle session ends: nothing open in its core and quiet for
+    /// [`SessionKind::RETIRE_AFTER`], so devices that never come back do not keep a
+    /// session each.
+    fn retire_at(&self) -> Option<Instant> {
+        self.core
+            .is_idle()
+            .then(|| self.last_event + K::RETIRE_AFTER)
+    }
+
+    /// The session's next wake-up: the core's next timer, the platform's own or the
+    /// retirement, whichever is first.
+    fn next_deadline(&self) -> Option<Instant> {
+        let core = self.core.poll_timeout().map(Instant::from_std);
+        [core, K::deadline(self), self.retire_at()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Something woke the session: the time, as the core is told it.
+    pub(crate) fn woken(&mut self) -> std::time::Instant {
+        let now = Instant::now();
+        self.last_event = now;
+        K::woken(self);
+        now.into_std()
+    }
+
+    /// What the connection had next: a read from the device, or a frame to write.
+    pub(crate) async fn handle_next(
+        &mut self,
+        next: Next<Read<<K::Transport as Transport>::Message>>,
+    ) {
+        match next {
+            Next::Read(read) => K::handle_read(self, read),
+            Next::Write(out) => self.write_queued(out).await,
+        }
+    }
+
+    /// Send what the core handed back and carry out its effects, in order, until it
+    /// has nothing more; then a connection the core let go says goodbye. (A boxed
+    /// future of no named type: an effect may settle in turn, as a phone's download
+    /// does between its chunks.)
+    pub(crate) fn settle(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            loop {
+                self.flush().await;
+                let Some(effect) = self.core.poll_effect() else {
+                    break;
+                };
+                K::carry_out(self, effect).await;
+            }
+            self.conns.settle(&self.core, &self.hub.shared.metrics);
+            K::settled(self);
+        })
+    }
+
+    /// Write every frame the core handed back, each to its connection.
+    pub(crate) async fn flush(&mut self) {
+        while let Some(Transmit { conn, frame }) = self.core.poll_transmit() {
+            self.send(conn, outgoing(frame)).await;
+        }
+    }
+
+    /// Send `out` to connection `id`; dropped when that connection is gone. The current
+    /// connection failing is news for the core; one the core let go (its close among
+    /// what it was sent) is settled into its goodbye, which waits for the device's
+    /// close in turn.
+    pub(crate) async fn send(&mut self, id: u64, out: Outgoing) {
+        let metrics = &self.hub.shared.metrics;
+        if !self.conns.send(id, out, metrics).await && self.core.is_current(id) {
+            self.lost();
+        }
+    }
+
+    /// Write `out`, taken from the current connection's outbox; one that takes no more
+    /// is lost.
+    pub(crate) async fn write_queued(&mut self, out: Outgoing) {
+        if !self.conns.write_queued(out, &self.hub.shared.metrics).await {
+            self.lost();
+        }
+    }
+
+    /// The current connection broke: the core hears it, and it is let go.
+    pub(crate) fn lost(&mut self) {
+        self.core.handle_closed();
+        self.conns.let_go();
+    }
+
+    /// Hold a port call for the core; the id the core answers it by.
+    pub(crate) fn hold(&mut self, reply: Reply) -> CallId {
+        self.waiting.hold(K::Answering::from(reply))
+    }
+
+    /// Send the core's answer to call `call` back to whoever is waiting for it.
+    pub(crate) fn answer(&mut self, call: CallId, answer: Result<Response, RequestError>) {
+        if let Some(reply) = self.waiting.take(call).and_then(Answering::into_port) {
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// The device is online on connection `conn`.
+    pub(crate) fn went_online(&self, conn: u64) {
+        self.hub.devices.went_online(self.core.device_id(), conn);
+    }
+
+    /// The device's connection is gone.
+    pub(crate) fn went_offline(&mut self) {
+        self.hub.devices.went_offline(self.core.device_id());
+        K::went_offline(self);
+    }
+
+    /// Hand `inbound` to the agent, in order, and note it in the activity log; a core
+    /// whose device sends faster than the agent takes hears that the queue is full.
+    pub(crate) fn hand_to_agent(&mut self, inbound: Inbound) {
+        let activity = &self.hub.shared.metrics.activity;
+        activity.said(&inbound.source.chat, &inbound.body);
+        if let Some(agent) = self.hub.shared.agent() {
+            if !self.to_agent.push(agent, inbound) {
+                self.core.handle_agent_full();
+            }
+        }
+    }
+
+    pub(crate) fn count(&self, counted: Counted) {
+        let metrics = &self.hub.shared.metrics;
+        match counted {
+            Counted::Turn => metrics.turn(K::PLATFORM),
+            Counted::Error(code) => metrics.error(K::PLATFORM, code),
+        }
+    }
+
+    /// Do `work` on a task of its own (under Hermes an answer may cross a pipe, a
+    /// picture takes a while to fit) and hand its outcome back through the mailbox,
+    /// so the session keeps serving its device meanwhile.
+    pub(crate) fn beside(&self, work: impl Future<Output = K::Event> + Send + 'static) {
+        let mailbox = self.mailbox.clone();
+        tokio::spawn(async move {
+            let _ = mailbox.send(work.await).await;
+        });
+    }
+}
