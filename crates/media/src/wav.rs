@@ -10,7 +10,6 @@
 //! There is deliberately no `&[i16]` variant: on the wire and in the receive buffer the
 //! samples are already bytes, and turning `i16`s back into bytes would need a copy.
 
-use std::path::Path;
 use std::time::Duration;
 
 /// Length of the canonical header [`write_wav`] puts before the samples.
@@ -38,7 +37,8 @@ pub enum WavError {
 ///
 /// The samples are written from `pcm` directly after the header, with no copy. A trailing odd
 /// byte (half a sample, which a device should never send) is left out.
-pub fn write_wav(path: &Path, rate: u32, pcm: &[u8]) -> Result<Duration, WavError> {
+#[cfg(feature = "files")]
+pub fn write_wav(path: &std::path::Path, rate: u32, pcm: &[u8]) -> Result<Duration, WavError> {
     let pcm = &pcm[..pcm.len() - pcm.len() % SAMPLE_BYTES];
     let header = wav_header(rate, pcm.len())?;
     herald_files::write_private_parts(path, &[header.as_slice(), pcm])?;
@@ -57,7 +57,7 @@ pub fn pcm16_duration(bytes: usize, rate: u32) -> Duration {
 }
 
 /// The 44-byte RIFF/WAVE header for `data_len` bytes of mono PCM16 at `rate` Hz.
-fn wav_header(rate: u32, data_len: usize) -> Result<[u8; WAV_HEADER_LEN], WavError> {
+pub fn wav_header(rate: u32, data_len: usize) -> Result<[u8; WAV_HEADER_LEN], WavError> {
     let byte_rate = rate
         .checked_mul(SAMPLE_BYTES as u32)
         .filter(|r| *r > 0)
@@ -150,7 +150,7 @@ pub fn inspect(bytes: &[u8]) -> Result<WavInfo, NotWav> {
     Err(NotWav("no data chunk"))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "files"))]
 mod tests {
     use super::*;
 

@@ -153,6 +153,67 @@ fn dependencies(crate_dir: &str) -> BTreeSet<String> {
     found
 }
 
+/// Every package `package` builds with, through any path (normal dependencies only, with
+/// the features it asks for itself), from `cargo tree`.
+fn dependency_tree(package: &str) -> BTreeSet<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
+        .args(["--format", "{p}", "-p", package])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The cores are sans-IO all the way down: nothing in their dependency tree can reach a
+/// runtime, a socket, a database, OS randomness or the file-writing crate (clippy's
+/// `disallowed-methods` in their `clippy.toml` keeps clocks and files out of their own
+/// code).
+#[test]
+fn the_cores_dependency_trees_hold_no_io() {
+    let io = [
+        "tokio",
+        "mio",
+        "tungstenite",
+        "tokio-tungstenite",
+        "axum",
+        "hyper",
+        "rusqlite",
+        "getrandom",
+        "ureq",
+        "herald-files",
+        "herald-store",
+        "herald-server",
+    ];
+    for core in ["herald-session", "herald-device"] {
+        let tree = dependency_tree(core);
+        assert!(
+            tree.contains("serde_json"),
+            "the scan reads {core}'s tree: {tree:?}"
+        );
+        for name in io {
+            assert!(!tree.contains(name), "{core} builds with {name}");
+        }
+    }
+}
+
 /// Each job in its crate: the session cores do no I/O, SQLite is the store's alone, and
 /// the store knows nothing of sockets or the web.
 #[test]

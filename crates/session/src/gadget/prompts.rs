@@ -363,7 +363,7 @@ mod tests {
 
     #[test]
     fn expiry_drops_lapsed_questions_and_shows_the_next() {
-        let now = Instant::now();
+        let now = crate::testing::start();
         let mut q = PromptQueue::default();
         q.push(question("a", Some(now + Duration::from_secs(10))));
         q.push(question("b", None));

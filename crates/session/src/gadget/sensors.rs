@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn one_write_per_window_and_nothing_lost() {
         let mut writes = SensorWrites::default();
-        let t0 = Instant::now();
+        let t0 = crate::testing::start();
         let first = writes.take(&readings(json!({"battery": 90})), t0);
         assert_eq!(
             first,
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn a_departing_device_flushes_and_bad_readings_never_wait() {
         let mut writes = SensorWrites::default();
-        let t0 = Instant::now();
+        let t0 = crate::testing::start();
         writes.take(&readings(json!({"a": 1})), t0);
         writes.take(&readings(json!({"b": 2, "nested": {"x": 1}})), t0);
         assert_eq!(writes.flush(), Some(readings(json!({"b": 2}))));

@@ -113,7 +113,7 @@ fn id(answer: Result<Response, RequestError>) -> String {
 
 #[test]
 fn a_device_that_answers_is_pinged_every_heartbeat_for_hours_and_never_dropped() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({}), start);
     assert_eq!(types(&sent(&mut core)), ["welcome"]);
     let mut pings = 0;
@@ -140,7 +140,7 @@ fn a_device_that_answers_is_pinged_every_heartbeat_for_hours_and_never_dropped()
 
 #[test]
 fn a_silent_device_is_closed_after_three_heartbeats_and_its_last_seen_recorded() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({}), start);
     sent(&mut core);
     effects(&mut core);
@@ -169,7 +169,7 @@ fn a_silent_device_is_closed_after_three_heartbeats_and_its_last_seen_recorded()
 
 #[test]
 fn questions_show_one_at_a_time_and_the_next_shows_when_the_first_lapses() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({}), start);
     sent(&mut core);
     let confirm = |text: &str| Prompt::Confirm {
@@ -208,7 +208,7 @@ fn questions_show_one_at_a_time_and_the_next_shows_when_the_first_lapses() {
 
 #[test]
 fn an_action_the_device_never_answers_fails_at_its_deadline_and_not_before() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({"actions": [{"name": "led"}]}), start);
     sent(&mut core);
     let request = Request::InvokeAction {
@@ -243,7 +243,7 @@ fn an_action_the_device_never_answers_fails_at_its_deadline_and_not_before() {
 
 #[test]
 fn an_unpaired_device_asks_for_one_pairing_code_at_a_time_and_reaches_no_agent() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(false, json!({}), start);
     assert_eq!(sent(&mut core)[0]["paired"], false);
     let asked = |effects: &[Effect]| {
@@ -286,7 +286,7 @@ fn an_unpaired_device_asks_for_one_pairing_code_at_a_time_and_reaches_no_agent()
 
 #[test]
 fn the_turn_ends_after_its_speech_has_played_and_speaking_over_it_stops_it() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(
         true,
         json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}}),
@@ -330,7 +330,7 @@ fn speech(op: &str, args: Value) -> Request {
 
 #[test]
 fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let speaker = json!({"caps": {"speaker": {"rate": 16000, "format": "pcm16"}}});
     let mut core = attached(true, speaker, start);
     sent(&mut core);
@@ -407,7 +407,7 @@ fn a_streamed_reply_has_one_owner_and_its_interruption_reaches_the_agent() {
 
 #[test]
 fn streamed_speech_needs_a_speaker() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({}), start);
     let begin = json!({"speech_id": "s1", "sample_rate": 24000, "channels": 2});
     let refused = call(&mut core, start, speech("speech_begin", begin.clone()));
@@ -435,7 +435,7 @@ fn streamed_speech_needs_a_speaker() {
 
 #[test]
 fn readings_reach_the_store_at_most_once_per_window_and_none_is_lost() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({}), start);
     effects(&mut core);
     let state = |t: f64| frame(json!({"type": "state", "sensors": {"temp": t}}));
@@ -452,7 +452,7 @@ fn readings_reach_the_store_at_most_once_per_window_and_none_is_lost() {
 
 #[test]
 fn a_new_connection_closes_the_one_it_replaces_and_streaming_starts_over() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({}), start);
     sent(&mut core);
     effects(&mut core);
@@ -495,7 +495,7 @@ fn a_new_connection_closes_the_one_it_replaces_and_streaming_starts_over() {
 
 #[test]
 fn only_short_printable_message_ids_are_kept() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let mut core = attached(true, json!({}), start);
     effects(&mut core);
     let id_of = |core: &mut Rig, id: Value| {
@@ -522,7 +522,7 @@ fn only_short_printable_message_ids_are_kept() {
 
 #[test]
 fn a_pictures_caption_follows_it_through_the_core_and_answers_its_call() {
-    let start = Instant::now();
+    let start = crate::testing::start();
     let display = json!({"caps": {"display": {"width": 320, "height": 240,
         "image": {"width": 320, "height": 200, "format": "rgb565"}}}});
     let mut core = attached(true, display, start);
@@ -625,7 +625,7 @@ fn spoken_turn_taken(now: Instant) -> Rig {
 
 #[test]
 fn a_voice_turn_is_acknowledged_at_once_and_a_quiet_agent_gets_gentle_cues_until_it_speaks() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = spoken_turn_taken(now);
     let taken = effects(&mut core);
     assert!(taken
@@ -665,7 +665,7 @@ fn a_voice_turn_is_acknowledged_at_once_and_a_quiet_agent_gets_gentle_cues_until
 
 #[test]
 fn a_failed_turn_is_heard_and_seen() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = spoken_turn_taken(now);
     let turn = start_turn(&mut core, now);
     effects(&mut core);
@@ -688,7 +688,7 @@ fn a_failed_turn_is_heard_and_seen() {
 
 #[test]
 fn a_turn_the_agent_leaves_silent_is_ended_as_failed_after_the_turn_timeout() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = spoken_turn_taken(now);
     let turn = start_turn(&mut core, now);
     sent(&mut core);
@@ -728,7 +728,7 @@ fn a_turn_the_agent_leaves_silent_is_ended_as_failed_after_the_turn_timeout() {
 
 #[test]
 fn without_a_speaker_or_with_cues_off_nothing_plays_but_a_silent_turn_still_ends() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     for (cues_on, caps) in [
         (true, json!({})),
         (
@@ -757,7 +757,7 @@ fn without_a_speaker_or_with_cues_off_nothing_plays_but_a_silent_turn_still_ends
 
 #[test]
 fn cancel_stops_the_cues() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = spoken_turn_taken(now);
     start_turn(&mut core, now);
     effects(&mut core);

@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn a_phone_is_pinged_on_schedule_and_gone_after_ninety_silent_seconds() {
-        let start = Instant::now();
+        let start = crate::testing::start();
         let mut alive = Keepalive::new(start);
         assert_eq!(alive.deadline(), start + KEEPALIVE);
         // It answers every ping: pinged every 30 s for an hour, never gone.
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_late_wake_up_pings_once_and_keeps_the_schedule() {
-        let start = Instant::now();
+        let start = crate::testing::start();
         let mut alive = Keepalive::new(start);
         let late = start + KEEPALIVE * 2 + Duration::from_secs(1);
         alive.heard(late);

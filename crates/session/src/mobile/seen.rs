@@ -44,7 +44,7 @@ mod tests {
 
     #[test]
     fn seen_ids_forget_the_oldest_and_the_stale() {
-        let now = Instant::now();
+        let now = crate::testing::start();
         let mut seen = SeenIds::default();
         assert!(seen.insert("a", now));
         assert!(!seen.insert("a", now));

@@ -79,7 +79,7 @@ fn asked(effects: &[Effect]) -> usize {
 
 #[test]
 fn work_waits_in_order_for_one_answer_and_goes_on_when_the_user_is_allowed() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     effects(&mut core);
     core.handle_frame(text("m1", "one"), now);
@@ -99,7 +99,7 @@ fn work_waits_in_order_for_one_answer_and_goes_on_when_the_user_is_allowed() {
 
 #[test]
 fn a_refused_user_is_told_how_to_pair_and_nothing_of_theirs_is_saved() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     effects(&mut core);
     core.handle_frame(text("m1", "hi"), now);
@@ -139,7 +139,7 @@ fn a_refused_user_is_told_how_to_pair_and_nothing_of_theirs_is_saved() {
 
 #[test]
 fn an_approval_is_told_at_once_and_sends_on_what_waited_for_it() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     core.handle_frame(text("m1", "first"), now);
     core.handle_authorization(Ok(false), now);
@@ -174,7 +174,7 @@ fn an_approval_is_told_at_once_and_sends_on_what_waited_for_it() {
 
 #[test]
 fn what_waits_for_pairing_lapses_with_the_code_and_the_phone_is_told() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     core.handle_frame(text("m1", "hello"), now);
     core.handle_authorization(Ok(false), now);
@@ -195,7 +195,7 @@ fn what_waits_for_pairing_lapses_with_the_code_and_the_phone_is_told() {
 
 #[test]
 fn an_authorizer_that_fails_drops_the_waiting_work_and_says_so() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     sent(&mut core);
     core.handle_frame(text("m1", "hi"), now);
@@ -213,7 +213,7 @@ fn an_authorizer_that_fails_drops_the_waiting_work_and_says_so() {
 
 #[test]
 fn a_phone_sending_on_while_the_answer_is_out_is_held_to_a_bound() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     sent(&mut core);
     for i in 0..40 {
@@ -228,7 +228,7 @@ fn a_phone_sending_on_while_the_answer_is_out_is_held_to_a_bound() {
 
 #[test]
 fn a_card_lapses_on_time_and_is_nobody_s_after() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     effects(&mut core);
     let ask = Request::Ask {
@@ -276,7 +276,7 @@ fn a_card_lapses_on_time_and_is_nobody_s_after() {
 
 #[test]
 fn an_approval_card_offers_only_what_the_agent_allows() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     let options = |core: &mut Rig, allow_session, allow_permanent| {
         let prompt = Prompt::ExecApproval {
@@ -309,7 +309,7 @@ fn an_approval_card_offers_only_what_the_agent_allows() {
 
 #[test]
 fn a_multi_select_card_says_several_may_be_typed() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     let prompt = Prompt::Clarify {
         question: "Which rooms?".into(),
@@ -354,7 +354,7 @@ fn end(turn_id: TurnId) -> Notification {
 
 #[test]
 fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     let turn = start_turn(&mut core, now);
     call(&mut core, now, say("Hello")).unwrap();
@@ -377,7 +377,7 @@ fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
 
 #[test]
 fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let mut core = attached();
     let turn = start_turn(&mut core, now);
     core.handle_closed();
@@ -423,7 +423,7 @@ fn a_new_connection_closes_the_one_it_replaces_and_gets_what_was_missed() {
 /// push ended, and a frame over the limit, are told to the phone.
 #[test]
 fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let frame = |v: Value| ClientFrame::decode(&v.to_string()).unwrap();
     let deliver = json!({"t": "deliver", "to": "tel-2", "text": "the cron says hi"});
     let mut core = attached();

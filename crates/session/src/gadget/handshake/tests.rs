@@ -114,7 +114,7 @@ fn challenged(hs: &mut Handshake, device: &Device, known: Option<Known>, now: In
 
 #[test]
 fn a_returning_device_that_says_what_the_store_holds_costs_one_last_seen() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(1);
     let mut hs = start(now);
     let challenge = challenged(&mut hs, &device, Some(device.known("Desk")), now);
@@ -136,7 +136,7 @@ fn a_returning_device_that_says_what_the_store_holds_costs_one_last_seen() {
 
 #[test]
 fn a_changed_name_or_new_readings_are_stored_before_the_device_is_admitted() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(2);
     for (known_as, extra) in [
         ("Hall", json!({})),
@@ -163,7 +163,7 @@ fn a_changed_name_or_new_readings_are_stored_before_the_device_is_admitted() {
 
 #[test]
 fn a_first_contact_holds_a_place_and_is_enrolled_by_the_key_its_id_comes_from() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(3);
     let mut hs = start(now);
     let challenge = challenged(&mut hs, &device, None, now);
@@ -199,7 +199,7 @@ fn a_first_contact_holds_a_place_and_is_enrolled_by_the_key_its_id_comes_from() 
 
 #[test]
 fn a_proof_that_fails_is_refused_without_touching_the_store() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(4);
     let impostor = Device::new(5);
 
@@ -224,7 +224,7 @@ fn a_proof_that_fails_is_refused_without_touching_the_store() {
 
 #[test]
 fn the_hub_can_refuse_before_any_challenge() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(6);
 
     let mut hs = start(now);
@@ -257,7 +257,7 @@ fn the_hub_can_refuse_before_any_challenge() {
 
 #[test]
 fn without_a_host_token_any_token_or_none_is_let_through() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(7);
     let mut hs = Handshake::new(None, Ids::seeded(1), now);
     hs.handle_message(device.hello(json!({"token": null})));
@@ -269,7 +269,7 @@ fn without_a_host_token_any_token_or_none_is_let_through() {
 
 #[test]
 fn each_step_the_device_takes_has_its_own_deadline() {
-    let opened = Instant::now();
+    let opened = crate::testing::start();
     let device = Device::new(8);
 
     let mut hs = start(opened);
@@ -299,7 +299,7 @@ fn each_step_the_device_takes_has_its_own_deadline() {
 
 #[test]
 fn the_handshake_speaks_text_and_in_order() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(9);
 
     let mut hs = start(now);
@@ -341,7 +341,7 @@ fn the_handshake_speaks_text_and_in_order() {
 
 #[test]
 fn a_store_or_authorizer_that_fails_sends_the_device_away_to_retry() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(10);
 
     let mut hs = start(now);
@@ -363,7 +363,7 @@ fn a_store_or_authorizer_that_fails_sends_the_device_away_to_retry() {
 
 #[test]
 fn what_a_device_calls_itself_is_cleaned_before_anyone_sees_it() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(11);
     let mut hs = start(now);
     hs.handle_message(device.hello(json!({"name": "Desk\u{1b}[2J", "board": "  "})));
@@ -374,7 +374,7 @@ fn what_a_device_calls_itself_is_cleaned_before_anyone_sees_it() {
 
 #[test]
 fn nonces_differ_between_handshakes() {
-    let now = Instant::now();
+    let now = crate::testing::start();
     let device = Device::new(12);
     let mut ids = 0;
     let mut nonce = || {

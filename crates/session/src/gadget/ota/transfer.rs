@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn offer_then_an_authorized_begin() {
-        let now = Instant::now();
+        let now = crate::testing::start();
         let mut t = Transfer::start(ID, KEY, 3, &image(1234), timeouts(), now);
         let Some(ServerMessage::OtaOffer(offer)) = t.poll_message() else {
             panic!("no offer")
@@ -323,7 +323,7 @@ mod tests {
 
     #[test]
     fn frames_stay_within_the_window_and_end_follows_the_last_ack() {
-        let now = Instant::now();
+        let now = crate::testing::start();
         let size = 100_000;
         let mut t = streaming(size, now);
         let first = drain(&mut t);
@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn stale_and_impossible_acks_change_nothing() {
-        let now = Instant::now();
+        let now = crate::testing::start();
         let mut t = streaming(100_000, now);
         drain(&mut t);
         let deadline = t.next_deadline();
@@ -389,7 +389,7 @@ mod tests {
 
     #[test]
     fn each_wait_times_out_with_an_abort() {
-        let now = Instant::now();
+        let now = crate::testing::start();
         let abort_after = |t: &mut Transfer, wait: Duration| {
             let deadline = t.next_deadline().unwrap();
             t.handle_timeout(deadline - Duration::from_millis(1));
@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn a_device_error_ends_the_attempt_without_an_abort() {
-        let now = Instant::now();
+        let now = crate::testing::start();
         let mut t = streaming(5000, now);
         let error = |code| {
             DeviceMessage::OtaError(OtaError {

@@ -511,7 +511,7 @@ mod tests {
 
     #[test]
     fn an_interrupted_update_resumes_and_each_silent_attempt_is_retried_until_the_last() {
-        let (peer, start) = (peer(), Instant::now());
+        let (peer, start) = (peer(), crate::testing::start());
         let mut updates = updates();
         updates.attached();
         assert_eq!(outputs(&mut updates), ["lookup"]);
@@ -539,7 +539,7 @@ mod tests {
 
     #[test]
     fn a_drop_mid_update_is_kept_for_the_return_and_a_missing_device_fails_it() {
-        let (peer, now) = (peer(), Instant::now());
+        let (peer, now) = (peer(), crate::testing::start());
         let mut updates = updates();
         updates.found(ID, &peer, Ok(Some(update(OtaStatus::Sending, 1))));
         updates.prepared(ID, Ok([7; 32]), TIMEOUTS, now);
