@@ -130,6 +130,8 @@ class HeraldAdapter(BasePlatformAdapter):
         self._spawned: set[asyncio.Task[Any]] = set()
         # Gadgets with a speaker, as their profiles last said.
         self._speakers: set[str] = set()
+        # The chat of each session key Hermes has run a turn under.
+        self._session_chats: dict[str, str] = {}
         self.speech = SpeechOwner(self.bridge.request, self._synthesize)
 
     # -- lifecycle ----------------------------------------------------------------
@@ -156,6 +158,7 @@ class HeraldAdapter(BasePlatformAdapter):
             await self.bridge.detach(self.platform_name)
             self._set_fatal_error("hermes_incompatible", support or "Hermes is incompatible", retryable=False)
             return False
+        compat.ask_before_voice_replies(self.gateway_runner)
         _live_adapters.add(self)
         self._watcher = asyncio.create_task(self._watch_approvals())
         self._mark_connected()
@@ -243,6 +246,7 @@ class HeraldAdapter(BasePlatformAdapter):
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
         self._run_going(chat_id)
+        self._session_chats[compat.session_key(self, event.source)] = chat_id
         self.speech.turn_started(chat_id, self._speech_road(event))
         # Hermes starts the agent only when this returns: the turn is named here and
         # herald told in one line that nobody answers, ahead of the turn's replies.
@@ -360,19 +364,31 @@ class HeraldAdapter(BasePlatformAdapter):
         metadata: Optional[dict[str, Any]] = None,
         **kwargs: Any,
     ) -> SendResult:
-        if self.speech.spoken(chat_id) and os.path.basename(audio_path).startswith("tts_"):
-            # Hermes's whole-file speech of a reply already spoken sentence by sentence.
-            return SendResult(success=True)
+        # Hermes is not asked for whole-file speech of a turn said here
+        # (_streaming_tts_turn_completed): a voice file that comes is meant to be heard.
         result = await self._send_file("send_voice", chat_id, audio_path)
         if result.success and caption:
             return await self.send(chat_id, caption, reply_to=reply_to, metadata=metadata)
         return result
 
     async def play_tts(self, chat_id: str, audio_path: str, **kwargs: Any) -> SendResult:
-        """Hermes's automatic speech of a reply, as one file: not again when it was spoken."""
-        if self.speech.spoken(chat_id):
+        """Hermes's automatic speech of a reply, as one file: not again when it was said.
+        (0.19 synthesizes it for a voice message's unstreamed reply without asking.)"""
+        if self.speech.speaks(chat_id):
             return SendResult(success=True)
         return await self.send_voice(chat_id, audio_path, **kwargs)
+
+    def _streaming_tts_turn_completed(
+        self, session_key: Optional[str], turn_marker: Any = None, *, event: Any = None
+    ) -> bool:
+        """Whether Hermes should skip its whole-file speech of this turn's reply: Hermes
+        asks this (0.20 and later; on 0.19 ``compat.ask_before_voice_replies`` makes it
+        ask) before it synthesizes one, so a turn said here is not synthesized again."""
+        chat_id = event.source.chat_id if event is not None else self._session_chats.get(session_key or "")
+        if chat_id is not None and self.speech.speaks(chat_id):
+            return True
+        done = getattr(super(), "_streaming_tts_turn_completed", None)
+        return bool(done(session_key, turn_marker, event=event)) if callable(done) else False
 
     # -- streaming speech (Hermes 0.20 and later drive these; speech.py owns them) --------
 

@@ -72,6 +72,12 @@ def _targets_parsed(_runner: Any, _adapter: Any) -> bool:
     return "parse_target_ref_fn" in platform_entry_fields()
 
 
+def _voice_replies_asked(runner: Any, _adapter: Any) -> bool:
+    from gateway.platforms.base import BasePlatformAdapter
+
+    return hasattr(BasePlatformAdapter, "_streaming_tts_turn_completed") or hasattr(runner, "_should_send_voice_reply")
+
+
 FEATURES = (
     Feature("who may talk", "GatewayRunner._is_user_authorized", _on("runner", "_is_user_authorized"), True),
     Feature("pairing codes", "GatewayRunner._get_unauthorized_dm_behavior", _on("runner", "_get_unauthorized_dm_behavior"), True),
@@ -89,6 +95,11 @@ FEATURES = (
         live_only=True,
     ),
     Feature("auto_home", "GatewayRunner.config.platforms", _on("runner", "config"), live_only=True),
+    Feature(
+        "no second, whole-file speech of a turn a gadget hears as it streams",
+        "BasePlatformAdapter._streaming_tts_turn_completed, or GatewayRunner._should_send_voice_reply (0.19)",
+        _voice_replies_asked,
+    ),
     Feature(
         "holding follow-ups while a turn ends",
         "BasePlatformAdapter._session_tasks",
@@ -203,6 +214,29 @@ def hermes_streams_speech(adapter: Any, event: Any) -> bool:
     except Exception:  # a provider that cannot start does not stream either
         logger.debug("no streaming speech provider", exc_info=True)
         return False
+
+
+def ask_before_voice_replies(runner: Any) -> None:
+    """Make the runner ask the platform's adapter before it synthesizes a whole-file
+    voice reply, as 0.20 and later do (``_streaming_tts_turn_completed``); 0.19 decides
+    with ``GatewayRunner._should_send_voice_reply`` alone, so that is wrapped, once."""
+    from gateway.platforms.base import BasePlatformAdapter
+
+    decide = getattr(runner, "_should_send_voice_reply", None)
+    if hasattr(BasePlatformAdapter, "_streaming_tts_turn_completed") or not callable(decide):
+        return
+    if getattr(decide, "asks_adapter", False):
+        return
+
+    def should_send_voice_reply(event: Any, *args: Any, **kwargs: Any) -> bool:
+        adapter = getattr(runner, "adapters", {}).get(event.source.platform)
+        said = getattr(adapter, "_streaming_tts_turn_completed", None)
+        if callable(said) and said(None, event=event):
+            return False
+        return bool(decide(event, *args, **kwargs))
+
+    setattr(should_send_voice_reply, "asks_adapter", True)
+    runner._should_send_voice_reply = should_send_voice_reply
 
 
 def streaming_handle(chat_id: str, audio_format: Any) -> Any:

@@ -19,7 +19,7 @@ stopped it:
 Either way herald plays one stream per turn; talking, cancel or a new conversation on
 the device stop it, herald says ``speech_stopped``, and what is left is dropped: the
 hooks' handle is marked aborted (Hermes stops synthesizing), the sentence road stops.
-A turn spoken here is not spoken again from Hermes's whole-file speech.
+A turn spoken here (``speaks``) is not spoken again from Hermes's whole-file speech.
 """
 
 from __future__ import annotations
@@ -57,12 +57,15 @@ CODE_BLOCK = re.compile(r"```.*?(```|$)", re.S)
 INLINE_CODE = re.compile(r"`([^`]*)`")
 LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 URL = re.compile(r"https?://\S+")
+# Hermes's attachment directives: the file is sent on its own, its path is not words.
+MEDIA_TAG = re.compile(r"MEDIA:\S+|\[\[audio_as_voice\]\]")
 
 
 def speakable(text: str) -> str:
     """What is read aloud of some reply text: no code blocks, links read by their words,
     no bare addresses or emoji; Hermes's own ``prepare_tts_text`` does the rest."""
     text = CODE_BLOCK.sub(" ", text)
+    text = MEDIA_TAG.sub(" ", text)
     text = INLINE_CODE.sub(r"\1", text)
     text = LINK.sub(r"\1", text)
     text = URL.sub(" ", text)
@@ -160,10 +163,12 @@ class SpeechOwner:
         if speech is not None and speech.road == "sentences":
             speech.queue.put_nowait(None)
 
-    def spoken(self, chat_id: str) -> bool:
-        """Whether this turn's reply was (or is being) spoken here."""
+    def speaks(self, chat_id: str) -> bool:
+        """Whether this turn is said here: Hermes's hooks began, or its reply streamed
+        into the sentence road (which says all of it). Hermes's whole-file speech of the
+        same reply would say it a second time."""
         speech = self._turns.get(chat_id)
-        return speech is not None and (speech.begun or speech.spoke)
+        return speech is not None and (speech.begun or bool(speech.message_id))
 
     def stopped(self, speech_id: str) -> None:
         """The device stopped the speech (talk, cancel, new conversation)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 import urllib.request
@@ -51,6 +52,40 @@ ENGLISH_OVERLAY = {"gateway": {"voice": {"transcript_echo_short": '🎙️ "{tex
 def stub_stt_command(log: Path) -> str:
     """The stub speech-to-text (stub_stt.py), noting each file it hears in ``log``."""
     return f"{sys.executable} {TESTS / 'stub_stt.py'} {{input_path}} {log}"
+
+
+def noted_espeak_tts(log: Path) -> str:
+    """ESPEAK_TTS that also notes each text Hermes has it speak in ``log``: a line each,
+    when it began and ended (seconds of the wall clock, which every process shares)
+    and the text on one line. A shell's few milliseconds, not a Python's start-up."""
+    script = (
+        'began=$(date +%s.%N); espeak-ng -v en-us -f "$1" -w "$2" && '
+        f'echo "$began $(date +%s.%N) $(tr "\\n" " " < "$1")" >> {shlex.quote(str(log))}'
+    )
+    return f"sh -c {shlex.quote(script)} sh {{input_path}} {{output_path}}"
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """One text Hermes's text-to-speech spoke (``noted_espeak_tts``)."""
+
+    began: float
+    ended: float
+    text: str
+
+
+def syntheses(log: Path) -> list[Synthesis]:
+    if not log.exists():
+        return []
+    noted = [line.split(" ", 2) for line in log.read_text().splitlines() if line.strip()]
+    return [Synthesis(float(began), float(ended), text.strip()) for began, ended, text in noted]
+
+
+def speak_with(rig: "Rig", command: str) -> None:
+    """Hermes's command text-to-speech runs ``command`` (config.yaml is put back after
+    the test; Hermes reads it for each synthesis)."""
+    provider = {"type": "command", "command": command, "format": "wav"}
+    rig.home.update_config(lambda c: c["tts"].update(provider="espeak", providers={"espeak": provider}))
 
 
 @dataclass

@@ -43,12 +43,18 @@ PRIVATE_NAMES = [
     "tools.tts_tool:check_tts_requirements",
     "toolsets:_HERMES_CORE_TOOLS",
 ]
-# What only some lines have, and compat reaches only where it is.
+# What only some lines have (or need), and compat reaches only where it is.
 LATER_NAMES = {
-    "0.20": ["gateway.pairing:PairingStore.approve_request", "tools.clarify_gateway:get_pending_for_session"],
+    "0.19": ["gateway.run:GatewayRunner._should_send_voice_reply"],
+    "0.20": [
+        "gateway.pairing:PairingStore.approve_request",
+        "tools.clarify_gateway:get_pending_for_session",
+        "gateway.platforms.base:BasePlatformAdapter._streaming_tts_turn_completed",
+    ],
     "0.22": [
         "gateway.pairing:PairingStore.approve_request",
         "tools.clarify_gateway:get_pending_for_session",
+        "gateway.platforms.base:BasePlatformAdapter._streaming_tts_turn_completed",
         "gateway.platforms.base:BasePlatformAdapter._source_session_key",
         "gateway.run:GatewayRunner._voice_key_for_source",
     ],

@@ -4,6 +4,8 @@ it is written, in one stream, not spoken twice, and stopped by the device.
 Typed turns take herald's sentence road on every line (Hermes's ``command`` text-to-speech
 speaks each sentence); on 0.22 a voice turn with a provider that streams PCM (a loopback
 OpenAI-compatible service in front of espeak-ng) takes Hermes's own streaming hooks.
+Hermes is not asked for its whole-file speech of a reply said as it streams, and a voice
+file the agent sends on purpose is played, whatever its name.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+import wave
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
-from conftest import Rig
+from conftest import Rig, noted_espeak_tts, speak_with, syntheses
 from devices import AUDIO_CHANNEL, Frame, GadgetClient, is_reply_speech
 from harness import hermes_line
 from stub_model import Rule
@@ -90,7 +94,9 @@ def starts(gadget: GadgetClient) -> list[Frame]:
     return [f for f in gadget.frames if is_reply_speech(f)]
 
 
-def test_a_typed_reply_is_spoken_from_its_first_sentence_and_once(rig: Rig) -> None:
+def test_a_typed_reply_is_spoken_from_its_first_sentence_and_once(rig: Rig, tmp_path: Path) -> None:
+    noted = tmp_path / "tts.log"
+    speak_with(rig, noted_espeak_tts(noted))
     held = threading.Event()
     with replying(rig, "tell the desk a story", held), rig.gadget("desk", speaker_rate=SPEAKER_RATE) as gadget:
         gadget.say("tell the desk a story")
@@ -106,6 +112,42 @@ def test_a_typed_reply_is_spoken_from_its_first_sentence_and_once(rig: Rig) -> N
     whole = espeak_seconds(STORY)
     heard = seconds_heard(gadget, start["stream"])
     assert 0.8 * whole <= heard <= 1.3 * whole, (heard, whole)
+    # And synthesized once, piece by piece: Hermes never made a file of the whole reply
+    # (the gateway had sent everything it would before turn.end).
+    texts = [s.text for s in syntheses(noted)]
+    assert " ".join(texts) == STORY, texts
+
+
+def chime(path: Path, seconds: float, level: int) -> None:
+    """A voice file the agent sends: a steady level, nothing like speech, at the
+    speaker's rate, so herald passes its samples through as they are."""
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(SPEAKER_RATE)
+        wav.writeframes(level.to_bytes(2, "little", signed=True) * int(SPEAKER_RATE * seconds))
+
+
+def is_chime(pcm: bytes, level: int) -> bool:
+    """Most samples at the chime's level (its edges may be smoothed)."""
+    samples = [int.from_bytes(pcm[i : i + 2], "little", signed=True) for i in range(0, len(pcm) - 1, 2)]
+    return sum(abs(s - level) < level // 10 for s in samples) >= 0.8 * len(samples)
+
+
+def test_a_voice_file_the_agent_sends_is_played_whatever_its_name(rig: Rig, tmp_path: Path) -> None:
+    # Named as Hermes names its text-to-speech files, in a turn spoken as it streams.
+    voice, level = tmp_path / "tts_chime.wav", 3000
+    chime(voice, 1.0, level)
+    reply = f"Here is the chime you asked for. It plays right after these words. MEDIA:{voice}"
+    rig.add_rules(Rule(match="play the chime", reply=reply, piece_delay_s=WORD_S))
+    with rig.gadget("hall", speaker_rate=SPEAKER_RATE) as gadget:
+        gadget.say("play the chime")
+        first_sound(gadget)
+        heard_all(gadget)
+    streams = [f["stream"] for f in starts(gadget)]
+    chimes = [s for s in streams if is_chime(b"".join(pcm_of(gadget, s)), level)]
+    assert len(chimes) == 1, [(s, seconds_heard(gadget, s)) for s in streams]
+    assert 0.8 <= seconds_heard(gadget, chimes[0]) <= 1.3, seconds_heard(gadget, chimes[0])
 
 
 def test_cancel_stops_the_speech_and_what_was_left_to_say(rig: Rig) -> None:
