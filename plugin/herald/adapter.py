@@ -597,7 +597,13 @@ class HeraldAdapter(BasePlatformAdapter):
         turn_id = self._turns.pop(key, None) if key is not None else None
         if turn_id is None:
             return
-        self.speech.turn_over(chat_id)
+        if outcome == "failure":
+            # herald plays its cue and shows its notice; a gadget whose turns are spoken
+            # hears the failure said too, synthesized as turn_ended leaves (which it
+            # does before the speech can begin: before this task's first await).
+            self.speech.turn_failed(self._chat(chat_id))
+        else:
+            self.speech.turn_over(chat_id)
         await self.bridge.notify(
             {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome}}
         )

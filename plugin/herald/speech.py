@@ -19,7 +19,8 @@ stopped it:
 Either way herald plays one stream per turn; talking, cancel or a new conversation on
 the device stop it, herald says ``speech_stopped``, and what is left is dropped: the
 hooks' handle is marked aborted (Hermes stops synthesizing), the sentence road stops.
-A turn spoken here (``speaks``) is not spoken again from Hermes's whole-file speech.
+A turn spoken here (``speaks``) is not spoken again from Hermes's whole-file speech. A
+turn that fails is said to have failed, in one short sentence, after herald's cue.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ MIN_CLAUSE_WORDS = 4
 CURSORS = "▉▌█▍▎▏"
 # A speech_write waits while herald's buffer is full, which is real time at most.
 WRITE_TIMEOUT_S = 60.0
+# What a failed turn says: herald's own failure notice, in words.
+FAILED_SENTENCE = "Sorry, that did not work."
+# herald's failure cue (two falling notes, 150 + 220 ms) plays as the turn fails, and
+# speech replaces whatever plays: the sentence waits for the cue to be heard.
+FAILURE_CUE_S = 0.4
 
 CODE_BLOCK = re.compile(r"```.*?(```|$)", re.S)
 INLINE_CODE = re.compile(r"`([^`]*)`")
@@ -130,6 +136,10 @@ class Speech:
     queue: "asyncio.Queue[Optional[str]]" = field(default_factory=asyncio.Queue)
     worker: Optional["asyncio.Task[None]"] = None
     spoke: bool = False
+    # The turn failed and says so (FAILED_SENTENCE); its speech waits until then
+    # (the event loop's clock).
+    failed: bool = False
+    not_before: float = 0.0
 
 
 class Requester(Protocol):
@@ -164,11 +174,33 @@ class SpeechOwner:
             speech.queue.put_nowait(None)
 
     def speaks(self, chat_id: str) -> bool:
-        """Whether this turn is said here: Hermes's hooks began, or its reply streamed
-        into the sentence road (which says all of it). Hermes's whole-file speech of the
-        same reply would say it a second time."""
+        """Whether this turn is said here: Hermes's hooks began, its reply streamed into
+        the sentence road (which says all of it), or it failed and says so. Hermes's
+        whole-file speech of the same reply would say it a second time."""
         speech = self._turns.get(chat_id)
-        return speech is not None and (speech.begun or bool(speech.message_id))
+        return speech is not None and (speech.begun or bool(speech.message_id) or speech.failed)
+
+    def turn_failed(self, chat: Chat) -> None:
+        """The turn failed: after herald's failure cue, the gadget hears it said, once,
+        instead of the rest of the reply (if any) or Hermes's error text."""
+        speech = self._turns.get(chat["id"])
+        if speech is None or speech.failed or speech.stopped:
+            return
+        speech.failed = True
+        if speech.handle is not None:
+            speech.handle.aborted = True
+        if speech.worker is not None:
+            speech.worker.cancel()
+        # A stream of its own: the reply's, if it began, was replaced by the cue.
+        self._by_id.pop(speech.speech_id, None)
+        speech.speech_id, speech.begun = os.urandom(8).hex(), False
+        self._by_id[speech.speech_id] = speech
+        speech.queue = asyncio.Queue()
+        for sentence in (FAILED_SENTENCE, None):
+            speech.queue.put_nowait(sentence)
+        loop = asyncio.get_running_loop()
+        speech.not_before = loop.time() + FAILURE_CUE_S
+        speech.worker = loop.create_task(self._speak(chat, speech))
 
     def stopped(self, speech_id: str) -> None:
         """The device stopped the speech (talk, cancel, new conversation)."""
@@ -256,7 +288,7 @@ class SpeechOwner:
     def reply_text(self, chat: Chat, message_id: str, text: str, final: bool) -> None:
         """A streamed reply as it stands: queue the sentences it completes."""
         speech = self._turns.get(chat["id"])
-        if speech is None or speech.road != "sentences" or speech.stopped:
+        if speech is None or speech.road != "sentences" or speech.stopped or speech.failed:
             return
         if message_id != speech.message_id:
             # A new message of the same turn (after a tool call): its own text.
@@ -285,6 +317,8 @@ class SpeechOwner:
                     continue
                 try:
                     if not speech.begun:
+                        # Synthesized meanwhile: a failed turn's sentence follows the cue.
+                        await asyncio.sleep(speech.not_before - asyncio.get_running_loop().time())
                         # The rate is the file's own; herald resamples each file.
                         await self._request(
                             {"op": "speech_begin", "args": {**args, "sample_rate": 24000, "channels": 1}}

@@ -1,15 +1,27 @@
-"""A model that keeps failing, on every Hermes line: the gadget hears it as soon as Hermes
-has run out of tries (herald's failure cue and notice, ``turn.end`` with
-``outcome: "failure"``), not minutes later or never."""
+"""A gadget with a speaker is never left in silence, on every Hermes line.
+
+A model that keeps failing: the gadget hears it as soon as Hermes has run out of tries
+(herald's failure cue and notice, then the failure said in Hermes's voice, ``turn.end``
+with ``outcome: "failure"``), not minutes later or never, and not Hermes's long error
+text read out."""
 
 from __future__ import annotations
 
 from conftest import Rig
-from devices import Frame
+from devices import Frame, GadgetClient, is_reply_speech
+from herald.speech import FAILED_SENTENCE
 from stub_model import Rule
+from test_speech import espeak_seconds, seconds_heard
+
+SPEAKER_RATE = 16000
 
 
-def test_a_failing_model_fails_the_gadgets_turn_at_once(rig: Rig) -> None:
+def turnless_streams(gadget: GadgetClient, since: int) -> list[int]:
+    """The streams herald itself began (they name no turn) from frame ``since`` on."""
+    return [f["stream"] for f in gadget.frames[since:] if f.get("type") == "audio.start" and "turn" not in f]
+
+
+def test_a_failing_model_fails_the_gadgets_turn_at_once_and_says_so(rig: Rig) -> None:
     rig.add_rules(Rule(match="break the model", reply="", status=500))
 
     def no_recovery_cycles(config: dict[str, object]) -> None:
@@ -20,7 +32,8 @@ def test_a_failing_model_fails_the_gadgets_turn_at_once(rig: Rig) -> None:
         agent["auto_recovery_cycles"] = 0
 
     rig.home.update_config(no_recovery_cycles)
-    with rig.gadget("pantry", speaker_rate=16000) as gadget:
+    sentence = espeak_seconds(FAILED_SENTENCE)
+    with rig.gadget("pantry", speaker_rate=SPEAKER_RATE) as gadget:
         gadget.say("please break the model")
         start = gadget.wait_for(lambda f: f.get("type") == "turn.start")
 
@@ -31,8 +44,17 @@ def test_a_failing_model_fails_the_gadgets_turn_at_once(rig: Rig) -> None:
         end = gadget.wait_for(ended, 40)
         said = [i for i, f in enumerate(gadget.frames) if f.get("text") == "Sorry, that did not work."]
         assert said and said[0] < gadget.frames.index(end), "the notice, then turn.end"
-        # Herald's own cue (it names no turn) after the notice: the failure one.
-        assert any(
-            f.get("type") == "audio.start" and "turn" not in f for f in gadget.frames[said[0] :]
-        ) or gadget.wait_for(lambda f: f.get("type") == "audio.start" and "turn" not in f, 10)
+        # After the notice, herald's failure cue (two notes, a third of a second) and then
+        # the sentence, each a stream of its own: the turn is over, so neither names it.
+        gadget.wait_for(lambda f: f.get("type") == "audio.end" and seconds_heard(gadget, f["stream"]) > 0.5, 30)
+        # Everything Hermes sends for the turn (its error text, and any speech of it) has
+        # been sent once no agent runs; the ping's answer brings in what herald queued.
+        rig.wait_idle()
+        gadget.settle()
     assert end["outcome"] == "failure", end
+    streams = turnless_streams(gadget, said[0])
+    assert not any(is_reply_speech(f) for f in gadget.frames), "nothing spoken as the turn's reply"
+    assert len(streams) == 2 and seconds_heard(gadget, streams[0]) < 0.5, [seconds_heard(gadget, s) for s in streams]
+    heard = seconds_heard(gadget, streams[1])
+    assert 0.8 * sentence <= heard <= 1.3 * sentence, (heard, sentence)
+
