@@ -603,7 +603,7 @@ class HeraldAdapter(BasePlatformAdapter):
             # does before the speech can begin: before this task's first await).
             self.speech.turn_failed(self._chat(chat_id))
         else:
-            self.speech.turn_over(chat_id)
+            await self.speech.turn_over(chat_id)
         await self.bridge.notify(
             {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome}}
         )

@@ -53,6 +53,8 @@ MIN_CLAUSE_WORDS = 4
 CURSORS = "▉▌█▍▎▏"
 # A speech_write waits while herald's buffer is full, which is real time at most.
 WRITE_TIMEOUT_S = 60.0
+# The longest a turn's end waits for its speech to begin (a first synthesis).
+OPEN_WAIT_S = 15.0
 # What a failed turn says: herald's own failure notice, in words.
 FAILED_SENTENCE = "Sorry, that did not work."
 # herald's failure cue (two falling notes, 150 + 220 ms) plays as the turn fails, and
@@ -136,6 +138,8 @@ class Speech:
     queue: "asyncio.Queue[Optional[str]]" = field(default_factory=asyncio.Queue)
     worker: Optional["asyncio.Task[None]"] = None
     spoke: bool = False
+    # Set once the stream has begun at herald, or the worker gave up on it.
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
     # The turn failed and says so (FAILED_SENTENCE); its speech waits until then
     # (the event loop's clock).
     failed: bool = False
@@ -167,11 +171,21 @@ class SpeechOwner:
         if road is not None:
             self._add(Speech(os.urandom(8).hex(), chat_id, road))
 
-    def turn_over(self, chat_id: str) -> None:
-        """The turn ended: the sentence road says the last of it, then ends the stream."""
+    async def turn_over(self, chat_id: str) -> None:
+        """The turn ended: the sentence road says the last of it, then ends the stream.
+
+        A stream whose first words are still being synthesized is waited for, so that
+        it begins within the turn: herald then ends the turn once it has been heard. (A
+        short reply is complete only with the turn's last edit, a moment before this.)"""
         speech = self._turns.get(chat_id)
-        if speech is not None and speech.road == "sentences":
-            speech.queue.put_nowait(None)
+        if speech is None or speech.road != "sentences":
+            return
+        speech.queue.put_nowait(None)
+        if speech.worker is not None:
+            try:
+                await asyncio.wait_for(speech.opened.wait(), OPEN_WAIT_S)
+            except asyncio.TimeoutError:
+                logger.warning("speech for %s took over %.0f s to begin; ending its turn", chat_id, OPEN_WAIT_S)
 
     def speaks(self, chat_id: str) -> bool:
         """Whether this turn is said here: Hermes's hooks began, its reply streamed into
@@ -324,6 +338,7 @@ class SpeechOwner:
                             {"op": "speech_begin", "args": {**args, "sample_rate": 24000, "channels": 1}}
                         )
                         speech.begun = True
+                        speech.opened.set()
                     result = await self._request(
                         {"op": "speech_file", "args": {**args, "path": path}}, timeout=WRITE_TIMEOUT_S
                     )
@@ -338,6 +353,8 @@ class SpeechOwner:
             logger.warning("speaking a reply on %s failed: %s", speech.chat_id, err)
         except asyncio.CancelledError:
             pass
+        finally:
+            speech.opened.set()
 
 
 def _remove(path: str) -> None:

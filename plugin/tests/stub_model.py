@@ -42,6 +42,8 @@ class Rule:
     hold_last_sentence: threading.Event | None = None
     # An HTTP status other than 200: the provider failing (500) on every try.
     status: int = 200
+    # Seconds before the answer's first byte: a stalled provider.
+    delay_s: float = 0.0
 
 
 class Script:
@@ -105,6 +107,7 @@ class Answer:
     piece_delay_s: float = 0.0
     hold_last_sentence: threading.Event | None = None
     status: int = 200
+    delay_s: float = 0.0
 
 
 def decide(script: Script, messages: list[dict[str, Any]]) -> Answer:
@@ -134,10 +137,15 @@ def decide(script: Script, messages: list[dict[str, Any]]) -> Answer:
         first_line = user_text.strip().splitlines()[0] if user_text.strip() else ""
         return Answer(text=f"stub: {first_line}")
     if rule.status != 200:
-        return Answer(status=rule.status)
+        return Answer(status=rule.status, delay_s=rule.delay_s)
     if rule.tool is not None:
-        return Answer(tool_call=(rule.tool, rule.arguments))
-    return Answer(text=rule.reply, piece_delay_s=rule.piece_delay_s, hold_last_sentence=rule.hold_last_sentence)
+        return Answer(tool_call=(rule.tool, rule.arguments), delay_s=rule.delay_s)
+    return Answer(
+        text=rule.reply,
+        piece_delay_s=rule.piece_delay_s,
+        hold_last_sentence=rule.hold_last_sentence,
+        delay_s=rule.delay_s,
+    )
 
 
 def tool_name_for(messages: list[dict[str, Any]], call_id: str) -> str | None:
@@ -190,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.server.script.record(body)
         answer = decide(self.server.script, list(body.get("messages") or []))
+        if answer.delay_s:
+            time.sleep(answer.delay_s)
         if answer.status != 200:
             # Streamed or not: Hermes retries a failed stream without streaming.
             self.send_json({"error": {"message": "stub failure", "type": "server_error"}}, status=answer.status)

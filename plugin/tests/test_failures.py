@@ -3,15 +3,15 @@
 A model that keeps failing: the gadget hears it as soon as Hermes has run out of tries
 (herald's failure cue and notice, then the failure said in Hermes's voice, ``turn.end``
 with ``outcome: "failure"``), not minutes later or never, and not Hermes's long error
-text read out."""
+text read out. A model that stalls: herald's "still working" cue, then the answer."""
 
 from __future__ import annotations
 
-from conftest import Rig
+from conftest import Rig, Station
 from devices import Frame, GadgetClient, is_reply_speech
 from herald.speech import FAILED_SENTENCE
 from stub_model import Rule
-from test_speech import espeak_seconds, seconds_heard
+from test_speech import espeak_seconds, pcm_of, seconds_heard
 
 SPEAKER_RATE = 16000
 
@@ -58,3 +58,30 @@ def test_a_failing_model_fails_the_gadgets_turn_at_once_and_says_so(rig: Rig) ->
     heard = seconds_heard(gadget, streams[1])
     assert 0.8 * sentence <= heard <= 1.3 * sentence, (heard, sentence)
 
+
+def test_a_stalled_model_gets_still_working_cues_then_its_answer(station: Station) -> None:
+    # Cues are herald's, set through Hermes's config (the suite's gateway keeps herald's
+    # defaults); a gateway of the test's own, as herald reads them when it starts.
+    station.home.hermes("config", "set", "platforms.gadget.extra.cue_after_s", "2")
+    station.home.hermes("config", "set", "platforms.gadget.extra.cue_every_s", "4")
+    rig = station.start()
+    rig.add_rules(Rule(match="think it over", reply="Thanks for waiting: it is sunny today.", delay_s=12))
+    try:
+        with rig.gadget("attic", speaker_rate=SPEAKER_RATE) as gadget:
+            gadget.say("think it over, what is the weather?")
+            start = gadget.wait_for(lambda f: f.get("type") == "turn.start")
+            # A typed turn gets no "heard you" cue: the first stream of herald's own is a
+            # "still working" one, and it plays (PCM) before the answer is said or shown.
+            cue = gadget.wait_for(lambda f: f.get("type") == "audio.start" and "turn" not in f, 20)
+            gadget.wait_for(lambda f: f.get("type") == "audio.end" and f.get("stream") == cue["stream"], 10)
+            assert pcm_of(gadget, cue["stream"]), "a cue with no sound"
+            answer = gadget.wait_for(is_reply_speech, 60)
+            end = gadget.wait_for(lambda f: f.get("type") == "turn.end" and f.get("turn") == start["turn"], 60)
+        first_text = next(i for i, f in enumerate(gadget.frames) if f.get("type") in ("reply", "reply.delta"))
+        # At 2 s, then every 4 s while the model is silent (12 s): again before the answer.
+        cues = [f for f in gadget.frames[:first_text] if f.get("type") == "audio.start" and "turn" not in f]
+        assert cue in cues and len(cues) >= 2, cues
+        assert end["outcome"] == "success", end
+        assert pcm_of(gadget, answer["stream"]), "the answer was not heard"
+    finally:
+        rig.gateway.stop()

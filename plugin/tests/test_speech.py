@@ -118,6 +118,18 @@ def test_a_typed_reply_is_spoken_from_its_first_sentence_and_once(rig: Rig, tmp_
     assert " ".join(texts) == STORY, texts
 
 
+def test_a_reply_of_one_short_sentence_is_heard_within_its_turn(rig: Rig) -> None:
+    # Complete only with the turn's last edit: its speech begins as the turn ends.
+    with rig.gadget("porch", speaker_rate=SPEAKER_RATE) as gadget:
+        gadget.say("how is the weather on the porch?")
+        end = gadget.wait_for(is_type("turn.end"), 60)
+        gadget.settle()
+    spoken = starts(gadget)
+    assert len(spoken) == 1 and gadget.frames.index(spoken[0]) < gadget.frames.index(end), gadget.frames
+    said, heard = espeak_seconds("It is sunny and warm today."), seconds_heard(gadget, spoken[0]["stream"])
+    assert 0.8 * said <= heard <= 1.3 * said, (heard, said)
+
+
 def chime(path: Path, seconds: float, level: int) -> None:
     """A voice file the agent sends: a steady level, nothing like speech, at the
     speaker's rate, so herald passes its samples through as they are."""
