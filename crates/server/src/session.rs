@@ -67,13 +67,8 @@ pub(crate) trait SessionKind: DeviceKind {
         effect: <Self::Core as SessionCore>::Effect,
     ) -> impl Future<Output = ()> + Send;
 
-    /// A deadline passed: the core's timers, and the platform's own.
-    fn timeout(session: &mut Session<Self>, now: Instant) -> impl Future<Output = ()> + Send;
-
-    /// A timer of the platform's own, beside the core's.
-    fn deadline(_session: &Session<Self>) -> Option<Instant> {
-        None
-    }
+    /// A deadline passed: the core's timers.
+    fn timeout(session: &mut Session<Self>, now: Instant);
 
     /// Before the loop waits: set up what [`SessionKind::wake`] waits for.
     fn prepare(_session: &mut Session<Self>) {}
@@ -99,9 +94,6 @@ pub(crate) trait SessionKind: DeviceKind {
 
     /// The session ends: the core lets go of what it held.
     fn end(session: &mut Session<Self>) -> impl Future<Output = ()> + Send;
-
-    /// The device went offline (after the hub has noted it).
-    fn went_offline(_session: &mut Session<Self>) {}
 }
 
 impl<K: SessionKind> Hub<K> {
@@ -211,7 +203,7 @@ impl<K: SessionKind> Session<K> {
                     if self.retire_at().is_some_and(|at| at <= now) {
                         break true;
                     }
-                    Box::pin(K::timeout(&mut self, now)).await;
+                    K::timeout(&mut self, now);
                     continue;
                 }
                 wake = K::wake(&mut self.parts) => {
@@ -247,14 +239,11 @@ impl<K: SessionKind> Session<K> {
             .then(|| self.last_event + K::RETIRE_AFTER)
     }
 
-    /// The session's next wake-up: the core's next timer, the platform's own or the
-    /// retirement, whichever is first.
+    /// The session's next wake-up: the core's next timer or the retirement, whichever
+    /// is first.
     fn next_deadline(&self) -> Option<Instant> {
         let core = self.core.poll_timeout().map(Instant::from_std);
-        [core, K::deadline(self), self.retire_at()]
-            .into_iter()
-            .flatten()
-            .min()
+        [core, self.retire_at()].into_iter().flatten().min()
     }
 
     /// Something woke the session: the time, as the core is told it.
@@ -344,9 +333,8 @@ impl<K: SessionKind> Session<K> {
     }
 
     /// The device's connection is gone.
-    pub(crate) fn went_offline(&mut self) {
+    pub(crate) fn went_offline(&self) {
         self.hub.devices.went_offline(self.core.device_id());
-        K::went_offline(self);
     }
 
     /// Hand `inbound` to the agent, in order, and note it in the activity log; a core

@@ -298,6 +298,7 @@ pub(crate) fn outgoing(frame: Frame) -> Outgoing {
     match frame {
         Frame::Text(text) => Outgoing::Text(text),
         Frame::Close(close, reason) => Outgoing::Close(close_code(close), reason),
+        Frame::Ping => Outgoing::Ping,
     }
 }
 

@@ -24,6 +24,8 @@ pub enum Frame {
     Text(String),
     /// Close the connection, with a reason.
     Close(Close, String),
+    /// A transport-level ping: the peer's pong is proof of life.
+    Ping,
 }
 
 /// A frame for connection `conn`: the current one, or the one a new connection

@@ -129,12 +129,13 @@ impl<C: Driven> Rig<C> {
     }
 
     /// The frames handed back since the last look, as JSON; a close is
-    /// `{"close": reason, "conn": id}`.
+    /// `{"close": reason, "conn": id}`, a ping `{"ping": id}`.
     pub(crate) fn sent(&mut self) -> Vec<Value> {
         std::iter::from_fn(|| self.core.next_transmit())
             .map(|t| match t.frame {
                 Frame::Text(text) => serde_json::from_str(&text).unwrap(),
                 Frame::Close(_, reason) => json!({"close": reason, "conn": t.conn}),
+                Frame::Ping => json!({"ping": t.conn}),
             })
             .collect()
     }

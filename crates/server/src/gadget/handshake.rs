@@ -258,6 +258,7 @@ where
                 code: close_code(close),
                 reason: reason.into(),
             })),
+            Frame::Ping => Message::Ping(Default::default()),
         };
         ws.send(message).await.map_err(|_| Ended::Gone)?;
     }

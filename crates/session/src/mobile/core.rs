@@ -16,7 +16,7 @@ use herald_port::{
 };
 use tracing::warn;
 
-use super::link::Delivers;
+use super::link::{Delivers, Due, Keepalive};
 use super::seen::SeenIds;
 use super::uploads::{Upload, Uploads};
 use crate::io::{Close, Frame, Output, Transmit};
@@ -148,6 +148,8 @@ pub struct Core {
     pub(super) max_message_chars: usize,
     pub(super) ids: Ids,
     pub(super) conn: Option<u64>,
+    /// When the current connection is pinged, and when its silence ends it.
+    keepalive: Option<Keepalive>,
     /// Where the current connection may push with `deliver`.
     pub(super) delivers: Delivers,
     /// Pushes on their way, whichever connection sent them.
@@ -178,6 +180,7 @@ impl Core {
             max_message_chars,
             ids,
             conn: None,
+            keepalive: None,
             delivers: Delivers::Nowhere,
             pushing: 0,
             user_id: String::new(),
@@ -204,9 +207,11 @@ impl Core {
         user_id: String,
         user_name: Option<String>,
         delivers: Delivers,
+        now: Instant,
     ) {
         self.close(Close::Normal, "replaced by a new connection");
         self.conn = Some(conn);
+        self.keepalive = Some(Keepalive::new(now));
         self.delivers = delivers;
         if self.user_id != user_id {
             // What is held counts against the user it came from.
@@ -237,6 +242,13 @@ impl Core {
     }
 
     // ---- time ----
+
+    /// The phone is alive: it sent something (a pong among it), or took what was sent.
+    pub fn heard(&mut self, now: Instant) {
+        if let Some(keepalive) = &mut self.keepalive {
+            keepalive.heard(now);
+        }
+    }
 
     pub fn handle_timeout(&mut self, now: Instant) {
         let expired: Vec<String> = self
@@ -274,6 +286,8 @@ impl Core {
                 state: AvatarState::Idle,
             });
         }
+        // Last: what came due is sent before a silent phone's connection is let go.
+        self.keep_alive(now);
     }
 
     // ---- frames ----
@@ -456,6 +470,25 @@ impl Core {
     }
 }
 
+impl Core {
+    /// Ping the phone on schedule; one silent for too long is gone.
+    fn keep_alive(&mut self, now: Instant) {
+        let (Some(conn), Some(keepalive)) = (self.conn, &mut self.keepalive) else {
+            return;
+        };
+        if keepalive.deadline() > now {
+            return;
+        }
+        match keepalive.handle_deadline(now) {
+            Due::Ping => self.out.transmits.push(Transmit {
+                conn,
+                frame: Frame::Ping,
+            }),
+            Due::Gone => self.close(Close::Away, "keepalive timeout"),
+        }
+    }
+}
+
 impl SessionCore for Core {
     type Effect = Effect;
 
@@ -482,7 +515,11 @@ impl SessionCore for Core {
     fn poll_timeout(&self) -> Option<Instant> {
         let cards = self.cards.values().map(|c| c.expires).min();
         let pairing = self.awaiting_pairing.as_ref().map(|a| a.until);
-        [cards, self.idle_at, pairing].into_iter().flatten().min()
+        let keepalive = self.keepalive.as_ref().map(Keepalive::deadline);
+        [cards, self.idle_at, pairing, keepalive]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Nothing open: no connection, turn, card, avatar change or authorizer question.
@@ -501,6 +538,7 @@ impl SessionCore for Core {
 
     /// The connection ended on its own (closed, failed or timed out).
     fn handle_closed(&mut self) {
+        self.keepalive = None;
         if self.conn.take().is_some() {
             self.out.effects.push(Effect::Offline);
             // Unfinished uploads are not resumed across connections.

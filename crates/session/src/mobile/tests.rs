@@ -24,12 +24,68 @@ type Rig = crate::testing::Rig<Core>;
 
 fn attached() -> Rig {
     let mut core = Rig::new(Core::new("tel-1".into(), 4000, Ids::seeded(2)));
-    core.handle_attach(1, USER.into(), Some("Alice".into()), Delivers::Nowhere);
+    core.handle_attach(
+        1,
+        USER.into(),
+        Some("Alice".into()),
+        Delivers::Nowhere,
+        crate::testing::start(),
+    );
     core
 }
 
+/// A quiet phone is pinged on schedule, each sign of life keeps it, and one silent for
+/// `DEAD_AFTER` is closed as gone: all by the core's own deadline.
+#[test]
+fn a_quiet_phone_is_pinged_and_a_silent_one_is_let_go() {
+    use super::link::{DEAD_AFTER, KEEPALIVE};
+    let start = crate::testing::start();
+    let mut core = Rig::new(Core::new("tel-1".into(), 4000, Ids::seeded(2)));
+    core.handle_attach(1, USER.into(), None, Delivers::Nowhere, start);
+    core.sent();
+    effects(&mut core);
+
+    let first = core.poll_timeout().unwrap();
+    assert_eq!(first, start + KEEPALIVE);
+    core.handle_timeout(first);
+    assert_eq!(core.sent(), [json!({"ping": 1})]);
+
+    // A pong just before the connection would have gone keeps it past that point.
+    core.heard(start + DEAD_AFTER - KEEPALIVE / 2);
+    let mut now = first;
+    while now < start + DEAD_AFTER + KEEPALIVE {
+        now = core.poll_timeout().unwrap();
+        core.handle_timeout(now);
+    }
+    let pings = core.sent();
+    assert!(pings.iter().all(|f| f.get("ping").is_some()), "{pings:?}");
+
+    // Then silence: gone, with a close, and nothing more to wake for.
+    while core.current_conn().is_some() {
+        now = core.poll_timeout().unwrap();
+        core.handle_timeout(now);
+    }
+    let frames = core.sent();
+    let close = frames.last().unwrap();
+    assert_eq!(close["close"], "keepalive timeout", "{frames:?}");
+    assert!(now - (start + DEAD_AFTER - KEEPALIVE / 2) >= DEAD_AFTER);
+    assert!(core.poll_timeout().is_none());
+}
+
+/// What was sent, pings left out (the keepalive has a test of its own).
 fn sent(rig: &mut Rig) -> Vec<Value> {
-    rig.sent()
+    let mut frames = rig.sent();
+    frames.retain(|frame| frame.get("ping").is_none());
+    frames
+}
+
+/// Nothing left to wake for at `now` but the keepalive's next ping.
+fn only_the_keepalive_is_due(rig: &Rig, now: Instant) {
+    let next = rig.poll_timeout().expect("a connected phone is pinged");
+    assert!(
+        next > now && next <= now + super::link::KEEPALIVE,
+        "{next:?}"
+    );
 }
 
 fn effects(rig: &mut Rig) -> Vec<Effect> {
@@ -153,7 +209,13 @@ fn an_approval_is_told_at_once_and_sends_on_what_waited_for_it() {
         !core.is_idle(),
         "what waits for the owner keeps the session"
     );
-    core.handle_attach(2, USER.into(), None, Delivers::Nowhere);
+    core.handle_attach(
+        2,
+        USER.into(),
+        None,
+        Delivers::Nowhere,
+        crate::testing::start(),
+    );
     effects(&mut core);
 
     core.handle_approved("someone-else", now);
@@ -181,13 +243,21 @@ fn what_waits_for_pairing_lapses_with_the_code_and_the_phone_is_told() {
     effects(&mut core);
     sent(&mut core);
     let lapse = now + super::core::KEEP_UNTIL_PAIRED;
-    assert_eq!(core.poll_timeout(), Some(lapse));
+    // The phone answers its pings meanwhile.
+    let mut at = core.poll_timeout().unwrap();
+    while at < lapse {
+        core.heard(at);
+        core.handle_timeout(at);
+        at = core.poll_timeout().unwrap();
+    }
+    assert_eq!(at, lapse);
+    core.heard(lapse);
     core.handle_timeout(lapse);
     assert!(sent(&mut core)[0]["text"]
         .as_str()
         .unwrap()
         .contains("expired and what you sent was not delivered"));
-    assert_eq!(core.poll_timeout(), None);
+    only_the_keepalive_is_due(&core, lapse);
     core.handle_approved(USER, lapse);
     assert!(to_agent(&effects(&mut core)).is_empty());
     assert!(sent(&mut core).is_empty());
@@ -260,7 +330,7 @@ fn a_card_lapses_on_time_and_is_nobody_s_after() {
     assert!(
         matches!(&effects(&mut core)[..], [Effect::CardClosed { prompt_id }] if *prompt_id == id)
     );
-    assert_eq!(core.poll_timeout(), None);
+    only_the_keepalive_is_due(&core, now + Duration::from_secs(30));
 
     // Its answer, late, is the hub's to place: shown here, it lapsed.
     let answer = json!({"t": "prompt", "prompt_id": id, "option_id": "yes"});
@@ -406,7 +476,13 @@ fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
 fn a_new_connection_closes_the_one_it_replaces_and_gets_what_was_missed() {
     let mut core = attached();
     effects(&mut core);
-    core.handle_attach(2, USER.into(), None, Delivers::Nowhere);
+    core.handle_attach(
+        2,
+        USER.into(),
+        None,
+        Delivers::Nowhere,
+        crate::testing::start(),
+    );
     assert_eq!(
         sent(&mut core),
         [json!({"close": "replaced by a new connection", "conn": 1})]
@@ -451,7 +527,13 @@ fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
     );
 
     // An app on the agent's machine pushes to its user's own devices.
-    core.handle_attach(2, USER.into(), None, Delivers::ToDevicesOf(USER.into()));
+    core.handle_attach(
+        2,
+        USER.into(),
+        None,
+        Delivers::ToDevicesOf(USER.into()),
+        crate::testing::start(),
+    );
     effects(&mut core);
     sent(&mut core);
     core.handle_frame(frame(deliver), now);
@@ -489,7 +571,13 @@ fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
     assert_eq!(pushed(&effects(&mut core)).len(), 1);
 
     // How a push ended is for the connection that sent it: not kept for the next one.
-    core.handle_attach(3, USER.into(), None, Delivers::ToDevicesOf(USER.into()));
+    core.handle_attach(
+        3,
+        USER.into(),
+        None,
+        Delivers::ToDevicesOf(USER.into()),
+        crate::testing::start(),
+    );
     sent(&mut core);
     core.handle_delivered(2, "tel-9", Delivered::NotYours);
     assert!(sent(&mut core).is_empty());

@@ -246,7 +246,7 @@ impl SessionKind for Gadgets {
         session.carry_out(effect).await;
     }
 
-    async fn timeout(session: &mut Session<Self>, now: Instant) {
+    fn timeout(session: &mut Session<Self>, now: Instant) {
         session.core.handle_timeout(now.into_std(), unix_ms());
     }
 

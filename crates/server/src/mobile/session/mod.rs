@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 use herald_mobile_proto::{limits, Deliver};
 use herald_port::{AccessError, DeliveryError, Notification, PairingCode, Platform, RequestError};
 use herald_session::io::Close;
-use herald_session::mobile::link::{Delivered, Delivers, Due, Keepalive};
+use herald_session::mobile::link::{Delivered, Delivers};
 use herald_session::mobile::{Core, Effect, SaveFile};
 use herald_session::{done, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
@@ -86,16 +86,15 @@ impl SessionKind for Phones {
     type Core = Core;
     type Transport = Phone;
     type Answering = Reply;
-    /// When the current connection is pinged, and when its silence ends it.
-    type Parts = Option<Keepalive>;
+    type Parts = ();
     type Wake = ();
     /// Nothing open (no connection, turn or card) and quiet for as long as its
     /// remembered ids count, so ending it forgets nothing that matters.
     const RETIRE_AFTER: Duration = RETIRE_AFTER;
 
-    fn start(device_id: String, hub: &MobileHub) -> (Core, Option<Keepalive>) {
+    fn start(device_id: String, hub: &MobileHub) -> (Core, ()) {
         let max_chars = hub.own.config.max_message_chars as usize;
-        (Core::new(device_id, max_chars, Ids::new(OsEntropy)), None)
+        (Core::new(device_id, max_chars, Ids::new(OsEntropy)), ())
     }
 
     fn ends(event: &Event) -> Option<(Close, &'static str)> {
@@ -114,8 +113,9 @@ impl SessionKind for Phones {
                 } = *attach;
                 let id = conn.id;
                 session.conns.attach(conn);
-                session.parts = Some(Keepalive::new(now));
-                session.core.handle_attach(id, user_id, user_name, delivers);
+                session
+                    .core
+                    .handle_attach(id, user_id, user_name, delivers, now);
             }
             Event::Delivered(pushed) => {
                 let Pushed {
@@ -147,12 +147,9 @@ impl SessionKind for Phones {
 
     /// What the phone did.
     fn handle_read(session: &mut Session<Self>, read: Read) {
-        session.heard();
-        let now = session.last_event;
+        let now = session.heard();
         match read {
-            Read::Message(Incoming::Frame(frame)) => {
-                session.core.handle_frame(*frame, now.into_std());
-            }
+            Read::Message(Incoming::Frame(frame)) => session.core.handle_frame(*frame, now),
             Read::Message(Incoming::Bad {
                 code,
                 message,
@@ -169,20 +166,8 @@ impl SessionKind for Phones {
         session.carry_out(effect).await;
     }
 
-    async fn timeout(session: &mut Session<Self>, now: Instant) {
+    fn timeout(session: &mut Session<Self>, now: Instant) {
         session.core.handle_timeout(now.into_std());
-        session.keep_alive(now).await;
-    }
-
-    fn deadline(session: &Session<Self>) -> Option<Instant> {
-        let keepalive = session.parts.as_ref()?;
-        Some(Instant::from_std(keepalive.deadline()))
-    }
-
-    fn settled(session: &mut Session<Self>) {
-        if session.conns.current().is_none() {
-            session.parts = None;
-        }
     }
 
     async fn end(session: &mut Session<Self>) {
@@ -192,32 +177,11 @@ impl SessionKind for Phones {
 }
 
 impl Session<Phones> {
-    /// Ping the phone on schedule; one silent for too long is gone.
-    async fn keep_alive(&mut self, now: Instant) {
-        let Some(keepalive) = &mut self.parts else {
-            return;
-        };
-        if keepalive.deadline() > now.into_std() {
-            return;
-        }
-        match keepalive.handle_deadline(now.into_std()) {
-            Due::Ping => {
-                if let Some(conn) = self.conns.current() {
-                    let id = conn.id;
-                    self.send(id, Outgoing::Ping).await;
-                }
-            }
-            Due::Gone => self.core.close(Close::Away, "keepalive timeout"),
-        }
-    }
-
     /// The phone is alive: it sent something, or took what was sent.
-    fn heard(&mut self) {
-        let now = Instant::now();
-        self.last_event = now;
-        if let Some(keepalive) = &mut self.parts {
-            keepalive.heard(now.into_std());
-        }
+    fn heard(&mut self) -> std::time::Instant {
+        let now = self.woken();
+        self.core.heard(now);
+        now
     }
 
     async fn carry_out(&mut self, effect: Effect) {
@@ -430,7 +394,7 @@ impl Session<Phones> {
             self.settle().await;
             if self.conns.current().is_some() {
                 // It took the chunk: alive, though it may have had nothing to say.
-                self.heard();
+                let _ = self.heard();
                 Box::pin(self.read_ready()).await;
             }
         }
