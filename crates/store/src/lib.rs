@@ -54,6 +54,8 @@ pub struct DeviceRecord {
     pub enrolled_at: Millis,
     pub last_seen: Option<Millis>,
     pub sensors: Map<String, Value>,
+    /// The person it belongs to (a phone user's id), once someone said so.
+    pub owner: Option<String>,
 }
 
 /// Every field but the key.
@@ -68,6 +70,7 @@ impl std::fmt::Debug for DeviceRecord {
             .field("enrolled_at", &self.enrolled_at)
             .field("last_seen", &self.last_seen)
             .field("sensors", &self.sensors)
+            .field("owner", &self.owner)
             .finish()
     }
 }
@@ -140,6 +143,8 @@ pub trait Store: Send + Sync + 'static {
     fn merge_sensors(&self, id: &str, sensors: &Map<String, Value>) -> Result<(), StoreError>;
     /// Remove a device and its pairing; returns whether it existed.
     fn forget(&self, id: &str) -> Result<bool, StoreError>;
+    /// Set or clear whose gadget `id` is; returns whether it is enrolled.
+    fn set_owner(&self, id: &str, owner: Option<&str>) -> Result<bool, StoreError>;
 
     fn pairing(
         &self,

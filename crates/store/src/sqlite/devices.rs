@@ -33,6 +33,7 @@ fn device_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(DeviceRecord, S
             enrolled_at: row.get(5)?,
             last_seen: row.get(6)?,
             sensors: Map::new(),
+            owner: row.get(8)?,
         },
         sensors,
     ))
@@ -45,7 +46,8 @@ fn finish_device(
     Ok(record)
 }
 
-const DEVICE_COLUMNS: &str = "id, key, name, board, firmware, enrolled_at, last_seen, sensors";
+const DEVICE_COLUMNS: &str =
+    "id, key, name, board, firmware, enrolled_at, last_seen, sensors, owner";
 
 pub(super) fn device(conn: &Connection, id: &str) -> Result<Option<DeviceRecord>, StoreError> {
     let row = conn
@@ -62,6 +64,18 @@ pub(super) fn devices(conn: &Connection) -> Result<Vec<DeviceRecord>, StoreError
         conn.prepare_cached(&format!("SELECT {DEVICE_COLUMNS} FROM devices ORDER BY id"))?;
     let rows = stmt.query_map([], device_from_row)?;
     rows.map(|row| finish_device(row?)).collect()
+}
+
+/// Set (or clear) whose gadget `id` is; false when it is not enrolled.
+pub(super) fn set_owner(
+    conn: &Connection,
+    id: &str,
+    owner: Option<&str>,
+) -> Result<bool, StoreError> {
+    let changed = conn
+        .prepare_cached("UPDATE devices SET owner = ?2 WHERE id = ?1")?
+        .execute(params![id, owner])?;
+    Ok(changed == 1)
 }
 
 pub(super) fn enroll(

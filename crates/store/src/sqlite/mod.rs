@@ -106,6 +106,8 @@ const MIGRATIONS: &[&str] = &[
         FROM devices;
     DROP TABLE devices;
     ALTER TABLE devices_by_id RENAME TO devices;",
+    // 8: the person a gadget belongs to (a phone user's id), set at pairing or later.
+    "ALTER TABLE devices ADD COLUMN owner TEXT;",
 ];
 
 /// Every transaction here writes: taking the write lock at `BEGIN` lets SQLite wait for
@@ -250,6 +252,10 @@ impl Store for SqliteStore {
 
     fn forget(&self, id: &str) -> Result<bool, StoreError> {
         self.with(|conn| forget(conn, id))
+    }
+
+    fn set_owner(&self, id: &str, owner: Option<&str>) -> Result<bool, StoreError> {
+        self.with(|conn| devices::set_owner(conn, id, owner))
     }
 
     fn pairing(
