@@ -7,9 +7,9 @@
 //! metrics with the activity log, the inbox and the agent backend) is [`Shared`], held
 //! once by the server and handed to both hubs; no hub reaches the other's.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
-use herald_port::{Agent, Authorizer, DeliveryError, Platform};
+use herald_port::{Agent, Authorizer, DeliveryError, Outbound, Platform};
 use herald_store::StoreHandle;
 use tokio::sync::oneshot;
 
@@ -17,6 +17,7 @@ use crate::authorized::Authorized;
 use crate::devices::Devices;
 use crate::inbox::Inbox;
 use crate::metrics::Metrics;
+use crate::questions::Questions;
 use crate::throttle::FailureThrottle;
 
 /// What both platforms use, held once.
@@ -26,8 +27,13 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<Metrics>,
     /// Where voice and files from devices are written for the agent.
     pub(crate) inbox: Arc<Inbox>,
+    /// Questions shown on more than the device asked (`crate::questions`).
+    pub(crate) questions: Questions,
     /// Set once at start-up, when the backend exists.
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
+    /// The way to every device, whatever its platform (the router, which holds this:
+    /// hence weak), for a session that must reach another's.
+    outbound: OnceLock<Weak<dyn Outbound>>,
 }
 
 impl Shared {
@@ -36,7 +42,9 @@ impl Shared {
             store,
             metrics,
             inbox,
+            questions: Questions::default(),
             backend: OnceLock::new(),
+            outbound: OnceLock::new(),
         }
     }
 
@@ -53,6 +61,15 @@ impl Shared {
         // A second call would be a wiring bug; keeping the first backend is the safe
         // reaction.
         let _ = self.backend.set((agent, authorizer));
+    }
+
+    pub(crate) fn set_outbound(&self, outbound: &Arc<dyn Outbound>) {
+        let _ = self.outbound.set(Arc::downgrade(outbound));
+    }
+
+    /// The way to every device, while the server runs.
+    pub(crate) fn outbound(&self) -> Option<Arc<dyn Outbound>> {
+        self.outbound.get()?.upgrade()
     }
 
     pub(crate) fn agent(&self) -> Option<&Arc<dyn Agent>> {

@@ -43,6 +43,7 @@ mod metrics;
 mod mobile;
 pub mod net;
 mod places;
+mod questions;
 mod queue;
 mod router;
 mod session;
@@ -207,6 +208,7 @@ impl Server {
             None => Arc::new(Standalone(access.clone())),
         };
         shared.set_backend(backend.agent, authorizer.clone());
+        shared.set_outbound(&outbound);
 
         let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
         let gadget_addr = local_addr("gadgets", &gadget_listener)?;

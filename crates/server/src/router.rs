@@ -17,6 +17,7 @@ use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
 use crate::hub::Shared;
 use crate::mobile::{self, MobileHub};
+use crate::questions::Question;
 use herald_store::StoreError;
 
 pub(crate) struct Router {
@@ -71,6 +72,120 @@ impl Router {
         answer?
     }
 }
+
+/// Who is asked, as the copies of a question name them.
+struct Asker {
+    /// The person whose devices see the question.
+    person: String,
+    /// The user id the asking device's messages come from.
+    user: String,
+    /// What the copies call the asking device.
+    name: String,
+}
+
+impl Router {
+    /// Whose device `chat` is, when someone's: a phone's user, a gadget's owner (or the
+    /// server's only user).
+    async fn asker(&self, chat: &Chat) -> Option<Asker> {
+        let store = &self.shared.store;
+        let id = chat.id.clone();
+        match chat.platform {
+            Platform::Gadget => {
+                let record = store.run(move |s| s.device(&id)).await.ok()??;
+                let person = record
+                    .owner
+                    .or_else(|| self.mobile.sole_user().map(str::to_owned))?;
+                Some(Asker {
+                    person,
+                    user: chat.id.clone(),
+                    name: record.name.unwrap_or_else(|| chat.id.clone()),
+                })
+            }
+            Platform::Mobile => {
+                let person = store.run(move |s| s.phone_owner(&id)).await.ok()??;
+                let name = mobile::phone_name(store, &chat.id).await;
+                Some(Asker {
+                    user: person.clone(),
+                    person,
+                    name,
+                })
+            }
+        }
+    }
+
+    /// Show question `prompt_id`, just asked on `chat`, on every other connected phone
+    /// of the same person, and keep it open for those that connect before it is answered
+    /// (`crate::questions`).
+    async fn share_question(
+        &self,
+        chat: &Chat,
+        prompt_id: &str,
+        prompt: Prompt,
+        ttl_s: Option<u32>,
+    ) {
+        let Some(asker) = self.asker(chat).await else {
+            return;
+        };
+        if !self.mobile.may_see_questions(&asker.person).await {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let ttl = ttl_s.unwrap_or(QUESTION_TTL_S);
+        let question = Question {
+            origin: chat.clone(),
+            origin_user: asker.user,
+            person: asker.person,
+            asked_by: asker.name,
+            prompt,
+            ttl_s,
+            expires: now + std::time::Duration::from_secs(u64::from(ttl)),
+            copies: Vec::new(),
+        };
+        let questions = &self.shared.questions;
+        questions.open(prompt_id.to_owned(), question.clone(), now);
+        let phones = match self.shared.store.run(|s| s.phones()).await {
+            Ok(phones) => phones,
+            Err(err) => {
+                tracing::warn!(%err, "could not list phones to show a question on");
+                return;
+            }
+        };
+        let theirs = phones.into_iter().filter(|phone| {
+            phone.user_id == question.person
+                && !(chat.platform == Platform::Mobile && phone.id == chat.id)
+                && self.mobile.devices.is_online(&phone.id)
+        });
+        for phone in theirs {
+            let copy = Box::new(question.clone());
+            let shown = self
+                .mobile
+                .call(&phone.id, |reply| mobile::Command::ShowCopy {
+                    prompt_id: prompt_id.to_owned(),
+                    question: copy,
+                    reply,
+                })
+                .await;
+            if let Ok(Ok(())) = shown {
+                let name = phone.info.name.unwrap_or_else(|| phone.id.clone());
+                questions.shown(prompt_id, Chat::mobile(phone.id), name);
+            }
+        }
+    }
+
+    /// The agent withdrew question `prompt_id`: so are its copies.
+    async fn withdraw_copies(&self, prompt_id: &str) {
+        for chat in self.shared.questions.close(prompt_id) {
+            let withdraw = Request::Withdraw {
+                prompt_id: prompt_id.to_owned(),
+            };
+            let _ = self.send(&chat, withdraw).await;
+        }
+    }
+}
+
+/// How long a question stays open when the agent gives no time: as long as a phone
+/// shows a card.
+const QUESTION_TTL_S: u32 = herald_mobile_proto::limits::PROMPT_TIMEOUT_SECS;
 
 /// What the console's recent events say of a request, before its answer.
 enum Note {
@@ -133,7 +248,25 @@ impl Outbound for Router {
             self.activity().edited(chat, message_id, text);
         }
         let note = Note::of(&request);
+        let shared_later = match &request {
+            Request::Ask { prompt, ttl_s } => Some((prompt.clone(), *ttl_s)),
+            _ => None,
+        };
+        let withdrawn = match &request {
+            Request::Withdraw { prompt_id } => Some(prompt_id.clone()),
+            _ => None,
+        };
         let result = self.send(chat, request).await;
+        match (&result, shared_later) {
+            (Ok(Response::PromptId { prompt_id }), Some((prompt, ttl_s))) => {
+                self.share_question(chat, prompt_id, prompt, ttl_s).await;
+            }
+            _ => {
+                if let Some(prompt_id) = withdrawn {
+                    self.withdraw_copies(&prompt_id).await;
+                }
+            }
+        }
         match note {
             Note::Event(kind, text) => self.note(chat, kind, text.as_deref(), &result),
             Note::Message(text) => {

@@ -21,14 +21,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_port::{Inbound, RequestError, Response};
+use herald_port::{Chat, Inbound, InboundBody, Request, RequestError, Response};
 use herald_session::io::{Close, Transmit};
 use herald_session::{CallId, Counted, SessionCore};
 use tokio::time::{sleep_until, Instant};
+use tracing::debug;
 
 use crate::calls::Reply;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
-use crate::hub::{DeviceKind, Hub};
+use crate::hub::{DeviceKind, Hub, Shared};
+use crate::questions::Claim;
 use crate::queue;
 use crate::shell::{outgoing, Connections, Next, Read, Transport};
 use crate::socket::Outgoing;
@@ -94,6 +96,25 @@ pub(crate) trait SessionKind: DeviceKind {
 
     /// The session ends: the core lets go of what it held.
     fn end(session: &mut Session<Self>) -> impl Future<Output = ()> + Send;
+}
+
+/// Withdraw question `prompt_id` from `chats`, each told where it was answered, on a
+/// task of its own: one of them may be the session that answered.
+fn withdraw_copies(shared: &Shared, prompt_id: String, chats: Vec<Chat>, answered_on: String) {
+    let Some(outbound) = shared.outbound() else {
+        return;
+    };
+    tokio::spawn(async move {
+        for chat in chats {
+            let withdraw = Request::Withdraw {
+                prompt_id: prompt_id.clone(),
+            };
+            if outbound.request(&chat, withdraw).await.is_ok() {
+                let text = format!("Answered on {answered_on}.");
+                let _ = outbound.request(&chat, Request::Notice { text }).await;
+            }
+        }
+    });
 }
 
 impl<K: SessionKind> Hub<K> {
@@ -338,8 +359,33 @@ impl<K: SessionKind> Session<K> {
     }
 
     /// Hand `inbound` to the agent, in order, and note it in the activity log; a core
-    /// whose device sends faster than the agent takes hears that the queue is full.
-    pub(crate) fn hand_to_agent(&mut self, inbound: Inbound) {
+    /// whose device sends faster than the agent takes hears that the queue is full. An
+    /// answer to a question shared with other devices goes only if it is the first.
+    pub(crate) fn hand_to_agent(&mut self, mut inbound: Inbound) {
+        if let InboundBody::PromptAnswer(answer) = &inbound.body {
+            let shared = &self.hub.shared;
+            let chat = &inbound.source.chat;
+            match shared
+                .questions
+                .claim(&answer.prompt_id, chat, std::time::Instant::now())
+            {
+                Claim::NotShared => {}
+                Claim::Lost => {
+                    debug!(prompt = %answer.prompt_id, "an answer came after another device's");
+                    return;
+                }
+                Claim::Won {
+                    origin,
+                    origin_user,
+                    others,
+                    answered_on,
+                } => {
+                    withdraw_copies(shared, answer.prompt_id.clone(), others, answered_on);
+                    inbound.source.chat = origin;
+                    inbound.source.user_id = origin_user;
+                }
+            }
+        }
         let activity = &self.hub.shared.metrics.activity;
         activity.said(&inbound.source.chat, &inbound.body);
         if let Some(agent) = self.hub.shared.agent() {

@@ -243,35 +243,13 @@ async fn long_replies_are_chunked() {
     assert!(whole.ends_with("number 120 of a long reply."));
 }
 
-async fn card(phone: &mut Phone) -> herald_mobile_proto::PromptCard {
-    phone
-        .until(|f| match f {
-            ServerFrame::Prompt(card) => Some(card),
-            _ => None,
-        })
-        .await
-}
-
-async fn done(phone: &mut Phone) -> (String, Option<String>, bool) {
-    phone
-        .until(|f| match f {
-            ServerFrame::PromptDone {
-                prompt_id,
-                option_id,
-                expired,
-            } => Some((prompt_id, option_id, expired)),
-            _ => None,
-        })
-        .await
-}
-
 #[tokio::test]
 async fn cards_resolve_with_the_choice_that_counted() {
     let h = open_mobile().await;
     let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
 
     phone.text("m1", "/approve rm -rf /tmp/x").await;
-    let approval = card(&mut phone).await;
+    let approval = phone.card().await;
     assert_eq!(approval.kind, PromptKind::ExecApproval);
     assert_eq!(approval.command.as_deref(), Some("rm -rf /tmp/x"));
     assert!(approval.description.is_some());
@@ -283,57 +261,57 @@ async fn cards_resolve_with_the_choice_that_counted() {
         .send(json!({"t": "prompt", "prompt_id": approval.id, "option_id": "session"}))
         .await;
     assert_eq!(
-        done(&mut phone).await,
+        phone.prompt_done().await,
         (approval.id.clone(), Some("session".into()), false)
     );
     assert_eq!(phone.reply().await, "Approved (session): rm -rf /tmp/x");
 
     // A made-up option becomes the safe choice.
     phone.text("m2", "/approve reboot").await;
-    let approval = card(&mut phone).await;
+    let approval = phone.card().await;
     phone
         .send(json!({"t": "prompt", "prompt_id": approval.id, "option_id": "yes-please"}))
         .await;
-    assert_eq!(done(&mut phone).await.1.as_deref(), Some("deny"));
+    assert_eq!(phone.prompt_done().await.1.as_deref(), Some("deny"));
     assert_eq!(phone.reply().await, "Denied: reboot");
 
     phone.text("m3", "/ask Lights off?").await;
-    let confirm = card(&mut phone).await;
+    let confirm = phone.card().await;
     assert_eq!(confirm.kind, PromptKind::Confirm);
     phone
         .send(json!({"t": "prompt", "prompt_id": confirm.id, "option_id": "once"}))
         .await;
-    assert_eq!(done(&mut phone).await.1.as_deref(), Some("once"));
+    assert_eq!(phone.prompt_done().await.1.as_deref(), Some("once"));
     assert_eq!(phone.reply().await, "You answered yes.");
 
     phone.text("m4", "/choose CSV, JSON").await;
-    let clarify = card(&mut phone).await;
+    let clarify = phone.card().await;
     assert_eq!(clarify.kind, PromptKind::Clarify);
     let ids: Vec<&str> = clarify.options.iter().map(|o| o.id.as_str()).collect();
     assert_eq!(ids, ["c0", "c1", "other"]);
     phone
         .send(json!({"t": "prompt", "prompt_id": clarify.id, "option_id": "c1"}))
         .await;
-    assert_eq!(done(&mut phone).await.1.as_deref(), Some("c1"));
+    assert_eq!(phone.prompt_done().await.1.as_deref(), Some("c1"));
     assert_eq!(phone.reply().await, "You chose JSON.");
 
     phone.text("m5", "/choose CSV, JSON").await;
-    let clarify = card(&mut phone).await;
+    let clarify = phone.card().await;
     phone
         .send(json!({"t": "prompt", "prompt_id": clarify.id, "option_id": "other", "text": "YAML"}))
         .await;
-    assert_eq!(done(&mut phone).await.1.as_deref(), Some("other"));
+    assert_eq!(phone.prompt_done().await.1.as_deref(), Some("other"));
     assert_eq!(phone.reply().await, "You wrote: YAML");
 
     // Answering again, or an unknown card: expired, connection intact.
     phone
         .send(json!({"t": "prompt", "prompt_id": clarify.id, "option_id": "c0"}))
         .await;
-    assert_eq!(done(&mut phone).await, (clarify.id.clone(), None, true));
+    assert_eq!(phone.prompt_done().await, (clarify.id.clone(), None, true));
     phone
         .send(json!({"t": "prompt", "prompt_id": "nope", "option_id": "c0"}))
         .await;
-    assert!(done(&mut phone).await.2);
+    assert!(phone.prompt_done().await.2);
 }
 
 #[tokio::test]
@@ -342,7 +320,7 @@ async fn only_the_device_shown_a_card_may_answer_it() {
     let (mut owner, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
     let (mut other, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
     owner.text("m1", "/ask Really?").await;
-    let card = card(&mut owner).await;
+    let card = owner.card().await;
     other
         .send(json!({"t": "prompt", "prompt_id": card.id, "option_id": "once"}))
         .await;
@@ -351,7 +329,7 @@ async fn only_the_device_shown_a_card_may_answer_it() {
     owner
         .send(json!({"t": "prompt", "prompt_id": card.id, "option_id": "cancel"}))
         .await;
-    assert_eq!(done(&mut owner).await.1.as_deref(), Some("cancel"));
+    assert_eq!(owner.prompt_done().await.1.as_deref(), Some("cancel"));
     assert_eq!(owner.reply().await, "You answered no.");
 }
 
@@ -371,14 +349,14 @@ async fn cards_expire_on_their_own() {
     let id = promptly(port.ask(&Chat::mobile("tel-1"), prompt, Some(1)))
         .await
         .unwrap();
-    let card = card(&mut phone).await;
+    let card = phone.card().await;
     assert_eq!((card.id.as_str(), card.timeout_seconds), (id.as_str(), 1));
     tokio::time::advance(Duration::from_secs(1)).await;
-    assert_eq!(done(&mut phone).await, (id.clone(), None, true));
+    assert_eq!(phone.prompt_done().await, (id.clone(), None, true));
     phone
         .send(json!({"t": "prompt", "prompt_id": id, "option_id": "once"}))
         .await;
-    assert!(done(&mut phone).await.2);
+    assert!(phone.prompt_done().await.2);
 }
 
 #[tokio::test]

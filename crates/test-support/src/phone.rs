@@ -85,6 +85,28 @@ impl Phone {
         panic!("never got the expected frame");
     }
 
+    /// The next question card.
+    pub async fn card(&mut self) -> herald_mobile_proto::PromptCard {
+        self.until(|f| match f {
+            herald_mobile_proto::ServerFrame::Prompt(card) => Some(card),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The next `prompt_done`: its card, the option that counted, and whether it lapsed.
+    pub async fn prompt_done(&mut self) -> (String, Option<String>, bool) {
+        self.until(|f| match f {
+            herald_mobile_proto::ServerFrame::PromptDone {
+                prompt_id,
+                option_id,
+                expired,
+            } => Some((prompt_id, option_id, expired)),
+            _ => None,
+        })
+        .await
+    }
+
     /// The next complete reply (chunks joined, streaming edits applied).
     pub async fn reply(&mut self) -> String {
         let mut text = String::new();

@@ -32,6 +32,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use crate::config::MobileConfig;
 use crate::hub::{DeviceKind, Hub};
 use crate::listener;
+use herald_store::StoreHandle;
 
 pub(crate) use session::Command;
 
@@ -149,6 +150,26 @@ impl MobileHub {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The one user the app tokens stand for, when there is only one: the person every
+    /// gadget belongs to unless someone said otherwise.
+    pub(crate) fn sole_user(&self) -> Option<&str> {
+        let mut users = self.own.tokens.user_ids();
+        let first = users.next()?;
+        users.next().is_none().then_some(first)
+    }
+
+    /// Whether `user_id` may reach the agent from a phone: only then is a question shown
+    /// on their phones.
+    pub(crate) async fn may_see_questions(&self, user_id: &str) -> bool {
+        let Some(authorizer) = self.shared.authorizer() else {
+            return false;
+        };
+        let checked = self
+            .authorized
+            .check(authorizer.as_ref(), Platform::Mobile, user_id);
+        matches!(checked.await, Ok(true))
+    }
+
     /// Whether the phone `device_id` belongs to `user_id` (the first user who used it).
     pub(crate) async fn owns(&self, user_id: &str, device_id: &str) -> bool {
         let id = device_id.to_owned();
@@ -193,6 +214,17 @@ impl MobileHub {
             Err(err) => Delivered::Failed(err),
         }
     }
+}
+
+/// How a phone is named to its person: its own name, else its id.
+pub(crate) async fn phone_name(store: &StoreHandle, device_id: &str) -> String {
+    let id = device_id.to_owned();
+    let phones = store.run(|store| store.phones()).await.unwrap_or_default();
+    phones
+        .into_iter()
+        .find(|phone| phone.id == id)
+        .and_then(|phone| phone.info.name)
+        .unwrap_or(id)
 }
 
 /// Frames a little over the limit are still read whole, so the phone gets a clean

@@ -48,9 +48,11 @@ impl Core {
                 });
                 done(self.emit(&frame))
             }
-            Request::Ask { prompt, ttl_s } => self
-                .ask(prompt, ttl_s, now)
-                .map(|prompt_id| Response::PromptId { prompt_id }),
+            Request::Ask { prompt, ttl_s } => {
+                let id = self.ids.hex(16);
+                self.ask(id, prompt, ttl_s, None, now)
+                    .map(|prompt_id| Response::PromptId { prompt_id })
+            }
             Request::Withdraw { prompt_id } => match self.cards.remove(&prompt_id) {
                 Some(_) => {
                     self.effect(Effect::CardClosed {
@@ -202,14 +204,35 @@ impl Core {
         Ok(id)
     }
 
-    fn ask(
+    /// Another device's question `prompt_id`, shown here too: the card names the device
+    /// that asks, and answering it answers the question there (the hub sees to it that
+    /// the first answer anywhere wins and the other copies are withdrawn).
+    pub fn handle_copy(
         &mut self,
+        prompt_id: String,
         prompt: Prompt,
         ttl_s: Option<u32>,
+        asked_by: &str,
+        now: Instant,
+    ) -> Result<(), DeliveryError> {
+        if self.cards.contains_key(&prompt_id) {
+            return Ok(());
+        }
+        self.ask(prompt_id, prompt, ttl_s, Some(asked_by), now)
+            .map(drop)
+    }
+
+    /// Show card `id` for `prompt`; `asked_by` names the device that asked, when it is
+    /// another one.
+    fn ask(
+        &mut self,
+        id: String,
+        prompt: Prompt,
+        ttl_s: Option<u32>,
+        asked_by: Option<&str>,
         now: Instant,
     ) -> Result<String, DeliveryError> {
         let timeout = ttl_s.unwrap_or(limits::PROMPT_TIMEOUT_SECS);
-        let id = self.ids.hex(16);
         // An option the agent does not offer is not on the card, so it is not accepted
         // either: "always" needs both permissions, "session" its own.
         let (session, permanent) = match &prompt {
@@ -256,6 +279,10 @@ impl Core {
                 };
                 (PromptKind::Clarify, text, choices, None, None)
             }
+        };
+        let text = match asked_by {
+            Some(device) => format!("{device} asks: {text}"),
+            None => text,
         };
         let card = PromptCard {
             id: id.clone(),

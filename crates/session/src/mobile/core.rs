@@ -243,6 +243,11 @@ impl Core {
 
     // ---- time ----
 
+    /// The user this phone belongs to (empty before its first connection).
+    pub fn user_id(&self) -> &str {
+        &self.user_id
+    }
+
     /// The phone is alive: it sent something (a pong among it), or took what was sent.
     pub fn heard(&mut self, now: Instant) {
         if let Some(keepalive) = &mut self.keepalive {

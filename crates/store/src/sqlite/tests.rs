@@ -397,16 +397,26 @@ fn a_migration_that_would_leave_dangling_references_changes_nothing() {
 fn a_gadget_s_owner_is_kept_changed_and_cleared() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
-    assert!(!store.set_owner("hg-nobody", Some("u-1")).unwrap(), "not enrolled");
+    assert!(
+        !store.set_owner("hg-nobody", Some("u-1")).unwrap(),
+        "not enrolled"
+    );
     store
         .enroll("hg-1", &[7; 32], &DeviceProfile::default(), 1)
         .unwrap();
     assert_eq!(store.device("hg-1").unwrap().unwrap().owner, None);
     assert!(store.set_owner("hg-1", Some("u-1")).unwrap());
-    assert_eq!(store.device("hg-1").unwrap().unwrap().owner.as_deref(), Some("u-1"));
+    assert_eq!(
+        store.device("hg-1").unwrap().unwrap().owner.as_deref(),
+        Some("u-1")
+    );
     drop(store);
     let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
-    assert_eq!(store.devices().unwrap()[0].owner.as_deref(), Some("u-1"), "kept");
+    assert_eq!(
+        store.devices().unwrap()[0].owner.as_deref(),
+        Some("u-1"),
+        "kept"
+    );
     assert!(store.set_owner("hg-1", None).unwrap());
     assert_eq!(store.device("hg-1").unwrap().unwrap().owner, None);
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_mobile_proto::{limits, Deliver};
-use herald_port::{AccessError, DeliveryError, Notification, PairingCode, Platform, RequestError};
+use herald_port::{
+    AccessError, Chat, DeliveryError, Notification, PairingCode, Platform, RequestError,
+};
 use herald_session::io::Close;
 use herald_session::mobile::link::{Delivered, Delivers};
 use herald_session::mobile::{Core, Effect, SaveFile};
@@ -21,11 +23,12 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::socket::{Connection, Incoming, Phone, Read};
-use super::{MobileHub, Phones};
+use super::{phone_name, MobileHub, Phones};
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
 use crate::files;
 use crate::ids::OsEntropy;
+use crate::questions::Question;
 use crate::session::{Session, SessionKind};
 use crate::socket::Outgoing;
 
@@ -49,6 +52,12 @@ pub(crate) enum Command {
     /// The owner approved this user (sent to every phone; the core checks whose).
     Approved {
         user_id: String,
+    },
+    /// Show a copy of another device's question (`crate::questions`).
+    ShowCopy {
+        prompt_id: String,
+        question: Box<Question>,
+        reply: oneshot::Sender<Result<(), DeliveryError>>,
     },
     Shutdown,
 }
@@ -140,6 +149,22 @@ impl SessionKind for Phones {
             Event::Command(Command::Approved { user_id }) => {
                 session.core.handle_approved(&user_id, now);
             }
+            Event::Command(Command::ShowCopy {
+                prompt_id,
+                question,
+                reply,
+            }) => {
+                let Question {
+                    prompt,
+                    ttl_s,
+                    asked_by,
+                    ..
+                } = *question;
+                let shown = session
+                    .core
+                    .handle_copy(prompt_id, prompt, ttl_s, &asked_by, now);
+                let _ = reply.send(shown);
+            }
             // It ends the session (`SessionKind::ends`).
             Event::Command(Command::Shutdown) => {}
         }
@@ -177,6 +202,33 @@ impl SessionKind for Phones {
 }
 
 impl Session<Phones> {
+    /// The questions still open on another device of this phone's person, shown here
+    /// too as it comes online.
+    async fn show_open_questions(&mut self) {
+        let questions = &self.hub.shared.questions;
+        let chat = Chat::mobile(self.core.device_id().to_owned());
+        let now = std::time::Instant::now();
+        let open = questions.open_for(self.core.user_id(), &chat, now);
+        if open.is_empty() || !self.hub.may_see_questions(self.core.user_id()).await {
+            return;
+        }
+        let name = phone_name(&self.hub.shared.store, &chat.id).await;
+        for (prompt_id, question) in open {
+            let left = question.expires.saturating_duration_since(now).as_secs();
+            let ttl_s = Some(u32::try_from(left).unwrap_or(u32::MAX).max(1));
+            let shown = self.core.handle_copy(
+                prompt_id.clone(),
+                question.prompt,
+                ttl_s,
+                &question.asked_by,
+                now,
+            );
+            if shown.is_ok() {
+                questions.shown(&prompt_id, chat.clone(), name.clone());
+            }
+        }
+    }
+
     /// The phone is alive: it sent something, or took what was sent.
     fn heard(&mut self) -> std::time::Instant {
         let now = self.woken();
@@ -186,7 +238,10 @@ impl Session<Phones> {
 
     async fn carry_out(&mut self, effect: Effect) {
         match effect {
-            Effect::Online { conn } => self.went_online(conn),
+            Effect::Online { conn } => {
+                self.went_online(conn);
+                self.show_open_questions().await;
+            }
             Effect::Offline => self.went_offline(),
             Effect::Replay => self.replay().await,
             Effect::Keep(frame) => {
