@@ -113,8 +113,25 @@ impl AdminClient {
         path: &str,
         body: &B,
     ) -> Result<T, AdminError> {
+        self.send_json(Method::POST, path, body)
+    }
+
+    pub fn put<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, AdminError> {
+        self.send_json(Method::PUT, path, body)
+    }
+
+    fn send_json<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T, AdminError> {
         let json = serde_json::to_vec(body).map_err(AdminError::Encode)?;
-        self.send(Method::POST, path, Some(json))?.decode()
+        self.send(method, path, Some(json))?.decode()
     }
 
     pub fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, AdminError> {

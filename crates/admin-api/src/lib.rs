@@ -27,7 +27,8 @@ pub use endpoint::{Endpoint, ENDPOINT_FILE, TOKEN_FILE};
 pub use herald_port::PairingRecord;
 pub use messages::{
     ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceRecordView,
-    DeviceView, ErrorBody, Info, LoginLink, OtaRequest, PhoneRecordView, PhoneView, RevokeRequest,
+    DeviceView, ErrorBody, Info, LoginLink, OtaRequest, OwnerRequest, PhoneRecordView, PhoneView,
+    RevokeRequest,
 };
 pub use ota::{OtaImage, OtaProgress, OtaStatus, OtaUpdate, OtaView};
 

@@ -42,6 +42,10 @@ pub struct DeviceRecordView {
     pub enrolled_at: i64,
     pub last_seen: Option<i64>,
     pub sensors: serde_json::Map<String, serde_json::Value>,
+    /// The person the gadget belongs to (a phone user's id), once set; its questions
+    /// show on that person's phones too.
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// `GET /v1/phones`: a phone and whether it is connected.
@@ -71,6 +75,15 @@ pub struct ApproveRequest {
     pub platform: Platform,
     pub code: Option<String>,
     pub user_id: Option<String>,
+    /// A gadget's owner: a phone user's id (an app token's label, or its `u-…` id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// `PUT /v1/devices/{id}/owner`: whose gadget it is; `null` clears it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct OwnerRequest {
+    pub owner: Option<String>,
 }
 
 /// `POST /v1/pairing/revoke`.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use herald_admin_api::{
     AdminClient, AdminError, ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered,
-    DeviceView, Info, PairingRecord, PhoneView, RevokeRequest,
+    DeviceRecordView, DeviceView, Info, OwnerRequest, PairingRecord, PhoneView, RevokeRequest,
 };
 use herald_agents::bridge::Ready;
 use herald_agents::{Bridge, DemoAgent, EchoAgent};
@@ -303,13 +303,14 @@ pub fn devices(global: &Global, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let now = now_ms();
-    let rows: Vec<[String; 6]> = devices
+    let rows: Vec<[String; 7]> = devices
         .iter()
         .map(|d| {
             let r = &d.record;
             [
                 r.id.clone(),
                 r.name.clone().unwrap_or_default(),
+                r.owner.clone().unwrap_or_default(),
                 r.board.clone().unwrap_or_default(),
                 r.firmware.clone().unwrap_or_default(),
                 if d.online { "online" } else { "offline" }.to_owned(),
@@ -322,9 +323,32 @@ pub fn devices(global: &Global, json: bool) -> anyhow::Result<()> {
         })
         .collect();
     print_table(
-        &["ID", "NAME", "BOARD", "FIRMWARE", "STATUS", "LAST SEEN"],
+        &[
+            "ID",
+            "NAME",
+            "OWNER",
+            "BOARD",
+            "FIRMWARE",
+            "STATUS",
+            "LAST SEEN",
+        ],
         &rows,
     );
+    Ok(())
+}
+
+/// Set (or, with none, clear) whose gadget `device_id` is.
+pub fn owner(global: &Global, device_id: &str, person: Option<String>) -> anyhow::Result<()> {
+    let client = admin(global)?;
+    let path = format!("/v1/devices/{device_id}/owner");
+    let request = OwnerRequest {
+        owner: person.clone(),
+    };
+    let _: DeviceRecordView = client.put(&path, &request)?;
+    match person {
+        Some(person) => println!("{device_id} is {person}'s."),
+        None => println!("{device_id} belongs to nobody in particular."),
+    }
     Ok(())
 }
 
@@ -490,6 +514,7 @@ pub fn pairing(global: &Global, command: PairingCommand) -> anyhow::Result<()> {
             platform,
             code,
             user,
+            owner,
         } => {
             if code.is_none() && user.is_none() {
                 return Err(Usage("give the code the device shows, or --user ID".into()).into());
@@ -498,9 +523,16 @@ pub fn pairing(global: &Global, command: PairingCommand) -> anyhow::Result<()> {
                 platform: parse_platform(&platform)?,
                 code,
                 user_id: user,
+                owner: owner.clone(),
             };
             let record: PairingRecord = client.post("/v1/pairing/approve", &request)?;
-            println!("Approved {} {}.", record.platform, record.user_id);
+            match owner {
+                Some(owner) => println!(
+                    "Approved {} {}, {owner}'s.",
+                    record.platform, record.user_id
+                ),
+                None => println!("Approved {} {}.", record.platform, record.user_id),
+            }
         }
         PairingCommand::Revoke { platform, user_id } => {
             let request = RevokeRequest {

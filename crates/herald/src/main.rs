@@ -58,6 +58,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Set whose gadget this is (its questions show on that person's phones too), or
+    /// clear it
+    Owner {
+        /// The device id (hg-…)
+        device_id: String,
+        /// A phone user, as `herald phones` shows (an app token's label, or its id)
+        #[arg(required_unless_present = "clear")]
+        person: Option<String>,
+        /// Belongs to nobody in particular (the server's only user, if it has one)
+        #[arg(long, conflicts_with = "person")]
+        clear: bool,
+    },
     /// Remove a gadget so a reset device can enroll again
     Forget {
         /// The device id (hg-…)
@@ -202,6 +214,10 @@ enum PairingCommand {
         /// Approve this user id directly instead of a code
         #[arg(long, conflicts_with = "code")]
         user: Option<String>,
+        /// A gadget's owner: the person (a phone user, as `herald phones` shows) whose
+        /// phones also get its questions; the default is the server's only user
+        #[arg(long)]
+        owner: Option<String>,
     },
     /// Revoke a pairing: the device has to pair again
     Revoke {
@@ -258,6 +274,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Info { json } => commands::info(&cli.global, json),
         Command::Console { no_open } => console::run(&cli.global, no_open),
         Command::Devices { json } => commands::devices(&cli.global, json),
+        Command::Owner {
+            device_id,
+            person,
+            clear: _,
+        } => commands::owner(&cli.global, &device_id, person),
         Command::Forget { device_id } => commands::forget(&cli.global, &device_id),
         Command::Pairing(command) => commands::pairing(&cli.global, command),
         Command::Ota(command) => ota::run(&cli.global, command),

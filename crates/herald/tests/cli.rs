@@ -101,14 +101,30 @@ async fn gadget_pairing_through_the_cli() {
         list.contains(&format!("pending {}", pairing.code)),
         "{list}"
     );
-    cli(vec![
-        "pairing".into(),
-        "approve".into(),
-        "gadget".into(),
-        pairing.code.clone(),
-    ])
-    .await
-    .unwrap();
+    // Owned by the server's one user (the app token's): named by its id.
+    let token = std::fs::read_to_string(dir.join("mobile.token")).unwrap();
+    let owner = herald_mobile_proto::user_id_for_token(token.trim());
+    let approve = |owner: &str| {
+        let args = [
+            "pairing",
+            "approve",
+            "gadget",
+            &pairing.code,
+            "--owner",
+            owner,
+        ];
+        let dir = dir.clone();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            herald_in(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+    };
+    let refused = approve("dave").await.unwrap();
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("nobody called dave"), "{why}");
+    let approved = stdout(&approve(&owner).await.unwrap());
+    assert!(approved.contains(&format!("{owner}'s")), "{approved}");
     assert!(matches!(ws.recv().await, ServerMessage::Paired(_)));
 
     let devices = cli(vec!["devices".into()]).await.unwrap();
@@ -120,9 +136,17 @@ async fn gadget_pairing_through_the_cli() {
         devices.contains("esp32s3-cli") && devices.contains("1.2.3"),
         "{devices}"
     );
+    assert!(devices.contains(&owner), "the owner column: {devices}");
     let json = cli(vec!["devices".into(), "--json".into()]).await.unwrap();
     let json: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json[0]["online"], true);
+    assert_eq!(json[0]["owner"], owner.as_str());
+    let cleared = cli(vec!["owner".into(), id.clone(), "--clear".into()])
+        .await
+        .unwrap();
+    assert!(cleared.contains("nobody in particular"), "{cleared}");
+    let json = cli(vec!["devices".into(), "--json".into()]).await.unwrap();
+    assert!(json.contains(r#""owner": null"#), "{json}");
 
     cli(vec![
         "pairing".into(),

@@ -5,6 +5,7 @@
 
 use herald_gadget_proto::{Answer, DeviceMessage, PromptReply, ServerMessage};
 use herald_mobile_proto::ServerFrame;
+use herald_server::config::Secret;
 use herald_test_support::{Conn, Gadget, Harness, Phone, APP_TOKEN};
 use serde_json::json;
 
@@ -145,5 +146,105 @@ async fn a_person_not_allowed_to_reach_the_agent_is_shown_nothing() {
     assert!(
         !matches!(first, ServerFrame::Prompt(_)),
         "no copy for an unpaired user: {first:?}"
+    );
+}
+
+const CAROL: &str = "carols-token-0123456789abcdef01234567";
+
+/// A gadget paired as Carol's: its questions go to Carol's phone, not to the other
+/// user's; the owner is kept, shown, changed and checked.
+#[tokio::test]
+async fn a_gadget_s_owner_decides_whose_phones_see_its_questions() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.extra_tokens = Some(Secret(format!("carol:{CAROL}")));
+    })
+    .await;
+    let (mut carols, _) = Phone::connect(&h.mobile_url, CAROL, "tel-carol").await;
+    let (mut others, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-other").await;
+    let gadget = Gadget::new();
+    let (mut conn, _) = gadget.connect(&h.url).await;
+    let ServerMessage::Pairing(pairing) = conn.recv().await else {
+        panic!("no pairing")
+    };
+
+    // Nobody called "dave"; a phone takes no owner. Neither approves anything.
+    let approve = |owner: &str, platform: &str| json!({"platform": platform, "code": pairing.code, "owner": owner});
+    let (status, body) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(approve("dave", "gadget")),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("nobody called dave"),
+        "{body}"
+    );
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(approve("carol", "mobile")),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/pairing/approve",
+            Some(approve("carol", "gadget")),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(matches!(conn.recv().await, ServerMessage::Paired(_)));
+    let (_, devices) = h.admin("GET", "/v1/devices", None).await;
+    assert_eq!(devices[0]["owner"], "carol");
+
+    conn.text("/ask Feed the cat?").await;
+    let question = asked(&mut conn).await;
+    assert_eq!(carols.card().await.id, question.id);
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: question.id.clone(),
+        answer: Answer::Yes,
+    }))
+    .await;
+    assert_eq!(carols.prompt_done().await.0, question.id);
+    others.text("m1", "/ask Mine?").await;
+    let first = others.card().await;
+    assert_eq!(
+        first.text, "Question\nMine?",
+        "the other user saw nothing of Carol's gadget"
+    );
+
+    // Changed later, and cleared: with two users there is then nobody to share with.
+    let path = format!("/v1/devices/{}/owner", gadget.id);
+    let (status, record) = h.admin("PUT", &path, Some(json!({"owner": null}))).await;
+    assert_eq!((status, &record["owner"]), (200, &json!(null)));
+    let (status, _) = h
+        .admin(
+            "PUT",
+            "/v1/devices/hg-nobody/owner",
+            Some(json!({"owner": "carol"})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    conn.text("/ask Anyone?").await;
+    let question = asked(&mut conn).await;
+    conn.send(&DeviceMessage::PromptReply(PromptReply {
+        id: question.id,
+        answer: Answer::No,
+    }))
+    .await;
+    assert_eq!(conn.reply().await, "You answered no.");
+    carols.text("m1", "/ask Only mine?").await;
+    assert_eq!(
+        carols.card().await.text,
+        "Question\nOnly mine?",
+        "no copy for a gadget of nobody's"
     );
 }

@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use herald_admin_api::{
     ApproveRequest, DeliverKind, DeliverRequest, Delivered, DeviceRecordView, DeviceView, Info,
-    OtaView, PhoneRecordView, PhoneView, RevokeRequest,
+    OtaView, OwnerRequest, PhoneRecordView, PhoneView, RevokeRequest,
 };
 use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
 use herald_gadget_proto::OtaRefusal;
-use herald_port::{Chat, DeliveryError, SendOptions};
+use herald_port::{Chat, DeliveryError, Platform, SendOptions};
 use herald_session::gadget::ota::PushError;
 
 use super::{AdminState, ApiError};
@@ -35,6 +35,7 @@ pub(crate) fn device_view(r: DeviceRecord) -> DeviceRecordView {
         enrolled_at: r.enrolled_at,
         last_seen: r.last_seen,
         sensors: r.sensors,
+        owner: r.owner,
     }
 }
 
@@ -145,6 +146,14 @@ pub(super) async fn approve(
     Json(request): Json<ApproveRequest>,
 ) -> Result<Json<PairingRecord>, ApiError> {
     let platform = request.platform;
+    // Checked first: a refused owner leaves the pairing pending, to be tried again.
+    if let Some(owner) = &request.owner {
+        if platform != Platform::Gadget {
+            let why = "only a gadget takes an owner: a phone is its app token's user's";
+            return Err(ApiError(StatusCode::BAD_REQUEST, why.into()));
+        }
+        check_person(&state, owner).await?;
+    }
     let record = match (request.code, request.user_id) {
         (Some(code), None) => state
             .authorizer
@@ -164,12 +173,63 @@ pub(super) async fn approve(
             ))
         }
     };
+    if let Some(owner) = request.owner {
+        set_owner(&state, &record.user_id, Some(owner)).await?;
+    }
     state
         .outbound
         .set_authorized(platform, &record.user_id, true)
         .await;
     state.metrics.activity.changed();
     Ok(Json(record))
+}
+
+/// `PUT /v1/devices/{id}/owner`: whose gadget `id` is, or nobody's.
+pub(super) async fn owner(
+    State(state): State<AdminState>,
+    UrlPath(id): UrlPath<String>,
+    Json(request): Json<OwnerRequest>,
+) -> Result<Json<DeviceRecordView>, ApiError> {
+    if let Some(owner) = &request.owner {
+        check_person(&state, owner).await?;
+    }
+    set_owner(&state, &id, request.owner).await?;
+    let record = state
+        .store
+        .run_fresh(move |store| store.device(&id))
+        .await?;
+    let record =
+        record.ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "forgotten meanwhile".into()))?;
+    state.metrics.activity.changed();
+    Ok(Json(device_view(record)))
+}
+
+/// `person` must be someone a phone can be: an app token's user or a phone's.
+async fn check_person(state: &AdminState, person: &str) -> Result<(), ApiError> {
+    if state.mobile.is_token_user(person) {
+        return Ok(());
+    }
+    let phones = state.store.run(|store| store.phones()).await?;
+    if phones.iter().any(|phone| phone.user_id == person) {
+        return Ok(());
+    }
+    let why = format!(
+        "nobody called {person}: an owner is an app token's user (its label in \
+         MOBILE_EXTRA_TOKENS, or the id `herald phones` shows)"
+    );
+    Err(ApiError(StatusCode::BAD_REQUEST, why))
+}
+
+async fn set_owner(state: &AdminState, id: &str, owner: Option<String>) -> Result<(), ApiError> {
+    let device = id.to_owned();
+    let set = state
+        .store
+        .run(move |store| store.set_owner(&device, owner.as_deref()))
+        .await?;
+    if !set {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no device {id}")));
+    }
+    Ok(())
 }
 
 pub(super) async fn revoke(

@@ -36,7 +36,7 @@ use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::StatusCode;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE};
 use herald_port::{AccessError, Authorizer, Outbound};
@@ -134,6 +134,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/metrics", get(api::metrics))
         .route("/v1/devices", get(api::devices))
         .route("/v1/devices/{id}", get(console::device).delete(api::forget))
+        .route("/v1/devices/{id}/owner", put(api::owner))
         .route("/v1/phones", get(api::phones))
         .route("/v1/phones/{id}", get(console::phone))
         .route("/v1/pairing", get(api::pairings))

@@ -158,6 +158,11 @@ impl MobileHub {
         users.next().is_none().then_some(first)
     }
 
+    /// Whether an app token stands for `user_id`.
+    pub(crate) fn is_token_user(&self, user_id: &str) -> bool {
+        self.own.tokens.user_ids().any(|user| user == user_id)
+    }
+
     /// Whether `user_id` may reach the agent from a phone: only then is a question shown
     /// on their phones.
     pub(crate) async fn may_see_questions(&self, user_id: &str) -> bool {
