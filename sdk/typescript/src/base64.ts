@@ -70,3 +70,14 @@ export function base64DecodedLength(text: string): number {
 export function base64Length(bytes: number): number {
   return Math.ceil(bytes / 3) * 4;
 }
+
+/** Unpadded base64url (RFC 4648 §5) of `bytes`: how Web Push writes keys. */
+export function encodeBase64Url(bytes: Uint8Array): string {
+  return encodeBase64(bytes).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
+}
+
+/** Bytes of base64url, padded or not. Throws on anything else (`+`, `/`, whitespace). */
+export function decodeBase64Url(text: string): Uint8Array {
+  if (!/^[A-Za-z0-9_-]*={0,2}$/.test(text)) throw new Error("not base64url");
+  return decodeBase64(text.replace(/-/g, "+").replace(/_/g, "/"));
+}

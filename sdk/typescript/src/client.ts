@@ -29,6 +29,7 @@ import {
   decodeServerFrame,
   encodeClientFrame,
   LIMITS,
+  pushSubscriptionProblem,
   utf8Length,
   type AvatarState,
   type Capabilities,
@@ -38,6 +39,7 @@ import {
   type ErrorCode,
   type MediaKindUp,
   type PromptFrame,
+  type PushKeys,
   type ServerFrame,
 } from "./protocol.js";
 import { inspectWav, isVoiceWav } from "./wav.js";
@@ -87,6 +89,14 @@ export interface ReadyInfo {
   /** The avatar page, made absolute against the connection's URL; absent if the server has none. */
   avatarUrl?: string;
   capabilities: Capabilities;
+  /** Present when the server sends notifications while the app is closed (`capabilities.push`). */
+  push?: { vapidKey: string };
+}
+
+/** A Web Push subscription (or a UnifiedPush endpoint and its keys), as `PushSubscription.toJSON()` has it. */
+export interface PushSubscriptionInfo {
+  endpoint: string;
+  keys: PushKeys;
 }
 
 /** Codes of errors the client raises itself, before anything is sent. */
@@ -202,6 +212,18 @@ const OPEN = 1;
 const HIGH_WATER = 1024 * 1024;
 /** Replies and downloads remembered for edits and chunks. */
 const REMEMBERED = 256;
+/**
+ * Error codes the server answers a push frame with. While a push request waits, the next
+ * of these is its answer (frames are answered in order), not a sign that a message was
+ * handled.
+ */
+const PUSH_ERRORS: ReadonlySet<string> = new Set(["bad_frame", "too_big", "unsupported_frame", "forbidden", "rate_limited", "internal"]);
+
+interface PushRequest {
+  answer: "push_subscribed" | "push_unsubscribed";
+  resolve(): void;
+  reject(e: HeraldError): void;
+}
 
 /** A random id, e.g. `m-3f9c0a…`. */
 export function newId(prefix = "m"): string {
@@ -260,6 +282,10 @@ export class HeraldClient {
   private flushing = false;
   private _state: ConnectionState = "idle";
   private _ready: ReadyInfo | undefined;
+  /** Push frames sent on this connection and not yet answered, oldest first. */
+  private pushRequests: PushRequest[] = [];
+  /** What the app last said with `setVisible`; told again after each `ready`. */
+  private visible = true;
 
   constructor(options: ClientOptions) {
     const WebSocketClass = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
@@ -475,7 +501,56 @@ export class HeraldClient {
     this.sendNow(encodeClientFrame({ t: "ping" }));
   }
 
+  /**
+   * Registers where Herald sends notifications while the app is closed (a browser's
+   * `PushSubscription.toJSON()`, or a UnifiedPush endpoint with its keys), replacing this
+   * device's previous one. Resolves on `push_subscribed`; rejects with the server's
+   * `bad_frame` (an endpoint or keys it refuses), with `not_supported` when the server
+   * sends no notifications, or `not_ready` without a live connection.
+   */
+  subscribePush(subscription: PushSubscriptionInfo): Promise<void> {
+    return this.pushRequest("push_subscribed", () => {
+      const keys = subscription.keys ?? { p256dh: "", auth: "" };
+      const frame: ClientFrame = { t: "push_subscribe", endpoint: subscription.endpoint, keys: { p256dh: keys.p256dh, auth: keys.auth } };
+      const problem = pushSubscriptionProblem(frame);
+      if (problem) throw new HeraldError("bad_frame", problem, true);
+      return encodeClientFrame(frame);
+    });
+  }
+
+  /** Ends this device's notifications. Resolves on `push_unsubscribed`. */
+  unsubscribePush(): Promise<void> {
+    return this.pushRequest("push_unsubscribed", () => encodeClientFrame({ t: "push_unsubscribe" }));
+  }
+
+  /**
+   * Says whether the app is in sight: Herald sends notifications only while none of the
+   * user's apps is connected and visible. Remembered and said again after each reconnect
+   * (the server takes a new connection as visible); sent only to a server with `push`.
+   */
+  setVisible(visible: boolean): void {
+    if (this.visible === visible) return;
+    this.visible = visible;
+    if (this._state === "ready" && this.ws && this._ready?.push) this.ws.send(encodeClientFrame({ t: "visibility", visible }));
+  }
+
   // ---- internals ----
+
+  private pushRequest(answer: PushRequest["answer"], frame: () => string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this._state !== "ready" || !this.ws) throw new HeraldError("not_ready", "not connected", true);
+      if (!this._ready?.push) throw new HeraldError("not_supported", "this server sends no notifications", true);
+      const text = frame();
+      this.checkFrame(text);
+      this.ws.send(text);
+      this.pushRequests.push({ answer, resolve, reject });
+    });
+  }
+
+  /** Fails every push request still waiting: its answer can no longer come. */
+  private dropPushRequests(why: HeraldError): void {
+    for (const r of this.pushRequests.splice(0)) r.reject(why);
+  }
 
   private emit<K extends EventName>(name: K, value: ClientEvents[K]): void {
     for (const listener of [...(this.listeners.get(name) ?? [])]) {
@@ -497,6 +572,7 @@ export class HeraldClient {
   }
 
   private stop(): void {
+    this.dropPushRequests(new HeraldError("stopped", "the client was stopped before the server answered", true));
     if (this.timer !== undefined) clearTimeout(this.timer);
     if (this.readyTimer !== undefined) clearTimeout(this.readyTimer);
     this.timer = undefined;
@@ -604,6 +680,7 @@ export class HeraldClient {
   private lost(ws: WebSocketLike | undefined, code: number, reason: string): void {
     if (ws !== undefined && this.ws !== ws) return;
     this.ws = undefined;
+    this.dropPushRequests(new HeraldError("not_ready", "the connection was lost before the server answered", true));
     if (this._state === "stopped") return;
     this.outbox = afterDisconnect(this.outbox, this.options.now());
     if (code === CLOSE_NO_ACCESS) {
@@ -634,6 +711,21 @@ export class HeraldClient {
     return this.refusal && `${this.refusal.code}: ${this.refusal.message}`;
   }
 
+  /** Settles the oldest push request if `frame` is its answer; true if it was. */
+  private settlePush(frame: ServerFrame): boolean {
+    const head = this.pushRequests[0];
+    if (!head) return false;
+    if (frame.t === "error" && PUSH_ERRORS.has(frame.code)) {
+      this.pushRequests.shift();
+      head.reject(new HeraldError(frame.code, frame.message, false));
+      return true;
+    }
+    if (frame.t !== "push_subscribed" && frame.t !== "push_unsubscribed") return false;
+    const i = this.pushRequests.findIndex((r) => r.answer === frame.t);
+    if (i >= 0) this.pushRequests.splice(i, 1)[0]!.resolve();
+    return true;
+  }
+
   private typingOff(): void {
     this.emit("typing", false);
   }
@@ -645,6 +737,10 @@ export class HeraldClient {
       return;
     }
     const frame = decoded.frame;
+    if (this.reachedReady && this.settlePush(frame)) {
+      this.emit("frame", frame);
+      return;
+    }
     if (!this.reachedReady) {
       if (frame.t === "ready") {
         this.reachedReady = true;
@@ -655,9 +751,12 @@ export class HeraldClient {
           session: frame.session,
           capabilities: frame.capabilities,
           ...(frame.avatar_url ? { avatarUrl: resolveAvatarUrl(frame.avatar_url, this.options.url) } : {}),
+          ...(frame.capabilities.push ? { push: { vapidKey: frame.capabilities.push.vapid_key } } : {}),
         };
         this._ready = info;
         this.setState("ready");
+        // A new connection counts as visible: say so first if the app is out of sight.
+        if (!this.visible && info.push) this.ws?.send(encodeClientFrame({ t: "visibility", visible: false }));
         this.emit("frame", frame);
         this.emit("ready", info);
         void this.flush();

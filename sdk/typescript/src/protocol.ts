@@ -7,6 +7,8 @@
 // Decoded frames are plain objects holding only the fields this version knows, with
 // `false` flags and absent optionals left out, exactly as the server writes them.
 
+import { decodeBase64Url } from "./base64.js";
+
 /** Protocol limits; sizes are bytes of decoded payload. Mirrors `vectors/mobile-v1.json`. */
 export const LIMITS = Object.freeze({
   MAX_FRAME_BYTES: 16 * 1024 * 1024,
@@ -124,6 +126,25 @@ export interface DeliverFrame {
 export interface PingFrame {
   t: "ping";
 }
+/** A Web Push subscription's keys, base64url: the app's P-256 public key and its 16-byte auth secret. */
+export interface PushKeys {
+  p256dh: string;
+  auth: string;
+}
+/** Where Herald sends notifications while the app is closed (`PushSubscription.toJSON()`'s fields). */
+export interface PushSubscribeFrame {
+  t: "push_subscribe";
+  endpoint: string;
+  keys: PushKeys;
+}
+export interface PushUnsubscribeFrame {
+  t: "push_unsubscribe";
+}
+/** Whether the app is in sight; a connected app counts as visible until it says otherwise. */
+export interface VisibilityFrame {
+  t: "visibility";
+  visible: boolean;
+}
 export type ClientFrame =
   | HelloFrame
   | TextFrame
@@ -131,7 +152,10 @@ export type ClientFrame =
   | MediaUpFrame
   | PromptAnswerFrame
   | DeliverFrame
-  | PingFrame;
+  | PingFrame
+  | PushSubscribeFrame
+  | PushUnsubscribeFrame
+  | VisibilityFrame;
 
 /** The text of a client frame: optional fields that are `undefined` are left out. */
 export function encodeClientFrame(frame: ClientFrame): string {
@@ -140,6 +164,11 @@ export function encodeClientFrame(frame: ClientFrame): string {
 
 // ---- server → client ----
 
+/** `capabilities.push`: the server sends Web Push notifications, signed with this key. */
+export interface PushCapability {
+  /** The server's VAPID public key: an uncompressed P-256 point, base64url. */
+  vapid_key: string;
+}
 export interface Capabilities {
   max_media_bytes: number;
   max_frame_bytes: number;
@@ -148,6 +177,8 @@ export interface Capabilities {
   streaming: boolean;
   voice: boolean;
   prompts: PromptKind[];
+  /** Present when the server sends notifications while the app is closed. */
+  push?: PushCapability;
 }
 export interface ReadyFrame {
   t: "ready";
@@ -221,6 +252,12 @@ export interface ErrorFrame {
 export interface PongFrame {
   t: "pong";
 }
+export interface PushSubscribedFrame {
+  t: "push_subscribed";
+}
+export interface PushUnsubscribedFrame {
+  t: "push_unsubscribed";
+}
 export type ServerFrame =
   | ReadyFrame
   | MessageFrame
@@ -230,7 +267,9 @@ export type ServerFrame =
   | PromptDoneFrame
   | MediaDownFrame
   | ErrorFrame
-  | PongFrame;
+  | PongFrame
+  | PushSubscribedFrame
+  | PushUnsubscribedFrame;
 
 /** What decoding a server frame gives. */
 export type Decoded =
@@ -310,7 +349,7 @@ function capabilities(c: Json): Capabilities {
   if (!kinds.every((k) => typeof k === "string")) {
     throw new Malformed("capabilities.prompts must hold strings");
   }
-  return {
+  const caps: Capabilities = {
     max_media_bytes: uint(c, "max_media_bytes", 0),
     max_frame_bytes: uint(c, "max_frame_bytes", 0),
     media_chunk_bytes: uint(c, "media_chunk_bytes", 0),
@@ -319,6 +358,8 @@ function capabilities(c: Json): Capabilities {
     voice: optBool(c, "voice"),
     prompts: kinds as string[],
   };
+  if (c["push"] !== undefined && c["push"] !== null) caps.push = { vapid_key: str(obj(c, "push"), "vapid_key") };
+  return caps;
 }
 
 function decodeKnown(t: string, o: Json): ServerFrame | undefined {
@@ -400,6 +441,8 @@ function decodeKnown(t: string, o: Json): ServerFrame | undefined {
       return { t, code: code as ErrorCode, message: str(o, "message") };
     }
     case "pong":
+    case "push_subscribed":
+    case "push_unsubscribed":
       return { t };
     default:
       return undefined;
@@ -425,6 +468,92 @@ export function decodeServerFrame(text: string): Decoded {
     return frame ? { ok: true, frame } : { ok: false, ignored: true, t };
   } catch (e) {
     if (e instanceof Malformed) return { ok: false, ignored: false, reason: `malformed ${t}: ${e.message}` };
+    throw e;
+  }
+}
+
+// ---- Web Push ----
+
+/** A `push_subscribe` frame is refused over this many bytes. */
+export const PUSH_MAX_SUBSCRIBE_BYTES = 1024;
+/** The decrypted payload of a notification is at most this many bytes. */
+export const PUSH_MAX_PAYLOAD_BYTES = 3072;
+
+/**
+ * Why Herald would refuse this subscription, or undefined if it looks right: the endpoint
+ * is an absolute http(s) URL, `p256dh` an uncompressed P-256 point (65 bytes from 0x04),
+ * `auth` 16 bytes, both base64url, and the frame at most 1 KiB. Whether a plain-http or
+ * private endpoint is allowed is the server's to say (its owner may allow them).
+ */
+export function pushSubscriptionProblem(frame: PushSubscribeFrame): string | undefined {
+  if (typeof frame.endpoint !== "string" || !/^https?:\/\/[^/?#\s]+/i.test(frame.endpoint)) {
+    return "the endpoint must be an absolute https:// (or http://) URL";
+  }
+  if (!frame.keys || typeof frame.keys !== "object") return "keys must hold p256dh and auth";
+  let p256dh: Uint8Array;
+  let auth: Uint8Array;
+  try {
+    p256dh = decodeBase64Url(frame.keys.p256dh);
+    auth = decodeBase64Url(frame.keys.auth);
+  } catch {
+    return "keys.p256dh and keys.auth must be base64url";
+  }
+  if (p256dh.length !== 65 || p256dh[0] !== 0x04) return "keys.p256dh must be an uncompressed P-256 point (65 bytes)";
+  if (auth.length !== 16) return "keys.auth must be 16 bytes";
+  const size = utf8Length(encodeClientFrame(frame));
+  if (size > PUSH_MAX_SUBSCRIBE_BYTES) return `the subscription is ${size} bytes, over ${PUSH_MAX_SUBSCRIBE_BYTES}`;
+  return undefined;
+}
+
+/** What a notification is about; a newer server may send other kinds (shown with title and body). */
+export type PushKind = "question" | "deliver" | "reply" | "event" | (string & {});
+
+/** A notification's payload, once decrypted (the app's push service or the browser did that). */
+export interface PushPayload {
+  v: number;
+  kind: PushKind;
+  title: string;
+  body: string;
+  /** A newer notification with the same tag replaces the older. */
+  tag?: string;
+  /** The device it is for. */
+  device?: string;
+  /** A question: the card to answer, with `prompt` once connected. */
+  prompt_id?: string;
+  options?: { id: string; label: string }[];
+  /** A reply: the message to show. */
+  message_id?: string;
+  /** `body` was cut; the whole text waits for the app. */
+  truncated?: true;
+}
+
+/** Decodes a notification's payload. Never throws; unknown fields are dropped. */
+export function decodePushPayload(text: string): { ok: true; payload: PushPayload } | { ok: false; reason: string } {
+  let o: unknown;
+  try {
+    o = JSON.parse(text);
+  } catch (e) {
+    return { ok: false, reason: `not JSON: ${(e as Error).message}` };
+  }
+  if (!isObject(o)) return { ok: false, reason: "the payload is not a JSON object" };
+  try {
+    const p: PushPayload = { v: uint(o, "v", 1), kind: str(o, "kind"), title: str(o, "title"), body: optStr(o, "body") ?? "" };
+    put(p, "tag", optStr(o, "tag"));
+    put(p, "device", optStr(o, "device"));
+    put(p, "prompt_id", optStr(o, "prompt_id"));
+    put(p, "message_id", optStr(o, "message_id"));
+    if (o["options"] !== undefined && o["options"] !== null) {
+      const options = o["options"];
+      if (!Array.isArray(options)) throw new Malformed("options must be a list");
+      p.options = options.map((opt: unknown) => {
+        if (!isObject(opt)) throw new Malformed("an option must be an object");
+        return { id: str(opt, "id"), label: str(opt, "label") };
+      });
+    }
+    if (optBool(o, "truncated")) p.truncated = true;
+    return { ok: true, payload: p };
+  } catch (e) {
+    if (e instanceof Malformed) return { ok: false, reason: e.message };
     throw e;
   }
 }

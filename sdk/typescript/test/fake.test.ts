@@ -219,3 +219,113 @@ test("a frame over the server's max_frame_bytes is refused locally, before it is
   assert.equal(ws.sent.length, before);
   c.close();
 });
+
+// ---- Web Push: the frames, and how their answers are told apart from a message's ----
+
+const VAPID = `B${"A".repeat(86)}`;
+const SUBSCRIPTION = {
+  endpoint: "https://push.example.net/send/abc",
+  keys: { p256dh: `BP${"A".repeat(85)}`, auth: "tBHItJI5svbpez7KI4CCXg" },
+};
+const sentFrames = (ws: FakeSocket, from = 1) => ws.sent.slice(from).map((s) => JSON.parse(s) as Record<string, unknown>);
+
+test("push: capabilities.push is exposed; subscribe sends the subscription's fields and resolves on push_subscribed", async () => {
+  const c = fakeClient();
+  const ws = await readyWith(c, { push: { vapid_key: VAPID, x_new: 1 } });
+  assert.deepEqual(c.ready?.push, { vapidKey: VAPID });
+  assert.deepEqual(c.ready?.capabilities.push, { vapid_key: VAPID });
+  // Extra fields of PushSubscription.toJSON() (expirationTime) are not sent.
+  const done = c.subscribePush({ ...SUBSCRIPTION, expirationTime: null } as typeof SUBSCRIPTION);
+  assert.deepEqual(sentFrames(ws), [{ t: "push_subscribe", ...SUBSCRIPTION }]);
+  let settled = false;
+  void done.then(() => (settled = true));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(settled, false, "waits for the answer");
+  ws.say({ t: "push_subscribed" });
+  await done;
+  const off = c.unsubscribePush();
+  assert.deepEqual(sentFrames(ws, 2), [{ t: "push_unsubscribe" }]);
+  ws.say({ t: "push_unsubscribed" });
+  await off;
+  c.close();
+});
+
+test("push: the server's error rejects the request and answers no message; other errors still do", async () => {
+  const c = fakeClient();
+  const ws = await readyWith(c, { push: { vapid_key: VAPID } });
+  const errors: string[] = [];
+  c.on("error", (e) => errors.push(e.code));
+  c.send("waiting for the agent");
+  const refused = c.subscribePush(SUBSCRIPTION);
+  ws.say({ t: "error", code: "bad_frame", message: "push_subscribe: the endpoint is not https" });
+  await assert.rejects(refused, (e: unknown) => e instanceof HeraldError && e.code === "bad_frame" && !e.local && /not https/.test(e.message));
+  assert.equal(c.pending.length, 1, "the message is still unanswered");
+  assert.deepEqual(errors, [], "the refusal is the promise's, not an error event");
+  ws.say({ t: "error", code: "too_big", message: "x" });
+  assert.equal(c.pending.length, 0, "with no push request waiting, an error answers the message");
+  assert.deepEqual(errors, ["too_big"]);
+  c.close();
+});
+
+test("push: a subscription Herald would refuse is refused before it is sent", async () => {
+  const c = fakeClient();
+  const ws = await readyWith(c, { push: { vapid_key: VAPID } });
+  const bad: [string, typeof SUBSCRIPTION][] = [
+    ["not a URL", { ...SUBSCRIPTION, endpoint: "push.example.net/x" }],
+    ["ftp", { ...SUBSCRIPTION, endpoint: "ftp://push.example.net/x" }],
+    ["p256dh too short", { ...SUBSCRIPTION, keys: { ...SUBSCRIPTION.keys, p256dh: "BAAA" } }],
+    ["p256dh compressed", { ...SUBSCRIPTION, keys: { ...SUBSCRIPTION.keys, p256dh: `Ag${"A".repeat(85)}` } }],
+    ["auth 15 bytes", { ...SUBSCRIPTION, keys: { ...SUBSCRIPTION.keys, auth: "AAAAAAAAAAAAAAAAAAAA" } }],
+    ["auth not base64url", { ...SUBSCRIPTION, keys: { ...SUBSCRIPTION.keys, auth: "tBHItJI5svbpez7KI4CC+g" } }],
+    ["over 1 KiB", { ...SUBSCRIPTION, endpoint: `https://push.example.net/${"x".repeat(1000)}` }],
+  ];
+  for (const [name, sub] of bad) {
+    await assert.rejects(c.subscribePush(sub), (e: unknown) => e instanceof HeraldError && e.code === "bad_frame" && e.local, name);
+  }
+  assert.equal(ws.sent.length, 1, "nothing but hello");
+  c.close();
+});
+
+test("push: not offered, or not connected, is refused locally; a lost connection fails the waiting request", async () => {
+  const none = fakeClient();
+  await assert.rejects(none.subscribePush(SUBSCRIPTION), (e: unknown) => e instanceof HeraldError && e.code === "not_ready");
+  const ws0 = await readyWith(none, {});
+  assert.equal(none.ready?.push, undefined);
+  await assert.rejects(none.subscribePush(SUBSCRIPTION), (e: unknown) => e instanceof HeraldError && e.code === "not_supported");
+  await assert.rejects(none.unsubscribePush(), (e: unknown) => e instanceof HeraldError && e.code === "not_supported");
+  none.setVisible(false);
+  assert.equal(ws0.sent.length, 1, "no push frame to a server without push");
+  none.close();
+
+  const c = new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 1, jitter: 0 } });
+  const ws = await readyWith(c, { push: { vapid_key: VAPID } });
+  const waiting = c.subscribePush(SUBSCRIPTION);
+  ws.close(1006, "gone");
+  await assert.rejects(waiting, (e: unknown) => e instanceof HeraldError && e.code === "not_ready" && /lost/.test(e.message));
+  c.close();
+});
+
+test("push: visibility is sent when it changes and again after each ready while hidden", async () => {
+  const c = new HeraldClient({ url: "ws://x/ws", token: "t", device: { id: "fake" }, WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 1, jitter: 0 } });
+  c.setVisible(false); // before connecting: said at ready
+  const queued = c.send("hello");
+  const ws = await readyWith(c, { push: { vapid_key: VAPID } });
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(sentFrames(ws).map((f) => f["t"] === "text" ? f["id"] : f), [{ t: "visibility", visible: false }, queued], "before anything else");
+  c.setVisible(false);
+  assert.equal(ws.sent.length, 3, "unchanged: nothing sent");
+  c.setVisible(true);
+  c.setVisible(false);
+  assert.deepEqual(sentFrames(ws, 3), [{ t: "visibility", visible: true }, { t: "visibility", visible: false }]);
+  ws.say({ t: "typing" });
+  const again = c.once("ready");
+  const reconnected = nextSocket(c);
+  ws.close(1006, "gone");
+  const ws2 = await reconnected;
+  ws2.say({ t: "ready", session: "mobile:fake", capabilities: { push: { vapid_key: VAPID } } });
+  await again;
+  assert.deepEqual(sentFrames(ws2), [{ t: "visibility", visible: false }]);
+  c.setVisible(true);
+  assert.deepEqual(sentFrames(ws2, 2), [{ t: "visibility", visible: true }]);
+  c.close();
+});

@@ -6,9 +6,9 @@ import { test } from "node:test";
 import { applyMedia, applyMessage, completed } from "../src/assembly.js";
 import { resolveAvatarUrl } from "../src/client.js";
 import { backoffDelay, DEFAULT_BACKOFF, nextAttempt } from "../src/backoff.js";
-import { base64DecodedLength, decodeBase64, encodeBase64 } from "../src/base64.js";
+import { base64DecodedLength, decodeBase64, decodeBase64Url, encodeBase64, encodeBase64Url } from "../src/base64.js";
 import { acknowledge, afterDisconnect, due, EMPTY_OUTBOX, enqueue, markSent, openUploads, RESEND_TTL_MS, type Outbox, type Pending } from "../src/outbox.js";
-import { utf8Length, type MediaDownFrame, type MessageFrame } from "../src/protocol.js";
+import { decodePushPayload, decodeServerFrame, utf8Length, type MediaDownFrame, type MessageFrame } from "../src/protocol.js";
 import { encodeWav, inspectWav, isVoiceWav, toVoiceSamples } from "../src/wav.js";
 
 test("backoff doubles up to the cap, with jitter never under half", () => {
@@ -167,5 +167,60 @@ test("avatar_url is made absolute against the WebSocket's URL", () => {
 test("utf8Length counts what TextEncoder writes, lone surrogates included", () => {
   for (const text of ["", "abc", "é", "€", "😀", "a😀b", "\ud83d", "\ude00", "\ud83dx", "\ud83d\ud83d\ude00", "x\udc00\ud800"]) {
     assert.equal(utf8Length(text), new TextEncoder().encode(text).length, JSON.stringify(text));
+  }
+});
+
+test("base64url: Web Push's keys, unpadded; padding tolerated, the standard alphabet refused", () => {
+  for (let len = 0; len < 40; len++) {
+    const bytes = Uint8Array.from({ length: len }, (_, i) => (i * 91 + len * 7) & 255);
+    const text = encodeBase64Url(bytes);
+    assert.equal(text, Buffer.from(bytes).toString("base64url"));
+    assert.deepEqual(decodeBase64Url(text), bytes);
+    assert.deepEqual(decodeBase64Url(Buffer.from(bytes).toString("base64").replace(/\+/g, "-").replace(/\//g, "_")), bytes);
+  }
+  assert.throws(() => decodeBase64Url("ab+/"));
+  assert.throws(() => decodeBase64Url("ab cd"));
+  assert.throws(() => decodeBase64Url("a"));
+});
+
+test("ready: capabilities.push is kept when present, absent otherwise, refused when it cannot be used", () => {
+  const ready = (caps: unknown) => decodeServerFrame(JSON.stringify({ t: "ready", session: "mobile:x", capabilities: caps }));
+  const on = ready({ push: { vapid_key: "BOr7", later: true } });
+  assert.ok(on.ok && on.frame.t === "ready");
+  assert.deepEqual(on.frame.capabilities.push, { vapid_key: "BOr7" });
+  const off = ready({ voice: true });
+  assert.ok(off.ok && off.frame.t === "ready");
+  assert.ok(!("push" in off.frame.capabilities));
+  for (const bad of [{ push: "BOr7" }, { push: {} }, { push: { vapid_key: 7 } }]) {
+    const d = ready(bad);
+    assert.ok(!d.ok && !d.ignored, JSON.stringify(bad));
+  }
+  for (const t of ["push_subscribed", "push_unsubscribed"]) {
+    assert.deepEqual(decodeServerFrame(JSON.stringify({ t, extra: 1 })), { ok: true, frame: { t } });
+  }
+});
+
+test("push payloads decode as the protocol writes them; unknown fields dropped, wrong types refused", () => {
+  const question = decodePushPayload(
+    JSON.stringify({
+      v: 1, kind: "question", title: "Kitchen asks", body: "Allow this command?\nrm -rf build/", tag: "q-5f6a0c9e", device: "tel-1",
+      prompt_id: "5f6a0c9e1d2b3a47", options: [{ id: "once", label: "Allow once", style: "primary" }, { id: "deny", label: "Deny" }], x_new: [1],
+    }),
+  );
+  assert.deepEqual(question, {
+    ok: true,
+    payload: {
+      v: 1, kind: "question", title: "Kitchen asks", body: "Allow this command?\nrm -rf build/", tag: "q-5f6a0c9e", device: "tel-1",
+      prompt_id: "5f6a0c9e1d2b3a47", options: [{ id: "once", label: "Allow once" }, { id: "deny", label: "Deny" }],
+    },
+  });
+  const reply = decodePushPayload('{"v":1,"kind":"reply","title":"Hermes","body":"The report…","tag":"m-1a2b","message_id":"1a2b3c","truncated":true}');
+  assert.ok(reply.ok);
+  assert.deepEqual([reply.payload.message_id, reply.payload.truncated], ["1a2b3c", true]);
+  const bare = decodePushPayload('{"kind":"event","title":"Door"}');
+  assert.deepEqual(bare, { ok: true, payload: { v: 1, kind: "event", title: "Door", body: "" } });
+  for (const bad of ["", "[]", "{}", '{"kind":"reply","title":1}', '{"kind":"question","title":"t","options":{}}', '{"kind":"question","title":"t","options":[{"id":"a"}]}', '{"kind":"reply","title":"t","truncated":"yes"}']) {
+    const d = decodePushPayload(bad);
+    assert.ok(!d.ok, bad);
   }
 });
