@@ -46,8 +46,10 @@ SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"')\]]*\s+|\n\s*\n|\n(?=\s*[
 MIN_SENTENCE_CHARS = 20
 # A turn's first words are said as soon as a clause of them is complete: at a comma,
 # semicolon, colon or dash, once it holds a few words (a shorter one is not worth a
-# pause), so the speaker starts before the first sentence has ended.
-CLAUSE_END = re.compile(r"(?<=[,;:，；：])\s+|\s+[—–]\s+|\s+-\s+")
+# pause), so the speaker starts before the first sentence has ended. One that ends the
+# text so far counts at once (Hermes's previews carry no trailing space, so waiting for
+# the next word would cost a token), unless a digit precedes it: "1," may go on "000".
+CLAUSE_END = re.compile(r"(?<=[,;:，；：])\s+|\s+[—–]\s+|\s+-\s+|(?<=\D[,;:，；：])$|\s+[—–]$")
 MIN_CLAUSE_WORDS = 4
 # Hermes's streaming cursor, when one is configured, trails every preview.
 CURSORS = "▉▌█▍▎▏"

@@ -20,6 +20,17 @@ def test_the_first_clause_is_said_before_its_sentence_ends() -> None:
     assert split_sentences(rest, final=False) == (["with a light breeze from the west, and warm."], len(rest) - 4)
 
 
+def test_a_clause_that_ends_the_text_so_far_is_said_at_once_unless_a_number_may_go_on() -> None:
+    text = "Here is the forecast for today,"
+    assert split_sentences(text, final=False, first_clause=True) == ([text], len(text))
+    text = "The forecast for tomorrow looks good —"
+    assert split_sentences(text, final=False, first_clause=True) == ([text], len(text))
+    # "1," may be the start of "1,000": the next word decides.
+    assert split_sentences("The trip will cost about 1,", final=False, first_clause=True) == ([], 0)
+    text = "The trip will cost about 1,000 euros, more or less"
+    assert split_sentences(text, final=False, first_clause=True)[0] == ["The trip will cost about 1,000 euros,"]
+
+
 def test_a_short_clause_or_a_sentence_that_ends_first_is_not_cut() -> None:
     # "Well," is too short to say alone: the first clause worth a pause comes later.
     assert split_sentences("Well, yes", final=False, first_clause=True) == ([], 0)
