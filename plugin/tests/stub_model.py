@@ -53,6 +53,8 @@ class Script:
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._requests: list[dict[str, Any]] = []
+        # When each request came and its answer's first text went (time.monotonic()).
+        self._times: list[dict[str, float]] = []
 
     def set_rules(self, rules: list[Rule]) -> None:
         with self._lock:
@@ -66,9 +68,22 @@ class Script:
         with self._lock:
             return list(self._requests)
 
-    def record(self, body: dict[str, Any]) -> None:
+    def record(self, body: dict[str, Any]) -> int:
+        """Keep a request; its index, for :meth:`mark`."""
         with self._lock:
             self._requests.append(body)
+            self._times.append({"received": time.monotonic()})
+            return len(self._requests) - 1
+
+    def mark(self, index: int, moment: str) -> None:
+        with self._lock:
+            self._times[index].setdefault(moment, time.monotonic())
+
+    def times(self) -> list[dict[str, float]]:
+        """For each request, when it came (``received``) and when the first text of its
+        answer left (``first_text``), as the benchmark reads them."""
+        with self._lock:
+            return [dict(t) for t in self._times]
 
     def find(self, text: str) -> Rule | None:
         with self._lock:
@@ -196,7 +211,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self.send_json({"error": {"message": "not found"}}, status=404)
             return
-        self.server.script.record(body)
+        index = self.server.script.record(body)
         answer = decide(self.server.script, list(body.get("messages") or []))
         if answer.delay_s:
             time.sleep(answer.delay_s)
@@ -204,8 +219,9 @@ class Handler(BaseHTTPRequestHandler):
             # Streamed or not: Hermes retries a failed stream without streaming.
             self.send_json({"error": {"message": "stub failure", "type": "server_error"}}, status=answer.status)
         elif body.get("stream"):
-            self.stream(answer)
+            self.stream(answer, index)
         else:
+            self.server.script.mark(index, "first_text")
             self.send_json(completion(answer))
 
     def send_json(self, payload: dict[str, Any], status: int = 200) -> None:
@@ -216,7 +232,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def stream(self, answer: Answer) -> None:
+    def stream(self, answer: Answer, index: int) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -224,6 +240,8 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for chunk in stream_chunks(answer):
             self.write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            if any(c.get("delta", {}).get("content") for c in chunk["choices"]):
+                self.server.script.mark(index, "first_text")
         self.write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

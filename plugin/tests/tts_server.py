@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,13 +53,16 @@ class Handler(BaseHTTPRequestHandler):
             ["espeak-ng", "-v", "en-us", "--stdout", text], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         assert espeak.stdout is not None
-        skip = WAV_HEADER
+        skip, sounded = WAV_HEADER, False
         try:
             while data := os.read(espeak.stdout.fileno(), READ):
                 cut = min(skip, len(data))
                 skip -= cut
                 if data[cut:]:
                     self.write_chunk(data[cut:])
+                    if not sounded:
+                        self.server.sounded(text)
+                        sounded = True
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except ConnectionError:
@@ -79,10 +83,18 @@ class TtsServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), Handler)
         self._lock = threading.Lock()
         self.texts: list[str] = []
+        # When each text came and its first audio left (time.monotonic()), for the benchmark.
+        self.asked: list[tuple[float, str]] = []
+        self.first_audio: list[tuple[float, str]] = []
 
     def spoken(self, text: str) -> None:
         with self._lock:
             self.texts.append(text)
+            self.asked.append((time.monotonic(), text))
+
+    def sounded(self, text: str) -> None:
+        with self._lock:
+            self.first_audio.append((time.monotonic(), text))
 
     @property
     def base_url(self) -> str:
