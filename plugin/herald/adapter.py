@@ -365,8 +365,13 @@ class HeraldAdapter(BasePlatformAdapter):
         **kwargs: Any,
     ) -> SendResult:
         # Hermes is not asked for whole-file speech of a turn said here
-        # (_streaming_tts_turn_completed): a voice file that comes is meant to be heard.
-        result = await self._send_file("send_voice", chat_id, audio_path)
+        # (_streaming_tts_turn_completed): a voice file that comes is meant to be heard,
+        # after the reply being said if there is one (herald has read it once taken).
+        joined = self.speech.join(chat_id, str(audio_path))
+        if joined is not None and await joined:
+            result = SendResult(success=True)
+        else:
+            result = await self._send_file("send_voice", chat_id, audio_path)
         if result.success and caption:
             return await self.send(chat_id, caption, reply_to=reply_to, metadata=metadata)
         return result

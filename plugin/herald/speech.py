@@ -123,6 +123,15 @@ def first_clause_end(text: str) -> Optional[int]:
 
 
 @dataclass
+class VoiceFile:
+    """A voice file the agent sent while the turn's reply is being said: it joins the
+    reply's stream after what is queued, and ``taken`` says whether herald took it."""
+
+    path: str
+    taken: "asyncio.Future[bool]"
+
+
+@dataclass
 class Speech:
     """One turn's speech on one gadget."""
 
@@ -137,9 +146,11 @@ class Speech:
     # The sentence road: what of the streamed message was queued, sentences to speak.
     message_id: str = ""
     taken: int = 0
-    queue: "asyncio.Queue[Optional[str]]" = field(default_factory=asyncio.Queue)
+    queue: "asyncio.Queue[Optional[str | VoiceFile]]" = field(default_factory=asyncio.Queue)
     worker: Optional["asyncio.Task[None]"] = None
     spoke: bool = False
+    # The turn is over: nothing more joins the queue.
+    over: bool = False
     # Set once the stream has begun at herald, or the worker gave up on it.
     opened: asyncio.Event = field(default_factory=asyncio.Event)
     # The turn failed and says so (FAILED_SENTENCE); its speech waits until then
@@ -182,6 +193,7 @@ class SpeechOwner:
         speech = self._turns.get(chat_id)
         if speech is None or speech.road != "sentences":
             return
+        speech.over = True
         speech.queue.put_nowait(None)
         if speech.worker is not None:
             try:
@@ -320,15 +332,32 @@ class SpeechOwner:
         if speech.worker is None and not speech.queue.empty():
             speech.worker = asyncio.ensure_future(self._speak(chat, speech))
 
+    def join(self, chat_id: str, path: str) -> Optional["asyncio.Future[bool]"]:
+        """A voice file the agent sent while the sentence road says the turn's reply: it
+        plays after what the stream has still to say (as a stream of its own it would cut
+        the reply off); None when no such stream is under way."""
+        speech = self._turns.get(chat_id)
+        if speech is None or speech.worker is None or speech.worker.done():
+            return None
+        if speech.stopped or speech.failed or speech.over:
+            return None
+        voice = VoiceFile(path, asyncio.get_running_loop().create_future())
+        speech.queue.put_nowait(voice)
+        return voice.taken
+
     async def _speak(self, chat: Chat, speech: Speech) -> None:
-        """Synthesize and hand over the turn's sentences in order, then end the stream."""
+        """Synthesize and hand over the turn's sentences (and voice files that joined
+        them) in order, then end the stream."""
         args: SpeechArgs = {"chat": chat, "speech_id": speech.speech_id}
+        # A failed turn gives the speech a new queue and worker; this one keeps its own.
+        queue = speech.queue
+        piece: Optional[str | VoiceFile] = None
         try:
             while True:
-                sentence = await speech.queue.get()
-                if sentence is None:
+                piece = await queue.get()
+                if piece is None:
                     break
-                path = await asyncio.to_thread(self._synthesize, sentence)
+                path = piece.path if isinstance(piece, VoiceFile) else await asyncio.to_thread(self._synthesize, piece)
                 if path is None:
                     continue
                 try:
@@ -345,7 +374,11 @@ class SpeechOwner:
                         {"op": "speech_file", "args": {**args, "path": path}}, timeout=WRITE_TIMEOUT_S
                     )
                 finally:
-                    _remove(path)
+                    # The agent's own file is not ours to remove.
+                    if not isinstance(piece, VoiceFile):
+                        _remove(path)
+                if isinstance(piece, VoiceFile):
+                    piece.taken.set_result(not result.get("dropped"))
                 if result.get("dropped"):
                     return
                 speech.spoke = True
@@ -357,6 +390,13 @@ class SpeechOwner:
             pass
         finally:
             speech.opened.set()
+            # Voice files that did not join are played on their own (send_voice).
+            while True:
+                if isinstance(piece, VoiceFile) and not piece.taken.done():
+                    piece.taken.set_result(False)
+                if queue.empty():
+                    break
+                piece = queue.get_nowait()
 
 
 def _remove(path: str) -> None:
