@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::{base64_decoded_len, decode_base64, Base64Error};
 use crate::decode::{self, Decoded, Frame};
 use crate::error::DecodeError;
-use crate::limits::{MAX_ID_BYTES, MAX_PARTS, MIN_CHUNK_BYTES};
+use crate::limits::{MAX_ID_BYTES, MAX_PARTS, MAX_PUSH_SUBSCRIPTION_BYTES, MIN_CHUNK_BYTES};
 use crate::server::MediaKindDown;
 use crate::Elided;
 
@@ -36,6 +36,41 @@ pub enum ClientFrame {
     Deliver(Deliver),
     /// Keepalive; answered with `pong`.
     Ping,
+    /// Send notifications here while the app is closed.
+    PushSubscribe(PushSubscription),
+    /// Stop sending notifications.
+    PushUnsubscribe,
+    /// The app went out of sight, or came back.
+    Visibility(Visibility),
+}
+
+/// A Web Push subscription (the W3C `PushSubscription.toJSON()`), or a UnifiedPush
+/// endpoint with the same keys. Only its shape is checked here; the server checks the
+/// keys and the endpoint's address.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushSubscription {
+    pub endpoint: String,
+    pub keys: PushKeys,
+}
+
+/// The subscription's keys, base64url: the app's P-256 public key and its auth secret.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushKeys {
+    pub p256dh: String,
+    pub auth: String,
+}
+
+/// Keeps the endpoint (a capability URL) and the keys out of logs.
+impl fmt::Debug for PushSubscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PushSubscription(<redacted>)")
+    }
+}
+
+/// `{"t":"visibility","visible":false}`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Visibility {
+    pub visible: bool,
 }
 
 /// `{"t":"hello","token":"...","device":{...}}`
@@ -300,6 +335,9 @@ impl ClientFrame {
             ClientFrame::Prompt(_) => "prompt",
             ClientFrame::Deliver(_) => "deliver",
             ClientFrame::Ping => "ping",
+            ClientFrame::PushSubscribe(_) => "push_subscribe",
+            ClientFrame::PushUnsubscribe => "push_unsubscribe",
+            ClientFrame::Visibility(_) => "visibility",
         }
     }
 
@@ -345,7 +383,17 @@ impl ClientFrame {
                 }
                 Ok(())
             }
-            ClientFrame::Ping => Ok(()),
+            ClientFrame::PushSubscribe(sub) => {
+                let len = sub.endpoint.len() + sub.keys.p256dh.len() + sub.keys.auth.len();
+                if len > MAX_PUSH_SUBSCRIPTION_BYTES {
+                    return Err(DecodeError::malformed(
+                        t,
+                        format!("a subscription over {MAX_PUSH_SUBSCRIPTION_BYTES} bytes"),
+                    ));
+                }
+                Ok(())
+            }
+            ClientFrame::Ping | ClientFrame::PushUnsubscribe | ClientFrame::Visibility(_) => Ok(()),
         }
     }
 }
@@ -363,6 +411,13 @@ impl Frame for ClientFrame {
             "prompt" => PromptAnswer::deserialize(members).map(ClientFrame::Prompt),
             "deliver" => Deliver::deserialize(members).map(ClientFrame::Deliver),
             "ping" => IgnoredAny::deserialize(members).map(|_| ClientFrame::Ping),
+            "push_subscribe" => {
+                PushSubscription::deserialize(members).map(ClientFrame::PushSubscribe)
+            }
+            "push_unsubscribe" => {
+                IgnoredAny::deserialize(members).map(|_| ClientFrame::PushUnsubscribe)
+            }
+            "visibility" => Visibility::deserialize(members).map(ClientFrame::Visibility),
             _ => return None,
         })
     }

@@ -31,14 +31,15 @@ use std::fmt;
 
 pub use client::{
     Audio, ClientFrame, Deliver, DeliverMedia, DeviceInfo, Hello, MediaKind, MediaUp, PromptAnswer,
-    Text,
+    PushKeys, PushSubscription, Text, Visibility,
 };
 pub use data::{base64_decoded_len, decode_base64, encode_base64, media_pieces, Base64Error};
 pub use error::{DecodeError, ErrorCode};
 pub use identity::{session_key, user_id_for_token, TokenError, TokenSet};
 pub use prompt::{OptionStyle, PromptCard, PromptKind, PromptOption, Resolution, CLARIFY_OTHER};
 pub use server::{
-    AvatarState, Capabilities, Chunk, MediaDown, MediaKindDown, Message, ServerFrame,
+    AvatarState, Capabilities, Chunk, MediaDown, MediaKindDown, Message, PushCapability,
+    ServerFrame,
 };
 
 /// For `skip_serializing_if`: flags that are off are left out of the frame.

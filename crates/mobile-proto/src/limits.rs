@@ -53,3 +53,6 @@ pub const MAX_ID_BYTES: usize = 256;
 /// Default `max_message_chars`: replies are split into chunks of at most this many
 /// characters, a size every mobile UI renders without trouble.
 pub const MAX_MESSAGE_CHARS: u32 = 4000;
+
+/// The longest push subscription (endpoint and keys) a server keeps.
+pub const MAX_PUSH_SUBSCRIPTION_BYTES: usize = 1024;

@@ -67,6 +67,10 @@ pub enum ServerFrame {
     },
     /// Answer to `ping`.
     Pong,
+    /// The app's push subscription is kept.
+    PushSubscribed,
+    /// The app's push subscription is gone.
+    PushUnsubscribed,
     /// A frame type this build does not know, from a newer server; clients ignore it.
     /// Encoding it writes just its `t`, so it should never be built with a known `t`.
     #[serde(untagged)]
@@ -104,6 +108,17 @@ pub struct Capabilities {
     /// Card kinds the server may send.
     #[serde(default)]
     pub prompts: Vec<PromptKind>,
+    /// Notifications while the app is closed (Web Push), when the server sends them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushCapability>,
+}
+
+/// How an app subscribes to notifications: the server's VAPID key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushCapability {
+    /// The server's public key, an uncompressed P-256 point in base64url without
+    /// padding: the `applicationServerKey` of a subscription.
+    pub vapid_key: String,
 }
 
 impl Default for Capabilities {
@@ -116,6 +131,7 @@ impl Default for Capabilities {
             streaming: true,
             voice: true,
             prompts: PromptKind::ALL.to_vec(),
+            push: None,
         }
     }
 }
@@ -328,6 +344,8 @@ impl ServerFrame {
             ServerFrame::Media(_) => "media",
             ServerFrame::Error { .. } => "error",
             ServerFrame::Pong => "pong",
+            ServerFrame::PushSubscribed => "push_subscribed",
+            ServerFrame::PushUnsubscribed => "push_unsubscribed",
             ServerFrame::Unknown { t } => t,
         }
     }
@@ -373,6 +391,12 @@ impl Frame for ServerFrame {
                 message: b.message,
             }),
             "pong" => IgnoredAny::deserialize(members).map(|_| ServerFrame::Pong),
+            "push_subscribed" => {
+                IgnoredAny::deserialize(members).map(|_| ServerFrame::PushSubscribed)
+            }
+            "push_unsubscribed" => {
+                IgnoredAny::deserialize(members).map(|_| ServerFrame::PushUnsubscribed)
+            }
             _ => return None,
         })
     }

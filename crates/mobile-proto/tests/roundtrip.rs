@@ -4,7 +4,8 @@
 use herald_mobile_proto::{
     limits, Audio, AvatarState, Capabilities, Chunk, ClientFrame, Deliver, DeliverMedia,
     DeviceInfo, ErrorCode, Hello, MediaDown, MediaKind, MediaKindDown, MediaUp, Message,
-    OptionStyle, PromptAnswer, PromptCard, PromptKind, PromptOption, ServerFrame, Text,
+    OptionStyle, PromptAnswer, PromptCard, PromptKind, PromptOption, PushCapability, PushKeys,
+    PushSubscription, ServerFrame, Text, Visibility,
 };
 use proptest::option::of;
 use proptest::prelude::*;
@@ -137,6 +138,19 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
             };
             ClientFrame::Deliver(Deliver { to, text, media })
         });
+    let subscribe = (
+        "[a-z0-9./:-]{1,200}",
+        "[A-Za-z0-9_-]{1,90}",
+        "[A-Za-z0-9_-]{1,30}",
+    )
+        .prop_map(|(endpoint, p256dh, auth)| {
+            ClientFrame::PushSubscribe(PushSubscription {
+                endpoint,
+                keys: PushKeys { p256dh, auth },
+            })
+        });
+    let visibility =
+        any::<bool>().prop_map(|visible| ClientFrame::Visibility(Visibility { visible }));
     prop_oneof![
         hello,
         text_frame,
@@ -144,7 +158,10 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
         media,
         prompt,
         deliver,
-        Just(ClientFrame::Ping)
+        Just(ClientFrame::Ping),
+        subscribe,
+        Just(ClientFrame::PushUnsubscribe),
+        visibility,
     ]
 }
 
@@ -157,6 +174,7 @@ fn capabilities() -> impl Strategy<Value = Capabilities> {
         any::<bool>(),
         any::<bool>(),
         prop::collection::vec(prompt_kind(), 0..5),
+        prop::option::of("[A-Za-z0-9_-]{1,90}"),
     )
         .prop_map(
             |(
@@ -167,6 +185,7 @@ fn capabilities() -> impl Strategy<Value = Capabilities> {
                 streaming,
                 voice,
                 prompts,
+                vapid_key,
             )| Capabilities {
                 max_media_bytes,
                 max_frame_bytes,
@@ -175,6 +194,7 @@ fn capabilities() -> impl Strategy<Value = Capabilities> {
                 streaming,
                 voice,
                 prompts,
+                push: vapid_key.map(|vapid_key| PushCapability { vapid_key }),
             },
         )
 }
@@ -312,6 +332,8 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
         media,
         error,
         Just(ServerFrame::Pong),
+        Just(ServerFrame::PushSubscribed),
+        Just(ServerFrame::PushUnsubscribed),
         unknown
     ]
 }

@@ -61,6 +61,7 @@ pub struct Config {
     pub mobile: MobileConfig,
     pub admin: AdminConfig,
     pub inbox: InboxConfig,
+    pub push: PushConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -143,6 +144,30 @@ pub struct AdminConfig {
     pub host: IpAddr,
     /// 0 picks a free port; the CLI finds it in the data directory either way.
     pub port: u16,
+}
+
+/// Notifications to apps that are closed (Web Push; docs/notifications.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PushConfig {
+    /// Offer notifications to apps (`HERALD_PUSH=0` turns them off).
+    pub enabled: bool,
+    /// Who runs this server, for push services to reach (a `mailto:` or `https:` URL).
+    pub contact: String,
+    /// Accept push endpoints on private and loopback addresses, plain `http://` there
+    /// included: only for a push service on the owner's own network
+    /// (`HERALD_PUSH_ALLOW_PRIVATE`).
+    pub allow_private_endpoints: bool,
+}
+
+impl Default for PushConfig {
+    fn default() -> Self {
+        PushConfig {
+            enabled: true,
+            contact: "mailto:herald@localhost".into(),
+            allow_private_endpoints: false,
+        }
+    }
 }
 
 /// The recordings and uploads handed to the agent (`<data dir>/inbox`).
@@ -259,6 +284,12 @@ impl Config {
         if let Some(url) = var("MOBILE_AVATAR_URL").filter(|u| !u.is_empty()) {
             mobile.avatar_url = Some(url);
         }
+        if let Some(on) = var("HERALD_PUSH") {
+            self.push.enabled = parse_bool("HERALD_PUSH", &on)?;
+        }
+        if let Some(on) = var("HERALD_PUSH_ALLOW_PRIVATE") {
+            self.push.allow_private_endpoints = parse_bool("HERALD_PUSH_ALLOW_PRIVATE", &on)?;
+        }
         if let Some(mb) = var("HERALD_INBOX_MAX_MB").filter(|v| !v.is_empty()) {
             self.inbox.max_mb = parse_number("HERALD_INBOX_MAX_MB", &mb)?;
         }
@@ -274,6 +305,13 @@ impl Config {
             name: name.into(),
             reason: reason.into(),
         };
+        let contact = &self.push.contact;
+        if !(contact.starts_with("mailto:") || contact.starts_with("https://")) {
+            return Err(invalid(
+                "push.contact",
+                "must be a mailto: or https: URL (push services use it to reach you)",
+            ));
+        }
         if !(5..=300).contains(&self.gadget.heartbeat_s) {
             return Err(invalid(
                 "gadget.heartbeat_s",

@@ -10,6 +10,7 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use herald_port::{Agent, Authorizer, DeliveryError, Outbound, Platform};
+use herald_push::Pusher;
 use herald_store::StoreHandle;
 use tokio::sync::oneshot;
 
@@ -29,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) inbox: Arc<Inbox>,
     /// Questions shown on more than the device asked (`crate::questions`).
     pub(crate) questions: Questions,
+    /// Notifications to apps that are closed, when they are on (`crate::notify`).
+    pub(crate) pusher: Option<Pusher>,
     /// Set once at start-up, when the backend exists.
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
     /// The way to every device, whatever its platform (the router, which holds this:
@@ -37,12 +40,18 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(store: StoreHandle, metrics: Arc<Metrics>, inbox: Arc<Inbox>) -> Self {
+    pub(crate) fn new(
+        store: StoreHandle,
+        metrics: Arc<Metrics>,
+        inbox: Arc<Inbox>,
+        pusher: Option<Pusher>,
+    ) -> Self {
         Shared {
             store,
             metrics,
             inbox,
             questions: Questions::default(),
+            pusher,
             backend: OnceLock::new(),
             outbound: OnceLock::new(),
         }
@@ -54,7 +63,7 @@ impl Shared {
         let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
         let store = StoreHandle::new(Arc::new(store)).unwrap();
         let inbox = Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
-        Arc::new(Shared::new(store, Default::default(), inbox))
+        Arc::new(Shared::new(store, Default::default(), inbox, None))
     }
 
     pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {

@@ -42,6 +42,7 @@ mod listener;
 mod metrics;
 mod mobile;
 pub mod net;
+mod notify;
 mod places;
 mod questions;
 mod queue;
@@ -90,6 +91,8 @@ pub enum StartError {
     Tls(#[from] TlsError),
     #[error(transparent)]
     Mobile(#[from] mobile::MobileSetupError),
+    #[error(transparent)]
+    Push(#[from] herald_push::PushError),
     #[error("cannot listen for {what} on {addr}: {source}")]
     Bind {
         what: &'static str,
@@ -174,7 +177,16 @@ impl Server {
         }
         // Voice and files from devices, for the agent to read.
         let inbox = Inbox::open(data_dir.join("inbox"), &config.inbox).map_err(data_err)?;
-        let shared = Arc::new(Shared::new(store.clone(), metrics.clone(), inbox.clone()));
+        let pusher = match config.push.enabled {
+            true => Some(notify::start_pusher(data_dir, &config.push, &store)?),
+            false => None,
+        };
+        let shared = Arc::new(Shared::new(
+            store.clone(),
+            metrics.clone(),
+            inbox.clone(),
+            pusher,
+        ));
         let known = gadget::KnownDevices::from_store(store.blocking()).map_err(store_err)?;
         let gadget = Arc::new(GadgetHub::new(
             shared.clone(),
@@ -193,7 +205,11 @@ impl Server {
         };
         let mobile = Arc::new(MobileHub::new(
             shared.clone(),
-            mobile::PhoneParts::new(config.mobile.clone(), &app_token)?,
+            mobile::PhoneParts::new(
+                config.mobile.clone(),
+                &app_token,
+                config.push.allow_private_endpoints,
+            )?,
         ));
         let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(
             shared.clone(),

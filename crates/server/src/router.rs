@@ -18,6 +18,8 @@ use crate::gadget::{self, GadgetHub};
 use crate::hub::Shared;
 use crate::mobile::{self, MobileHub};
 use crate::questions::Question;
+use herald_session::mobile::card_for;
+use herald_session::mobile::push::question_note;
 use herald_store::StoreError;
 
 pub(crate) struct Router {
@@ -143,6 +145,16 @@ impl Router {
         };
         let questions = &self.shared.questions;
         questions.open(prompt_id.to_owned(), question.clone(), now);
+        // Nobody looking at any of their apps: a notification (`crate::notify`).
+        let card = card_for(
+            prompt_id.to_owned(),
+            question.prompt.clone(),
+            ttl,
+            String::new(),
+            Some(&question.asked_by),
+        );
+        let note = question_note(&card, Some(&question.asked_by), &chat.id);
+        self.mobile.notify(&question.person, &note).await;
         let phones = match self.shared.store.run(|s| s.phones()).await {
             Ok(phones) => phones,
             Err(err) => {

@@ -102,6 +102,29 @@ pub struct PhoneRecord {
     pub last_seen: Millis,
 }
 
+/// Where a phone's notifications go: its Web Push subscription.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PushRecord {
+    pub device_id: String,
+    pub user_id: String,
+    /// A capability URL: whoever has it may push to the app. Never logged.
+    pub endpoint: String,
+    /// The app's P-256 public key, uncompressed.
+    pub p256dh: Vec<u8>,
+    /// The app's auth secret.
+    pub auth: Vec<u8>,
+}
+
+/// The device and user only: the endpoint and keys stay out of logs.
+impl std::fmt::Debug for PushRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushRecord")
+            .field("device_id", &self.device_id)
+            .field("user_id", &self.user_id)
+            .finish_non_exhaustive()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PhoneClaim {
     /// The device id is (now) this user's.
@@ -190,6 +213,16 @@ pub trait Store: Send + Sync + 'static {
     fn phones(&self) -> Result<Vec<PhoneRecord>, StoreError>;
     /// The user who owns a phone's device id, if it has connected.
     fn phone_owner(&self, device_id: &str) -> Result<Option<String>, StoreError>;
+    /// Keep a phone's push subscription, replacing the one it had.
+    fn put_push_subscription(
+        &self,
+        subscription: &PushRecord,
+        now: Millis,
+    ) -> Result<(), StoreError>;
+    /// Drop a phone's push subscription; returns whether it had one.
+    fn remove_push_subscription(&self, device_id: &str) -> Result<bool, StoreError>;
+    /// The push subscriptions of every phone of `user_id`.
+    fn push_subscriptions(&self, user_id: &str) -> Result<Vec<PushRecord>, StoreError>;
     /// Keep a frame of a running turn for a phone that is away, within the outbox's
     /// bounds (the oldest go first).
     fn outbox_push(&self, device_id: &str, frame: &str, now: Millis) -> Result<(), StoreError>;

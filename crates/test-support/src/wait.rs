@@ -29,3 +29,17 @@ pub async fn promptly<F: Future>(work: F) -> F::Output {
         _ = limit => panic!("nothing came within {WAIT:?}"),
     }
 }
+
+/// Poll `probe` until it gives a value: for what the server does on a task of its own
+/// (a push, a write to its store). Panics after [`WAIT`] of real time.
+pub async fn until<T>(mut probe: impl FnMut() -> Option<T>) -> T {
+    promptly(async {
+        loop {
+            if let Some(found) = probe() {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}

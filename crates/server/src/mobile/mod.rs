@@ -23,7 +23,7 @@ mod socket;
 use std::sync::Mutex;
 
 use dashmap::DashMap;
-use herald_mobile_proto::{limits, Capabilities, Deliver, TokenSet};
+use herald_mobile_proto::{limits, Capabilities, Deliver, PushCapability, TokenSet};
 use herald_port::{DeliveryError, Platform};
 use herald_session::mobile::link::Delivered;
 use herald_session::mobile::uploads::UploadBudget;
@@ -76,6 +76,13 @@ pub(crate) struct PhoneParts {
     cards: DashMap<String, String>,
     /// The bytes of unfinished uploads, per user and in all.
     upload_budget: Mutex<UploadBudget>,
+    /// Phones whose app is connected and in sight, with their user: who needs no
+    /// notification now.
+    pub(crate) in_sight: DashMap<String, String>,
+    /// Push endpoints on private addresses are allowed (`push.allow_private_endpoints`).
+    pub(crate) private_push: bool,
+    /// What was pushed to whom lately, so one thing is pushed once.
+    pub(crate) recent_notes: crate::notify::Recent,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +126,11 @@ fn check_strength(app_token: &str, extra: &str, deliver: &str) -> Result<(), Mob
 }
 
 impl PhoneParts {
-    pub(crate) fn new(config: MobileConfig, app_token: &str) -> Result<Self, MobileSetupError> {
+    pub(crate) fn new(
+        config: MobileConfig,
+        app_token: &str,
+        private_push: bool,
+    ) -> Result<Self, MobileSetupError> {
         let extra = config.extra_tokens.as_ref().map_or("", |s| s.expose());
         let deliver = config
             .deliver_tokens
@@ -136,6 +147,9 @@ impl PhoneParts {
             deliver_tokens,
             cards: DashMap::new(),
             upload_budget: Mutex::new(UploadBudget::default()),
+            in_sight: DashMap::new(),
+            private_push,
+            recent_notes: Default::default(),
         })
     }
 }
@@ -193,10 +207,22 @@ impl MobileHub {
     }
 
     fn capabilities(&self) -> Capabilities {
+        let push = self.shared.pusher.as_ref().map(|pusher| PushCapability {
+            vapid_key: pusher.public_key().to_owned(),
+        });
         Capabilities {
             max_message_chars: self.own.config.max_message_chars,
+            push,
             ..Capabilities::default()
         }
+    }
+
+    /// Whether one of `user_id`'s apps is connected and in sight.
+    pub(crate) fn in_sight_of(&self, user_id: &str) -> bool {
+        self.own
+            .in_sight
+            .iter()
+            .any(|entry| entry.value() == user_id)
     }
 
     /// Push `deliver` to the phone it names, once `owner` (when there is one) is known

@@ -15,6 +15,7 @@ use herald_port::{
 
 use super::core::{Core, Effect, OpenCard};
 use super::media::{mime_for, split_chunks, FileDown};
+use super::push::question_note;
 use crate::{done, CallId, Counted};
 
 /// Under a multi-select question: a card takes one tap, so several choices are typed.
@@ -38,6 +39,9 @@ impl Core {
                 text,
                 finalize,
             } => {
+                if finalize {
+                    self.note_message(&message_id, &text);
+                }
                 let frame = ServerFrame::Message(proto::Message {
                     id: message_id,
                     text: self.cap(&text),
@@ -188,6 +192,7 @@ impl Core {
             self.emit(&frame)?;
             return Ok(id);
         }
+        self.note_message(&id, text);
         let chunks = split_chunks(text, self.max_message_chars);
         let total = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
         for (index, chunk) in (0u32..).zip(chunks) {
@@ -233,76 +238,10 @@ impl Core {
         now: Instant,
     ) -> Result<String, DeliveryError> {
         let timeout = ttl_s.unwrap_or(limits::PROMPT_TIMEOUT_SECS);
-        // An option the agent does not offer is not on the card, so it is not accepted
-        // either: "always" needs both permissions, "session" its own.
-        let (session, permanent) = match &prompt {
-            Prompt::ExecApproval {
-                allow_session,
-                allow_permanent,
-                ..
-            } => (*allow_session, *allow_session && *allow_permanent),
-            _ => (true, true),
-        };
-        let (kind, text, choices, command, description) = match prompt {
-            Prompt::ExecApproval {
-                command,
-                description,
-                ..
-            } => (
-                PromptKind::ExecApproval,
-                format!("Allow this command?\n{command}"),
-                Vec::new(),
-                Some(command),
-                Some(description),
-            ),
-            Prompt::Confirm { title, text } => (
-                PromptKind::Confirm,
-                if title.is_empty() {
-                    text
-                } else {
-                    format!("{title}\n{text}")
-                },
-                Vec::new(),
-                None,
-                None,
-            ),
-            Prompt::Clarify {
-                question,
-                choices,
-                multi_select,
-            } => {
-                // One option per tap: several are typed as one answer, commas between.
-                let text = if multi_select && !choices.is_empty() {
-                    format!("{question}\n{}", MULTI_SELECT_HINT)
-                } else {
-                    question
-                };
-                (PromptKind::Clarify, text, choices, None, None)
-            }
-        };
-        let text = match asked_by {
-            Some(device) => format!("{device} asks: {text}"),
-            None => text,
-        };
-        let card = PromptCard {
-            id: id.clone(),
-            options: kind
-                .options(&choices)
-                .into_iter()
-                .filter(|option| match option.id.as_str() {
-                    "always" => permanent,
-                    "session" => session,
-                    _ => true,
-                })
-                .collect(),
-            kind,
-            text,
-            session: proto::session_key(&self.device_id),
-            timeout_seconds: timeout,
-            command,
-            description,
-        };
+        let session = proto::session_key(&self.device_id);
+        let card = card_for(id.clone(), prompt, timeout, session, asked_by);
         self.emit(&ServerFrame::Prompt(card.clone()))?;
+        self.note_away(question_note(&card, asked_by, &self.device_id));
         self.effect(Effect::CardShown {
             prompt_id: id.clone(),
         });
@@ -361,5 +300,86 @@ impl Core {
             }
         }
         Ok(())
+    }
+}
+
+/// The card for question `id` (shown for `timeout` seconds in session `session`): its
+/// text, named after `asked_by` when another device asked, and only the options the
+/// agent allows.
+pub fn card_for(
+    id: String,
+    prompt: Prompt,
+    timeout: u32,
+    session: String,
+    asked_by: Option<&str>,
+) -> PromptCard {
+    // An option the agent does not offer is not on the card, so it is not accepted
+    // either: "always" needs both permissions, "session" its own.
+    let (allow_session, permanent) = match &prompt {
+        Prompt::ExecApproval {
+            allow_session,
+            allow_permanent,
+            ..
+        } => (*allow_session, *allow_session && *allow_permanent),
+        _ => (true, true),
+    };
+    let (kind, text, choices, command, description) = match prompt {
+        Prompt::ExecApproval {
+            command,
+            description,
+            ..
+        } => (
+            PromptKind::ExecApproval,
+            format!("Allow this command?\n{command}"),
+            Vec::new(),
+            Some(command),
+            Some(description),
+        ),
+        Prompt::Confirm { title, text } => (
+            PromptKind::Confirm,
+            if title.is_empty() {
+                text
+            } else {
+                format!("{title}\n{text}")
+            },
+            Vec::new(),
+            None,
+            None,
+        ),
+        Prompt::Clarify {
+            question,
+            choices,
+            multi_select,
+        } => {
+            // One option per tap: several are typed as one answer, commas between.
+            let text = if multi_select && !choices.is_empty() {
+                format!("{question}\n{}", MULTI_SELECT_HINT)
+            } else {
+                question
+            };
+            (PromptKind::Clarify, text, choices, None, None)
+        }
+    };
+    let text = match asked_by {
+        Some(device) => format!("{device} asks: {text}"),
+        None => text,
+    };
+    PromptCard {
+        id,
+        options: kind
+            .options(&choices)
+            .into_iter()
+            .filter(|option| match option.id.as_str() {
+                "always" => permanent,
+                "session" => allow_session,
+                _ => true,
+            })
+            .collect(),
+        kind,
+        text,
+        session,
+        timeout_seconds: timeout,
+        command,
+        description,
     }
 }

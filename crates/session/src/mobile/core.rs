@@ -17,6 +17,7 @@ use herald_port::{
 use tracing::warn;
 
 use super::link::{Delivers, Due, Keepalive};
+use super::push::{Note, NoteKind, Subscription};
 use super::seen::SeenIds;
 use super::uploads::{Upload, Uploads};
 use crate::io::{Close, Frame, Output, Transmit};
@@ -84,6 +85,16 @@ pub enum Effect {
         deliver: Box<proto::Deliver>,
         owner: Option<String>,
     },
+    /// Keep this push subscription for the phone (replacing any), then
+    /// [`Core::handle_push_stored`].
+    SavePush(Box<Subscription>),
+    /// Drop the phone's push subscription, then [`Core::handle_push_stored`].
+    RemovePush,
+    /// The app came into sight, or went out of it (or its connection went).
+    Visible(bool),
+    /// Something worth a notification happened while the app was away: send it if none
+    /// of the user's apps is in sight.
+    Notify(Box<Note>),
     /// Read a file and send it in `media` frames, through [`Core::start_file`].
     SendFile {
         kind: proto::MediaKindDown,
@@ -125,6 +136,8 @@ pub(super) enum Held {
     },
     Voice(Box<proto::Audio>),
     Upload(Box<Upload>),
+    /// A push subscription, kept only for an allowed user.
+    Subscribe(Box<Subscription>),
 }
 
 /// What an unpaired user sent, kept in memory (never on disk) until the owner approves
@@ -150,6 +163,10 @@ pub struct Core {
     pub(super) conn: Option<u64>,
     /// When the current connection is pinged, and when its silence ends it.
     keepalive: Option<Keepalive>,
+    /// The app is in sight (it says so with `visibility`; it is, once connected).
+    pub(super) visible: bool,
+    /// Push endpoints on private addresses are allowed (the owner's own push service).
+    pub(super) private_push: bool,
     /// Where the current connection may push with `deliver`.
     pub(super) delivers: Delivers,
     /// Pushes on their way, whichever connection sent them.
@@ -181,6 +198,8 @@ impl Core {
             ids,
             conn: None,
             keepalive: None,
+            visible: false,
+            private_push: false,
             delivers: Delivers::Nowhere,
             pushing: 0,
             user_id: String::new(),
@@ -212,6 +231,7 @@ impl Core {
         self.close(Close::Normal, "replaced by a new connection");
         self.conn = Some(conn);
         self.keepalive = Some(Keepalive::new(now));
+        self.visible = true;
         self.delivers = delivers;
         if self.user_id != user_id {
             // What is held counts against the user it came from.
@@ -242,6 +262,52 @@ impl Core {
     }
 
     // ---- time ----
+
+    /// Allow push endpoints on private and loopback addresses (and plain http there).
+    pub fn allow_private_push(mut self, allow: bool) -> Self {
+        self.private_push = allow;
+        self
+    }
+
+    /// How keeping or dropping the push subscription went.
+    pub fn handle_push_stored(&mut self, subscribed: bool, stored: Result<(), String>) {
+        let frame = match (stored, subscribed) {
+            (Ok(()), true) => ServerFrame::PushSubscribed,
+            (Ok(()), false) => ServerFrame::PushUnsubscribed,
+            (Err(message), _) => ServerFrame::error(ErrorCode::Internal, message),
+        };
+        let _ = self.emit(&frame);
+    }
+
+    /// Whether the app is away: not connected, or out of sight.
+    fn away(&self) -> bool {
+        self.conn.is_none() || !self.visible
+    }
+
+    /// `note`, for the shell to send, when the app is away.
+    pub(super) fn note_away(&mut self, note: Note) {
+        if self.away() {
+            self.out.effects.push(Effect::Notify(Box::new(note)));
+        }
+    }
+
+    /// A whole message `text` (`message_id`): a reply in a turn, else a delivery.
+    pub(super) fn note_message(&mut self, message_id: &str, text: &str) {
+        let (kind, title) = match self.turn {
+            Some(_) => (NoteKind::Reply, "Reply"),
+            None => (NoteKind::Deliver, "Message"),
+        };
+        self.note_away(Note {
+            kind,
+            title: title.to_owned(),
+            body: text.to_owned(),
+            tag: format!("m-{message_id}"),
+            device: self.device_id.clone(),
+            message_id: Some(message_id.to_owned()),
+            prompt_id: None,
+            options: Vec::new(),
+        });
+    }
 
     /// The user this phone belongs to (empty before its first connection).
     pub fn user_id(&self) -> &str {
@@ -381,11 +447,16 @@ impl Core {
             }
             // Told how to pair; their text waits in memory for the approval.
             Ok(false) => {
-                let awaiting = self.awaiting_pairing.get_or_insert(AwaitingPairing {
-                    texts: VecDeque::new(),
-                    until: now + KEEP_UNTIL_PAIRED,
-                });
                 for work in held {
+                    if matches!(work, Held::Subscribe(_)) {
+                        let message = "notifications are for a paired app: pair it first";
+                        self.error(ErrorCode::Forbidden, message);
+                        continue;
+                    }
+                    let awaiting = self.awaiting_pairing.get_or_insert(AwaitingPairing {
+                        texts: VecDeque::new(),
+                        until: now + KEEP_UNTIL_PAIRED,
+                    });
                     let text = matches!(
                         &work,
                         Held::Forward {
@@ -544,6 +615,7 @@ impl SessionCore for Core {
     /// The connection ended on its own (closed, failed or timed out).
     fn handle_closed(&mut self) {
         self.keepalive = None;
+        self.visible = false;
         if self.conn.take().is_some() {
             self.out.effects.push(Effect::Offline);
             // Unfinished uploads are not resumed across connections.

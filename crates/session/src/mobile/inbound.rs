@@ -15,6 +15,7 @@ use herald_port::{InboundBody, MediaKind, PromptAnswer};
 use super::core::{Core, Effect, Held, SaveFile, Saved, MAX_PUSHES};
 use super::link::{Delivered, Delivers};
 use super::media::choice_of;
+use super::push;
 use super::uploads::{Accepted, Upload, UploadError};
 use crate::io::Close;
 use crate::SessionCore;
@@ -53,6 +54,17 @@ impl Core {
                 let _ = self.emit(&ServerFrame::Pong);
             }
             ClientFrame::Hello(_) => self.error(ErrorCode::BadFrame, "hello was already accepted"),
+            ClientFrame::PushSubscribe(sub) => match push::check(&sub, self.private_push) {
+                Ok(sub) => self.for_agent(Held::Subscribe(Box::new(sub))),
+                Err(why) => self.error(ErrorCode::BadFrame, format!("push_subscribe: {why}")),
+            },
+            ClientFrame::PushUnsubscribe => self.effect(Effect::RemovePush),
+            ClientFrame::Visibility(visibility) => {
+                if self.visible != visibility.visible {
+                    self.visible = visibility.visible;
+                    self.effect(Effect::Visible(visibility.visible));
+                }
+            }
             ClientFrame::Deliver(deliver) => {
                 let owner = match &self.delivers {
                     Delivers::Anywhere => None,
@@ -129,6 +141,7 @@ impl Core {
                 self.seen.insert(&upload.id, now);
                 self.effect(Effect::SaveFile(Box::new(upload_file(*upload))));
             }
+            Held::Subscribe(sub) => self.effect(Effect::SavePush(sub)),
         }
     }
 

@@ -21,9 +21,11 @@ mod core;
 mod inbound;
 pub mod link;
 mod media;
+pub mod push;
 mod seen;
 pub mod uploads;
 
+pub use self::calls::card_for;
 pub use self::core::{Core, Effect, SaveFile, Saved};
 pub use self::media::FileDown;
 

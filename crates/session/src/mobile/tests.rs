@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::core::MAX_PUSHES;
 use super::link::{Delivered, Delivers};
+use super::push::NoteKind;
 use super::{Core, Effect};
 use crate::io::Close;
 use crate::{Ids, SessionCore};
@@ -469,7 +470,16 @@ fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
         after,
         Err(RequestError::Delivery(DeliveryError::Offline(_)))
     ));
-    assert!(effects(&mut core).is_empty(), "nothing kept outside a turn");
+    let effects = effects(&mut core);
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Keep(_))),
+        "nothing kept outside a turn"
+    );
+    // Only the notification says it, to a user who has them on.
+    assert!(
+        matches!(&effects[..], [Effect::Notify(note)] if note.body == "after the turn"),
+        "{effects:?}"
+    );
 }
 
 #[test]
@@ -588,4 +598,103 @@ fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
     assert_eq!(frames[0]["code"], "too_big");
     assert_eq!(frames[1], json!({"close": "too_big", "conn": 3}));
     assert!(!core.is_current(3), "the connection is let go");
+}
+
+fn subscribe(endpoint: &str) -> ClientFrame {
+    let key = format!("B{}", "A".repeat(86));
+    let frame = json!({"t": "push_subscribe", "endpoint": endpoint,
+        "keys": {"p256dh": key, "auth": "AAAAAAAAAAAAAAAAAAAAAA"}});
+    ClientFrame::decode(&frame.to_string()).unwrap()
+}
+
+/// A subscription waits behind the same gate as a message: kept only for an allowed
+/// user, refused (and never stored) for anyone else or with a bad endpoint.
+#[test]
+fn a_push_subscription_is_kept_only_for_an_allowed_user() {
+    let now = crate::testing::start();
+    let mut core = attached();
+    effects(&mut core);
+    core.handle_frame(subscribe("http://push.example.net/1"), now);
+    assert_eq!(sent(&mut core)[0]["code"], "bad_frame", "not https");
+    assert!(effects(&mut core).is_empty());
+
+    core.handle_frame(subscribe("https://push.example.net/1"), now);
+    assert!(matches!(
+        &effects(&mut core)[..],
+        [Effect::Authorize { .. }]
+    ));
+    core.handle_authorization(Ok(false), now);
+    let refused = sent(&mut core);
+    assert_eq!(refused[0]["code"], "forbidden", "{refused:?}");
+    assert!(!effects(&mut core)
+        .iter()
+        .any(|e| matches!(e, Effect::SavePush(_))));
+
+    core.handle_frame(subscribe("https://push.example.net/1"), now);
+    effects(&mut core);
+    core.handle_authorization(Ok(true), now);
+    let saved = effects(&mut core);
+    let Some(Effect::SavePush(sub)) = saved.iter().find(|e| matches!(e, Effect::SavePush(_)))
+    else {
+        panic!("not kept: {saved:?}")
+    };
+    assert_eq!((sub.p256dh.len(), sub.auth.len()), (65, 16));
+    core.handle_push_stored(true, Ok(()));
+    assert_eq!(kinds(&sent(&mut core)), ["push_subscribed"]);
+
+    let unsubscribe = ClientFrame::decode(r#"{"t":"push_unsubscribe"}"#).unwrap();
+    core.handle_frame(unsubscribe, now);
+    assert!(matches!(&effects(&mut core)[..], [Effect::RemovePush]));
+}
+
+/// What is worth a notification is handed back only while the app is away: out of
+/// sight, or not connected.
+#[test]
+fn notes_come_only_while_the_app_is_away() {
+    let now = crate::testing::start();
+    let mut core = attached();
+    let turn = start_turn(&mut core, now);
+    effects(&mut core);
+    call(&mut core, now, say("in sight")).unwrap();
+    assert!(!effects(&mut core)
+        .iter()
+        .any(|e| matches!(e, Effect::Notify(_))));
+
+    let hidden = ClientFrame::decode(r#"{"t":"visibility","visible":false}"#).unwrap();
+    core.handle_frame(hidden, now);
+    assert!(matches!(&effects(&mut core)[..], [Effect::Visible(false)]));
+    call(&mut core, now, say("out of sight")).unwrap();
+    let notes: Vec<_> = effects(&mut core)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Notify(note) => Some(*note),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(
+        (notes[0].kind, notes[0].body.as_str()),
+        (NoteKind::Reply, "out of sight")
+    );
+
+    let ask = Request::Ask {
+        prompt: Prompt::Confirm {
+            title: String::new(),
+            text: "Lights off?".into(),
+        },
+        ttl_s: None,
+    };
+    call(&mut core, now, ask).unwrap();
+    let question = effects(&mut core)
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Notify(note) => Some(*note),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(question.kind, NoteKind::Question);
+    assert_eq!(question.body, "Lights off?");
+    let ids: Vec<&str> = question.options.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, ["once", "always", "cancel"]);
+    core.handle_notification(end(turn), now);
 }

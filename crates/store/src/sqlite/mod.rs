@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use super::{
     DeviceProfile, DeviceRecord, Enrollment, Millis, OtaImage, OtaProgress, OtaUpdate,
-    PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, Store, StoreError,
+    PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, PushRecord, Store, StoreError,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
@@ -108,6 +108,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE devices_by_id RENAME TO devices;",
     // 8: the person a gadget belongs to (a phone user's id), set at pairing or later.
     "ALTER TABLE devices ADD COLUMN owner TEXT;",
+    // 9: where to send a phone's notifications while its app is closed (Web Push).
+    "CREATE TABLE push_subscriptions (
+        device_id   TEXT PRIMARY KEY,
+        user_id     TEXT NOT NULL,
+        endpoint    TEXT NOT NULL,
+        p256dh      BLOB NOT NULL,
+        auth        BLOB NOT NULL,
+        created_at  INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX push_subscriptions_by_user ON push_subscriptions (user_id);",
 ];
 
 /// Every transaction here writes: taking the write lock at `BEGIN` lets SQLite wait for
@@ -320,6 +330,22 @@ impl Store for SqliteStore {
 
     fn phone_owner(&self, device_id: &str) -> Result<Option<String>, StoreError> {
         self.with(|conn| Ok(phones::phone_owner(conn, device_id)?))
+    }
+
+    fn put_push_subscription(
+        &self,
+        subscription: &PushRecord,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        self.with(|conn| phones::put_push_subscription(conn, subscription, now))
+    }
+
+    fn remove_push_subscription(&self, device_id: &str) -> Result<bool, StoreError> {
+        self.with(|conn| phones::remove_push_subscription(conn, device_id))
+    }
+
+    fn push_subscriptions(&self, user_id: &str) -> Result<Vec<PushRecord>, StoreError> {
+        self.with(|conn| phones::push_subscriptions(conn, user_id))
     }
 
     fn outbox_push(&self, device_id: &str, frame: &str, now: Millis) -> Result<(), StoreError> {

@@ -6,7 +6,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::write_transaction;
 use crate::{
-    Millis, PhoneClaim, PhoneInfo, PhoneRecord, StoreError, MAX_PHONES_PER_USER, STALE_PHONE_DAYS,
+    Millis, PhoneClaim, PhoneInfo, PhoneRecord, PushRecord, StoreError, MAX_PHONES_PER_USER,
+    STALE_PHONE_DAYS,
 };
 
 /// Whether `user_id` may add a phone: under [`MAX_PHONES_PER_USER`], after forgetting
@@ -134,4 +135,57 @@ pub(super) fn outbox_take(
     )?;
     tx.commit()?;
     Ok(frames)
+}
+
+/// Keep `sub` as its device's one subscription.
+pub(super) fn put_push_subscription(
+    conn: &Connection,
+    sub: &PushRecord,
+    now: Millis,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO push_subscriptions (device_id, user_id, endpoint, p256dh, auth, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (device_id) DO UPDATE SET user_id = ?2, endpoint = ?3, p256dh = ?4,
+             auth = ?5, created_at = ?6",
+    )?
+    .execute(params![
+        sub.device_id,
+        sub.user_id,
+        sub.endpoint,
+        sub.p256dh,
+        sub.auth,
+        now
+    ])?;
+    Ok(())
+}
+
+pub(super) fn remove_push_subscription(
+    conn: &Connection,
+    device_id: &str,
+) -> Result<bool, StoreError> {
+    let removed = conn
+        .prepare_cached("DELETE FROM push_subscriptions WHERE device_id = ?1")?
+        .execute([device_id])?;
+    Ok(removed > 0)
+}
+
+pub(super) fn push_subscriptions(
+    conn: &Connection,
+    user_id: &str,
+) -> Result<Vec<PushRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT device_id, user_id, endpoint, p256dh, auth FROM push_subscriptions
+         WHERE user_id = ?1 ORDER BY device_id",
+    )?;
+    let rows = stmt.query_map([user_id], |row| {
+        Ok(PushRecord {
+            device_id: row.get(0)?,
+            user_id: row.get(1)?,
+            endpoint: row.get(2)?,
+            p256dh: row.get(3)?,
+            auth: row.get(4)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

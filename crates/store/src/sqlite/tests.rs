@@ -420,3 +420,44 @@ fn a_gadget_s_owner_is_kept_changed_and_cleared() {
     assert!(store.set_owner("hg-1", None).unwrap());
     assert_eq!(store.device("hg-1").unwrap().unwrap().owner, None);
 }
+
+#[test]
+fn a_phone_keeps_one_push_subscription_found_by_its_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
+    let record = |device: &str, user: &str, endpoint: &str| crate::PushRecord {
+        device_id: device.into(),
+        user_id: user.into(),
+        endpoint: endpoint.into(),
+        p256dh: vec![4; 65],
+        auth: vec![1; 16],
+    };
+    store
+        .put_push_subscription(&record("tel-1", "u-a", "https://push.example/1"), 1)
+        .unwrap();
+    store
+        .put_push_subscription(&record("tel-2", "u-a", "https://push.example/2"), 1)
+        .unwrap();
+    store
+        .put_push_subscription(&record("tel-1", "u-a", "https://push.example/3"), 2)
+        .unwrap();
+    store
+        .put_push_subscription(&record("tel-9", "u-b", "https://push.example/9"), 1)
+        .unwrap();
+    let mine = store.push_subscriptions("u-a").unwrap();
+    let endpoints: Vec<&str> = mine.iter().map(|s| s.endpoint.as_str()).collect();
+    assert_eq!(
+        endpoints,
+        ["https://push.example/3", "https://push.example/2"]
+    );
+    assert!(store.remove_push_subscription("tel-1").unwrap());
+    assert!(!store.remove_push_subscription("tel-1").unwrap());
+    drop(store);
+    let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
+    assert_eq!(store.push_subscriptions("u-a").unwrap().len(), 1, "kept");
+    let shown = format!("{:?}", store.push_subscriptions("u-a").unwrap());
+    assert!(
+        !shown.contains("push.example"),
+        "no endpoint in a log: {shown}"
+    );
+}

@@ -31,6 +31,7 @@ use crate::ids::OsEntropy;
 use crate::questions::Question;
 use crate::session::{Session, SessionKind};
 use crate::socket::Outgoing;
+use herald_store::PushRecord;
 
 /// Frames kept for a phone that is away lapse after this long.
 const OUTBOX_TTL_MS: i64 = limits::OUTBOX_TTL_SECS as i64 * 1000;
@@ -103,7 +104,9 @@ impl SessionKind for Phones {
 
     fn start(device_id: String, hub: &MobileHub) -> (Core, ()) {
         let max_chars = hub.own.config.max_message_chars as usize;
-        (Core::new(device_id, max_chars, Ids::new(OsEntropy)), ())
+        let core = Core::new(device_id, max_chars, Ids::new(OsEntropy))
+            .allow_private_push(hub.own.private_push);
+        (core, ())
     }
 
     fn ends(event: &Event) -> Option<(Close, &'static str)> {
@@ -202,6 +205,20 @@ impl SessionKind for Phones {
 }
 
 impl Session<Phones> {
+    /// Whether the phone's app is connected and in sight, for notifications.
+    fn in_sight(&self, visible: bool) {
+        let id = self.core.device_id();
+        match visible {
+            true => {
+                let user = self.core.user_id().to_owned();
+                self.hub.own.in_sight.insert(id.to_owned(), user);
+            }
+            false => {
+                self.hub.own.in_sight.remove(id);
+            }
+        }
+    }
+
     /// The questions still open on another device of this phone's person, shown here
     /// too as it comes online.
     async fn show_open_questions(&mut self) {
@@ -240,9 +257,46 @@ impl Session<Phones> {
         match effect {
             Effect::Online { conn } => {
                 self.went_online(conn);
+                self.in_sight(true);
                 self.show_open_questions().await;
             }
-            Effect::Offline => self.went_offline(),
+            Effect::Offline => {
+                self.went_offline();
+                self.in_sight(false);
+            }
+            Effect::Visible(visible) => self.in_sight(visible),
+            Effect::Notify(note) => {
+                let user = self.core.user_id().to_owned();
+                self.hub.notify(&user, &note).await;
+            }
+            Effect::SavePush(sub) => {
+                let record = PushRecord {
+                    device_id: self.core.device_id().to_owned(),
+                    user_id: self.core.user_id().to_owned(),
+                    endpoint: sub.endpoint,
+                    p256dh: sub.p256dh,
+                    auth: sub.auth,
+                };
+                let store = &self.hub.shared.store;
+                let saved = store
+                    .run(move |s| s.put_push_subscription(&record, now_ms()))
+                    .await;
+                let saved = saved.map_err(|err| {
+                    warn!(%err, "could not keep a push subscription");
+                    "the server could not keep the subscription".to_owned()
+                });
+                self.core.handle_push_stored(true, saved);
+            }
+            Effect::RemovePush => {
+                let id = self.core.device_id().to_owned();
+                let store = &self.hub.shared.store;
+                let removed = store.run(move |s| s.remove_push_subscription(&id)).await;
+                let removed = removed.map(drop).map_err(|err| {
+                    warn!(%err, "could not drop a push subscription");
+                    "the server could not drop the subscription".to_owned()
+                });
+                self.core.handle_push_stored(false, removed);
+            }
             Effect::Replay => self.replay().await,
             Effect::Keep(frame) => {
                 let id = self.core.device_id().to_owned();

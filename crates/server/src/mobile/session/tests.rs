@@ -12,7 +12,7 @@ use super::*;
 
 fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
     let token = "test-app-token-0123456789abcdef0123";
-    let own = super::super::PhoneParts::new(Default::default(), token).unwrap();
+    let own = super::super::PhoneParts::new(Default::default(), token, false).unwrap();
     Arc::new(MobileHub::new(crate::hub::Shared::in_dir(dir), own))
 }
 
