@@ -10,7 +10,6 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use herald_port::{Agent, Authorizer, DeliveryError, Outbound, Platform};
-use herald_push::Pusher;
 use herald_store::StoreHandle;
 use tokio::sync::oneshot;
 
@@ -18,6 +17,7 @@ use crate::authorized::Authorized;
 use crate::devices::Devices;
 use crate::inbox::Inbox;
 use crate::metrics::Metrics;
+use crate::notify::Notifications;
 use crate::questions::Questions;
 use crate::throttle::FailureThrottle;
 
@@ -30,8 +30,11 @@ pub(crate) struct Shared {
     pub(crate) inbox: Arc<Inbox>,
     /// Questions shown on more than the device asked (`crate::questions`).
     pub(crate) questions: Questions,
-    /// Notifications to apps that are closed, when they are on (`crate::notify`).
-    pub(crate) pusher: Option<Pusher>,
+    /// Notifications to apps that are closed (`crate::notify`).
+    pub(crate) notifications: Notifications,
+    /// The one app token's user, when there is only one: the person every gadget
+    /// belongs to unless someone said otherwise.
+    pub(crate) sole_user: Option<String>,
     /// Set once at start-up, when the backend exists.
     backend: OnceLock<(Arc<dyn Agent>, Arc<dyn Authorizer>)>,
     /// The way to every device, whatever its platform (the router, which holds this:
@@ -44,14 +47,16 @@ impl Shared {
         store: StoreHandle,
         metrics: Arc<Metrics>,
         inbox: Arc<Inbox>,
-        pusher: Option<Pusher>,
+        notifications: Notifications,
+        sole_user: Option<String>,
     ) -> Self {
         Shared {
             store,
             metrics,
             inbox,
             questions: Questions::default(),
-            pusher,
+            notifications,
+            sole_user,
             backend: OnceLock::new(),
             outbound: OnceLock::new(),
         }
@@ -63,7 +68,14 @@ impl Shared {
         let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
         let store = StoreHandle::new(Arc::new(store)).unwrap();
         let inbox = Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
-        Arc::new(Shared::new(store, Default::default(), inbox, None))
+        let notifications = Notifications::default();
+        Arc::new(Shared::new(
+            store,
+            Default::default(),
+            inbox,
+            notifications,
+            None,
+        ))
     }
 
     pub(crate) fn set_backend(&self, agent: Arc<dyn Agent>, authorizer: Arc<dyn Authorizer>) {
@@ -79,6 +91,13 @@ impl Shared {
     /// The way to every device, while the server runs.
     pub(crate) fn outbound(&self) -> Option<Arc<dyn Outbound>> {
         self.outbound.get()?.upgrade()
+    }
+
+    /// The person gadget `device_id` belongs to: its owner, else the only user.
+    pub(crate) async fn owner_of_gadget(&self, device_id: &str) -> Option<String> {
+        let id = device_id.to_owned();
+        let record = self.store.run(move |s| s.device(&id)).await.ok()??;
+        record.owner.or_else(|| self.sole_user.clone())
     }
 
     pub(crate) fn agent(&self) -> Option<&Arc<dyn Agent>> {

@@ -177,6 +177,18 @@ impl Server {
         }
         // Voice and files from devices, for the agent to read.
         let inbox = Inbox::open(data_dir.join("inbox"), &config.inbox).map_err(data_err)?;
+        let app_token = match &config.mobile.token {
+            Some(token) => token.expose().to_owned(),
+            // Generated on first use, so a newcomer's phone connects with nothing to set.
+            None => {
+                ids::load_or_create_token(&data_dir.join(mobile::TOKEN_FILE)).map_err(data_err)?
+            }
+        };
+        let phone_parts = mobile::PhoneParts::new(
+            config.mobile.clone(),
+            &app_token,
+            config.push.allow_private_endpoints,
+        )?;
         let pusher = match config.push.enabled {
             true => Some(notify::start_pusher(data_dir, &config.push, &store)?),
             false => None,
@@ -185,7 +197,8 @@ impl Server {
             store.clone(),
             metrics.clone(),
             inbox.clone(),
-            pusher,
+            notify::Notifications::new(pusher),
+            phone_parts.sole_user(),
         ));
         let known = gadget::KnownDevices::from_store(store.blocking()).map_err(store_err)?;
         let gadget = Arc::new(GadgetHub::new(
@@ -196,21 +209,7 @@ impl Server {
                 Arc::new(known),
             ),
         ));
-        let app_token = match &config.mobile.token {
-            Some(token) => token.expose().to_owned(),
-            // Generated on first use, so a newcomer's phone connects with nothing to set.
-            None => {
-                ids::load_or_create_token(&data_dir.join(mobile::TOKEN_FILE)).map_err(data_err)?
-            }
-        };
-        let mobile = Arc::new(MobileHub::new(
-            shared.clone(),
-            mobile::PhoneParts::new(
-                config.mobile.clone(),
-                &app_token,
-                config.push.allow_private_endpoints,
-            )?,
-        ));
+        let mobile = Arc::new(MobileHub::new(shared.clone(), phone_parts));
         let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(
             shared.clone(),
             gadget.clone(),

@@ -1,7 +1,8 @@
 //! Notifications to a person none of whose apps is in sight (Web Push).
 //!
 //! A phone's core says what is worth telling while its app is away (a question, a
-//! finished reply, a delivery), and the router says it of a question asked of a gadget.
+//! finished reply, a delivery), a gadget's of an event it reports, and the router says
+//! it of a question asked of a gadget.
 //! Here that becomes a push to every subscription of the person, unless one of their
 //! apps is connected and in sight, with the payload docs/mobile-protocol.md describes,
 //! cut to fit. The same thing reaching one person twice within a minute (a question
@@ -12,13 +13,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dashmap::DashMap;
 use herald_push::{Pusher, Settings, Target, VapidKey};
-use herald_session::mobile::push::{Note, NoteKind};
+use herald_session::note::{Note, NoteKind};
 use herald_store::StoreHandle;
 use tracing::warn;
 
 use crate::config::PushConfig;
-use crate::mobile::MobileHub;
 
 /// The VAPID key's file in the data directory.
 pub const VAPID_KEY_FILE: &str = "vapid.key";
@@ -54,52 +55,68 @@ pub(crate) fn start_pusher(
     Ok(Pusher::start(key, settings, gone))
 }
 
-/// Tags pushed lately, per person.
+/// Who is looking, what was pushed lately, and the sender: held once, for every
+/// session that has something to tell.
 #[derive(Default)]
-pub(crate) struct Recent(Mutex<HashMap<(String, String), Instant>>);
-
-impl Recent {
-    /// Whether `tag` for `person` is new (and now noted).
-    fn first(&self, person: &str, tag: &str, now: Instant) -> bool {
-        let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        recent.retain(|_, at| now.duration_since(*at) < SAME_NOTE);
-        recent
-            .insert((person.to_owned(), tag.to_owned()), now)
-            .is_none()
-    }
+pub(crate) struct Notifications {
+    pusher: Option<Pusher>,
+    /// Phones whose app is connected and in sight, with their user: who needs no
+    /// notification now.
+    in_sight: DashMap<String, String>,
+    /// What was pushed to whom lately, so one thing is pushed once.
+    recent: Recent,
 }
 
-impl MobileHub {
-    /// Tell `person` of `note`, unless one of their apps is in sight.
-    pub(crate) async fn notify(&self, person: &str, note: &Note) {
-        let Some(pusher) = &self.shared.pusher else {
+impl Notifications {
+    pub(crate) fn new(pusher: Option<Pusher>) -> Self {
+        Notifications {
+            pusher,
+            ..Notifications::default()
+        }
+    }
+
+    /// The server's VAPID key, when notifications are on.
+    pub(crate) fn public_key(&self) -> Option<&str> {
+        self.pusher.as_ref().map(Pusher::public_key)
+    }
+
+    /// Phone `device` (of `user`) is connected and in sight, or no longer.
+    pub(crate) fn set_in_sight(&self, device: &str, user: &str, in_sight: bool) {
+        match in_sight {
+            true => {
+                self.in_sight.insert(device.to_owned(), user.to_owned());
+            }
+            false => {
+                self.in_sight.remove(device);
+            }
+        }
+    }
+
+    /// Whether one of `user`'s apps is connected and in sight.
+    fn in_sight_of(&self, user: &str) -> bool {
+        self.in_sight.iter().any(|entry| entry.value() == user)
+    }
+
+    /// Tell `person` of `note` on every subscription of theirs, unless one of their
+    /// apps is in sight or they were told the same lately.
+    pub(crate) async fn notify(&self, store: &StoreHandle, person: &str, note: &Note) {
+        let Some(pusher) = &self.pusher else {
             return;
         };
         if person.is_empty()
             || self.in_sight_of(person)
-            || !self
-                .own
-                .recent_notes
-                .first(person, &note.tag, Instant::now())
+            || !self.recent.first(person, &note.tag, Instant::now())
         {
             return;
         }
         let user = person.to_owned();
-        let subscriptions = match self
-            .shared
-            .store
-            .run(move |s| s.push_subscriptions(&user))
-            .await
-        {
+        let subscriptions = match store.run(move |s| s.push_subscriptions(&user)).await {
             Ok(subscriptions) => subscriptions,
             Err(err) => {
                 warn!(%err, "could not read push subscriptions");
                 return;
             }
         };
-        if subscriptions.is_empty() {
-            return;
-        }
         let payload = payload(note);
         let urgent = note.kind == NoteKind::Question;
         for sub in subscriptions {
@@ -112,6 +129,21 @@ impl MobileHub {
             };
             pusher.push(target, payload.clone(), urgent);
         }
+    }
+}
+
+/// Tags pushed lately, per person.
+#[derive(Default)]
+struct Recent(Mutex<HashMap<(String, String), Instant>>);
+
+impl Recent {
+    /// Whether `tag` for `person` is new (and now noted).
+    fn first(&self, person: &str, tag: &str, now: Instant) -> bool {
+        let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        recent.retain(|_, at| now.duration_since(*at) < SAME_NOTE);
+        recent
+            .insert((person.to_owned(), tag.to_owned()), now)
+            .is_none()
     }
 }
 

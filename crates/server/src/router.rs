@@ -94,9 +94,7 @@ impl Router {
         match chat.platform {
             Platform::Gadget => {
                 let record = store.run(move |s| s.device(&id)).await.ok()??;
-                let person = record
-                    .owner
-                    .or_else(|| self.mobile.sole_user().map(str::to_owned))?;
+                let person = record.owner.or_else(|| self.shared.sole_user.clone())?;
                 Some(Asker {
                     person,
                     user: chat.id.clone(),
@@ -154,7 +152,8 @@ impl Router {
             Some(&question.asked_by),
         );
         let note = question_note(&card, Some(&question.asked_by), &chat.id);
-        self.mobile.notify(&question.person, &note).await;
+        let (store, notifications) = (&self.shared.store, &self.shared.notifications);
+        notifications.notify(store, &question.person, &note).await;
         let phones = match self.shared.store.run(|s| s.phones()).await {
             Ok(phones) => phones,
             Err(err) => {

@@ -126,6 +126,18 @@ async fn start() -> Harness {
     .await
 }
 
+/// Phone tel-1 of the app token's user, subscribed to `origin`'s push service: the
+/// phone, its keys and the server's VAPID key.
+async fn subscribed(h: &Harness, origin: &str) -> (Phone, Keys, String) {
+    let (mut phone, ready) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let keys = Keys::new();
+    phone
+        .send(keys.subscribe(&format!("{origin}/push/tel-1")))
+        .await;
+    assert!(matches!(phone.recv().await, ServerFrame::PushSubscribed));
+    (phone, keys, vapid_key(&ready))
+}
+
 fn vapid_key(ready: &ServerFrame) -> String {
     let ServerFrame::Ready { capabilities, .. } = ready else {
         panic!("not ready: {ready:?}")
@@ -142,13 +154,7 @@ fn vapid_key(ready: &ServerFrame) -> String {
 async fn a_question_reaches_a_phone_out_of_sight_as_a_push_it_alone_can_read() {
     let (service, origin) = push_service().await;
     let h = start().await;
-    let (mut phone, ready) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
-    let key = vapid_key(&ready);
-    let keys = Keys::new();
-    phone
-        .send(keys.subscribe(&format!("{origin}/push/tel-1")))
-        .await;
-    assert!(matches!(phone.recv().await, ServerFrame::PushSubscribed));
+    let (mut phone, keys, key) = subscribed(&h, &origin).await;
     phone
         .send(json!({"t": "visibility", "visible": false}))
         .await;
@@ -208,13 +214,7 @@ async fn a_subscription_the_push_service_calls_gone_is_dropped() {
     let (service, origin) = push_service().await;
     *service.answer.lock().unwrap() = Some(StatusCode::GONE);
     let h = start().await;
-    let (mut phone, ready) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
-    let key = vapid_key(&ready);
-    let keys = Keys::new();
-    phone
-        .send(keys.subscribe(&format!("{origin}/push/tel-1")))
-        .await;
-    assert!(matches!(phone.recv().await, ServerFrame::PushSubscribed));
+    let (phone, keys, key) = subscribed(&h, &origin).await;
     let db = h.dir.path().join("herald.db");
     let count = || {
         let conn = rusqlite::Connection::open(&db).unwrap();
@@ -283,4 +283,20 @@ async fn a_subscription_is_refused_and_kept_nowhere_unless_it_is_sound_and_allow
         .query_row("SELECT COUNT(*) FROM push_subscriptions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(stored, 0);
+}
+
+#[tokio::test]
+async fn a_gadget_s_event_reaches_its_person_when_no_app_is_open() {
+    let (service, origin) = push_service().await;
+    let h = start().await;
+    let (phone, keys, key) = subscribed(&h, &origin).await;
+    drop(phone);
+
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    conn.send_raw(r#"{"type":"event","name":"doorbell","data":{"door":"front"},"notify":true}"#)
+        .await;
+    let note = nth_push(&service, 0, &keys, &key, &origin).await;
+    assert_eq!(note["kind"], "event");
+    assert_eq!(note["title"], "Test Gadget");
+    assert_eq!(note["body"], r#"doorbell {"door":"front"}"#);
 }

@@ -26,6 +26,7 @@ pub mod gadget;
 mod ids;
 pub mod io;
 pub mod mobile;
+pub mod note;
 #[cfg(test)]
 mod testing;
 

@@ -76,13 +76,8 @@ pub(crate) struct PhoneParts {
     cards: DashMap<String, String>,
     /// The bytes of unfinished uploads, per user and in all.
     upload_budget: Mutex<UploadBudget>,
-    /// Phones whose app is connected and in sight, with their user: who needs no
-    /// notification now.
-    pub(crate) in_sight: DashMap<String, String>,
     /// Push endpoints on private addresses are allowed (`push.allow_private_endpoints`).
     pub(crate) private_push: bool,
-    /// What was pushed to whom lately, so one thing is pushed once.
-    pub(crate) recent_notes: crate::notify::Recent,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,10 +142,17 @@ impl PhoneParts {
             deliver_tokens,
             cards: DashMap::new(),
             upload_budget: Mutex::new(UploadBudget::default()),
-            in_sight: DashMap::new(),
             private_push,
-            recent_notes: Default::default(),
         })
+    }
+}
+
+impl PhoneParts {
+    /// The one user the app tokens stand for, when there is only one.
+    pub(crate) fn sole_user(&self) -> Option<String> {
+        let mut users = self.tokens.user_ids();
+        let first = users.next()?;
+        users.next().is_none().then(|| first.to_owned())
     }
 }
 
@@ -162,14 +164,6 @@ impl MobileHub {
             .upload_budget
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The one user the app tokens stand for, when there is only one: the person every
-    /// gadget belongs to unless someone said otherwise.
-    pub(crate) fn sole_user(&self) -> Option<&str> {
-        let mut users = self.own.tokens.user_ids();
-        let first = users.next()?;
-        users.next().is_none().then_some(first)
     }
 
     /// Whether an app token stands for `user_id`.
@@ -207,22 +201,18 @@ impl MobileHub {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let push = self.shared.pusher.as_ref().map(|pusher| PushCapability {
-            vapid_key: pusher.public_key().to_owned(),
-        });
+        let push = self
+            .shared
+            .notifications
+            .public_key()
+            .map(|key| PushCapability {
+                vapid_key: key.to_owned(),
+            });
         Capabilities {
             max_message_chars: self.own.config.max_message_chars,
             push,
             ..Capabilities::default()
         }
-    }
-
-    /// Whether one of `user_id`'s apps is connected and in sight.
-    pub(crate) fn in_sight_of(&self, user_id: &str) -> bool {
-        self.own
-            .in_sight
-            .iter()
-            .any(|entry| entry.value() == user_id)
     }
 
     /// Push `deliver` to the phone it names, once `owner` (when there is one) is known

@@ -24,6 +24,7 @@ use super::speech::{Speaking, SpeechChunk};
 use super::utterance::Utterance;
 use super::Peer;
 use crate::io::{Close, Frame, Output, Transmit};
+use crate::note::Note;
 use crate::{CallId, Counted, Ids, SessionCore};
 
 /// Work the shell carries out for the core, in order.
@@ -97,6 +98,9 @@ pub enum Effect {
     },
     /// Fit a picture to the device's box and send it on stream `stream`.
     ShowImage(Box<ImageJob>),
+    /// The device reported an event worth telling its person (`notify`): a
+    /// notification, if none of their apps is in sight.
+    Notify(Box<Note>),
     /// Play one of Herald's own cues on the speaker (rate `rate`), replacing what plays.
     PlayCue {
         cue: Cue,

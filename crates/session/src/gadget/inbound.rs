@@ -19,6 +19,7 @@ use super::core::{profile, protocol_error, Core, Effect};
 use super::prompts::{Replied, Show};
 use super::utterance::Utterance;
 use crate::io::Close;
+use crate::note::{Note, NoteKind};
 use crate::{Counted, SessionCore};
 
 impl Core {
@@ -101,6 +102,17 @@ impl Core {
                     .collect();
                 let text = format!("[Gadget event] {name} {data}");
                 let id = self.ids.hex(12);
+                let device = self.conn.as_ref().and_then(|c| c.peer.name.as_deref());
+                self.effect(Effect::Notify(Box::new(Note {
+                    kind: NoteKind::Event,
+                    title: device.unwrap_or(&self.device_id).to_owned(),
+                    body: format!("{name} {data}"),
+                    tag: format!("e-{id}"),
+                    device: self.device_id.clone(),
+                    message_id: None,
+                    prompt_id: None,
+                    options: Vec::new(),
+                })));
                 let body = InboundBody::Text {
                     text,
                     reply_to: None,

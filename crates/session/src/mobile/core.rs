@@ -17,10 +17,11 @@ use herald_port::{
 use tracing::warn;
 
 use super::link::{Delivers, Due, Keepalive};
-use super::push::{Note, NoteKind, Subscription};
+use super::push::Subscription;
 use super::seen::SeenIds;
 use super::uploads::{Upload, Uploads};
 use crate::io::{Close, Frame, Output, Transmit};
+use crate::note::{Note, NoteKind};
 use crate::{CallId, Counted, Ids, SessionCore};
 
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more

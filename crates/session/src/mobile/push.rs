@@ -10,13 +10,13 @@
 //!
 //! The core hands back a [`Note`] when something worth a notification happens while
 //! its app is away (not connected, or out of sight); the shell sends it if none of the
-//! user's other apps is in sight either.
+//! user's other apps is in sight either. [`question_note`] is what a question says.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::note::{Note, NoteKind, NoteOption};
 use base64_simd::URL_SAFE_NO_PAD;
 use herald_mobile_proto::{PromptCard, PushSubscription};
-use serde::Serialize;
 
 /// A subscription that passed every check, keys decoded.
 #[derive(Clone, PartialEq, Eq)]
@@ -141,42 +141,6 @@ fn is_private_v6(ip: &Ipv6Addr) -> bool {
         || ip.is_unspecified()
         || (first & 0xfe00) == 0xfc00
         || (first & 0xffc0) == 0xfe80
-}
-
-/// What a notification is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NoteKind {
-    Question,
-    Reply,
-    Deliver,
-    Event,
-}
-
-/// A notification for a person who is not looking: the payload an app decrypts (see
-/// docs/mobile-protocol.md), before it is cut to fit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Note {
-    pub kind: NoteKind,
-    pub title: String,
-    pub body: String,
-    /// A newer notification with the same tag replaces the older.
-    pub tag: String,
-    /// The device it concerns.
-    pub device: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prompt_id: Option<String>,
-    /// A question's choices: `(id, label)`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub options: Vec<NoteOption>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NoteOption {
-    pub id: String,
-    pub label: String,
 }
 
 /// The notification for question `card`, shown on `device`; `asked_by` names the

@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 
 use super::core::MAX_PUSHES;
 use super::link::{Delivered, Delivers};
-use super::push::NoteKind;
 use super::{Core, Effect};
 use crate::io::Close;
+use crate::note::NoteKind;
 use crate::{Ids, SessionCore};
 
 const USER: &str = "alice";

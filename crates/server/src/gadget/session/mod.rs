@@ -427,6 +427,15 @@ impl Session<Gadgets> {
                 self.core.handle_speech_stopped();
             }
             Effect::ShowImage(job) => self.show_image(*job),
+            Effect::Notify(note) => {
+                let shared = &self.hub.shared;
+                if let Some(person) = shared.owner_of_gadget(self.core.device_id()).await {
+                    shared
+                        .notifications
+                        .notify(&shared.store, &person, &note)
+                        .await;
+                }
+            }
             Effect::PlayCue { cue, rate } => {
                 // Herald's own sound, not the turn's speech: it names no turn. If the
                 // device went meanwhile, nobody misses it.

@@ -207,16 +207,8 @@ impl SessionKind for Phones {
 impl Session<Phones> {
     /// Whether the phone's app is connected and in sight, for notifications.
     fn in_sight(&self, visible: bool) {
-        let id = self.core.device_id();
-        match visible {
-            true => {
-                let user = self.core.user_id().to_owned();
-                self.hub.own.in_sight.insert(id.to_owned(), user);
-            }
-            false => {
-                self.hub.own.in_sight.remove(id);
-            }
-        }
+        let notifications = &self.hub.shared.notifications;
+        notifications.set_in_sight(self.core.device_id(), self.core.user_id(), visible);
     }
 
     /// The questions still open on another device of this phone's person, shown here
@@ -266,8 +258,12 @@ impl Session<Phones> {
             }
             Effect::Visible(visible) => self.in_sight(visible),
             Effect::Notify(note) => {
-                let user = self.core.user_id().to_owned();
-                self.hub.notify(&user, &note).await;
+                let shared = &self.hub.shared;
+                let user = self.core.user_id();
+                shared
+                    .notifications
+                    .notify(&shared.store, user, &note)
+                    .await;
             }
             Effect::SavePush(sub) => {
                 let record = PushRecord {
