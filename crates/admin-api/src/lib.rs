@@ -28,7 +28,7 @@ pub use herald_port::PairingRecord;
 pub use messages::{
     ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceRecordView,
     DeviceView, ErrorBody, Info, LoginLink, OtaRequest, OwnerRequest, PhoneRecordView, PhoneView,
-    RevokeRequest,
+    PushView, RevokeRequest,
 };
 pub use ota::{OtaImage, OtaProgress, OtaStatus, OtaUpdate, OtaView};
 

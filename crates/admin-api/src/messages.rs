@@ -67,6 +67,18 @@ pub struct PhoneRecordView {
     pub first_seen: i64,
     /// Milliseconds since the Unix epoch.
     pub last_seen: i64,
+    /// The app takes notifications while it is closed (it has a push subscription).
+    #[serde(default)]
+    pub notifications: bool,
+}
+
+/// `GET /v1/push`: a phone's push subscription, as the owner may see it: the push
+/// service's host, never the endpoint (whoever has it may push to the app) or keys.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PushView {
+    pub device_id: String,
+    pub user_id: String,
+    pub service: String,
 }
 
 /// `POST /v1/pairing/approve`: a pending pairing by its code, or a user by id.

@@ -364,7 +364,7 @@ pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let now = now_ms();
-    let rows: Vec<[String; 5]> = phones
+    let rows: Vec<[String; 6]> = phones
         .iter()
         .map(|p| {
             let r = &p.record;
@@ -372,6 +372,7 @@ pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
                 r.id.clone(),
                 r.user_id.clone(),
                 r.name.clone().unwrap_or_default(),
+                if r.notifications { "on" } else { "off" }.to_owned(),
                 if p.online { "online" } else { "offline" }.to_owned(),
                 if p.online {
                     "now".to_owned()
@@ -381,7 +382,10 @@ pub fn phones(global: &Global, json: bool) -> anyhow::Result<()> {
             ]
         })
         .collect();
-    print_table(&["ID", "USER", "NAME", "STATUS", "LAST SEEN"], &rows);
+    print_table(
+        &["ID", "USER", "NAME", "NOTIFICATIONS", "STATUS", "LAST SEEN"],
+        &rows,
+    );
     Ok(())
 }
 

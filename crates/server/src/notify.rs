@@ -110,7 +110,7 @@ impl Notifications {
             return;
         }
         let user = person.to_owned();
-        let subscriptions = match store.run(move |s| s.push_subscriptions(&user)).await {
+        let subscriptions = match store.run(move |s| s.push_subscriptions(Some(&user))).await {
             Ok(subscriptions) => subscriptions,
             Err(err) => {
                 warn!(%err, "could not read push subscriptions");

@@ -297,6 +297,17 @@ async fn a_gadget_s_event_reaches_its_person_when_no_app_is_open() {
         .await;
     let note = nth_push(&service, 0, &keys, &key, &origin).await;
     assert_eq!(note["kind"], "event");
+    // The owner sees which phones take notifications (never the endpoint) and can stop it.
+    let (_, phones) = h.admin("GET", "/v1/phones", None).await;
+    assert_eq!(phones[0]["notifications"], true);
+    let (_, listed) = h.admin("GET", "/v1/push", None).await;
+    assert_eq!(listed[0]["device_id"], "tel-1");
+    assert_eq!(listed[0]["service"], origin.trim_start_matches("http://"));
+    assert!(!listed.to_string().contains("/push/tel-1"), "{listed}");
+    let (status, _) = h.admin("DELETE", "/v1/push/tel-1", None).await;
+    assert_eq!(status, 200);
+    let (status, _) = h.admin("DELETE", "/v1/push/tel-1", None).await;
+    assert_eq!(status, 404);
     assert_eq!(note["title"], "Test Gadget");
     assert_eq!(note["body"], r#"doorbell {"door":"front"}"#);
 }

@@ -221,8 +221,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     /// Drop a phone's push subscription; returns whether it had one.
     fn remove_push_subscription(&self, device_id: &str) -> Result<bool, StoreError>;
-    /// The push subscriptions of every phone of `user_id`.
-    fn push_subscriptions(&self, user_id: &str) -> Result<Vec<PushRecord>, StoreError>;
+    /// The push subscriptions of every phone of `user_id`, or of everyone.
+    fn push_subscriptions(&self, user_id: Option<&str>) -> Result<Vec<PushRecord>, StoreError>;
     /// Keep a frame of a running turn for a phone that is away, within the outbox's
     /// bounds (the oldest go first).
     fn outbox_push(&self, device_id: &str, frame: &str, now: Millis) -> Result<(), StoreError>;

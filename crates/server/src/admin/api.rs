@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use herald_admin_api::{
     ApproveRequest, DeliverKind, DeliverRequest, Delivered, DeviceRecordView, DeviceView, Info,
-    OtaView, OwnerRequest, PhoneRecordView, PhoneView, RevokeRequest,
+    OtaView, OwnerRequest, PhoneRecordView, PhoneView, PushView, RevokeRequest,
 };
 use herald_gadget_proto::limits::OTA_MAX_ATTEMPTS;
 use herald_gadget_proto::OtaRefusal;
@@ -79,7 +79,7 @@ pub(super) async fn devices(
 }
 
 /// A phone's record as the API shows it.
-pub(crate) fn phone_view(record: PhoneRecord) -> PhoneRecordView {
+pub(crate) fn phone_view(record: PhoneRecord, notifications: bool) -> PhoneRecordView {
     PhoneRecordView {
         id: record.id,
         user_id: record.user_id,
@@ -87,22 +87,77 @@ pub(crate) fn phone_view(record: PhoneRecord) -> PhoneRecordView {
         platform: record.info.platform,
         first_seen: record.first_seen,
         last_seen: record.last_seen,
+        notifications,
     }
+}
+
+/// The phones with a push subscription.
+pub(crate) async fn subscribed_phones(state: &AdminState) -> Result<Vec<String>, ApiError> {
+    let subscriptions = state
+        .store
+        .run(|store| store.push_subscriptions(None))
+        .await?;
+    Ok(subscriptions.into_iter().map(|sub| sub.device_id).collect())
 }
 
 pub(super) async fn phones(
     State(state): State<AdminState>,
 ) -> Result<Json<Vec<PhoneView>>, ApiError> {
     let records = state.store.run(move |store| store.phones()).await?;
+    let subscribed = subscribed_phones(&state).await?;
     Ok(Json(
         records
             .into_iter()
-            .map(|record| PhoneView {
-                online: state.mobile.devices.is_online(&record.id),
-                record: phone_view(record),
+            .map(|record| {
+                let notifications = subscribed.contains(&record.id);
+                PhoneView {
+                    online: state.mobile.devices.is_online(&record.id),
+                    record: phone_view(record, notifications),
+                }
             })
             .collect(),
     ))
+}
+
+/// `GET /v1/push`: every phone's push subscription, by the push service's host.
+pub(super) async fn push_list(
+    State(state): State<AdminState>,
+) -> Result<Json<Vec<PushView>>, ApiError> {
+    let subscriptions = state
+        .store
+        .run(|store| store.push_subscriptions(None))
+        .await?;
+    let view = |sub: herald_store::PushRecord| {
+        let after_scheme = sub.endpoint.split_once("://").map_or("", |(_, rest)| rest);
+        let service = after_scheme
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or_default();
+        PushView {
+            device_id: sub.device_id,
+            user_id: sub.user_id,
+            service: service.to_owned(),
+        }
+    };
+    Ok(Json(subscriptions.into_iter().map(view).collect()))
+}
+
+/// `DELETE /v1/push/{device}`: no more notifications to that phone's app.
+pub(super) async fn push_remove(
+    State(state): State<AdminState>,
+    UrlPath(device): UrlPath<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = device.clone();
+    let removed = state
+        .store
+        .run(move |store| store.remove_push_subscription(&id))
+        .await?;
+    if !removed {
+        let why = format!("{device} has no push subscription");
+        return Err(ApiError(StatusCode::NOT_FOUND, why));
+    }
+    state.metrics.activity.changed();
+    Ok(Json(serde_json::json!({ "removed": device })))
 }
 
 pub(super) async fn forget(

@@ -16,7 +16,7 @@ use herald_admin_api::{DeviceView, OtaView, PhoneView};
 use herald_port::{ActionError, Card, Chat, DeviceProfile, Platform};
 use serde::{Deserialize, Serialize};
 
-use super::api::{device_view, gauges, ota_view, phone_view};
+use super::api::{device_view, gauges, ota_view, phone_view, subscribed_phones};
 use super::{AdminState, ApiError, App};
 use crate::activity::ConversationEvent;
 use crate::metrics::Stats;
@@ -116,13 +116,14 @@ pub(crate) async fn phone(
         .find(|p| p.id == id)
         .ok_or_else(|| not_found(format!("no phone {id} has connected")))?;
     let paired = paired(&state, Platform::Mobile, &record.user_id, None).await?;
+    let notifications = subscribed_phones(&state).await?.contains(&id);
     let chat = Chat::mobile(id.as_str());
     Ok(Json(PhoneDetail {
         events: state.metrics.activity.recent(&chat),
         paired,
         phone: PhoneView {
             online: state.mobile.devices.is_online(&id),
-            record: phone_view(record),
+            record: phone_view(record, notifications),
         },
     }))
 }

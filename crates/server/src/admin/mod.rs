@@ -36,7 +36,7 @@ use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::StatusCode;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE};
 use herald_port::{AccessError, Authorizer, Outbound};
@@ -137,6 +137,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/v1/devices/{id}/owner", put(api::owner))
         .route("/v1/phones", get(api::phones))
         .route("/v1/phones/{id}", get(console::phone))
+        .route("/v1/push", get(api::push_list))
+        .route("/v1/push/{device}", delete(api::push_remove))
         .route("/v1/pairing", get(api::pairings))
         .route("/v1/pairing/approve", post(api::approve))
         .route("/v1/pairing/revoke", post(api::revoke))

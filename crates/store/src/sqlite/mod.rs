@@ -344,7 +344,7 @@ impl Store for SqliteStore {
         self.with(|conn| phones::remove_push_subscription(conn, device_id))
     }
 
-    fn push_subscriptions(&self, user_id: &str) -> Result<Vec<PushRecord>, StoreError> {
+    fn push_subscriptions(&self, user_id: Option<&str>) -> Result<Vec<PushRecord>, StoreError> {
         self.with(|conn| phones::push_subscriptions(conn, user_id))
     }
 

@@ -172,11 +172,11 @@ pub(super) fn remove_push_subscription(
 
 pub(super) fn push_subscriptions(
     conn: &Connection,
-    user_id: &str,
+    user_id: Option<&str>,
 ) -> Result<Vec<PushRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT device_id, user_id, endpoint, p256dh, auth FROM push_subscriptions
-         WHERE user_id = ?1 ORDER BY device_id",
+         WHERE ?1 IS NULL OR user_id = ?1 ORDER BY device_id",
     )?;
     let rows = stmt.query_map([user_id], |row| {
         Ok(PushRecord {

@@ -444,18 +444,27 @@ fn a_phone_keeps_one_push_subscription_found_by_its_user() {
     store
         .put_push_subscription(&record("tel-9", "u-b", "https://push.example/9"), 1)
         .unwrap();
-    let mine = store.push_subscriptions("u-a").unwrap();
+    let mine = store.push_subscriptions(Some("u-a")).unwrap();
     let endpoints: Vec<&str> = mine.iter().map(|s| s.endpoint.as_str()).collect();
     assert_eq!(
         endpoints,
         ["https://push.example/3", "https://push.example/2"]
     );
+    assert_eq!(
+        store.push_subscriptions(None).unwrap().len(),
+        3,
+        "everyone's"
+    );
     assert!(store.remove_push_subscription("tel-1").unwrap());
     assert!(!store.remove_push_subscription("tel-1").unwrap());
     drop(store);
     let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
-    assert_eq!(store.push_subscriptions("u-a").unwrap().len(), 1, "kept");
-    let shown = format!("{:?}", store.push_subscriptions("u-a").unwrap());
+    assert_eq!(
+        store.push_subscriptions(Some("u-a")).unwrap().len(),
+        1,
+        "kept"
+    );
+    let shown = format!("{:?}", store.push_subscriptions(Some("u-a")).unwrap());
     assert!(
         !shown.contains("push.example"),
         "no endpoint in a log: {shown}"
