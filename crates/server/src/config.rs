@@ -62,6 +62,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub inbox: InboxConfig,
     pub push: PushConfig,
+    pub questions: QuestionsConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -144,6 +145,26 @@ pub struct AdminConfig {
     pub host: IpAddr,
     /// 0 picks a free port; the CLI finds it in the data directory either way.
     pub port: u16,
+}
+
+/// Questions shown on every device of the person asked (docs/gadgets.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuestionsConfig {
+    /// Show a question on the person's other connected phones too.
+    pub share: bool,
+    /// People (user ids) and phones (device ids) that get no copies of questions asked
+    /// elsewhere.
+    pub not_to: Vec<String>,
+}
+
+impl Default for QuestionsConfig {
+    fn default() -> Self {
+        QuestionsConfig {
+            share: true,
+            not_to: Vec::new(),
+        }
+    }
 }
 
 /// Notifications to apps that are closed (Web Push; docs/notifications.md).

@@ -47,6 +47,7 @@ impl Shared {
         store: StoreHandle,
         metrics: Arc<Metrics>,
         inbox: Arc<Inbox>,
+        questions: Questions,
         notifications: Notifications,
         sole_user: Option<String>,
     ) -> Self {
@@ -54,7 +55,7 @@ impl Shared {
             store,
             metrics,
             inbox,
-            questions: Questions::default(),
+            questions,
             notifications,
             sole_user,
             backend: OnceLock::new(),
@@ -68,12 +69,12 @@ impl Shared {
         let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
         let store = StoreHandle::new(Arc::new(store)).unwrap();
         let inbox = Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
-        let notifications = Notifications::default();
         Arc::new(Shared::new(
             store,
             Default::default(),
             inbox,
-            notifications,
+            Questions::new(true, Vec::new()),
+            Notifications::default(),
             None,
         ))
     }

@@ -197,6 +197,7 @@ impl Server {
             store.clone(),
             metrics.clone(),
             inbox.clone(),
+            questions::Questions::new(config.questions.share, config.questions.not_to.clone()),
             notify::Notifications::new(pusher),
             phone_parts.sole_user(),
         ));

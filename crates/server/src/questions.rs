@@ -56,12 +56,29 @@ pub(crate) enum Claim {
 
 #[derive(Default)]
 pub(crate) struct Questions {
+    /// Questions are shared at all (`questions.share`).
+    share: bool,
+    /// People and phones that get no copies (`questions.not_to`).
+    not_to: Vec<String>,
     open: DashMap<String, Question>,
     /// Questions answered, kept until they would have lapsed, so a late answer loses.
     answered: DashMap<String, Instant>,
 }
 
 impl Questions {
+    pub(crate) fn new(share: bool, not_to: Vec<String>) -> Self {
+        Questions {
+            share,
+            not_to,
+            ..Questions::default()
+        }
+    }
+
+    /// Whether `person`'s phone `device` gets copies of their questions.
+    pub(crate) fn shares_with(&self, person: &str, device: &str) -> bool {
+        self.share && !self.not_to.iter().any(|id| id == person || id == device)
+    }
+
     /// Share question `prompt_id`.
     pub(crate) fn open(&self, prompt_id: String, question: Question, now: Instant) {
         self.prune(now);
@@ -94,6 +111,9 @@ impl Questions {
         chat: &Chat,
         now: Instant,
     ) -> Vec<(String, Question)> {
+        if !self.shares_with(person, &chat.id) {
+            return Vec::new();
+        }
         self.open
             .iter()
             .filter(|q| q.person == person && q.expires > now && q.origin != *chat)
@@ -174,7 +194,7 @@ mod tests {
     #[test]
     fn the_first_answer_wins_and_every_other_copy_is_withdrawn() {
         let now = Instant::now();
-        let questions = Questions::default();
+        let questions = Questions::new(true, Vec::new());
         questions.open("p1".into(), question(now), now);
         let (phone, laptop) = (Chat::mobile("tel-1"), Chat::mobile("web-1"));
         questions.shown("p1", phone.clone(), "Alice's phone".into());
@@ -203,7 +223,7 @@ mod tests {
     #[test]
     fn a_device_that_connects_later_gets_what_is_still_open_for_its_person() {
         let now = Instant::now();
-        let questions = Questions::default();
+        let questions = Questions::new(true, Vec::new());
         questions.open("p1".into(), question(now), now);
         let phone = Chat::mobile("tel-1");
         assert_eq!(questions.open_for("u-alice", &phone, now).len(), 1);
@@ -221,5 +241,19 @@ mod tests {
         );
         assert_eq!(questions.close("p1"), vec![phone]);
         assert!(questions.open_for("u-alice", &other, now).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod settings {
+    use super::*;
+
+    #[test]
+    fn sharing_is_off_for_who_the_owner_names_or_for_everyone() {
+        let questions = Questions::new(true, vec!["u-carol".into(), "tel-9".into()]);
+        assert!(questions.shares_with("u-alice", "tel-1"));
+        assert!(!questions.shares_with("u-carol", "tel-2"), "a person");
+        assert!(!questions.shares_with("u-alice", "tel-9"), "a phone");
+        assert!(!Questions::new(false, Vec::new()).shares_with("u-alice", "tel-1"));
     }
 }

@@ -163,6 +163,7 @@ impl Router {
         };
         let theirs = phones.into_iter().filter(|phone| {
             phone.user_id == question.person
+                && questions.shares_with(&question.person, &phone.id)
                 && !(chat.platform == Platform::Mobile && phone.id == chat.id)
                 && self.mobile.devices.is_online(&phone.id)
         });
