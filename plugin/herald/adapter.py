@@ -426,7 +426,14 @@ class HeraldAdapter(BasePlatformAdapter):
 
     def _synthesize(self, text: str) -> Optional[str]:
         words = self.prepare_tts_text(text)
-        return compat.synthesize_speech(words) if words else None
+        if not words:
+            return None
+        # A file of its own, as Hermes's runner names its own (``.mp3``, which Hermes
+        # aligns with a command provider's format): 0.19 names one by the second it was
+        # made in, so gadgets speaking at once would overwrite and remove each other's.
+        folder = data_dir() / "speech"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return compat.synthesize_speech(words, str(folder / f"{secrets.token_hex(8)}.mp3"))
 
     async def send_image_file(
         self,

@@ -246,15 +246,16 @@ def streaming_handle(chat_id: str, audio_format: Any) -> Any:
     return StreamingTTSHandle(chat_id=chat_id, audio_format=audio_format)
 
 
-def synthesize_speech(text: str) -> Optional[str]:
+def synthesize_speech(text: str, output: str) -> Optional[str]:
     """One piece of text through Hermes's configured text-to-speech (its provider and
-    voice); the audio file's path, or None. Blocking."""
+    voice), written at ``output`` (or beside it, with the provider's extension); the audio
+    file's path, or None. Blocking."""
     import json
 
     from tools.tts_tool import text_to_speech_tool
 
     try:
-        result = json.loads(text_to_speech_tool(text=text))
+        result = json.loads(text_to_speech_tool(text=text, output_path=output))
     except (ValueError, TypeError):
         return None
     path = result.get("file_path") if isinstance(result, dict) and result.get("success") else None

@@ -130,6 +130,25 @@ def test_a_reply_of_one_short_sentence_is_heard_within_its_turn(rig: Rig) -> Non
     assert 0.8 * said <= heard <= 1.3 * said, (heard, said)
 
 
+def test_gadgets_speaking_at_once_each_hear_all_of_their_reply(rig: Rig) -> None:
+    rig.add_rules(Rule(match="tell the room a story", reply=STORY, piece_delay_s=WORD_S))
+    gadgets = [rig.gadget(name, speaker_rate=SPEAKER_RATE) for name in ("den", "loft", "nook")]
+    try:
+        # Their sentences are synthesized in the same moments.
+        for gadget in gadgets:
+            gadget.say("tell the room a story")
+        for gadget in gadgets:
+            heard_all(gadget)
+    finally:
+        for gadget in gadgets:
+            gadget.close()
+    whole = espeak_seconds(STORY)
+    for gadget in gadgets:
+        assert len(starts(gadget)) == 1, starts(gadget)
+        heard = seconds_heard(gadget, starts(gadget)[0]["stream"])
+        assert 0.8 * whole <= heard <= 1.3 * whole, (heard, whole)
+
+
 def chime(path: Path, seconds: float, level: int) -> None:
     """A voice file the agent sends: a steady level, nothing like speech, at the
     speaker's rate, so herald passes its samples through as they are."""
