@@ -141,9 +141,12 @@ impl Recent {
     fn first(&self, person: &str, tag: &str, now: Instant) -> bool {
         let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
         recent.retain(|_, at| now.duration_since(*at) < SAME_NOTE);
-        recent
-            .insert((person.to_owned(), tag.to_owned()), now)
-            .is_none()
+        let key = (person.to_owned(), tag.to_owned());
+        if recent.contains_key(&key) {
+            return false;
+        }
+        recent.insert(key, now);
+        true
     }
 }
 

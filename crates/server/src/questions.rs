@@ -18,6 +18,8 @@ use herald_port::{Chat, Prompt};
 
 /// Open questions kept at most; past it, the oldest is no longer shared.
 const MAX_OPEN: usize = 1024;
+/// An answered question is remembered at least this long, so a late answer loses.
+const ANSWERED_FOR: Duration = Duration::from_secs(60);
 
 /// A question the agent asked one device, shared with its person's others.
 #[derive(Debug, Clone)]
@@ -79,9 +81,13 @@ impl Questions {
         self.share && !self.not_to.iter().any(|id| id == person || id == device)
     }
 
-    /// Share question `prompt_id`.
+    /// Share question `prompt_id`, unless it was answered already (sharing runs beside
+    /// the agent's call, so an answer on the asking device may come first).
     pub(crate) fn open(&self, prompt_id: String, question: Question, now: Instant) {
         self.prune(now);
+        if self.answered.contains_key(&prompt_id) {
+            return;
+        }
         if self.open.len() >= MAX_OPEN {
             let oldest = self
                 .open
@@ -128,11 +134,15 @@ impl Questions {
             return Claim::Lost;
         }
         let Some((_, question)) = self.open.remove(prompt_id) else {
+            // Remembered a while, in case it is about to be shared.
+            self.prune(now);
+            self.answered
+                .insert(prompt_id.to_owned(), now + ANSWERED_FOR);
             return Claim::NotShared;
         };
         self.answered.insert(
             prompt_id.to_owned(),
-            question.expires.max(now + Duration::from_secs(60)),
+            question.expires.max(now + ANSWERED_FOR),
         );
         let answered_on = if *from == question.origin {
             question.asked_by.clone()
@@ -218,6 +228,16 @@ mod tests {
             Claim::NotShared,
             "never shared"
         );
+        // Answered before its sharing began: it is not shared after.
+        questions.open("p2".into(), question(now), now);
+        let asker = Chat::gadget("hg-1");
+        assert_eq!(
+            questions
+                .open_for("u-alice", &Chat::mobile("tel-5"), now)
+                .len(),
+            0
+        );
+        assert_eq!(questions.claim("p2", &asker, now), Claim::Lost);
     }
 
     #[test]

@@ -26,14 +26,20 @@ pub(crate) struct Router {
     shared: Arc<Shared>,
     gadget: Arc<GadgetHub>,
     mobile: Arc<MobileHub>,
+    sharing: Sharing,
 }
 
 impl Router {
     pub(crate) fn new(shared: Arc<Shared>, gadget: Arc<GadgetHub>, mobile: Arc<MobileHub>) -> Self {
+        let sharing = Sharing {
+            shared: shared.clone(),
+            mobile: mobile.clone(),
+        };
         Router {
             shared,
             gadget,
             mobile,
+            sharing,
         }
     }
 
@@ -73,6 +79,16 @@ impl Router {
         };
         answer?
     }
+
+    /// The agent withdrew question `prompt_id`: so are its copies.
+    async fn withdraw_copies(&self, prompt_id: &str) {
+        for chat in self.shared.questions.close(prompt_id) {
+            let withdraw = Request::Withdraw {
+                prompt_id: prompt_id.to_owned(),
+            };
+            let _ = self.send(&chat, withdraw).await;
+        }
+    }
 }
 
 /// Who is asked, as the copies of a question name them.
@@ -85,7 +101,15 @@ struct Asker {
     name: String,
 }
 
-impl Router {
+/// What a question asked of one device becomes for its person's other devices: copies
+/// on their connected phones and, when none is in sight, a notification.
+#[derive(Clone)]
+struct Sharing {
+    shared: Arc<Shared>,
+    mobile: Arc<MobileHub>,
+}
+
+impl Sharing {
     /// Whose device `chat` is, when someone's: a phone's user, a gadget's owner (or the
     /// server's only user).
     async fn asker(&self, chat: &Chat) -> Option<Asker> {
@@ -115,18 +139,23 @@ impl Router {
 
     /// Show question `prompt_id`, just asked on `chat`, on every other connected phone
     /// of the same person, and keep it open for those that connect before it is answered
-    /// (`crate::questions`).
-    async fn share_question(
-        &self,
-        chat: &Chat,
-        prompt_id: &str,
-        prompt: Prompt,
-        ttl_s: Option<u32>,
-    ) {
+    /// (`crate::questions`); a person with no phone at all is not asked about.
+    async fn question(&self, chat: &Chat, prompt_id: &str, prompt: Prompt, ttl_s: Option<u32>) {
         let Some(asker) = self.asker(chat).await else {
             return;
         };
-        if !self.mobile.may_see_questions(&asker.person).await {
+        let phones = match self.shared.store.run(|s| s.phones()).await {
+            Ok(phones) => phones,
+            Err(err) => {
+                tracing::warn!(%err, "could not list phones to show a question on");
+                return;
+            }
+        };
+        let theirs: Vec<_> = phones
+            .into_iter()
+            .filter(|phone| phone.user_id == asker.person)
+            .collect();
+        if theirs.is_empty() || !self.mobile.may_see_questions(&asker.person).await {
             return;
         }
         let now = std::time::Instant::now();
@@ -154,16 +183,8 @@ impl Router {
         let note = question_note(&card, Some(&question.asked_by), &chat.id);
         let (store, notifications) = (&self.shared.store, &self.shared.notifications);
         notifications.notify(store, &question.person, &note).await;
-        let phones = match self.shared.store.run(|s| s.phones()).await {
-            Ok(phones) => phones,
-            Err(err) => {
-                tracing::warn!(%err, "could not list phones to show a question on");
-                return;
-            }
-        };
-        let theirs = phones.into_iter().filter(|phone| {
-            phone.user_id == question.person
-                && questions.shares_with(&question.person, &phone.id)
+        let theirs = theirs.into_iter().filter(|phone| {
+            questions.shares_with(&question.person, &phone.id)
                 && !(chat.platform == Platform::Mobile && phone.id == chat.id)
                 && self.mobile.devices.is_online(&phone.id)
         });
@@ -181,16 +202,6 @@ impl Router {
                 let name = phone.info.name.unwrap_or_else(|| phone.id.clone());
                 questions.shown(prompt_id, Chat::mobile(phone.id), name);
             }
-        }
-    }
-
-    /// The agent withdrew question `prompt_id`: so are its copies.
-    async fn withdraw_copies(&self, prompt_id: &str) {
-        for chat in self.shared.questions.close(prompt_id) {
-            let withdraw = Request::Withdraw {
-                prompt_id: prompt_id.to_owned(),
-            };
-            let _ = self.send(&chat, withdraw).await;
         }
     }
 }
@@ -270,8 +281,11 @@ impl Outbound for Router {
         };
         let result = self.send(chat, request).await;
         match (&result, shared_later) {
+            // Beside the answer: the agent need not wait for the copies.
             (Ok(Response::PromptId { prompt_id }), Some((prompt, ttl_s))) => {
-                self.share_question(chat, prompt_id, prompt, ttl_s).await;
+                let share = self.sharing.clone();
+                let (chat, prompt_id) = (chat.clone(), prompt_id.clone());
+                tokio::spawn(async move { share.question(&chat, &prompt_id, prompt, ttl_s).await });
             }
             _ => {
                 if let Some(prompt_id) = withdrawn {
