@@ -4,7 +4,7 @@
 //! Lookups are sharded (no global lock on the hot path), and a session removes its own
 //! entry when it ends, unless a newer session has already taken the id.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use herald_port::{Chat, DeliveryError, Platform};
@@ -21,6 +21,9 @@ pub(crate) struct Devices<E> {
     /// Devices with a live connection, with that connection's id.
     online: DashMap<String, u64>,
     next_conn: AtomicU64,
+    /// The server is stopping: a session that starts now (one taking over a retiring
+    /// session's mailbox) ends at once, as the others were told to.
+    stopping: AtomicBool,
 }
 
 impl<E> Devices<E> {
@@ -30,6 +33,7 @@ impl<E> Devices<E> {
             sessions: DashMap::new(),
             online: DashMap::new(),
             next_conn: AtomicU64::new(1),
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -114,7 +118,17 @@ impl<E> Devices<E> {
         true
     }
 
-    /// Send every session `event()` (the server is stopping).
+    /// The server is stopping: every session is told, and those that start later end.
+    pub(crate) async fn stop_all(&self, event: impl Fn() -> E) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.tell_all(event).await;
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Send every session `event()`.
     pub(crate) async fn tell_all(&self, event: impl Fn() -> E) {
         let all: Vec<_> = self.sessions.iter().map(|e| e.value().clone()).collect();
         for tx in all {

@@ -169,8 +169,10 @@ impl<K: DeviceKind> Hub<K> {
         self.devices.tell_all(|| K::command(command())).await;
     }
 
-    /// Close every connection, as the server stops.
+    /// Close every connection, as the server stops; a session that starts after this
+    /// ends at once.
     pub(crate) async fn close_all(&self) {
-        self.tell_all(K::shutdown).await;
+        let shutdown = || K::command(K::shutdown());
+        self.devices.stop_all(shutdown).await;
     }
 }

@@ -211,6 +211,14 @@ impl<K: SessionKind> Session<K> {
     async fn run(mut self: Box<Self>, mut mailbox: queue::Receiver<K::Event>) {
         let retired = loop {
             self.settle().await;
+            // Started (or still running) after the server began to stop, as a retiring
+            // session's successor may be: it ends as the others were told to, and calls
+            // left in its mailbox hear that the device is offline.
+            if self.hub.devices.is_stopping() {
+                self.core.close(Close::Away, "server stopping");
+                self.settle().await;
+                break false;
+            }
             let deadline = self.next_deadline();
             K::prepare(&mut self);
             let event = tokio::select! {

@@ -52,3 +52,19 @@ async fn an_idle_session_retires_and_what_reaches_it_meanwhile_is_answered() {
     }
     assert!(raced > 0, "no call met a retiring session");
 }
+
+/// A session that starts after the server began to stop (a retiring session's
+/// successor, say) is not left running: the stop waits for no one.
+#[tokio::test(start_paused = true)]
+async fn a_session_started_while_the_server_stops_ends_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    hub.session("hg-0000000000000001");
+    hub.close_all().await;
+    let late = hub.session("hg-0000000000000002");
+    assert!(
+        hub.devices.ended_within(Duration::from_secs(1)).await,
+        "a session outlived the stop"
+    );
+    assert!(late.closed().now_or_never().is_some());
+}
