@@ -11,7 +11,7 @@
 //! clock in; frames, effects and the next deadline out), which cannot do I/O, run by
 //! one session loop (`session`) that does it for both platforms; each platform adds
 //! only its own reads, commands and effects (`gadget::session`, `mobile::session`). A
-//! session owns its device's connection (`shell`), so a connected device is one task
+//! session owns its device's connection (`edge`, the network edge), so a connected device is one task
 //! whichever protocol it speaks. One hub type (`hub`) holds a platform's sessions and
 //! what they share (who the authorizer let in, the waiting room, cards, the upload
 //! budget); what both platforms use (the store, metrics, inbox and agent backend) is
@@ -31,14 +31,13 @@ mod calls;
 mod clock;
 pub mod config;
 mod devices;
+mod edge;
 #[cfg(test)]
 mod fake_authorizer;
 mod gadget;
-mod http;
 mod hub;
 mod ids;
 mod inbox;
-mod listener;
 mod metrics;
 mod mobile;
 pub mod net;
@@ -48,10 +47,7 @@ mod questions;
 mod queue;
 mod router;
 mod session;
-mod shell;
-mod socket;
 mod throttle;
-mod tls;
 mod web;
 
 use std::net::SocketAddr;
@@ -68,6 +64,7 @@ use tracing::info;
 
 use crate::access::{Access, Policy, Standalone};
 use crate::config::Config;
+use crate::edge::{listener, tls};
 use crate::gadget::GadgetHub;
 use crate::hub::Shared;
 use crate::inbox::Inbox;
@@ -75,8 +72,8 @@ use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
 use herald_store::{SqliteStore, StoreError, StoreHandle};
 
+pub use crate::edge::tls::TlsError;
 pub use crate::mobile::TOKEN_FILE as MOBILE_TOKEN_FILE;
-pub use crate::tls::TlsError;
 
 /// The store's file name inside the data directory.
 pub const STORE_FILE: &str = "herald.db";

@@ -1,7 +1,7 @@
 //! The one session loop: a task per device, the shell of its session core, written once
 //! for both platforms.
 //!
-//! A [`Session`] owns the device's connection while there is one (`crate::shell`):
+//! A [`Session`] owns the device's connection while there is one (`crate::edge::connection`):
 //! it reads the device's frames and writes its outbox itself, so a connected device
 //! costs one task. Everything else arrives on one bounded mailbox: calls from the agent
 //! through the conversation port, commands from the admin API, a new connection, the
@@ -29,11 +29,11 @@ use tracing::debug;
 
 use crate::calls::Reply;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
+use crate::edge::connection::{outgoing, Connections, Next, Read, Transport};
+use crate::edge::socket::Outgoing;
 use crate::hub::{DeviceKind, Hub, Shared};
 use crate::questions::Claim;
 use crate::queue;
-use crate::shell::{outgoing, Connections, Next, Read, Transport};
-use crate::socket::Outgoing;
 
 /// What a platform adds to the one session loop.
 pub(crate) trait SessionKind: DeviceKind {

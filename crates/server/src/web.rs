@@ -13,7 +13,7 @@
 //! needs no files at run time and no CDN. `web/build.mjs --check` (run by
 //! `sdk/typescript/run-tests.sh`) fails when `web/dist` is not what its source builds to.
 
-pub(crate) use crate::http::Page;
+pub(crate) use crate::edge::http::Page;
 
 /// Where the avatar page is served; `ready.avatar_url` names it when
 /// `MOBILE_AVATAR_URL` is unset. Relative, so it resolves against whatever address the

@@ -42,7 +42,7 @@ pub(crate) fn device_view(r: DeviceRecord) -> DeviceRecordView {
 pub(super) async fn healthz() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        crate::http::HEALTH,
+        crate::edge::http::HEALTH,
     )
 }
 

@@ -22,8 +22,8 @@ use tracing::debug;
 
 use self::feed::Taken;
 pub(super) use self::feed::{Feed, SpeechInput};
+use crate::edge::socket::{Outgoing, SendQueue};
 use crate::metrics::Metrics;
-use crate::socket::{Outgoing, SendQueue};
 
 mod feed;
 

@@ -29,11 +29,11 @@ use super::socket::Connection;
 use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::config::Secret;
+use crate::edge::connection::close_code;
+use crate::edge::listener;
+use crate::edge::socket;
 use crate::ids::OsEntropy;
-use crate::listener;
 use crate::places::AddrPlace;
-use crate::shell::close_code;
-use crate::socket;
 use herald_store::{DeviceProfile, Store, StoreError};
 
 /// Why a handshake ended without a session.

@@ -7,7 +7,7 @@ use std::path::Path;
 use herald_gadget_proto::{encode_frame, limits, server, Channel, FrameHeader, ServerMessage};
 use herald_media::image::fit_rgb565;
 
-use crate::socket::{Outgoing, SendQueue};
+use crate::edge::socket::{Outgoing, SendQueue};
 
 /// How long a picture stays up unless the agent says otherwise.
 pub(super) const IMAGE_TTL_S: u32 = 30;

@@ -8,7 +8,7 @@
 //!   core (`herald-session`'s gadget `Core`: heartbeat, turns, questions, actions,
 //!   voice, readings, firmware updates): its reads, commands and own effects;
 //! - [`socket`] says what each read from a gadget's connection is (the connection
-//!   itself, its socket and outbox, is the shell's: `crate::shell`);
+//!   itself, its socket and outbox, is the network edge's: `crate::edge::connection`);
 //! - [`audio`] paces speech out and [`image`] fits pictures, each on a task of its
 //!   own that writes to the outbox beside the session;
 //! - [`ota`] checks and stages firmware images.
@@ -36,8 +36,8 @@ use herald_session::gadget::{CueTiming, Rules};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::config::GadgetConfig;
+use crate::edge::listener;
 use crate::hub::{DeviceKind, Hub};
-use crate::listener;
 use herald_store::{OtaUpdate, StoreError};
 
 pub(crate) use known::KnownDevices;

@@ -1,20 +1,20 @@
-//! A gadget's connection ([`crate::shell::Connection`]) reads as the gadget protocol's
+//! A gadget's connection ([`crate::edge::connection::Connection`]) reads as the gadget protocol's
 //! messages: what each WebSocket read is to the gadget's session.
 
 use herald_gadget_proto::{limits, DeviceMessage};
 use herald_port::Platform;
 use herald_session::io::Close;
 
-use crate::shell::{self, Transport};
+use crate::edge::connection::{self, Transport};
 
 /// The gadget's transport: what a gadget sends reads as [`Incoming`] messages.
 pub(crate) enum Gadget {}
 
 /// A gadget's connection, as its session owns it.
-pub(crate) type Connection = shell::Connection<Gadget>;
+pub(crate) type Connection = connection::Connection<Gadget>;
 
 /// What the device did, as its session hears it.
-pub(crate) type Read = shell::Read<Incoming>;
+pub(crate) type Read = connection::Read<Incoming>;
 
 /// A message from the device.
 pub(crate) enum Incoming {

@@ -23,10 +23,10 @@ use super::session::{Attach, Event};
 use super::socket::{deliver_only, Connection};
 use super::{MobileHub, MAX_LABEL};
 use crate::clock::now_ms;
+use crate::edge::listener;
+use crate::edge::socket;
 use crate::labels;
-use crate::listener;
 use crate::metrics::Traffic;
-use crate::socket;
 use herald_store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 

@@ -30,8 +30,8 @@ use herald_session::mobile::uploads::UploadBudget;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::config::MobileConfig;
+use crate::edge::listener;
 use crate::hub::{DeviceKind, Hub};
-use crate::listener;
 use herald_store::StoreHandle;
 
 pub(crate) use session::Command;

@@ -1,4 +1,4 @@
-//! A phone's connection ([`crate::shell::Connection`]) reads as the mobile protocol's
+//! A phone's connection ([`crate::edge::connection::Connection`]) reads as the mobile protocol's
 //! frames: what each WebSocket read is to the phone's session. A connection with a
 //! deliver token has no session: [`deliver_only`] serves it.
 
@@ -11,18 +11,18 @@ use herald_session::mobile::link::{Due, Keepalive};
 use tokio::time::{sleep_until, Instant};
 
 use super::MobileHub;
+use crate::edge::connection::{self, close_code, Next, Transport};
+use crate::edge::socket::Outgoing;
 use crate::metrics::Metrics;
-use crate::shell::{self, close_code, Next, Transport};
-use crate::socket::Outgoing;
 
 /// The phone's transport: what a phone sends reads as [`Incoming`] messages.
 pub(crate) enum Phone {}
 
 /// A phone's connection, as its session owns it.
-pub(crate) type Connection = shell::Connection<Phone>;
+pub(crate) type Connection = connection::Connection<Phone>;
 
 /// What the phone did, as its session hears it.
-pub(crate) type Read = shell::Read<Incoming>;
+pub(crate) type Read = connection::Read<Incoming>;
 
 /// A message from the phone.
 pub(crate) enum Incoming {

@@ -32,9 +32,9 @@ use super::socket::{Connection, Gadget, Incoming, Read};
 use super::{GadgetHub, Gadgets};
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
+use crate::edge::socket::{Closed, Outgoing, Room};
 use crate::ids::OsEntropy;
 use crate::session::{self, Session, SessionKind};
-use crate::socket::{Closed, Outgoing, Room};
 use herald_store::OtaUpdate;
 
 /// The rate Herald renders its cues at; the stream resamples them to the speaker's.

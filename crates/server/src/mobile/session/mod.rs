@@ -26,11 +26,11 @@ use super::socket::{Connection, Incoming, Phone, Read};
 use super::{phone_name, MobileHub, Phones};
 use crate::calls::{Call, Reply};
 use crate::clock::now_ms;
+use crate::edge::socket::Outgoing;
 use crate::files;
 use crate::ids::OsEntropy;
 use crate::questions::Question;
 use crate::session::{Session, SessionKind};
-use crate::socket::Outgoing;
 use herald_store::PushRecord;
 
 /// Frames kept for a phone that is away lapse after this long.

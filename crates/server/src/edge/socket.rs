@@ -1,5 +1,5 @@
 //! Writing to a client, as every transport does it: a connection's bounded outbox is
-//! drained to the socket by the device's session (`crate::shell`), so a slow client
+//! drained to the socket by the device's session (`crate::edge::connection`), so a slow client
 //! makes the tasks that write to it wait instead of growing a buffer.
 //!
 //! The outbox is bounded twice: in frames by its channel and in bytes by

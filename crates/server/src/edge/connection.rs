@@ -22,8 +22,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info};
 
+use crate::edge::socket::{self, Outgoing, SendQueue, SendQueueReader};
 use crate::metrics::Metrics;
-use crate::socket::{self, Outgoing, SendQueue, SendQueueReader};
 
 /// A WebSocket, whatever carries it (plain or TLS).
 pub(crate) trait Socket:
@@ -323,7 +323,7 @@ mod tests {
     use tokio_tungstenite::WebSocketStream;
 
     use super::*;
-    use crate::socket::OUTBOX;
+    use crate::edge::socket::OUTBOX;
 
     /// A transport whose messages are the text they came as.
     enum Raw {}

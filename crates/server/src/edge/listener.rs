@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, warn};
 
-use crate::http::{self, Head, HeadError, Page, Response, UpgradeError};
+use crate::edge::http::{self, Head, HeadError, Page, Response, UpgradeError};
 use crate::places::{AddrPlace, AddrPlaces};
 
 /// Time allowed for TLS plus the HTTP upgrade.
