@@ -159,14 +159,14 @@ fn init_logging() {
 /// `herald gadget`: this machine as a gadget. `--config` names the gadget's file here,
 /// not the server's, and no server configuration is read.
 #[cfg(unix)]
-pub fn gadget(global: &Global, command: herald_sim::gadget::GadgetCommand) -> anyhow::Result<()> {
-    if matches!(command, herald_sim::gadget::GadgetCommand::Run) {
+pub fn gadget(global: &Global, command: herald_linux_gadget::GadgetCommand) -> anyhow::Result<()> {
+    if matches!(command, herald_linux_gadget::GadgetCommand::Run) {
         init_logging();
     }
     let data_dir = global.data_dir.clone().or_else(|| {
         directories::ProjectDirs::from("", "", "herald").map(|dirs| dirs.data_dir().to_owned())
     });
-    herald_sim::gadget::run(command, global.config.as_deref(), data_dir.as_deref())
+    herald_linux_gadget::run(command, global.config.as_deref(), data_dir.as_deref())
 }
 
 pub(crate) fn color_wanted(stream: &impl std::io::IsTerminal) -> bool {

@@ -100,7 +100,7 @@ enum Command {
     /// commands that talk to it (docs/linux-gadget.md)
     #[cfg(unix)]
     #[command(subcommand)]
-    Gadget(herald_sim::gadget::GadgetCommand),
+    Gadget(herald_linux_gadget::GadgetCommand),
 }
 
 #[derive(Debug, Args)]

@@ -10,8 +10,9 @@
 //! Layout, one responsibility a file: `boards` (the profiles), `host` (the state
 //! directory as flash), `runner` (the task that drives the core), `audio` (microphone
 //! and speaker files), `render` (the screen as text), `script` (the script language)
-//! and `tui` (interactive mode). [`runner`] is public: the fault-injection tests drive
-//! their gadgets with it, on a flash of their own. This file holds the options and
+//! and `tui` (interactive mode). [`runner`] and [`host`] are public: the Linux gadget
+//! (`herald-linux-gadget`) runs its device with them, and the fault-injection tests
+//! drive their gadgets with the runner, on a flash of their own. This file holds the options and
 //! [`run`], which wires them together. Where to connect is the caller's to decide (the
 //! `herald` CLI asks the server running on the data directory): [`run`] takes the URL
 //! and the data directory resolved.
@@ -21,8 +22,7 @@
 mod audio;
 mod boards;
 #[cfg(unix)]
-pub mod gadget;
-mod host;
+pub mod host;
 mod render;
 pub mod runner;
 mod script;

@@ -26,7 +26,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
 use super::status::Status;
-use crate::runner::{Command, Handle};
+use herald_sim::runner::{Command, Handle};
 
 /// The socket's name in the state directory.
 pub const SOCKET: &str = "control.sock";

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use serde_json::{json, Value};
 
-use crate::runner::Snapshot;
+use herald_sim::runner::Snapshot;
 
 /// Shared between the panel and the control socket.
 #[derive(Debug, Default)]

@@ -14,7 +14,7 @@ use cpal::traits::{DeviceTrait, HostTrait, StreamTrait};
 use tokio::sync::mpsc;
 
 use super::{Capture, Render};
-use crate::runner::LiveSound;
+use herald_sim::runner::LiveSound;
 
 /// Mic frames waiting for the runner (2.5 s): more means it stopped reading.
 const MIC_QUEUE: usize = 64;

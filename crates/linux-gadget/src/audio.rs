@@ -7,7 +7,7 @@
 //! `herald-media`'s streaming resampler (the one the server uses for speakers). They are
 //! plain logic, tested here; [`card`] drives real cards through cpal (ALSA, and so
 //! PulseAudio or PipeWire through their ALSA plugins) on a thread of its own, and
-//! implements the runner's [`LiveSound`](crate::runner::LiveSound).
+//! implements the runner's [`LiveSound`](herald_sim::runner::LiveSound).
 
 #[cfg(all(target_os = "linux", feature = "sound"))]
 pub mod card;

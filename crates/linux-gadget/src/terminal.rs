@@ -15,7 +15,7 @@ use std::time::Duration;
 use herald_device::Button;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::runner::{Command, Handle};
+use herald_sim::runner::{Command, Handle};
 
 /// What to tell the person at the terminal.
 pub const HINT: &str = "terminal: Enter talks (Enter again stops), /cancel, /new, /up, /down, \

@@ -337,7 +337,7 @@ pub mod double {
 mod tests {
     use super::double::FakeGpio;
     use super::*;
-    use crate::gadget::config::GadgetConfig;
+    use crate::config::GadgetConfig;
 
     fn gpio(extra: &str) -> GpioConfig {
         let text = format!("server = \"ws://x\"\nname = \"x\"\n[gpio]\n{extra}");

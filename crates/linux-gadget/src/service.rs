@@ -19,8 +19,8 @@ use super::config::{GadgetConfig, GpioConfig};
 use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
 use super::status::Status;
-use crate::host::{SimHost, StateLock};
-use crate::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
+use herald_sim::host::{SimHost, StateLock};
+use herald_sim::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
 
 /// The board name the service announces.
 pub const BOARD: &str = "linux-gadget";
@@ -346,7 +346,7 @@ pub fn default_state_dir(data_dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gadget::gpio::double::FakeGpio;
+    use crate::gpio::double::FakeGpio;
     use herald_device::Phase;
     use herald_test_support::server::Harness;
     use serde_json::json;
@@ -595,7 +595,7 @@ mod tests {
             (played_s - seconds).abs() < 0.15,
             "played {played_s} s, heard {seconds} s"
         );
-        let (rms, _) = crate::gadget::audio::level(&played);
+        let (rms, _) = crate::audio::level(&played);
         assert!(rms > -25.0, "played back {rms} dBFS");
         handle.run(Command::Quit).await.unwrap();
     }
@@ -641,7 +641,7 @@ mod tests {
 mod sound_server_tests {
     use super::tests::until;
     use super::*;
-    use crate::gadget::audio::{card::CardSound, level};
+    use crate::audio::{card::CardSound, level};
     use herald_device::{Phase, Screen};
     use herald_test_support::server::Harness;
     use std::io::Write;

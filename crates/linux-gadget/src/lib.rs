@@ -5,8 +5,8 @@
 //! as flash) with a service around it instead of a terminal: a TOML file for its
 //! settings, a lock on the state directory, signals for a polite stop, a control socket
 //! for scripts, and GPIO lines for buttons, a status LED and outputs the agent can
-//! switch. It lives in this crate rather than one of its own so it reuses the runner,
-//! the host and the link as they are, without making them a public API.
+//! switch. It is a crate of its own beside the simulator, whose runner and host (the
+//! state directory as flash) it shares.
 //!
 //! Layout: `config` (the file), `service` (start-up, the lock, the panel task, the stop),
 //! `control` (the socket and its client), `status` (what `status` reports), `terminal`
@@ -186,7 +186,7 @@ mod sound {
 
     use super::audio::card::{list, CardSound};
     use super::audio::{level, DEVICE_RATE};
-    use crate::runner::LiveSound;
+    use herald_sim::runner::LiveSound;
 
     const CHECK: Duration = Duration::from_secs(3);
 
