@@ -4,8 +4,9 @@
 //! the authorizer's remembered answers, the wrong-guess throttle and what only that
 //! platform keeps ([`DeviceKind::Own`]: the gadget's waiting room and known keys, the
 //! phone's tokens, cards and upload budget). What both platforms use (the store, the
-//! metrics with the activity log, the inbox and the agent backend) is [`Shared`], held
-//! once by the server and handed to both hubs; no hub reaches the other's.
+//! metrics with the activity log, the inbox, the agent backend, the questions shared
+//! across a person's devices and the notifications) is [`Shared`], held once by the
+//! server and handed to both hubs; no hub reaches the other's.
 
 use std::sync::{Arc, OnceLock, Weak};
 
