@@ -474,7 +474,7 @@ export function decodeServerFrame(text: string): Decoded {
 
 // ---- Web Push ----
 
-/** A `push_subscribe` frame is refused over this many bytes. */
+/** A subscription (endpoint and keys) is refused over this many bytes. */
 export const PUSH_MAX_SUBSCRIBE_BYTES = 1024;
 /** The decrypted payload of a notification is at most this many bytes. */
 export const PUSH_MAX_PAYLOAD_BYTES = 3072;
@@ -482,12 +482,13 @@ export const PUSH_MAX_PAYLOAD_BYTES = 3072;
 /**
  * Why Herald would refuse this subscription, or undefined if it looks right: the endpoint
  * is an absolute http(s) URL, `p256dh` an uncompressed P-256 point (65 bytes from 0x04),
- * `auth` 16 bytes, both base64url, and the frame at most 1 KiB. Whether a plain-http or
- * private endpoint is allowed is the server's to say (its owner may allow them).
+ * `auth` 16 bytes, both base64url, and the three together at most 1 KiB. Whether a
+ * plain-http or private endpoint is allowed is the server's to say (its owner may allow
+ * them).
  */
 export function pushSubscriptionProblem(frame: PushSubscribeFrame): string | undefined {
   if (typeof frame.endpoint !== "string" || !/^https?:\/\/[^/?#\s]+/i.test(frame.endpoint)) {
-    return "the endpoint must be an absolute https:// (or http://) URL";
+    return "the endpoint must be an absolute URL, https (or http where the owner allows it)";
   }
   if (!frame.keys || typeof frame.keys !== "object") return "keys must hold p256dh and auth";
   let p256dh: Uint8Array;
@@ -500,7 +501,8 @@ export function pushSubscriptionProblem(frame: PushSubscribeFrame): string | und
   }
   if (p256dh.length !== 65 || p256dh[0] !== 0x04) return "keys.p256dh must be an uncompressed P-256 point (65 bytes)";
   if (auth.length !== 16) return "keys.auth must be 16 bytes";
-  const size = utf8Length(encodeClientFrame(frame));
+  // Herald counts the three strings, not the JSON around them.
+  const size = utf8Length(frame.endpoint) + utf8Length(frame.keys.p256dh) + utf8Length(frame.keys.auth);
   if (size > PUSH_MAX_SUBSCRIBE_BYTES) return `the subscription is ${size} bytes, over ${PUSH_MAX_SUBSCRIBE_BYTES}`;
   return undefined;
 }
