@@ -2,6 +2,66 @@ var __defProp = Object.defineProperty;
 var __defNormalProp = (obj2, key, value) => key in obj2 ? __defProp(obj2, key, { enumerable: true, configurable: true, writable: true, value }) : obj2[key] = value;
 var __publicField = (obj2, key, value) => __defNormalProp(obj2, typeof key !== "symbol" ? key + "" : key, value);
 
+// ../sdk/typescript/src/base64.ts
+var ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+var LOOKUP = new Int16Array(128).fill(-1);
+for (let i = 0; i < ALPHABET.length; i++) LOOKUP[ALPHABET.charCodeAt(i)] = i;
+function encodeBase64(bytes) {
+  const parts = [];
+  const SLICE = 3 * 16 * 1024;
+  for (let start = 0; start < bytes.length; start += SLICE) {
+    const end = Math.min(start + SLICE, bytes.length);
+    let out = "";
+    let i = start;
+    for (; i + 2 < end; i += 3) {
+      const n = bytes[i] << 16 | bytes[i + 1] << 8 | bytes[i + 2];
+      out += ALPHABET[n >> 18] + ALPHABET[n >> 12 & 63] + ALPHABET[n >> 6 & 63] + ALPHABET[n & 63];
+    }
+    const left = end - i;
+    if (left === 1) {
+      const n = bytes[i] << 16;
+      out += ALPHABET[n >> 18] + ALPHABET[n >> 12 & 63] + "==";
+    } else if (left === 2) {
+      const n = bytes[i] << 16 | bytes[i + 1] << 8;
+      out += ALPHABET[n >> 18] + ALPHABET[n >> 12 & 63] + ALPHABET[n >> 6 & 63] + "=";
+    }
+    parts.push(out);
+  }
+  return parts.join("");
+}
+function decodeBase64(text) {
+  const out = new Uint8Array(Math.floor(text.length * 3 / 4) + 3);
+  let n = 0;
+  let bits = 0;
+  let acc = 0;
+  let padding = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 32 || c === 10 || c === 13 || c === 9) continue;
+    if (c === 61) {
+      padding = true;
+      continue;
+    }
+    const v = c < 128 ? LOOKUP[c] : -1;
+    if (v < 0 || padding) throw new Error("data is not valid base64");
+    acc = acc << 6 | v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[n++] = acc >> bits & 255;
+    }
+  }
+  if (bits >= 6) throw new Error("data is not valid base64");
+  return out.subarray(0, n);
+}
+function base64Length(bytes) {
+  return Math.ceil(bytes / 3) * 4;
+}
+function decodeBase64Url(text) {
+  if (!/^[A-Za-z0-9_-]*={0,2}$/.test(text)) throw new Error("not base64url");
+  return decodeBase64(text.replace(/-/g, "+").replace(/_/g, "/"));
+}
+
 // ../sdk/typescript/src/protocol.ts
 var LIMITS = Object.freeze({
   MAX_FRAME_BYTES: 16 * 1024 * 1024,
@@ -100,7 +160,7 @@ function capabilities(c) {
   if (!kinds.every((k) => typeof k === "string")) {
     throw new Malformed("capabilities.prompts must hold strings");
   }
-  return {
+  const caps = {
     max_media_bytes: uint(c, "max_media_bytes", 0),
     max_frame_bytes: uint(c, "max_frame_bytes", 0),
     media_chunk_bytes: uint(c, "media_chunk_bytes", 0),
@@ -109,6 +169,8 @@ function capabilities(c) {
     voice: optBool(c, "voice"),
     prompts: kinds
   };
+  if (c["push"] !== void 0 && c["push"] !== null) caps.push = { vapid_key: str(obj(c, "push"), "vapid_key") };
+  return caps;
 }
 function decodeKnown(t, o) {
   switch (t) {
@@ -189,6 +251,8 @@ function decodeKnown(t, o) {
       return { t, code, message: str(o, "message") };
     }
     case "pong":
+    case "push_subscribed":
+    case "push_unsubscribed":
       return { t };
     default:
       return void 0;
@@ -215,6 +279,26 @@ function decodeServerFrame(text) {
     throw e;
   }
 }
+var PUSH_MAX_SUBSCRIBE_BYTES = 1024;
+function pushSubscriptionProblem(frame) {
+  if (typeof frame.endpoint !== "string" || !/^https?:\/\/[^/?#\s]+/i.test(frame.endpoint)) {
+    return "the endpoint must be an absolute URL, https (or http where the owner allows it)";
+  }
+  if (!frame.keys || typeof frame.keys !== "object") return "keys must hold p256dh and auth";
+  let p256dh;
+  let auth;
+  try {
+    p256dh = decodeBase64Url(frame.keys.p256dh);
+    auth = decodeBase64Url(frame.keys.auth);
+  } catch {
+    return "keys.p256dh and keys.auth must be base64url";
+  }
+  if (p256dh.length !== 65 || p256dh[0] !== 4) return "keys.p256dh must be an uncompressed P-256 point (65 bytes)";
+  if (auth.length !== 16) return "keys.auth must be 16 bytes";
+  const size = utf8Length(frame.endpoint) + utf8Length(frame.keys.p256dh) + utf8Length(frame.keys.auth);
+  if (size > PUSH_MAX_SUBSCRIBE_BYTES) return `the subscription is ${size} bytes, over ${PUSH_MAX_SUBSCRIBE_BYTES}`;
+  return void 0;
+}
 function utf8Length(text) {
   let n = 0;
   for (let i = 0; i < text.length; i++) {
@@ -227,62 +311,6 @@ function utf8Length(text) {
     } else n += 3;
   }
   return n;
-}
-
-// ../sdk/typescript/src/base64.ts
-var ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-var LOOKUP = new Int16Array(128).fill(-1);
-for (let i = 0; i < ALPHABET.length; i++) LOOKUP[ALPHABET.charCodeAt(i)] = i;
-function encodeBase64(bytes) {
-  const parts = [];
-  const SLICE = 3 * 16 * 1024;
-  for (let start = 0; start < bytes.length; start += SLICE) {
-    const end = Math.min(start + SLICE, bytes.length);
-    let out = "";
-    let i = start;
-    for (; i + 2 < end; i += 3) {
-      const n = bytes[i] << 16 | bytes[i + 1] << 8 | bytes[i + 2];
-      out += ALPHABET[n >> 18] + ALPHABET[n >> 12 & 63] + ALPHABET[n >> 6 & 63] + ALPHABET[n & 63];
-    }
-    const left = end - i;
-    if (left === 1) {
-      const n = bytes[i] << 16;
-      out += ALPHABET[n >> 18] + ALPHABET[n >> 12 & 63] + "==";
-    } else if (left === 2) {
-      const n = bytes[i] << 16 | bytes[i + 1] << 8;
-      out += ALPHABET[n >> 18] + ALPHABET[n >> 12 & 63] + ALPHABET[n >> 6 & 63] + "=";
-    }
-    parts.push(out);
-  }
-  return parts.join("");
-}
-function decodeBase64(text) {
-  const out = new Uint8Array(Math.floor(text.length * 3 / 4) + 3);
-  let n = 0;
-  let bits = 0;
-  let acc = 0;
-  let padding = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 32 || c === 10 || c === 13 || c === 9) continue;
-    if (c === 61) {
-      padding = true;
-      continue;
-    }
-    const v = c < 128 ? LOOKUP[c] : -1;
-    if (v < 0 || padding) throw new Error("data is not valid base64");
-    acc = acc << 6 | v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[n++] = acc >> bits & 255;
-    }
-  }
-  if (bits >= 6) throw new Error("data is not valid base64");
-  return out.subarray(0, n);
-}
-function base64Length(bytes) {
-  return Math.ceil(bytes / 3) * 4;
 }
 
 // ../sdk/typescript/src/assembly.ts
@@ -513,6 +541,7 @@ var HeraldError = class extends Error {
 };
 var HIGH_WATER = 1024 * 1024;
 var REMEMBERED = 256;
+var PUSH_ERRORS = /* @__PURE__ */ new Set(["bad_frame", "too_big", "unsupported_frame", "forbidden", "rate_limited", "internal"]);
 function newId(prefix = "m") {
   const bytes = new Uint8Array(8);
   const crypto = globalThis.crypto;
@@ -559,6 +588,10 @@ var HeraldClient = class {
     __publicField(this, "flushing", false);
     __publicField(this, "_state", "idle");
     __publicField(this, "_ready");
+    /** Push frames sent on this connection and not yet answered, oldest first. */
+    __publicField(this, "pushRequests", []);
+    /** What the app last said with `setVisible`; told again after each `ready`. */
+    __publicField(this, "visible", true);
     const WebSocketClass = options.WebSocket ?? globalThis.WebSocket;
     if (!WebSocketClass) {
       throw new Error("no WebSocket here: pass one, e.g. `import WebSocket from 'ws'` on Node 20");
@@ -746,7 +779,51 @@ var HeraldClient = class {
   ping() {
     this.sendNow(encodeClientFrame({ t: "ping" }));
   }
+  /**
+   * Registers where Herald sends notifications while the app is closed (a browser's
+   * `PushSubscription.toJSON()`, or a UnifiedPush endpoint with its keys), replacing this
+   * device's previous one. Resolves on `push_subscribed`; rejects with the server's
+   * `bad_frame` (an endpoint or keys it refuses), with `not_supported` when the server
+   * sends no notifications, or `not_ready` without a live connection.
+   */
+  subscribePush(subscription) {
+    return this.pushRequest("push_subscribed", () => {
+      const keys = subscription.keys ?? { p256dh: "", auth: "" };
+      const frame = { t: "push_subscribe", endpoint: subscription.endpoint, keys: { p256dh: keys.p256dh, auth: keys.auth } };
+      const problem = pushSubscriptionProblem(frame);
+      if (problem) throw new HeraldError("bad_frame", problem, true);
+      return encodeClientFrame(frame);
+    });
+  }
+  /** Ends this device's notifications. Resolves on `push_unsubscribed`. */
+  unsubscribePush() {
+    return this.pushRequest("push_unsubscribed", () => encodeClientFrame({ t: "push_unsubscribe" }));
+  }
+  /**
+   * Says whether the app is in sight: Herald sends notifications only while none of the
+   * user's apps is connected and visible. Remembered and said again after each reconnect
+   * (the server takes a new connection as visible); sent only to a server with `push`.
+   */
+  setVisible(visible) {
+    if (this.visible === visible) return;
+    this.visible = visible;
+    if (this._state === "ready" && this.ws && this._ready?.push) this.ws.send(encodeClientFrame({ t: "visibility", visible }));
+  }
   // ---- internals ----
+  pushRequest(answer, frame) {
+    return new Promise((resolve, reject) => {
+      if (this._state !== "ready" || !this.ws) throw new HeraldError("not_ready", "not connected", true);
+      if (!this._ready?.push) throw new HeraldError("not_supported", "this server sends no notifications", true);
+      const text = frame();
+      this.checkFrame(text);
+      this.ws.send(text);
+      this.pushRequests.push({ answer, resolve, reject });
+    });
+  }
+  /** Fails every push request still waiting: its answer can no longer come. */
+  dropPushRequests(why) {
+    for (const r of this.pushRequests.splice(0)) r.reject(why);
+  }
   emit(name, value) {
     for (const listener of [...this.listeners.get(name) ?? []]) {
       try {
@@ -764,6 +841,7 @@ var HeraldClient = class {
     this.emit("state", state);
   }
   stop() {
+    this.dropPushRequests(new HeraldError("stopped", "the client was stopped before the server answered", true));
     if (this.timer !== void 0) clearTimeout(this.timer);
     if (this.readyTimer !== void 0) clearTimeout(this.readyTimer);
     this.timer = void 0;
@@ -862,6 +940,7 @@ var HeraldClient = class {
   lost(ws, code, reason) {
     if (ws !== void 0 && this.ws !== ws) return;
     this.ws = void 0;
+    this.dropPushRequests(new HeraldError("not_ready", "the connection was lost before the server answered", true));
     if (this._state === "stopped") return;
     this.outbox = afterDisconnect(this.outbox, this.options.now());
     if (code === CLOSE_NO_ACCESS) {
@@ -890,6 +969,20 @@ var HeraldClient = class {
   refusalText() {
     return this.refusal && `${this.refusal.code}: ${this.refusal.message}`;
   }
+  /** Settles the oldest push request if `frame` is its answer; true if it was. */
+  settlePush(frame) {
+    const head = this.pushRequests[0];
+    if (!head) return false;
+    if (frame.t === "error" && PUSH_ERRORS.has(frame.code)) {
+      this.pushRequests.shift();
+      head.reject(new HeraldError(frame.code, frame.message, false));
+      return true;
+    }
+    if (frame.t !== "push_subscribed" && frame.t !== "push_unsubscribed") return false;
+    const i = this.pushRequests.findIndex((r) => r.answer === frame.t);
+    if (i >= 0) this.pushRequests.splice(i, 1)[0].resolve();
+    return true;
+  }
   typingOff() {
     this.emit("typing", false);
   }
@@ -900,6 +993,10 @@ var HeraldClient = class {
       return;
     }
     const frame = decoded.frame;
+    if (this.reachedReady && this.settlePush(frame)) {
+      this.emit("frame", frame);
+      return;
+    }
     if (!this.reachedReady) {
       if (frame.t === "ready") {
         this.reachedReady = true;
@@ -909,10 +1006,12 @@ var HeraldClient = class {
         const info = {
           session: frame.session,
           capabilities: frame.capabilities,
-          ...frame.avatar_url ? { avatarUrl: resolveAvatarUrl(frame.avatar_url, this.options.url) } : {}
+          ...frame.avatar_url ? { avatarUrl: resolveAvatarUrl(frame.avatar_url, this.options.url) } : {},
+          ...frame.capabilities.push ? { push: { vapidKey: frame.capabilities.push.vapid_key } } : {}
         };
         this._ready = info;
         this.setState("ready");
+        if (!this.visible && info.push) this.ws?.send(encodeClientFrame({ t: "visibility", visible: false }));
         this.emit("frame", frame);
         this.emit("ready", info);
         void this.flush();
@@ -987,7 +1086,7 @@ var HeraldClient = class {
 };
 
 // src/chat.ts
-var STORE = { token: "herald.token", device: "herald.device", name: "herald.name", url: "herald.url" };
+var STORE = { token: "herald.token", device: "herald.device", name: "herald.name", url: "herald.url", notify: "herald.notify" };
 function $(id) {
   const el = document.getElementById(id);
   if (!el) throw new Error(`#${id} is missing`);
@@ -1009,7 +1108,10 @@ var ui = {
   text: $("text"),
   file: $("file"),
   record: $("record"),
-  avatar: $("avatar")
+  avatar: $("avatar"),
+  notifyRow: $("notify-row"),
+  notify: $("notify"),
+  notifyNote: $("notify-note")
 };
 function deviceId() {
   let id = localStorage.getItem(STORE.device);
@@ -1058,6 +1160,7 @@ function showReply(reply) {
   li.dataset["final"] = String(reply.final);
   if (reply.final) avatar("speak", reply.text);
   scrollDown();
+  followLink();
 }
 function showCard(c, client2) {
   const li = bubble("card", c.id);
@@ -1110,6 +1213,7 @@ function showCard(c, client2) {
     li.append(form);
   }
   scrollDown();
+  followLink();
 }
 function closeCard(promptId, optionId, expired) {
   const li = ui.messages.querySelector(`li.card[data-id="${CSS.escape(promptId)}"]`);
@@ -1121,6 +1225,7 @@ function closeCard(promptId, optionId, expired) {
   const label = [...li.querySelectorAll("button[data-option]")].find((b) => b.dataset["option"] === optionId)?.textContent;
   p.textContent = expired ? "This question has expired." : `Answered: ${label ?? optionId ?? ""}`;
   li.append(p);
+  void closeNotifications(promptId);
 }
 function showMedia(m) {
   const li = bubble("agent", `media-${m.id}`);
@@ -1248,6 +1353,171 @@ function keepForOffline() {
     console.warn(`The chat will not open offline: ${e.message}`);
   });
 }
+var SUBSCRIBE_TIMEOUT_MS = 3e4;
+var VISIBLE_NOTE = "When the chat is closed or out of sight: the agent's questions, deliveries and finished replies, on this device.";
+function pushAvailable() {
+  return "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
+}
+function notifyNote(text) {
+  ui.notifyNote.textContent = text;
+}
+async function browserSubscription(vapidKey) {
+  const registration = await navigator.serviceWorker.ready;
+  const key = decodeBase64Url(vapidKey);
+  const current = await registration.pushManager.getSubscription();
+  if (current) {
+    const had = current.options.applicationServerKey;
+    if (had && new Uint8Array(had).join() === key.join()) return current;
+    await current.unsubscribe();
+  }
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error("the browser's push service did not answer")), SUBSCRIBE_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key }), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+async function registerPush(c, vapidKey) {
+  const json = (await browserSubscription(vapidKey)).toJSON();
+  const p256dh = json.keys?.["p256dh"];
+  const auth = json.keys?.["auth"];
+  if (!json.endpoint || !p256dh || !auth) throw new Error("the browser gave a subscription without keys");
+  await c.subscribePush({ endpoint: json.endpoint, keys: { p256dh, auth } });
+}
+async function turnNotificationsOn() {
+  const permission = await Notification.requestPermission();
+  const c = client;
+  const key = c?.ready?.push?.vapidKey;
+  if (permission !== "granted") {
+    ui.notify.checked = false;
+    notifyNote(permission === "denied" ? "Notifications are blocked for this page in the browser's settings." : "Notifications were not allowed.");
+    return;
+  }
+  if (!c || !key) {
+    ui.notify.checked = false;
+    notifyNote("Connect first: notifications are set up with herald.");
+    return;
+  }
+  ui.notify.disabled = true;
+  try {
+    await registerPush(c, key);
+    localStorage.setItem(STORE.notify, "on");
+    notifyNote(`On. ${VISIBLE_NOTE}`);
+  } catch (e) {
+    ui.notify.checked = false;
+    notifyNote(`Could not turn notifications on: ${e.message}`);
+  } finally {
+    ui.notify.disabled = false;
+  }
+}
+async function turnNotificationsOff() {
+  localStorage.removeItem(STORE.notify);
+  ui.notify.disabled = true;
+  try {
+    if (client?.state === "ready" && client.ready?.push) await client.unsubscribePush().catch(() => void 0);
+    const registration = await navigator.serviceWorker.getRegistration("/");
+    await (await registration?.pushManager.getSubscription())?.unsubscribe();
+    notifyNote(VISIBLE_NOTE);
+  } finally {
+    ui.notify.disabled = false;
+  }
+}
+function notificationsAtReady(c, push) {
+  ui.notifyRow.hidden = !(push && pushAvailable());
+  if (ui.notifyRow.hidden || !push) return;
+  const wanted = localStorage.getItem(STORE.notify) === "on";
+  const granted = Notification.permission === "granted";
+  ui.notify.checked = wanted && granted;
+  if (!wanted) return;
+  if (!granted) {
+    localStorage.removeItem(STORE.notify);
+    void c.unsubscribePush().catch(() => void 0);
+    notifyNote("Notifications were turned off: this page may no longer show them.");
+    return;
+  }
+  registerPush(c, push.vapidKey).catch((e) => notifyNote(`Notifications may not arrive: ${e.message}`));
+}
+async function closeNotifications(promptId) {
+  if (!pushAvailable()) return;
+  const registration = await navigator.serviceWorker.getRegistration("/");
+  for (const n of await registration?.getNotifications() ?? []) {
+    if (n.data?.promptId === promptId) n.close();
+  }
+}
+var link;
+var LINKS = "herald-links";
+var linkTimer;
+var LINK_WAIT_MS = 2e3;
+var answeredUnseen;
+function linkFrom(source) {
+  const l = {};
+  for (const k of ["open", "answer", "option"]) {
+    const v = source.get(k);
+    if (typeof v === "string" && v) l[k] = v;
+  }
+  return l.open || l.answer && l.option ? l : void 0;
+}
+async function linkInAddress() {
+  const query = new URLSearchParams(location.search);
+  const l = linkFrom(query);
+  if (!l?.answer) return l;
+  const n = query.get("n");
+  const links = "caches" in window ? await caches.open(LINKS) : void 0;
+  const made = n && links ? await links.match(`/link/${encodeURIComponent(n)}`) : void 0;
+  if (made) {
+    await links?.delete(`/link/${encodeURIComponent(n ?? "")}`);
+    const kept = await made.json();
+    if (kept.answer === l.answer && kept.option === l.option) return l;
+  }
+  return { open: l.answer };
+}
+function endLink() {
+  link = void 0;
+  clearTimeout(linkTimer);
+  if (location.search) history.replaceState(history.state, "", location.pathname);
+}
+function followLink() {
+  if (!link) return;
+  const id = link.answer ?? link.open;
+  if (!id) return endLink();
+  const li = ui.messages.querySelector(`li[data-id="${CSS.escape(id)}"]`);
+  if (!li) return;
+  if (client) ui.settings.hidden = true;
+  for (const other of ui.messages.querySelectorAll("li.opened")) other.classList.remove("opened");
+  li.classList.add("opened");
+  li.scrollIntoView({ block: "center" });
+  if (link.answer && link.option) {
+    const button = [...li.querySelectorAll("button[data-option]")].find((b) => b.dataset["option"] === link?.option);
+    if (li.dataset["done"] !== void 0 || !button || button.disabled) notice("That question was already answered.");
+    else button.click();
+  }
+  endLink();
+}
+function setLink(l) {
+  link = l;
+  followLink();
+  waitForLink();
+}
+function waitForLink() {
+  clearTimeout(linkTimer);
+  if (!link || client?.state !== "ready") return;
+  linkTimer = setTimeout(() => {
+    const c = client;
+    if (link?.answer && link.option && c?.state === "ready") {
+      answeredUnseen = link.answer;
+      c.answer(link.answer, link.option);
+    }
+    endLink();
+  }, LINK_WAIT_MS);
+}
+function unseenDone(promptId, expired) {
+  if (promptId !== answeredUnseen) return;
+  answeredUnseen = void 0;
+  notice(expired ? "That question is no longer open: it was answered elsewhere or it expired." : "Answered from the notification.");
+}
 var client;
 function connect() {
   const token = localStorage.getItem(STORE.token);
@@ -1267,6 +1537,8 @@ function connect() {
   c.on("state", (s) => setStatus(s));
   c.on("ready", (info) => {
     if (info.avatarUrl && ui.avatar.src !== info.avatarUrl) ui.avatar.src = info.avatarUrl;
+    notificationsAtReady(c, info.push);
+    waitForLink();
   });
   c.on("message", showReply);
   c.on("typing", (on) => {
@@ -1274,7 +1546,10 @@ function connect() {
   });
   c.on("avatar", (state) => avatar("setState", state));
   c.on("prompt", (card) => showCard(card, c));
-  c.on("promptDone", (d) => closeCard(d.promptId, d.optionId, d.expired));
+  c.on("promptDone", (d) => {
+    closeCard(d.promptId, d.optionId, d.expired);
+    unseenDone(d.promptId, d.expired);
+  });
   c.on("media", showMedia);
   c.on("error", (e) => notice(`Error (${e.code}): ${e.message}`));
   c.on("noAccess", ({ reason }) => {
@@ -1282,6 +1557,7 @@ function connect() {
     ui.settings.hidden = false;
   });
   c.on("replaced", () => setStatus("stopped", "Disconnected: this browser's chat is open somewhere else"));
+  c.setVisible(document.visibilityState === "visible");
   c.connect();
 }
 function init() {
@@ -1359,6 +1635,18 @@ function init() {
       notice(`Not sent: ${e.message}`);
     }
   });
+  ui.notify.addEventListener("change", () => {
+    void (ui.notify.checked ? turnNotificationsOn() : turnNotificationsOff());
+  });
+  document.addEventListener("visibilitychange", () => client?.setVisible(document.visibilityState === "visible"));
+  if ("serviceWorker" in navigator) {
+    navigator.serviceWorker.addEventListener("message", (e) => {
+      const d = e.data;
+      if (d?.["herald"] === "open") setLink(linkFrom({ get: (k) => typeof d[k] === "string" ? d[k] : void 0 }));
+    });
+    navigator.serviceWorker.startMessages();
+  }
+  void linkInAddress().then((l) => l && setLink(l));
   connect();
   keepForOffline();
 }

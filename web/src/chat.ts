@@ -3,6 +3,7 @@
 
 import {
   CLARIFY_OTHER,
+  decodeBase64Url,
   encodeWav,
   HeraldClient,
   newId,
@@ -14,7 +15,7 @@ import {
   type Reply,
 } from "../../sdk/typescript/src/index.js";
 
-const STORE = { token: "herald.token", device: "herald.device", name: "herald.name", url: "herald.url" } as const;
+const STORE = { token: "herald.token", device: "herald.device", name: "herald.name", url: "herald.url", notify: "herald.notify" } as const;
 
 function $<T extends HTMLElement>(id: string): T {
   const el = document.getElementById(id);
@@ -39,6 +40,9 @@ const ui = {
   file: $<HTMLInputElement>("file"),
   record: $<HTMLButtonElement>("record"),
   avatar: $<HTMLIFrameElement>("avatar"),
+  notifyRow: $<HTMLDivElement>("notify-row"),
+  notify: $<HTMLInputElement>("notify"),
+  notifyNote: $<HTMLParagraphElement>("notify-note"),
 };
 
 /** This browser's device id: made once, kept in localStorage. */
@@ -109,6 +113,7 @@ function showReply(reply: Reply): void {
   li.dataset["final"] = String(reply.final);
   if (reply.final) avatar("speak", reply.text);
   scrollDown();
+  followLink();
 }
 
 function showCard(c: Card, client: HeraldClient): void {
@@ -162,6 +167,7 @@ function showCard(c: Card, client: HeraldClient): void {
     li.append(form);
   }
   scrollDown();
+  followLink();
 }
 
 function closeCard(promptId: string, optionId: string | undefined, expired: boolean): void {
@@ -174,6 +180,7 @@ function closeCard(promptId: string, optionId: string | undefined, expired: bool
   const label = [...li.querySelectorAll<HTMLButtonElement>("button[data-option]")].find((b) => b.dataset["option"] === optionId)?.textContent;
   p.textContent = expired ? "This question has expired." : `Answered: ${label ?? optionId ?? ""}`;
   li.append(p);
+  void closeNotifications(promptId);
 }
 
 function showMedia(m: ReceivedMedia): void {
@@ -325,6 +332,225 @@ function keepForOffline(): void {
   });
 }
 
+// ---- notifications (Web Push) ----
+
+/** How long the browser may take to subscribe with its push service. */
+const SUBSCRIBE_TIMEOUT_MS = 30_000;
+const VISIBLE_NOTE = "When the chat is closed or out of sight: the agent's questions, deliveries and finished replies, on this device.";
+
+/** Push needs a service worker and the Push API: a secure context (HTTPS, or loopback). */
+function pushAvailable(): boolean {
+  return "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
+}
+
+function notifyNote(text: string): void {
+  ui.notifyNote.textContent = text;
+}
+
+/** The browser's subscription for `vapidKey`: the one it has if made with that key, else a new one. */
+async function browserSubscription(vapidKey: string): Promise<PushSubscription> {
+  const registration = await navigator.serviceWorker.ready;
+  const key = decodeBase64Url(vapidKey);
+  const current = await registration.pushManager.getSubscription();
+  if (current) {
+    const had = current.options.applicationServerKey;
+    if (had && new Uint8Array(had).join() === key.join()) return current;
+    // Another server key (a new data dir): that subscription can no longer be used.
+    await current.unsubscribe();
+  }
+  // A browser whose push service cannot be reached may never answer: give up in time.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error("the browser's push service did not answer")), SUBSCRIBE_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key as Uint8Array<ArrayBuffer> }), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Sends this browser's subscription to herald; throws what went wrong. */
+async function registerPush(c: HeraldClient, vapidKey: string): Promise<void> {
+  const json = (await browserSubscription(vapidKey)).toJSON();
+  const p256dh = json.keys?.["p256dh"];
+  const auth = json.keys?.["auth"];
+  if (!json.endpoint || !p256dh || !auth) throw new Error("the browser gave a subscription without keys");
+  await c.subscribePush({ endpoint: json.endpoint, keys: { p256dh, auth } });
+}
+
+/** The switch was turned on: ask for permission (in this click, never on load), then subscribe. */
+async function turnNotificationsOn(): Promise<void> {
+  const permission = await Notification.requestPermission();
+  const c = client;
+  const key = c?.ready?.push?.vapidKey;
+  if (permission !== "granted") {
+    ui.notify.checked = false;
+    notifyNote(permission === "denied" ? "Notifications are blocked for this page in the browser's settings." : "Notifications were not allowed.");
+    return;
+  }
+  if (!c || !key) {
+    ui.notify.checked = false;
+    notifyNote("Connect first: notifications are set up with herald.");
+    return;
+  }
+  ui.notify.disabled = true;
+  try {
+    await registerPush(c, key);
+    localStorage.setItem(STORE.notify, "on");
+    notifyNote(`On. ${VISIBLE_NOTE}`);
+  } catch (e) {
+    ui.notify.checked = false;
+    notifyNote(`Could not turn notifications on: ${(e as Error).message}`);
+  } finally {
+    ui.notify.disabled = false;
+  }
+}
+
+async function turnNotificationsOff(): Promise<void> {
+  localStorage.removeItem(STORE.notify);
+  ui.notify.disabled = true;
+  try {
+    // Herald forgets it; the browser's own goes too, so a push sent meanwhile is refused.
+    if (client?.state === "ready" && client.ready?.push) await client.unsubscribePush().catch(() => undefined);
+    const registration = await navigator.serviceWorker.getRegistration("/");
+    await (await registration?.pushManager.getSubscription())?.unsubscribe();
+    notifyNote(VISIBLE_NOTE);
+  } finally {
+    ui.notify.disabled = false;
+  }
+}
+
+/** At each ready: show the switch if herald offers push, and renew a subscription that is on. */
+function notificationsAtReady(c: HeraldClient, push: { vapidKey: string } | undefined): void {
+  ui.notifyRow.hidden = !(push && pushAvailable());
+  if (ui.notifyRow.hidden || !push) return;
+  const wanted = localStorage.getItem(STORE.notify) === "on";
+  const granted = Notification.permission === "granted";
+  ui.notify.checked = wanted && granted;
+  if (!wanted) return;
+  if (!granted) {
+    // Permission was taken back in the browser: off, here and in herald.
+    localStorage.removeItem(STORE.notify);
+    void c.unsubscribePush().catch(() => undefined);
+    notifyNote("Notifications were turned off: this page may no longer show them.");
+    return;
+  }
+  // The browser's subscription may have changed, or herald dropped it: say it again.
+  registerPush(c, push.vapidKey).catch((e: unknown) => notifyNote(`Notifications may not arrive: ${(e as Error).message}`));
+}
+
+/** Closes the notifications about card `promptId`: it was answered or expired. */
+async function closeNotifications(promptId: string): Promise<void> {
+  if (!pushAvailable()) return;
+  const registration = await navigator.serviceWorker.getRegistration("/");
+  for (const n of (await registration?.getNotifications()) ?? []) {
+    if ((n.data as { promptId?: unknown } | null)?.promptId === promptId) n.close();
+  }
+}
+
+// ---- links from notifications ----
+
+/** What a notification asked for: show message or card `open`, or answer card `answer` with `option`. */
+interface Link {
+  open?: string;
+  answer?: string;
+  option?: string;
+}
+
+let link: Link | undefined;
+/** The service worker's nonces for answers in an address (sw.ts). */
+const LINKS = "herald-links";
+let linkTimer: ReturnType<typeof setTimeout> | undefined;
+/** How long after ready a card or message asked for may take to come. */
+const LINK_WAIT_MS = 2000;
+/** A card answered from a notification without being on the page: its prompt_done says how it went. */
+let answeredUnseen: string | undefined;
+
+function linkFrom(source: { get(name: string): string | null | undefined }): Link | undefined {
+  const l: Link = {};
+  for (const k of ["open", "answer", "option"] as const) {
+    const v = source.get(k);
+    if (typeof v === "string" && v) l[k] = v;
+  }
+  return l.open || (l.answer && l.option) ? l : undefined;
+}
+
+/**
+ * The link in this page's address. An answer is taken only with the nonce the service
+ * worker keeps for it (once): anyone can send the owner an address, so an address alone
+ * only shows the card.
+ */
+async function linkInAddress(): Promise<Link | undefined> {
+  const query = new URLSearchParams(location.search);
+  const l = linkFrom(query);
+  if (!l?.answer) return l;
+  const n = query.get("n");
+  const links = "caches" in window ? await caches.open(LINKS) : undefined;
+  const made = n && links ? await links.match(`/link/${encodeURIComponent(n)}`) : undefined;
+  if (made) {
+    await links?.delete(`/link/${encodeURIComponent(n ?? "")}`);
+    const kept = (await made.json()) as Link;
+    if (kept.answer === l.answer && kept.option === l.option) return l;
+  }
+  return { open: l.answer };
+}
+
+function endLink(): void {
+  link = undefined;
+  clearTimeout(linkTimer);
+  if (location.search) history.replaceState(history.state, "", location.pathname);
+}
+
+/** Does what the link asks once its card or message is on the page. */
+function followLink(): void {
+  if (!link) return;
+  const id = link.answer ?? link.open;
+  if (!id) return endLink();
+  const li = ui.messages.querySelector<HTMLLIElement>(`li[data-id="${CSS.escape(id)}"]`);
+  if (!li) return;
+  // The conversation, not the settings, is what the notification was about.
+  if (client) ui.settings.hidden = true;
+  for (const other of ui.messages.querySelectorAll("li.opened")) other.classList.remove("opened");
+  li.classList.add("opened");
+  li.scrollIntoView({ block: "center" });
+  if (link.answer && link.option) {
+    const button = [...li.querySelectorAll<HTMLButtonElement>("button[data-option]")].find((b) => b.dataset["option"] === link?.option);
+    if (li.dataset["done"] !== undefined || !button || button.disabled) notice("That question was already answered.");
+    else button.click();
+  }
+  endLink();
+}
+
+function setLink(l: Link | undefined): void {
+  link = l;
+  followLink();
+  waitForLink();
+}
+
+/** Gives what the link names time to come after ready; then an answer goes anyway, and a link to show is dropped. */
+function waitForLink(): void {
+  clearTimeout(linkTimer);
+  if (!link || client?.state !== "ready") return;
+  linkTimer = setTimeout(() => {
+    // The card did not come (herald shows only open cards, and not always its own
+    // again): answer it anyway, as the protocol allows; prompt_done says whether it counted.
+    const c = client;
+    if (link?.answer && link.option && c?.state === "ready") {
+      answeredUnseen = link.answer;
+      c.answer(link.answer, link.option);
+    }
+    endLink();
+  }, LINK_WAIT_MS);
+}
+
+/** The outcome of an answer given from a notification to a card not on the page. */
+function unseenDone(promptId: string, expired: boolean): void {
+  if (promptId !== answeredUnseen) return;
+  answeredUnseen = undefined;
+  notice(expired ? "That question is no longer open: it was answered elsewhere or it expired." : "Answered from the notification.");
+}
+
 // ---- wiring ----
 
 let client: HeraldClient | undefined;
@@ -347,6 +573,8 @@ function connect(): void {
   c.on("state", (s) => setStatus(s));
   c.on("ready", (info) => {
     if (info.avatarUrl && ui.avatar.src !== info.avatarUrl) ui.avatar.src = info.avatarUrl;
+    notificationsAtReady(c, info.push);
+    waitForLink();
   });
   c.on("message", showReply);
   c.on("typing", (on) => {
@@ -354,7 +582,10 @@ function connect(): void {
   });
   c.on("avatar", (state) => avatar("setState", state));
   c.on("prompt", (card) => showCard(card, c));
-  c.on("promptDone", (d) => closeCard(d.promptId, d.optionId, d.expired));
+  c.on("promptDone", (d) => {
+    closeCard(d.promptId, d.optionId, d.expired);
+    unseenDone(d.promptId, d.expired);
+  });
   c.on("media", showMedia);
   c.on("error", (e) => notice(`Error (${e.code}): ${e.message}`));
   c.on("noAccess", ({ reason }) => {
@@ -362,6 +593,7 @@ function connect(): void {
     ui.settings.hidden = false;
   });
   c.on("replaced", () => setStatus("stopped", "Disconnected: this browser's chat is open somewhere else"));
+  c.setVisible(document.visibilityState === "visible");
   c.connect();
 }
 
@@ -443,6 +675,21 @@ function init(): void {
       notice(`Not sent: ${(e as Error).message}`);
     }
   });
+
+  ui.notify.addEventListener("change", () => {
+    // requestPermission is called within this handler, so the click is what allows it.
+    void (ui.notify.checked ? turnNotificationsOn() : turnNotificationsOff());
+  });
+  document.addEventListener("visibilitychange", () => client?.setVisible(document.visibilityState === "visible"));
+  if ("serviceWorker" in navigator) {
+    // A click on a notification while this page is open: the worker says what to show.
+    navigator.serviceWorker.addEventListener("message", (e: MessageEvent<unknown>) => {
+      const d = e.data as Record<string, unknown> | null;
+      if (d?.["herald"] === "open") setLink(linkFrom({ get: (k) => (typeof d[k] === "string" ? (d[k] as string) : undefined) }));
+    });
+    navigator.serviceWorker.startMessages();
+  }
+  void linkInAddress().then((l) => l && setLink(l));
 
   connect();
   keepForOffline();
