@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The TypeScript side's tests, in one go: the SDK's unit, vector and real-server tests,
 # then the browser chat in headless Chromium (web/tests), then the React Native example's
-# type check. Installs from the lockfiles when node_modules is missing or stale.
+# type check. Installs from the lockfiles when node_modules is missing or stale. Needs
+# Node 20+, Debian's chromium, and python3 (the push test reads herald's store with it).
 # Usage: sdk/typescript/run-tests.sh   (HERALD_BIN=path to test another build)
 set -euo pipefail
 sdk="$(cd "$(dirname "$0")" && pwd)"

@@ -94,11 +94,17 @@ function next(name: string, what: string): Promise<ReceivedPush> {
 }
 
 /**
- * The devices that have a subscription in Herald's store, read from its database with
- * the sqlite3 shell (read-only; Herald keeps writing in WAL mode meanwhile).
+ * The devices that have a subscription in Herald's store, read from its database by
+ * Python's sqlite3 (node 20 has none), read-only while Herald writes (WAL). The admin API
+ * lists no subscriptions yet.
  */
 async function stored(): Promise<string[]> {
-  const { stdout } = await promisify(execFile)("sqlite3", ["-readonly", join(herald.dataDir, "herald.db"), "SELECT device_id FROM push_subscriptions ORDER BY device_id"]);
+  const script = [
+    "import sqlite3, sys",
+    "db = sqlite3.connect('file:' + sys.argv[1] + '?mode=ro', uri=True)",
+    "print('\\n'.join(r[0] for r in db.execute('SELECT device_id FROM push_subscriptions ORDER BY device_id')))",
+  ].join("\n");
+  const { stdout } = await promisify(execFile)("python3", ["-c", script, join(herald.dataDir, "herald.db")]);
   return stdout.split("\n").filter(Boolean);
 }
 
