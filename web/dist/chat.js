@@ -1449,6 +1449,7 @@ async function closeNotifications(promptId) {
 }
 var link;
 var LINKS = "herald-links";
+var LINK_TTL_MS = 10 * 6e4;
 var linkTimer;
 var LINK_WAIT_MS = 2e3;
 var answeredUnseen;
@@ -1470,7 +1471,8 @@ async function linkInAddress() {
   if (made) {
     await links?.delete(`/link/${encodeURIComponent(n ?? "")}`);
     const kept = await made.json();
-    if (kept.answer === l.answer && kept.option === l.option) return l;
+    const fresh = typeof kept.at === "number" && Date.now() - kept.at < LINK_TTL_MS;
+    if (fresh && kept.answer === l.answer && kept.option === l.option) return l;
   }
   return { open: l.answer };
 }

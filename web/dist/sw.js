@@ -86,6 +86,7 @@
 
   // src/sw.ts
   var LINKS = "herald-links";
+  var LINK_TTL_MS = 10 * 6e4;
   var worker = self;
   var PREFIX = "herald-chat-";
   var NETWORK_TIMEOUT_MS = 4e3;
@@ -93,7 +94,7 @@
   worker.addEventListener("install", (e) => {
     e.waitUntil(
       (async () => {
-        const cache = await caches.open("herald-chat-aba35a374fa59dbc");
+        const cache = await caches.open("herald-chat-0204ee1193ce1704");
         await cache.addAll(define_HERALD_ASSETS_default.map((path) => new Request(path, { cache: "reload" })));
         await worker.skipWaiting();
       })()
@@ -103,7 +104,7 @@
     e.waitUntil(
       (async () => {
         for (const name of await caches.keys()) {
-          if (name.startsWith(PREFIX) && name !== "herald-chat-aba35a374fa59dbc") await caches.delete(name);
+          if (name.startsWith(PREFIX) && name !== "herald-chat-0204ee1193ce1704") await caches.delete(name);
         }
         await worker.clients.claim();
       })()
@@ -117,7 +118,7 @@
     return ASSETS.has(path) ? path : void 0;
   }
   async function fromCache(path, why) {
-    const cached = await caches.match(path, { cacheName: "herald-chat-aba35a374fa59dbc" });
+    const cached = await caches.match(path, { cacheName: "herald-chat-0204ee1193ce1704" });
     if (cached) return cached;
     throw why instanceof Error ? why : new Error(`herald cannot be reached, and ${path} is not cached`);
   }
@@ -205,8 +206,13 @@
       return;
     }
     if (link.answer) {
+      const links = await caches.open(LINKS);
+      for (const request of await links.keys()) {
+        const kept = await (await links.match(request))?.json().catch(() => void 0);
+        if (!kept?.at || Date.now() - kept.at > LINK_TTL_MS) await links.delete(request);
+      }
       const n = crypto.randomUUID();
-      await (await caches.open(LINKS)).put(`/link/${n}`, new Response(JSON.stringify(link)));
+      await links.put(`/link/${n}`, new Response(JSON.stringify({ ...link, at: Date.now() })));
       link = { ...link, n };
     }
     await worker.clients.openWindow(chatUrl(link));

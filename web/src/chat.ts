@@ -459,8 +459,9 @@ interface Link {
 }
 
 let link: Link | undefined;
-/** The service worker's nonces for answers in an address (sw.ts). */
+/** The service worker's nonces for answers in an address, and how long one holds (sw.ts). */
 const LINKS = "herald-links";
+const LINK_TTL_MS = 10 * 60_000;
 let linkTimer: ReturnType<typeof setTimeout> | undefined;
 /** How long after ready a card or message asked for may take to come. */
 const LINK_WAIT_MS = 2000;
@@ -490,8 +491,9 @@ async function linkInAddress(): Promise<Link | undefined> {
   const made = n && links ? await links.match(`/link/${encodeURIComponent(n)}`) : undefined;
   if (made) {
     await links?.delete(`/link/${encodeURIComponent(n ?? "")}`);
-    const kept = (await made.json()) as Link;
-    if (kept.answer === l.answer && kept.option === l.option) return l;
+    const kept = (await made.json()) as Link & { at?: number };
+    const fresh = typeof kept.at === "number" && Date.now() - kept.at < LINK_TTL_MS;
+    if (fresh && kept.answer === l.answer && kept.option === l.option) return l;
   }
   return { open: l.answer };
 }

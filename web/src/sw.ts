@@ -81,6 +81,8 @@ interface ChatLink {
 }
 /** Answers this worker put in an address, by nonce; the page takes each once. Not a HERALD_CACHE. */
 const LINKS = "herald-links";
+/** A nonce not taken within this long (the window never opened) is dropped. */
+const LINK_TTL_MS = 10 * 60_000;
 
 const worker = self as unknown as WorkerScope;
 /** Every cache this page has made starts so; only CACHE is kept. */
@@ -226,8 +228,13 @@ async function openChat(link: ChatLink): Promise<void> {
     return;
   }
   if (link.answer) {
+    const links = await caches.open(LINKS);
+    for (const request of await links.keys()) {
+      const kept = (await (await links.match(request))?.json().catch(() => undefined)) as { at?: number } | undefined;
+      if (!kept?.at || Date.now() - kept.at > LINK_TTL_MS) await links.delete(request);
+    }
     const n = crypto.randomUUID();
-    await (await caches.open(LINKS)).put(`/link/${n}`, new Response(JSON.stringify(link)));
+    await links.put(`/link/${n}`, new Response(JSON.stringify({ ...link, at: Date.now() })));
     link = { ...link, n };
   }
   await worker.clients.openWindow(chatUrl(link));
