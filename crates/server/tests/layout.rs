@@ -248,6 +248,9 @@ fn crates_keep_to_their_jobs() {
     assert!(dependencies("server").contains("herald-store"));
     // The simulator knows nothing of GPIO or sound cards; the Linux gadget builds on it.
     let sim = dependency_tree("herald-sim");
-    assert!(!sim.contains("gpiocdev") && !sim.contains("cpal"), "{sim:?}");
+    assert!(
+        !sim.contains("gpiocdev") && !sim.contains("cpal"),
+        "{sim:?}"
+    );
     assert!(dependencies("linux-gadget").contains("herald-sim"));
 }
