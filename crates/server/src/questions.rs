@@ -82,11 +82,12 @@ impl Questions {
     }
 
     /// Share question `prompt_id`, unless it was answered already (sharing runs beside
-    /// the agent's call, so an answer on the asking device may come first).
-    pub(crate) fn open(&self, prompt_id: String, question: Question, now: Instant) {
+    /// the agent's call, so an answer on the asking device may come first): whether it
+    /// is open now.
+    pub(crate) fn open(&self, prompt_id: String, question: Question, now: Instant) -> bool {
         self.prune(now);
         if self.answered.contains_key(&prompt_id) {
-            return;
+            return false;
         }
         if self.open.len() >= MAX_OPEN {
             let oldest = self
@@ -99,6 +100,12 @@ impl Questions {
             }
         }
         self.open.insert(prompt_id, question);
+        true
+    }
+
+    /// Whether `prompt_id` is still open (not answered, withdrawn or lapsed).
+    pub(crate) fn is_open(&self, prompt_id: &str) -> bool {
+        self.open.contains_key(prompt_id)
     }
 
     /// A copy of `prompt_id` is shown on `chat`, called `name`.

@@ -171,7 +171,9 @@ impl Sharing {
             copies: Vec::new(),
         };
         let questions = &self.shared.questions;
-        questions.open(prompt_id.to_owned(), question.clone(), now);
+        if !questions.open(prompt_id.to_owned(), question.clone(), now) {
+            return;
+        }
         // Nobody looking at any of their apps: a notification (`crate::notify`).
         let card = card_for(
             prompt_id.to_owned(),
@@ -189,6 +191,11 @@ impl Sharing {
                 && self.mobile.devices.is_online(&phone.id)
         });
         for phone in theirs {
+            // Answered meanwhile (on the asking device, or a copy shown already): no
+            // more copies.
+            if !questions.is_open(prompt_id) {
+                return;
+            }
             let copy = Box::new(question.clone());
             let shown = self
                 .mobile
@@ -199,8 +206,22 @@ impl Sharing {
                 })
                 .await;
             if let Ok(Ok(())) = shown {
+                let chat = Chat::mobile(phone.id.clone());
                 let name = phone.info.name.unwrap_or_else(|| phone.id.clone());
-                questions.shown(prompt_id, Chat::mobile(phone.id), name);
+                questions.shown(prompt_id, chat.clone(), name);
+                // Answered while this copy went out: the withdrawal missed it.
+                if !questions.is_open(prompt_id) {
+                    let withdraw = Request::Withdraw {
+                        prompt_id: prompt_id.to_owned(),
+                    };
+                    let call = |reply| {
+                        mobile::Command::Port(Call {
+                            request: withdraw,
+                            reply,
+                        })
+                    };
+                    let _ = self.mobile.call(&chat.id, call).await;
+                }
             }
         }
     }
