@@ -38,7 +38,7 @@ impl std::fmt::Debug for Subscription {
 /// Why a subscription is refused, for the app's `error{bad_frame}`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubscriptionError {
-    #[error("keys.p256dh must be an uncompressed P-256 public key (65 bytes, base64url)")]
+    #[error("keys.p256dh must be an uncompressed P-256 public key (65 bytes, base64url, a point on the curve)")]
     PublicKey,
     #[error("keys.auth must be 16 bytes, base64url")]
     Auth,
@@ -59,7 +59,7 @@ pub fn check(
     let p256dh = URL_SAFE_NO_PAD
         .decode_to_vec(sub.keys.p256dh.trim_end_matches('='))
         .ok()
-        .filter(|key| key.len() == 65 && key[0] == 4)
+        .filter(|key| key.len() == 65 && p256::PublicKey::from_sec1_bytes(key).is_ok())
         .ok_or(SubscriptionError::PublicKey)?;
     let auth = URL_SAFE_NO_PAD
         .decode_to_vec(sub.keys.auth.trim_end_matches('='))
@@ -176,13 +176,15 @@ mod tests {
 
     use super::*;
 
+    /// The generator of P-256, uncompressed: a point on the curve.
+    const POINT: &str =
+        "BGsX0fLhLEJH-Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU";
+
     fn sub(endpoint: &str) -> PushSubscription {
-        let mut key = vec![4u8];
-        key.extend([7u8; 64]);
         PushSubscription {
             endpoint: endpoint.into(),
             keys: PushKeys {
-                p256dh: URL_SAFE_NO_PAD.encode_to_string(&key),
+                p256dh: POINT.to_owned(),
                 auth: URL_SAFE_NO_PAD.encode_to_string([1u8; 16]),
             },
         }
@@ -222,6 +224,10 @@ mod tests {
     fn keys_that_are_not_a_point_and_a_secret_are_refused() {
         let mut bad = sub("https://push.example.net/x");
         bad.keys.p256dh = URL_SAFE_NO_PAD.encode_to_string([4u8; 33]);
+        assert_eq!(check(&bad, false), Err(SubscriptionError::PublicKey));
+        let mut off_the_curve = [0u8; 65];
+        off_the_curve[0] = 4;
+        bad.keys.p256dh = URL_SAFE_NO_PAD.encode_to_string(off_the_curve);
         assert_eq!(check(&bad, false), Err(SubscriptionError::PublicKey));
         let mut bad = sub("https://push.example.net/x");
         bad.keys.auth = "not base64!".into();

@@ -601,7 +601,9 @@ fn the_phone_hears_pong_refusals_and_how_its_pushes_ended() {
 }
 
 fn subscribe(endpoint: &str) -> ClientFrame {
-    let key = format!("B{}", "A".repeat(86));
+    // The generator of P-256: a point on the curve.
+    let key =
+        "BGsX0fLhLEJH-Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU";
     let frame = json!({"t": "push_subscribe", "endpoint": endpoint,
         "keys": {"p256dh": key, "auth": "AAAAAAAAAAAAAAAAAAAAAA"}});
     ClientFrame::decode(&frame.to_string()).unwrap()
