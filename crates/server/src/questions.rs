@@ -117,6 +117,13 @@ impl Questions {
         }
     }
 
+    /// The copy of `prompt_id` meant for `chat` never reached it.
+    pub(crate) fn not_shown(&self, prompt_id: &str, chat: &Chat) {
+        if let Some(mut question) = self.open.get_mut(prompt_id) {
+            question.copies.retain(|(c, _)| c != chat);
+        }
+    }
+
     /// The questions open for `person` that `chat` does not show yet.
     pub(crate) fn open_for(
         &self,

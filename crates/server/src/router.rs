@@ -196,6 +196,11 @@ impl Sharing {
             if !questions.is_open(prompt_id) {
                 return;
             }
+            // Listed before it goes out, so an answer on that phone, however quick, is
+            // known as given there.
+            let chat = Chat::mobile(phone.id.clone());
+            let name = phone.info.name.unwrap_or_else(|| phone.id.clone());
+            questions.shown(prompt_id, chat.clone(), name);
             let copy = Box::new(question.clone());
             let shown = self
                 .mobile
@@ -205,23 +210,20 @@ impl Sharing {
                     reply,
                 })
                 .await;
-            if let Ok(Ok(())) = shown {
-                let chat = Chat::mobile(phone.id.clone());
-                let name = phone.info.name.unwrap_or_else(|| phone.id.clone());
-                questions.shown(prompt_id, chat.clone(), name);
-                // Answered while this copy went out: the withdrawal missed it.
-                if !questions.is_open(prompt_id) {
-                    let withdraw = Request::Withdraw {
-                        prompt_id: prompt_id.to_owned(),
-                    };
-                    let call = |reply| {
-                        mobile::Command::Port(Call {
-                            request: withdraw,
-                            reply,
-                        })
-                    };
-                    let _ = self.mobile.call(&chat.id, call).await;
-                }
+            if !matches!(shown, Ok(Ok(()))) {
+                questions.not_shown(prompt_id, &chat);
+            } else if !questions.is_open(prompt_id) {
+                // Answered while this copy went out: the withdrawal may have missed it.
+                let withdraw = Request::Withdraw {
+                    prompt_id: prompt_id.to_owned(),
+                };
+                let call = |reply| {
+                    mobile::Command::Port(Call {
+                        request: withdraw,
+                        reply,
+                    })
+                };
+                let _ = self.mobile.call(&chat.id, call).await;
             }
         }
     }
