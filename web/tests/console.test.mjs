@@ -232,6 +232,8 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
     await page.locator("#view-device:not([hidden])").waitFor();
     await page.locator("#device-title", { hasText: "Console sim" }).waitFor();
     await page.locator("#device-facts", { hasText: BOARD }).waitFor();
+    // Whose it is: nobody's in particular yet (the API's `owner`, set with `herald owner`).
+    assert.match(await page.locator("#device-facts").textContent(), /Owner\s*—/);
 
     let from = sim.lines.seen.length;
     await page.fill("#send-text", "Hello from the console");

@@ -47,6 +47,7 @@ var ui = {
   actionResult: $("action-result"),
   deviceResult: $("device-result"),
   forget: $("forget"),
+  stopNotifications: $("stop-notifications"),
   otaForm: $("ota-form"),
   otaDevice: $("ota-device"),
   otaFile: $("ota-file"),
@@ -346,6 +347,7 @@ function drawDevices() {
         { "data-id": d.id },
         el("td", {}, deviceLink("gadget", d.id, d.name ?? d.id), d.name ? el("div", { class: "hint" }, d.id) : null),
         onlineCell(d.online),
+        el("td", {}, d.owner ?? "—"),
         el("td", {}, d.board ?? "—"),
         el("td", {}, d.firmware ?? "—"),
         el("td", {}, sensorsText(d.sensors) || "—"),
@@ -364,6 +366,7 @@ function drawDevices() {
         onlineCell(p.online),
         el("td", {}, p.user_id),
         el("td", {}, p.platform ?? "—"),
+        el("td", {}, p.notifications ? "on" : "off"),
         el("td", {}, p.online ? "now" : ago(p.last_seen))
       )
     ),
@@ -492,6 +495,7 @@ function drawDevice(d) {
   ];
   if (isGadget(d)) {
     facts.push(
+      ...fact("Owner", d.owner ?? "—"),
       ...fact("Board", d.board ?? "—"),
       ...fact("Firmware", d.firmware ?? "—"),
       ...fact("Sensors", sensorsText(d.sensors) || "—"),
@@ -502,10 +506,16 @@ function drawDevice(d) {
     if (d.ota) facts.push(...fact("Firmware update", `${d.ota.version}: ${d.ota.status}, ${percent(d.ota)}%`));
     drawActions(d.profile?.actions ?? [], d.online);
   } else {
-    facts.push(...fact("User", d.user_id), ...fact("App", d.platform ?? "—"), ...fact("Last seen", d.online ? "now" : ago(d.last_seen)));
+    facts.push(
+      ...fact("User", d.user_id),
+      ...fact("App", d.platform ?? "—"),
+      ...fact("Notifications", d.notifications ? "on" : "off"),
+      ...fact("Last seen", d.online ? "now" : ago(d.last_seen))
+    );
     ui.actionBox.hidden = true;
   }
   ui.forget.hidden = !isGadget(d);
+  ui.stopNotifications.hidden = isGadget(d) || !d.notifications;
   ui.deviceFacts.replaceChildren(...facts);
   for (const event of d.events) addEvent(event);
   ui.eventsEmpty.hidden = shownSeq.size > 0;
@@ -618,6 +628,14 @@ ui.forget.addEventListener("click", () => {
     await api("DELETE", `/v1/devices/${encodeURIComponent(id)}`);
     notify(`Forgot ${id}.`, "ok");
     location.hash = "#/devices";
+  });
+});
+ui.stopNotifications.addEventListener("click", () => {
+  const id = current.id;
+  void attempt(async () => {
+    await api("DELETE", `/v1/push/${encodeURIComponent(id)}`);
+    notify(`No more notifications to ${id}.`, "ok");
+    ui.stopNotifications.hidden = true;
   });
 });
 var checked = null;

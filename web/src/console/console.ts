@@ -21,6 +21,8 @@ interface DeviceView {
   enrolled_at: number;
   last_seen: number | null;
   sensors: Record<string, unknown>;
+  /** The person it belongs to (a phone user's id), once set. */
+  owner: string | null;
   online: boolean;
 }
 
@@ -31,6 +33,8 @@ interface PhoneView {
   platform: string | null;
   first_seen: number;
   last_seen: number;
+  /** The app takes notifications while it is closed. */
+  notifications: boolean;
   online: boolean;
 }
 
@@ -192,6 +196,7 @@ const ui = {
   actionResult: $<HTMLPreElement>("action-result"),
   deviceResult: $<HTMLParagraphElement>("device-result"),
   forget: $<HTMLButtonElement>("forget"),
+  stopNotifications: $<HTMLButtonElement>("stop-notifications"),
   otaForm: $<HTMLFormElement>("ota-form"),
   otaDevice: $<HTMLSelectElement>("ota-device"),
   otaFile: $<HTMLInputElement>("ota-file"),
@@ -545,6 +550,7 @@ function drawDevices(): void {
         { "data-id": d.id },
         el("td", {}, deviceLink("gadget", d.id, d.name ?? d.id), d.name ? el("div", { class: "hint" }, d.id) : null),
         onlineCell(d.online),
+        el("td", {}, d.owner ?? "—"),
         el("td", {}, d.board ?? "—"),
         el("td", {}, d.firmware ?? "—"),
         el("td", {}, sensorsText(d.sensors) || "—"),
@@ -563,6 +569,7 @@ function drawDevices(): void {
         onlineCell(p.online),
         el("td", {}, p.user_id),
         el("td", {}, p.platform ?? "—"),
+        el("td", {}, p.notifications ? "on" : "off"),
         el("td", {}, p.online ? "now" : ago(p.last_seen)),
       ),
     ),
@@ -710,6 +717,7 @@ function drawDevice(d: DeviceDetail | PhoneDetail): void {
   ];
   if (isGadget(d)) {
     facts.push(
+      ...fact("Owner", d.owner ?? "—"),
       ...fact("Board", d.board ?? "—"),
       ...fact("Firmware", d.firmware ?? "—"),
       ...fact("Sensors", sensorsText(d.sensors) || "—"),
@@ -720,10 +728,16 @@ function drawDevice(d: DeviceDetail | PhoneDetail): void {
     if (d.ota) facts.push(...fact("Firmware update", `${d.ota.version}: ${d.ota.status}, ${percent(d.ota)}%`));
     drawActions(d.profile?.actions ?? [], d.online);
   } else {
-    facts.push(...fact("User", d.user_id), ...fact("App", d.platform ?? "—"), ...fact("Last seen", d.online ? "now" : ago(d.last_seen)));
+    facts.push(
+      ...fact("User", d.user_id),
+      ...fact("App", d.platform ?? "—"),
+      ...fact("Notifications", d.notifications ? "on" : "off"),
+      ...fact("Last seen", d.online ? "now" : ago(d.last_seen)),
+    );
     ui.actionBox.hidden = true;
   }
   ui.forget.hidden = !isGadget(d);
+  ui.stopNotifications.hidden = isGadget(d) || !d.notifications;
   ui.deviceFacts.replaceChildren(...facts);
   for (const event of d.events) addEvent(event);
   ui.eventsEmpty.hidden = shownSeq.size > 0;
@@ -850,6 +864,15 @@ ui.forget.addEventListener("click", () => {
     await api("DELETE", `/v1/devices/${encodeURIComponent(id)}`);
     notify(`Forgot ${id}.`, "ok");
     location.hash = "#/devices";
+  });
+});
+
+ui.stopNotifications.addEventListener("click", () => {
+  const id = current.id;
+  void attempt(async () => {
+    await api("DELETE", `/v1/push/${encodeURIComponent(id)}`);
+    notify(`No more notifications to ${id}.`, "ok");
+    ui.stopNotifications.hidden = true;
   });
 });
 
