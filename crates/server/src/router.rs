@@ -110,6 +110,29 @@ struct Sharing {
 }
 
 impl Sharing {
+    /// Tell the person whose phone `chat` is of `text`, which it could not take.
+    async fn unheard(&self, chat: &Chat, text: String) {
+        let id = chat.id.clone();
+        let store = &self.shared.store;
+        let Ok(Some(person)) = store.run(move |s| s.phone_owner(&id)).await else {
+            return;
+        };
+        let note = herald_session::note::Note {
+            kind: herald_session::note::NoteKind::Deliver,
+            title: "Message".to_owned(),
+            body: text,
+            tag: format!("m-{}-{}", chat.id, crate::clock::now_ms()),
+            device: chat.id.clone(),
+            message_id: None,
+            prompt_id: None,
+            options: Vec::new(),
+        };
+        self.shared
+            .notifications
+            .notify(store, &person, &note)
+            .await;
+    }
+
     /// Whose device `chat` is, when someone's: a phone's user, a gadget's owner (or the
     /// server's only user).
     async fn asker(&self, chat: &Chat) -> Option<Asker> {
@@ -302,7 +325,23 @@ impl Outbound for Router {
             Request::Withdraw { prompt_id } => Some(prompt_id.clone()),
             _ => None,
         };
+        // A message for a phone with no session (its app has not connected since the
+        // server started): no core can tell its person, so this does.
+        let unheard = match &request {
+            Request::SendText { text, .. }
+                if chat.platform == Platform::Mobile
+                    && self.mobile.devices.session(&chat.id).is_none() =>
+            {
+                Some(text.clone())
+            }
+            _ => None,
+        };
         let result = self.send(chat, request).await;
+        if let (Some(text), Err(RequestError::Delivery(DeliveryError::Offline(_)))) =
+            (unheard, &result)
+        {
+            self.sharing.unheard(chat, text).await;
+        }
         match (&result, shared_later) {
             // Beside the answer: the agent need not wait for the copies.
             (Ok(Response::PromptId { prompt_id }), Some((prompt, ttl_s))) => {

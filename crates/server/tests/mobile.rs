@@ -316,7 +316,12 @@ async fn cards_resolve_with_the_choice_that_counted() {
 
 #[tokio::test]
 async fn only_the_device_shown_a_card_may_answer_it() {
-    let h = open_mobile().await;
+    // Not shared with the user's other phones (tests/questions.rs covers copies).
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.questions.share = false;
+    })
+    .await;
     let (mut owner, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
     let (mut other, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
     owner.text("m1", "/ask Really?").await;

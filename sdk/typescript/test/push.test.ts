@@ -320,7 +320,6 @@ test("the key and the subscriptions survive a restart", async () => {
 
 test(
   "after a restart, a delivery to a closed app that has not connected since is pushed",
-  { todo: "herald answers 409 (not connected) and pushes nothing until the app has connected once since the start" },
   async () => {
     const device = closedBeforeRestart;
     assert.ok((await stored()).includes(device), "its subscription is kept");

@@ -83,11 +83,21 @@ where
     };
     let ready = ready.encode();
     hub.shared.metrics.mobile.outbound(ready.len());
+    let conn_id = hub.devices.conn_id();
+    let phone = matches!(role, Role::Phone { .. });
+    // Online from `ready` on, so a push the app asks for at once finds its target (the
+    // session says so again when the connection reaches it, and offline when it ends).
+    if phone {
+        hub.devices.went_online(&hello.device.id, conn_id);
+    }
     if ws.send(Message::Text(ready.into())).await.is_err() {
+        if phone {
+            hub.devices.went_offline(&hello.device.id);
+        }
         return;
     }
     hub.shared.metrics.handshake(Platform::Mobile, "ok");
-    let conn = Connection::new(hub.devices.conn_id(), ws, peer);
+    let conn = Connection::new(conn_id, ws, peer);
     // `conn` names the connection in the log's "device disconnected" too.
     info!(%peer, conn = conn.id, device = %hello.device.id, "phone connected");
     match role {
@@ -103,7 +113,9 @@ where
             };
             // From here the session owns the connection.
             let session = hub.session(&hello.device.id);
-            let _ = session.send(Event::Attach(Box::new(attach))).await;
+            if session.send(Event::Attach(Box::new(attach))).await.is_err() {
+                hub.devices.went_offline(&hello.device.id);
+            }
         }
         // A task of its own, so the handshake's state is freed now, not at disconnect.
         Role::Deliverer => {
