@@ -106,7 +106,7 @@ impl Pusher {
     pub fn start(key: VapidKey, settings: Settings, gone: Gone) -> Pusher {
         let (queue, jobs) = mpsc::channel(QUEUE);
         let key = Arc::new(key);
-        tokio::spawn(run(jobs, key.clone(), Arc::new(settings), gone));
+        tokio::spawn(run(jobs, key.clone(), settings, gone));
         Pusher {
             queue,
             key,
@@ -170,36 +170,50 @@ impl RateLimit {
     }
 }
 
-async fn run(
-    mut jobs: mpsc::Receiver<Job>,
+/// What every push is sent with: the key, the settings, and one HTTP client (its TLS
+/// roots and connection pool made once, not for each push).
+struct Sender {
     key: Arc<VapidKey>,
-    settings: Arc<Settings>,
-    gone: Gone,
-) {
+    settings: Settings,
+    http: ureq::Agent,
+}
+
+async fn run(mut jobs: mpsc::Receiver<Job>, key: Arc<VapidKey>, settings: Settings, gone: Gone) {
+    let http = ureq::Agent::config_builder()
+        .timeout_global(Some(CALL_TIMEOUT))
+        .http_status_as_error(false)
+        .proxy(None)
+        .max_redirects(0)
+        .build()
+        .new_agent();
+    let sender = Arc::new(Sender {
+        key,
+        settings,
+        http,
+    });
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     while let Some(job) = jobs.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let (key, settings, gone) = (key.clone(), settings.clone(), gone.clone());
+        let (sender, gone) = (sender.clone(), gone.clone());
         tokio::spawn(async move {
-            deliver(job, &key, &settings, &gone).await;
+            deliver(job, &sender, &gone).await;
             drop(slot);
         });
     }
 }
 
 /// Send one push, trying again on 429, 5xx and failures to connect.
-async fn deliver(job: Job, key: &Arc<VapidKey>, settings: &Arc<Settings>, gone: &Gone) {
+async fn deliver(job: Job, sender: &Arc<Sender>, gone: &Gone) {
     let device = job.target.device.clone();
     for attempt in 1..=ATTEMPTS {
-        let (key, settings) = (key.clone(), settings.clone());
+        let sender = sender.clone();
         let (target, payload) = (job.target.clone(), job.payload.clone());
         let urgent = job.urgent;
-        let sent =
-            tokio::task::spawn_blocking(move || send(&target, &payload, urgent, &key, &settings))
-                .await
-                .unwrap_or(Sent::Failed("the sender stopped".into()));
+        let sent = tokio::task::spawn_blocking(move || send(&target, &payload, urgent, &sender))
+            .await
+            .unwrap_or(Sent::Failed("the sender stopped".into()));
         let wait = match sent {
             Sent::Delivered => {
                 debug!(%device, "push delivered");
@@ -246,25 +260,12 @@ enum Sent {
 }
 
 /// Encrypt `payload` for `target`, sign, and send: blocking, for a blocking thread.
-fn send(
-    target: &Target,
-    payload: &[u8],
-    urgent: bool,
-    key: &VapidKey,
-    settings: &Settings,
-) -> Sent {
-    let request = match request(target, payload, urgent, key, settings) {
+fn send(target: &Target, payload: &[u8], urgent: bool, sender: &Sender) -> Sent {
+    let request = match request(target, payload, urgent, &sender.key, &sender.settings) {
         Ok(request) => request,
         Err(why) => return Sent::Failed(why),
     };
-    let agent = ureq::Agent::config_builder()
-        .timeout_global(Some(CALL_TIMEOUT))
-        .http_status_as_error(false)
-        .proxy(None)
-        .max_redirects(0)
-        .build()
-        .new_agent();
-    match agent.run(request) {
+    match sender.http.run(request) {
         Ok(response) => classify(response.status().as_u16(), response.headers()),
         Err(err) => Sent::Failed(err.to_string()),
     }

@@ -11,7 +11,7 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use herald_port::{Agent, Authorizer, DeliveryError, Outbound, Platform};
-use herald_store::StoreHandle;
+use herald_store::{DeviceRecord, StoreHandle};
 use tokio::sync::oneshot;
 
 use crate::authorized::Authorized;
@@ -99,7 +99,12 @@ impl Shared {
     pub(crate) async fn owner_of_gadget(&self, device_id: &str) -> Option<String> {
         let id = device_id.to_owned();
         let record = self.store.run(move |s| s.device(&id)).await.ok()??;
-        record.owner.or_else(|| self.sole_user.clone())
+        self.person_of(&record)
+    }
+
+    /// The person a gadget belongs to: its owner, else the only user.
+    pub(crate) fn person_of(&self, record: &DeviceRecord) -> Option<String> {
+        record.owner.clone().or_else(|| self.sole_user.clone())
     }
 
     pub(crate) fn agent(&self) -> Option<&Arc<dyn Agent>> {

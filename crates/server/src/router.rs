@@ -20,7 +20,7 @@ use crate::mobile::{self, MobileHub};
 use crate::questions::Question;
 use herald_session::mobile::card_for;
 use herald_session::mobile::push::question_note;
-use herald_store::StoreError;
+use herald_store::{PhoneRecord, StoreError};
 
 pub(crate) struct Router {
     shared: Arc<Shared>,
@@ -135,26 +135,24 @@ impl Sharing {
 
     /// Whose device `chat` is, when someone's: a phone's user, a gadget's owner (or the
     /// server's only user).
-    async fn asker(&self, chat: &Chat) -> Option<Asker> {
-        let store = &self.shared.store;
-        let id = chat.id.clone();
+    async fn asker(&self, chat: &Chat, phones: &[PhoneRecord]) -> Option<Asker> {
         match chat.platform {
             Platform::Gadget => {
+                let id = chat.id.clone();
+                let store = &self.shared.store;
                 let record = store.run(move |s| s.device(&id)).await.ok()??;
-                let person = record.owner.or_else(|| self.shared.sole_user.clone())?;
                 Some(Asker {
-                    person,
+                    person: self.shared.person_of(&record)?,
                     user: chat.id.clone(),
                     name: record.name.unwrap_or_else(|| chat.id.clone()),
                 })
             }
             Platform::Mobile => {
-                let person = store.run(move |s| s.phone_owner(&id)).await.ok()??;
-                let name = mobile::phone_name(store, &chat.id).await;
+                let phone = phones.iter().find(|phone| phone.id == chat.id)?;
                 Some(Asker {
-                    user: person.clone(),
-                    person,
-                    name,
+                    person: phone.user_id.clone(),
+                    user: phone.user_id.clone(),
+                    name: phone.info.name.clone().unwrap_or_else(|| chat.id.clone()),
                 })
             }
         }
@@ -164,15 +162,15 @@ impl Sharing {
     /// of the same person, and keep it open for those that connect before it is answered
     /// (`crate::questions`); a person with no phone at all is not asked about.
     async fn question(&self, chat: &Chat, prompt_id: &str, prompt: Prompt, ttl_s: Option<u32>) {
-        let Some(asker) = self.asker(chat).await else {
-            return;
-        };
         let phones = match self.shared.store.run(|s| s.phones()).await {
             Ok(phones) => phones,
             Err(err) => {
                 tracing::warn!(%err, "could not list phones to show a question on");
                 return;
             }
+        };
+        let Some(asker) = self.asker(chat, &phones).await else {
+            return;
         };
         let theirs: Vec<_> = phones
             .into_iter()
