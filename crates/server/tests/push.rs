@@ -311,3 +311,47 @@ async fn a_gadget_s_event_reaches_its_person_when_no_app_is_open() {
     assert_eq!(note["title"], "Test Gadget");
     assert_eq!(note["body"], r#"doorbell {"door":"front"}"#);
 }
+
+/// A push service that takes the connection and never answers holds up nobody: pushes
+/// are queued and sent beside the sessions, each call with a timeout of its own.
+#[tokio::test]
+async fn a_push_service_that_hangs_holds_up_no_session() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", silent.local_addr().unwrap());
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = held.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = silent.accept().await {
+            keep.lock().unwrap().push(socket);
+        }
+    });
+    let h = start().await;
+    let (mut phone, _keys, _key) = subscribed(&h, &origin).await;
+    phone
+        .send(json!({"t": "visibility", "visible": false}))
+        .await;
+    let (mut conn, _) = Gadget::new().connect(&h.url).await;
+    for round in 0..3 {
+        conn.text(&format!("/ask Round {round}?")).await;
+        let question = conn
+            .until(|m| match m {
+                ServerMessage::Prompt(p) => Some(p),
+                _ => None,
+            })
+            .await;
+        conn.send(&herald_gadget_proto::DeviceMessage::PromptReply(
+            herald_gadget_proto::PromptReply {
+                id: question.id,
+                answer: herald_gadget_proto::Answer::Yes,
+            },
+        ))
+        .await;
+        assert_eq!(conn.reply().await, "You answered yes.");
+    }
+    // The phone's session answers at once too, with its pushes stuck in the service.
+    phone.send(json!({"t": "ping"})).await;
+    phone
+        .until(|f| matches!(f, ServerFrame::Pong).then_some(()))
+        .await;
+    herald_test_support::wait::until(|| (!held.lock().unwrap().is_empty()).then_some(())).await;
+}
