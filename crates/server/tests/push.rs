@@ -348,10 +348,9 @@ async fn a_push_service_that_hangs_holds_up_no_session() {
         .await;
         assert_eq!(conn.reply().await, "You answered yes.");
     }
-    // The phone's session answers at once too, with its pushes stuck in the service.
+    // The phone's session answers at once too, with its push stuck in the service.
     phone.send(json!({"t": "ping"})).await;
     phone
         .until(|f| matches!(f, ServerFrame::Pong).then_some(()))
         .await;
-    herald_test_support::wait::until(|| (!held.lock().unwrap().is_empty()).then_some(())).await;
 }
