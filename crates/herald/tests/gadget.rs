@@ -190,7 +190,9 @@ fn the_service_pairs_talks_reconnects_and_keeps_its_identity() {
     // The server goes away and comes back: so does the gadget, by itself.
     serve.restart();
     status_until(&config, "offline", |s| s["phase"] != "online");
-    status_until(&config, "back online", |s| s["phase"] == "online");
+    let back = status_until(&config, "back online", |s| s["phase"] == "online");
+    // What the lost connection noted is gone with it.
+    assert!(back["note"].is_null(), "{back}");
     stdout(&gadget(&config, &["say", "after the restart"]));
     status_until(&config, "answered again", |s| {
         s["replies"]

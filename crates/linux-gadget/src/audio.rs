@@ -14,11 +14,82 @@ pub mod card;
 
 use herald_gadget_proto::limits::AUDIO_FRAME_MS;
 use herald_media::audio::{AudioError, Pulled, SpeechStream};
+use tokio::sync::watch;
 
 /// The rate of the gadget's microphone and speaker, as the protocol's reference board.
 pub const DEVICE_RATE: u32 = 16_000;
 /// How much a card's output is rendered at a time.
 const RENDER_MS: u32 = 10;
+
+/// How one card is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardState {
+    /// None is configured.
+    Off,
+    Ok,
+    /// It failed, for this reason; it is tried again at its next use.
+    Failed(String),
+}
+
+impl std::fmt::Display for CardState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CardState::Off => f.write_str("off"),
+            CardState::Ok => f.write_str("ok"),
+            CardState::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
+/// Both cards' states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SoundState {
+    pub microphone: CardState,
+    pub speaker: CardState,
+}
+
+impl SoundState {
+    pub fn failed(&self) -> bool {
+        [&self.microphone, &self.speaker]
+            .iter()
+            .any(|card| matches!(card, CardState::Failed(_)))
+    }
+}
+
+/// The cards' states as the sound thread finds them, for `status` and the LED to show.
+#[derive(Debug)]
+pub struct SoundHealth(watch::Sender<SoundState>);
+
+impl Default for SoundHealth {
+    fn default() -> Self {
+        SoundHealth(watch::Sender::new(SoundState {
+            microphone: CardState::Off,
+            speaker: CardState::Off,
+        }))
+    }
+}
+
+impl SoundHealth {
+    pub fn set_microphone(&self, state: CardState) {
+        self.0.send_if_modified(|now| {
+            std::mem::replace(&mut now.microphone, state) != now.microphone
+        });
+    }
+
+    pub fn set_speaker(&self, state: CardState) {
+        self.0
+            .send_if_modified(|now| std::mem::replace(&mut now.speaker, state) != now.speaker);
+    }
+
+    pub fn now(&self) -> SoundState {
+        self.0.borrow().clone()
+    }
+
+    /// Changes from now on.
+    pub fn watch(&self) -> watch::Receiver<SoundState> {
+        self.0.subscribe()
+    }
+}
 
 fn pcm16_bytes(samples: &[i16]) -> Vec<u8> {
     samples.iter().flat_map(|s| s.to_le_bytes()).collect()

@@ -188,9 +188,15 @@ const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Recording: fast blink. Waiting for pairing: slow even blink. Online: steady.
-/// Offline or connecting: a short flash every two seconds. Refused (setup): dark.
-pub fn led_pattern(phase: Phase, screen: Screen, recording: bool) -> LedPattern {
+/// Recording: fast blink. Waiting for pairing: slow even blink. Online: steady, or with
+/// a short dark gap every two seconds while a sound card has failed. Offline or
+/// connecting: a short flash every two seconds. Refused (setup): dark.
+pub fn led_pattern(
+    phase: Phase,
+    screen: Screen,
+    recording: bool,
+    sound_failed: bool,
+) -> LedPattern {
     match (phase, screen) {
         _ if recording => LedPattern::Blink {
             on: ms(100),
@@ -200,6 +206,10 @@ pub fn led_pattern(phase: Phase, screen: Screen, recording: bool) -> LedPattern 
         (_, Screen::Pairing) => LedPattern::Blink {
             on: ms(500),
             off: ms(500),
+        },
+        (Phase::Online, _) if sound_failed => LedPattern::Blink {
+            on: ms(1800),
+            off: ms(200),
         },
         (Phase::Online, _) => LedPattern::On,
         _ => LedPattern::Blink {
@@ -391,16 +401,22 @@ mod tests {
 
     #[test]
     fn the_led_tells_the_state_apart() {
-        let offline = led_pattern(Phase::Offline, Screen::Offline, false);
-        let pairing = led_pattern(Phase::Online, Screen::Pairing, false);
-        let online = led_pattern(Phase::Online, Screen::Ready, false);
-        let recording = led_pattern(Phase::Online, Screen::Listening, true);
+        let offline = led_pattern(Phase::Offline, Screen::Offline, false, false);
+        let pairing = led_pattern(Phase::Online, Screen::Pairing, false, false);
+        let online = led_pattern(Phase::Online, Screen::Ready, false, false);
+        let recording = led_pattern(Phase::Online, Screen::Listening, true, false);
+        let no_sound = led_pattern(Phase::Online, Screen::Ready, false, true);
         assert_eq!(online, LedPattern::On);
         assert_eq!(
-            led_pattern(Phase::Offline, Screen::Setup, false),
+            led_pattern(Phase::Offline, Screen::Setup, false, true),
             LedPattern::Off
         );
-        let all = [offline, pairing, online, recording];
+        // Offline says more than a failed card: it cannot be heard anyway.
+        assert_eq!(
+            led_pattern(Phase::Offline, Screen::Offline, false, true),
+            offline
+        );
+        let all = [offline, pairing, online, recording, no_sound];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
                 assert_ne!(a, b);

@@ -36,7 +36,8 @@ use control::Request;
 /// What `herald gadget` does. The configuration file is herald's global `--config`.
 #[derive(Debug, Subcommand)]
 pub enum GadgetCommand {
-    /// Run the gadget as a service, from the file --config names
+    /// Run the gadget as a service, from the gadget's own file, which --config must
+    /// name (herald.toml, the server's, is not read)
     Run,
     /// Send a message to the agent, as typed on the device
     Say {
@@ -214,7 +215,7 @@ mod sound {
     }
 
     pub fn check(input: &str, output: &str) -> anyhow::Result<()> {
-        let mut sound = CardSound::open(Some(input), Some(output))?;
+        let mut sound = CardSound::open(Some(input), Some(output), Default::default())?;
         println!("recording {} s from {input}...", CHECK.as_secs());
         let mut frames = sound.start_mic(DEVICE_RATE);
         let wanted = usize::try_from(u64::from(DEVICE_RATE) * CHECK.as_secs()).unwrap_or(0);
@@ -277,6 +278,12 @@ fn describe(status: &Value) -> String {
                 "off"
             };
             out.push_str(&format!("output   {name}: {on}\n"));
+        }
+    }
+    if let Some(sound) = status.get("sound").and_then(Value::as_object) {
+        for (card, state) in sound {
+            let state = state.as_str().unwrap_or("?");
+            out.push_str(&format!("sound    {card}: {state}\n"));
         }
     }
     if let Some(replies) = status.get("replies").and_then(Value::as_array) {

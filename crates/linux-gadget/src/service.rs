@@ -98,9 +98,9 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let origin = std::time::Instant::now();
     let outputs = Outputs::new(config.gpio.as_ref().map_or(&[][..], |g| &g.outputs));
     let (invoke_tx, invocations) = mpsc::channel(QUEUE);
-    let live = open_sound(&config)?;
+    let status = Arc::new(Status::new(Arc::default()));
+    let live = open_sound(&config, &status)?;
     let (handle, board) = start(&config, &state_dir, &outputs, Some(invoke_tx), live, true)?;
-    let status = Arc::new(Status::default());
     status.set_outputs(outputs.states());
 
     let socket = state_dir.join(control::SOCKET);
@@ -152,8 +152,11 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     outcome
 }
 
-/// The sound cards the file names, if any.
-fn open_sound(config: &GadgetConfig) -> anyhow::Result<Option<Box<dyn LiveSound>>> {
+/// The sound cards the file names, if any; their health goes to `status`.
+fn open_sound(
+    config: &GadgetConfig,
+    status: &Status,
+) -> anyhow::Result<Option<Box<dyn LiveSound>>> {
     let (input, output) = (
         config.audio.input.as_deref(),
         config.audio.output.as_deref(),
@@ -163,11 +166,14 @@ fn open_sound(config: &GadgetConfig) -> anyhow::Result<Option<Box<dyn LiveSound>
     }
     #[cfg(all(target_os = "linux", feature = "sound"))]
     {
-        let sound = super::audio::card::CardSound::open(input, output)?;
+        let sound = super::audio::card::CardSound::open(input, output, status.sound().clone())?;
         Ok(Some(Box::new(sound)))
     }
     #[cfg(not(all(target_os = "linux", feature = "sound")))]
-    anyhow::bail!("{}", super::NO_SOUND)
+    {
+        let _ = status;
+        anyhow::bail!("{}", super::NO_SOUND)
+    }
 }
 
 /// Opens the lines and starts the task that runs them.
@@ -237,6 +243,7 @@ impl<G: Gpio> Panel<G> {
     ) {
         let (mut edges, mut invocations) = (Some(edges), Some(invocations));
         let mut snapshot = self.handle.snapshot();
+        let mut sound = self.status.sound().watch();
         let mut lit = None;
         loop {
             let now = self.origin.elapsed();
@@ -252,7 +259,8 @@ impl<G: Gpio> Panel<G> {
             }
             let pattern = {
                 let s = snapshot.borrow_and_update();
-                led_pattern(s.phase, s.shown.screen, s.recording)
+                let sound_failed = sound.borrow_and_update().failed();
+                led_pattern(s.phase, s.shown.screen, s.recording, sound_failed)
             };
             if let Some(line) = self.led {
                 let want = pattern.lit(now);
@@ -294,6 +302,7 @@ impl<G: Gpio> Panel<G> {
                     None => invocations = None,
                 },
                 changed = snapshot.changed() => if changed.is_err() { break },
+                _ = sound.changed() => {}
                 changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
             }
         }
@@ -641,17 +650,22 @@ mod tests {
 mod sound_server_tests {
     use super::tests::until;
     use super::*;
-    use crate::audio::{card::CardSound, level};
+    use crate::audio::{card::CardSound, level, CardState, SoundHealth, SoundState};
     use herald_device::{Phase, Screen};
     use herald_test_support::server::Harness;
     use std::io::Write;
+    use std::path::Path;
     use std::process::{Child, Command as Process, Stdio};
+    use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
     /// The pipe source's format.
     const PIPE_RATE: u32 = 48_000;
     /// What the test records of the speaker.
     const RECORD_RATE: u32 = 16_000;
+
+    /// The tests share `PULSE_SERVER` and the log: one at a time.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
     struct Killed(Child);
 
@@ -677,6 +691,151 @@ mod sound_server_tests {
         );
     }
 
+    /// A PulseAudio server in `dir`, and `parec` recording its speaker's monitor.
+    struct Pulse {
+        dir: std::path::PathBuf,
+        fifo: std::path::PathBuf,
+        server: String,
+        /// The recorder first: it dies with the server anyway.
+        running: Option<(Killed, Killed)>,
+        /// Each start's recording of the speaker.
+        starts: usize,
+    }
+
+    impl Pulse {
+        fn start(dir: &Path) -> Pulse {
+            require_pulseaudio();
+            let (runtime, home) = (dir.join("rt"), dir.join("home"));
+            std::fs::create_dir_all(&runtime).unwrap();
+            std::fs::create_dir_all(&home).unwrap();
+            let socket = runtime.join("pulse").join("native");
+            let mut pulse = Pulse {
+                dir: dir.to_owned(),
+                fifo: dir.join("mic.fifo"),
+                server: format!("unix:{}", socket.display()),
+                running: None,
+                starts: 0,
+            };
+            // ALSA's pulse plugin and parec find the server here.
+            std::env::set_var("PULSE_SERVER", &pulse.server);
+            pulse.restart();
+            pulse
+        }
+
+        /// Starts the server (again), with the same socket, pipe and sink.
+        fn restart(&mut self) {
+            self.kill();
+            let runtime = self.dir.join("rt");
+            let socket = runtime.join("pulse").join("native");
+            // A killed server leaves them behind, and its successor would not start.
+            let _ = std::fs::remove_file(&socket);
+            let _ = std::fs::remove_file(&self.fifo);
+            let log = self.dir.join(format!("pulseaudio-{}.log", self.starts + 1));
+            let server = Killed(
+                Process::new("pulseaudio")
+                    .args(["--daemonize=no", "--exit-idle-time=-1", "-n", "--disallow-exit"])
+                    .args(["--disable-shm=yes", "--log-target=stderr"])
+                    .args(["-L", "module-native-protocol-unix auth-anonymous=1"])
+                    .args(["-L", "module-null-sink sink_name=speaker rate=48000 channels=2"])
+                    .arg("-L")
+                    .arg(format!(
+                        "module-pipe-source source_name=mic file={} format=s16le rate={PIPE_RATE} channels=1",
+                        self.fifo.display()
+                    ))
+                    .env_remove("PULSE_SERVER")
+                    .env("XDG_RUNTIME_DIR", &runtime)
+                    .env("HOME", self.dir.join("home"))
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(&log).unwrap())
+                    .spawn()
+                    .unwrap(),
+            );
+            let started = Instant::now();
+            while !(socket.exists() && self.fifo.exists()) {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "PulseAudio did not start:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            self.starts += 1;
+            let recorder = Killed(
+                Process::new("parec")
+                    .args([
+                        "-d",
+                        "speaker.monitor",
+                        "--raw",
+                        "--format=s16le",
+                        "--channels=1",
+                    ])
+                    .arg(format!("--rate={RECORD_RATE}"))
+                    .env("PULSE_SERVER", &self.server)
+                    .stdout(std::fs::File::create(self.recorded()).unwrap())
+                    .spawn()
+                    .unwrap(),
+            );
+            self.running = Some((recorder, server));
+        }
+
+        /// Kills the server as a crash would (SIGKILL).
+        fn kill(&mut self) {
+            self.running = None;
+        }
+
+        /// The file this start's recorder writes.
+        fn recorded(&self) -> std::path::PathBuf {
+            self.dir.join(format!("speaker-{}.raw", self.starts))
+        }
+
+        /// What the speaker played since the server last started.
+        fn played(&self) -> Vec<i16> {
+            let raw = std::fs::read(self.recorded()).unwrap_or_default();
+            raw.chunks_exact(2)
+                .map(|b| i16::from_le_bytes([b[0], b[1]]))
+                .collect()
+        }
+
+        /// Seconds of `played` louder than -30 dBFS.
+        fn loud(samples: &[i16]) -> f64 {
+            samples
+                .chunks(RECORD_RATE as usize / 50)
+                .filter(|c| level(c).0 > -30.0)
+                .count() as f64
+                / 50.0
+        }
+
+        /// Waits until the speaker has played `seconds` of tone since the server started.
+        async fn heard(&self, seconds: f64) {
+            let started = Instant::now();
+            while Pulse::loud(&self.played()) < seconds {
+                assert!(
+                    started.elapsed() < Duration::from_secs(15),
+                    "the speaker played {} s of the tone, not {seconds}",
+                    Pulse::loud(&self.played())
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+
+        /// Writes `clip` into the microphone's pipe in real time; stops early if the
+        /// server goes away.
+        fn speak(&self, clip: Vec<i16>) -> tokio::task::JoinHandle<()> {
+            let fifo = self.fifo.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut pipe = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+                let start = Instant::now();
+                for (n, chunk) in clip.chunks(PIPE_RATE as usize / 50).enumerate() {
+                    if pipe.write_all(&bytes(chunk)).is_err() {
+                        return;
+                    }
+                    let due = Duration::from_millis(20 * (n as u64 + 1));
+                    std::thread::sleep(due.saturating_sub(start.elapsed()));
+                }
+            })
+        }
+    }
+
     fn tone(rate: u32, seconds: f64, amplitude: f64) -> Vec<i16> {
         let n = (seconds * f64::from(rate)) as usize;
         (0..n)
@@ -687,77 +846,31 @@ mod sound_server_tests {
             .collect()
     }
 
+    /// A tone of `seconds` between short silences, as the pipe takes it.
+    fn spoken(seconds: f64) -> Vec<i16> {
+        let silence = vec![0i16; PIPE_RATE as usize * 3 / 10];
+        [silence.clone(), tone(PIPE_RATE, seconds, 8000.0), silence].concat()
+    }
+
     fn bytes(samples: &[i16]) -> Vec<u8> {
         samples.iter().flat_map(|s| s.to_le_bytes()).collect()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn speech_through_pulseaudio_reaches_the_agent_and_its_reply_the_speaker() {
-        require_pulseaudio();
-        let dir = tempfile::tempdir().unwrap();
-        let (runtime, home) = (dir.path().join("rt"), dir.path().join("home"));
-        std::fs::create_dir(&runtime).unwrap();
-        std::fs::create_dir(&home).unwrap();
-        let fifo = dir.path().join("mic.fifo");
-        let env = [("XDG_RUNTIME_DIR", &runtime), ("HOME", &home)];
-        let _server = Killed(
-            Process::new("pulseaudio")
-                .args(["--daemonize=no", "--exit-idle-time=-1", "-n", "--disallow-exit"])
-                .args(["--disable-shm=yes", "--log-target=stderr"])
-                .args(["-L", "module-native-protocol-unix auth-anonymous=1"])
-                .args(["-L", "module-null-sink sink_name=speaker rate=48000 channels=2"])
-                .arg("-L")
-                .arg(format!(
-                    "module-pipe-source source_name=mic file={} format=s16le rate={PIPE_RATE} channels=1",
-                    fifo.display()
-                ))
-                .envs(env)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let socket = runtime.join("pulse").join("native");
-        let started = Instant::now();
-        while !(socket.exists() && fifo.exists()) {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "PulseAudio did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // ALSA's pulse plugin and parec find the server here (no other test uses sound).
-        let server = format!("unix:{}", socket.display());
-        std::env::set_var("PULSE_SERVER", &server);
-
-        let recorded = dir.path().join("speaker.raw");
-        let _recorder = Killed(
-            Process::new("parec")
-                .args([
-                    "-d",
-                    "speaker.monitor",
-                    "--raw",
-                    "--format=s16le",
-                    "--channels=1",
-                ])
-                .arg(format!("--rate={RECORD_RATE}"))
-                .env("PULSE_SERVER", &server)
-                .stdout(std::fs::File::create(&recorded).unwrap())
-                .spawn()
-                .unwrap(),
-        );
-
-        let harness = Harness::start().await;
+    /// The gadget on `pulse`, online to a fresh server.
+    async fn gadget(
+        harness: &Harness,
+        state: &Path,
+        health: Arc<SoundHealth>,
+    ) -> (Handle, tokio::task::JoinHandle<anyhow::Result<()>>) {
         let text = format!(
             "server = \"{}\"\nname = \"Pulse\"\n[audio]\ninput = \"pulse\"\noutput = \"pulse\"\n",
             harness.url
         );
         let config = GadgetConfig::parse(&text).unwrap();
-        let sound = CardSound::open(Some("pulse"), Some("pulse")).unwrap();
-        let state = tempfile::tempdir().unwrap();
+        let sound = CardSound::open(Some("pulse"), Some("pulse"), health).unwrap();
         let (handle, board) = start(
             &config,
-            state.path(),
+            state,
             &Outputs::new(&[]),
             None,
             Some(Box::new(sound)),
@@ -765,74 +878,78 @@ mod sound_server_tests {
         )
         .unwrap();
         until(&handle, "online", |s| s.phase == Phase::Online).await;
+        (handle, board)
+    }
 
-        // Hold TALK while the microphone hears a second and a half of a tone between
-        // short silences, written into the pipe in real time.
+    /// The replies that say what the demo agent heard.
+    fn heard_replies(handle: &Handle) -> Vec<String> {
+        let snapshot = handle.snapshot();
+        let replies = &snapshot.borrow().replies;
+        replies
+            .iter()
+            .filter(|r| r.contains("I heard"))
+            .cloned()
+            .collect()
+    }
+
+    /// Holds TALK while the pipe hears `seconds` of tone; returns the agent's reply.
+    async fn talk(handle: &Handle, pulse: &Pulse, seconds: f64) -> String {
+        let before = heard_replies(handle).len();
         handle.run(Command::Press(Button::Talk)).await.unwrap();
-        until(&handle, "recording", |s| s.recording).await;
-        let speech = tone(PIPE_RATE, 1.5, 8000.0);
-        let silence = vec![0i16; PIPE_RATE as usize * 3 / 10];
-        let clip = [silence.clone(), speech, silence].concat();
-        let writer = tokio::task::spawn_blocking(move || {
-            let mut pipe = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
-            let start = Instant::now();
-            for (n, chunk) in clip.chunks(PIPE_RATE as usize / 50).enumerate() {
-                pipe.write_all(&bytes(chunk)).unwrap();
-                let due = Duration::from_millis(20 * (n as u64 + 1));
-                std::thread::sleep(due.saturating_sub(start.elapsed()));
-            }
-        });
-        writer.await.unwrap();
+        until(handle, "recording", |s| s.recording).await;
+        pulse.speak(spoken(seconds)).await.unwrap();
         handle.run(Command::Release(Button::Talk)).await.unwrap();
-
-        until(&handle, "answered", |s| {
-            s.shown.lines.join(" ").contains("I heard")
+        until(handle, "answered", |s| {
+            s.replies.iter().filter(|r| r.contains("I heard")).count() > before
         })
         .await;
-        let reply = handle.snapshot().borrow().shown.lines.join(" ");
-        let heard: f64 = reply
+        until(handle, "done", |s| s.shown.screen == Screen::Ready).await;
+        heard_replies(handle).pop().unwrap_or_default()
+    }
+
+    /// The seconds in "I heard N.N seconds of audio".
+    fn seconds_in(reply: &str) -> f64 {
+        reply
             .split("I heard ")
             .nth(1)
             .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{reply}"));
+            .unwrap_or_else(|| panic!("{reply}"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn speech_through_pulseaudio_reaches_the_agent_and_its_reply_the_speaker() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let pulse = Pulse::start(dir.path());
+        let harness = Harness::start().await;
+        let state = tempfile::tempdir().unwrap();
+        let health = Arc::new(SoundHealth::default());
+        let (handle, board) = gadget(&harness, state.path(), health.clone()).await;
+
+        // Hold TALK while the microphone hears a second and a half of a tone between
+        // short silences, written into the pipe in real time.
+        let reply = talk(&handle, &pulse, 1.5).await;
         // The tone and the silences around it (2.1 s), give or take the stream's start
         // and a release that a loaded machine makes late.
-        assert!((1.5..=3.2).contains(&heard), "{reply}");
-        until(&handle, "done", |s| s.shown.screen == Screen::Ready).await;
+        assert!((1.5..=3.2).contains(&seconds_in(&reply)), "{reply}");
 
         // The demo agent plays the recording back: the speaker's monitor hears the tone,
         // as long and as loud as it was spoken.
-        let loud = |samples: &[i16]| {
-            samples
-                .chunks(RECORD_RATE as usize / 50)
-                .filter(|c| level(c).0 > -30.0)
-                .count() as f64
-                / 50.0
-        };
-        let read = || -> Vec<i16> {
-            let raw = std::fs::read(&recorded).unwrap();
-            raw.chunks_exact(2)
-                .map(|b| i16::from_le_bytes([b[0], b[1]]))
-                .collect()
-        };
-        let started = Instant::now();
-        while loud(&read()) < 1.4 && started.elapsed() < Duration::from_secs(15) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        pulse.heard(1.4).await;
         // The rest of the tone, if it is there, follows within the sink's latency: wait
         // for half a second more of the sink's own output (its clock, not ours).
-        let mark = read().len() + RECORD_RATE as usize / 2;
+        let mark = pulse.played().len() + RECORD_RATE as usize / 2;
         let started = Instant::now();
-        while read().len() < mark {
+        while pulse.played().len() < mark {
             assert!(
                 started.elapsed() < Duration::from_secs(15),
                 "the sink stopped"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let samples = read();
-        let played = loud(&samples);
+        let samples = pulse.played();
+        let played = Pulse::loud(&samples);
         assert!(
             (1.2..=2.0).contains(&played),
             "the speaker played {played} s of the tone"
@@ -846,6 +963,130 @@ mod sound_server_tests {
         let (rms, _) = level(&tone_part);
         // Amplitude 8000 is -15.3 dBFS RMS.
         assert!((rms + 15.3).abs() < 2.0, "played back at {rms} dBFS");
+        let now = health.now();
+        assert_eq!(
+            (now.microphone, now.speaker),
+            (CardState::Ok, CardState::Ok)
+        );
+
+        handle.run(Command::Quit).await.unwrap();
+        board.await.unwrap().unwrap();
+    }
+
+    /// Every line logged while the test runs (the sound thread logs from its own thread,
+    /// so the subscriber is the process's).
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<String>>>);
+
+    impl Write for Log {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let line = String::from_utf8_lossy(buf).trim_end().to_owned();
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Log {
+        fn lines(&self, containing: &str) -> Vec<String> {
+            let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            lines
+                .iter()
+                .filter(|l| l.contains(containing))
+                .cloned()
+                .collect()
+        }
+    }
+
+    async fn health_until(health: &SoundHealth, what: &str, test: impl Fn(&SoundState) -> bool) {
+        let mut watch = health.watch();
+        let reached = tokio::time::timeout(Duration::from_secs(10), watch.wait_for(|s| test(s)))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        assert!(reached, "never {what}: {:?}", health.now());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sound_server_that_dies_cancels_the_recording_and_sound_returns_with_it() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only test that logs");
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut pulse = Pulse::start(dir.path());
+        let harness = Harness::start().await;
+        let state = tempfile::tempdir().unwrap();
+        let health = Arc::new(SoundHealth::default());
+        let (handle, board) = gadget(&harness, state.path(), health.clone()).await;
+
+        // Killed while the reply plays: the speaker is closed, said once in the log.
+        talk(&handle, &pulse, 3.0).await;
+        pulse.heard(0.5).await;
+        pulse.kill();
+        health_until(&health, "the speaker failed", |s| {
+            matches!(s.speaker, CardState::Failed(_))
+        })
+        .await;
+        // However often ALSA complains meanwhile.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let said = log.lines("the speaker failed");
+        assert_eq!(said.len(), 1, "{:#?}", log.lines("sound:"));
+        assert!(log.lines("sound:").len() <= 3, "{:#?}", log.lines("sound:"));
+
+        // Killed while TALK is held: the recording is cancelled, not sent.
+        pulse.restart();
+        handle.run(Command::Press(Button::Talk)).await.unwrap();
+        until(&handle, "recording", |s| s.recording).await;
+        let speaking = pulse.speak(spoken(3.0));
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        pulse.kill();
+        until(&handle, "told", |s| {
+            s.note
+                .as_deref()
+                .is_some_and(|n| n.contains("the microphone failed"))
+        })
+        .await;
+        assert!(!handle.snapshot().borrow().recording);
+        speaking.await.unwrap();
+        handle.run(Command::Release(Button::Talk)).await.unwrap();
+        assert!(matches!(health.now().microphone, CardState::Failed(_)));
+        // What reaches the agent next is the text, not a recording.
+        handle.run(Command::Text("after".to_owned())).await.unwrap();
+        until(&handle, "answered", |s| {
+            s.replies.iter().any(|r| r.contains("You said: after"))
+        })
+        .await;
+        assert_eq!(
+            heard_replies(&handle).len(),
+            1,
+            "the cancelled recording was sent"
+        );
+
+        // The server is back: the next recording is heard, and its reply played.
+        pulse.restart();
+        // The speaker waits a moment after failing before it is opened again.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let reply = talk(&handle, &pulse, 1.5).await;
+        assert!((1.5..=3.2).contains(&seconds_in(&reply)), "{reply}");
+        pulse.heard(1.2).await;
+        health_until(&health, "both cards work again", |s| {
+            s.microphone == CardState::Ok && s.speaker == CardState::Ok
+        })
+        .await;
+        assert_eq!(
+            log.lines("the speaker plays again").len(),
+            1,
+            "{:#?}",
+            log.lines("sound:")
+        );
 
         handle.run(Command::Quit).await.unwrap();
         board.await.unwrap().unwrap();

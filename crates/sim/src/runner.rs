@@ -168,6 +168,7 @@ pub fn start<F: Flash>(
         say: None,
         led: None,
         note: None,
+        link_note: None,
         replies: Replies::default(),
     };
     let config = runner.device.config();
@@ -248,6 +249,8 @@ struct Runner<F: Flash> {
     speaker: Speaker,
     led: Option<String>,
     note: Option<String>,
+    /// The note said when the connection last ended: gone once it is back.
+    link_note: Option<String>,
     replies: Replies,
 }
 
@@ -589,7 +592,13 @@ impl<F: Flash> Runner<F> {
             return Err(anyhow::anyhow!(why.clone()));
         }
         match event {
-            LinkEvent::Connected => self.device.handle(Event::Connected, now),
+            LinkEvent::Connected => {
+                if self.link_note.is_some() && self.note == self.link_note.take() {
+                    self.note = None;
+                    self.redraw = true;
+                }
+                self.device.handle(Event::Connected, now);
+            }
             LinkEvent::Text(text) => {
                 if let Some(heard) = self.settings.heard.as_mut() {
                     heard(text.as_str());
@@ -608,6 +617,7 @@ impl<F: Flash> Runner<F> {
                     (None, Some(code)) => self.note(format!("server closed: {code} {reason}")),
                     (None, None) => self.note("connection lost"),
                 }
+                self.link_note.clone_from(&self.note);
                 self.device.handle(
                     Event::Closed {
                         code,

@@ -6,20 +6,38 @@
 //! starts and closed when it stops; the speaker's is opened at the first sound and kept,
 //! playing silence when nothing is queued. Each card runs at its default configuration
 //! and [`Capture`] / [`Render`] convert.
+//!
+//! Cards fail, and a sound server that dies does not close its streams: they fall
+//! silent or report errors without end. So the thread watches each stream, and one
+//! that moves no sound for [`STALLED`] is closed: the recording is cancelled (the
+//! runner says why), the speaker is opened again at a later sound. What the library
+//! reports goes to the log as one line, then at most a summary a minute.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use cpal::traits::{DeviceTrait, HostTrait, StreamTrait};
 use tokio::sync::mpsc;
 
-use super::{Capture, Render};
+use super::{Capture, CardState, Render, SoundHealth};
 use herald_sim::runner::LiveSound;
 
 /// Mic frames waiting for the runner (2.5 s): more means it stopped reading.
 const MIC_QUEUE: usize = 64;
-/// A gap in what the core plays this long is a pause: the resampler is flushed.
-const PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
+/// How often the thread looks at the streams; a gap this long in what the core plays
+/// is also a pause, and the resampler is flushed.
+const CHECK_EVERY: Duration = Duration::from_millis(150);
+/// A stream whose callbacks move no sound this long is dead: a sound server that dies
+/// leaves the stream silent, or complaining without end, rather than closed.
+const STALLED: Duration = Duration::from_secs(1);
+/// A speaker that moves no sound and says nothing is dead after this long.
+const SPEAKER_QUIET: Duration = Duration::from_secs(5);
+/// A failed speaker is opened again at a sound no sooner than this.
+const SPEAKER_RETRY: Duration = Duration::from_secs(2);
+/// After a card's first log line, at most one more this often.
+const COMPLAINTS_EVERY: Duration = Duration::from_secs(60);
 /// Most speaker audio queued, in seconds of the card's frames.
 const MAX_QUEUED_SECS: usize = 30;
 
@@ -158,14 +176,33 @@ pub struct CardSound {
 
 impl CardSound {
     /// Finds the devices (failing here for a name that matches none) and starts the
-    /// thread; it ends when this is dropped.
-    pub fn open(input: Option<&str>, output: Option<&str>) -> Result<CardSound, SoundError> {
+    /// thread; it ends when this is dropped. How the cards do is kept in `health`.
+    pub fn open(
+        input: Option<&str>,
+        output: Option<&str>,
+        health: Arc<SoundHealth>,
+    ) -> Result<CardSound, SoundError> {
         let input = input.map(|spec| find(spec, true)).transpose()?;
         let output = output.map(|spec| find(spec, false)).transpose()?;
+        let configured = |yes: bool| if yes { CardState::Ok } else { CardState::Off };
+        health.set_microphone(configured(input.is_some()));
+        health.set_speaker(configured(output.is_some()));
         let (commands, inbox) = std_mpsc::channel();
+        let cards = Cards {
+            input,
+            output,
+            health,
+            mic: None,
+            speaker: None,
+            speaker_retry: None,
+            failures: Complaints::default(),
+            failure_said: false,
+            glitches: Complaints::default(),
+            rendered: Vec::new(),
+        };
         std::thread::Builder::new()
             .name("sound".to_owned())
-            .spawn(move || run(input, output, &inbox))
+            .spawn(move || cards.run(&inbox))
             .map_err(system)?;
         Ok(CardSound { commands })
     }
@@ -196,8 +233,107 @@ impl LiveSound for CardSound {
     }
 }
 
-struct Speaker {
+/// What a stream's callbacks saw since the sound thread last looked.
+#[derive(Default)]
+struct Seen {
+    /// The card asked for samples or gave some.
+    data: AtomicBool,
+    errors: Mutex<Errors>,
+}
+
+#[derive(Default)]
+struct Errors {
+    count: u64,
+    first: Option<String>,
+    /// The stream ended: the device is gone.
+    gone: bool,
+}
+
+impl Seen {
+    fn error(&self, e: &cpal::Error) {
+        let mut errors = locked(&self.errors);
+        errors.count += 1;
+        errors.first.get_or_insert_with(|| e.to_string());
+        errors.gone |= e.kind() == cpal::ErrorKind::DeviceNotAvailable;
+    }
+
+    /// The stream cannot go on, for this reason.
+    fn failed(&self, why: String) {
+        let mut errors = locked(&self.errors);
+        errors.first = Some(why);
+        errors.gone = true;
+    }
+}
+
+/// What the sound thread makes of what a stream's callbacks saw.
+enum Liveness {
+    /// Working; `errors` glitches (the first one `first`) came and went.
+    Alive { errors: u64, first: Option<String> },
+    /// Dead: quiet too long (or complaining for [`STALLED`]), or the device went away.
+    Dead(String),
+}
+
+/// A stream and the watch on it.
+struct Watched {
     _stream: cpal::Stream,
+    seen: Arc<Seen>,
+    /// When its callbacks last moved sound.
+    moved: Instant,
+    /// How long it may be quiet without an error: a speaker's first callback fills the
+    /// card's buffer (two seconds through PulseAudio) and the next waits for room.
+    quiet: Duration,
+    /// What it reported since it last moved sound.
+    complaint: Option<String>,
+}
+
+impl Watched {
+    fn new(stream: cpal::Stream, seen: Arc<Seen>, quiet: Duration) -> Watched {
+        Watched {
+            _stream: stream,
+            seen,
+            moved: Instant::now(),
+            quiet,
+            complaint: None,
+        }
+    }
+
+    fn check(&mut self, now: Instant) -> Liveness {
+        if self.seen.data.swap(false, Ordering::Relaxed) {
+            self.moved = now;
+            self.complaint = None;
+        }
+        let errors = std::mem::take(&mut *locked(&self.seen.errors));
+        if let Some(first) = &errors.first {
+            self.complaint.get_or_insert_with(|| first.clone());
+        }
+        let silent = now.duration_since(self.moved);
+        let limit = if self.complaint.is_some() {
+            STALLED
+        } else {
+            self.quiet
+        };
+        if errors.gone || silent >= limit {
+            let why = self
+                .complaint
+                .take()
+                .unwrap_or_else(|| format!("no sound moved for {:.1} s", silent.as_secs_f32()));
+            return Liveness::Dead(why);
+        }
+        Liveness::Alive {
+            errors: errors.count,
+            first: errors.first,
+        }
+    }
+}
+
+struct Mic {
+    watched: Watched,
+    /// Where a failure is said: the runner then cancels the recording.
+    frames: mpsc::Sender<Result<Vec<i16>, String>>,
+}
+
+struct Speaker {
+    watched: Watched,
     render: Render,
     queue: Arc<Mutex<VecDeque<i16>>>,
     capacity: usize,
@@ -214,75 +350,201 @@ impl Speaker {
     }
 }
 
-fn run(
+/// A card's log lines: the first at once, then at most one per [`COMPLAINTS_EVERY`]
+/// saying how many were held back, however often the library complains.
+#[derive(Debug, Default)]
+struct Complaints {
+    said: Option<Instant>,
+    held: u64,
+    last: Option<String>,
+}
+
+impl Complaints {
+    /// `count` complaints, the latest `what`: the line to log now, if any.
+    fn add(&mut self, now: Instant, count: u64, what: String) -> Option<String> {
+        if count == 0 {
+            return None;
+        }
+        let quiet = self
+            .said
+            .is_none_or(|at| now.duration_since(at) >= COMPLAINTS_EVERY);
+        if quiet && self.held == 0 {
+            self.said = Some(now);
+            self.held = count - 1;
+            return Some(what);
+        }
+        self.held += count;
+        self.last = Some(what);
+        self.due(now)
+    }
+
+    /// The summary of what was held back, once [`COMPLAINTS_EVERY`] has passed.
+    fn due(&mut self, now: Instant) -> Option<String> {
+        let since = self.said?;
+        if self.held == 0 || now.duration_since(since) < COMPLAINTS_EVERY {
+            return None;
+        }
+        self.said = Some(now);
+        let held = std::mem::take(&mut self.held);
+        let last = self.last.take().unwrap_or_default();
+        Some(format!(
+            "{held} more in the last {} s; the latest: {last}",
+            now.duration_since(since).as_secs()
+        ))
+    }
+}
+
+/// The sound thread's state.
+struct Cards {
     input: Option<cpal::Device>,
     output: Option<cpal::Device>,
-    inbox: &std_mpsc::Receiver<Command>,
-) {
-    let mut mic = None;
-    let mut speaker: Option<Speaker> = None;
-    let mut rendered = Vec::new();
-    loop {
-        let command = match inbox.recv_timeout(PAUSE) {
-            Ok(command) => command,
-            Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                // Nothing to play for a while: what the resampler holds is played too.
-                if let Some(speaker) = speaker.as_mut() {
-                    rendered.clear();
-                    match speaker.render.flush(&mut rendered) {
-                        Ok(true) => speaker.queue(&rendered),
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!("the speaker's audio cannot be converted: {e}"),
-                    }
-                }
-                continue;
+    health: Arc<SoundHealth>,
+    mic: Option<Mic>,
+    speaker: Option<Speaker>,
+    /// After the speaker failed, it is not reopened before this.
+    speaker_retry: Option<Instant>,
+    /// The speaker's failures, and whether the last one was logged (so is its end).
+    failures: Complaints,
+    failure_said: bool,
+    /// Errors of a speaker that goes on playing (an underrun).
+    glitches: Complaints,
+    rendered: Vec<i16>,
+}
+
+impl Cards {
+    fn run(mut self, inbox: &std_mpsc::Receiver<Command>) {
+        loop {
+            match inbox.recv_timeout(CHECK_EVERY) {
+                Ok(command) => self.obey(command),
+                Err(std_mpsc::RecvTimeoutError::Timeout) => self.flush_speaker(),
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
-        };
+            self.check(Instant::now());
+        }
+    }
+
+    fn obey(&mut self, command: Command) {
         match command {
             Command::StartMic(rate, frames) => {
-                mic = None;
-                let opened = match &input {
+                self.mic = None;
+                let opened = match &self.input {
                     Some(device) => open_mic(device, rate, frames.clone()),
                     None => Err("no microphone is configured".to_owned()),
                 };
                 match opened {
-                    Ok(stream) => mic = Some(stream),
-                    Err(why) => {
-                        let _ = frames.try_send(Err(why));
+                    Ok(watched) => {
+                        self.health.set_microphone(CardState::Ok);
+                        self.mic = Some(Mic { watched, frames });
                     }
+                    Err(why) => self.mic_failed(&frames, why),
                 }
             }
-            Command::StopMic => mic = None,
-            Command::Play(rate, samples) => {
-                if speaker.is_none() {
-                    let Some(device) = &output else { continue };
-                    match open_speaker(device) {
-                        Ok(opened) => speaker = Some(opened),
-                        Err(e) => {
-                            tracing::warn!("the speaker cannot play: {e}");
-                            continue;
-                        }
-                    }
-                }
-                let Some(speaker) = speaker.as_mut() else {
-                    continue;
-                };
-                rendered.clear();
-                if let Err(e) = speaker.render.push(rate, &samples, &mut rendered) {
-                    tracing::warn!("the speaker's audio cannot be converted: {e}");
-                    continue;
-                }
-                speaker.queue(&rendered);
-            }
+            Command::StopMic => self.mic = None,
+            Command::Play(rate, samples) => self.play(rate, &samples),
             Command::StopPlayback => {
-                if let Some(speaker) = &speaker {
+                if let Some(speaker) = &self.speaker {
                     locked(&speaker.queue).clear();
                 }
             }
         }
     }
-    drop(mic);
+
+    /// The runner hears of it and cancels the recording (and notes why, its one line).
+    fn mic_failed(&self, frames: &mpsc::Sender<Result<Vec<i16>, String>>, why: String) {
+        self.health.set_microphone(CardState::Failed(why.clone()));
+        let _ = frames.try_send(Err(why));
+    }
+
+    fn play(&mut self, rate: u32, samples: &[i16]) {
+        let now = Instant::now();
+        if self.speaker.is_none() {
+            let Some(device) = &self.output else { return };
+            // What comes while the speaker cannot play is dropped, not kept for later.
+            if self.speaker_retry.is_some_and(|at| now < at) {
+                return;
+            }
+            match open_speaker(device) {
+                Ok(opened) => {
+                    if self.speaker_retry.take().is_some() && self.failure_said {
+                        tracing::info!("sound: the speaker plays again");
+                    }
+                    self.health.set_speaker(CardState::Ok);
+                    self.speaker = Some(opened);
+                }
+                Err(e) => {
+                    self.speaker_failed(now, e.to_string());
+                    return;
+                }
+            }
+        }
+        let Some(speaker) = self.speaker.as_mut() else {
+            return;
+        };
+        self.rendered.clear();
+        if let Err(e) = speaker.render.push(rate, samples, &mut self.rendered) {
+            tracing::warn!("the speaker's audio cannot be converted: {e}");
+            return;
+        }
+        speaker.queue(&self.rendered);
+    }
+
+    /// Nothing to play for a while: what the resampler holds is played too.
+    fn flush_speaker(&mut self) {
+        if let Some(speaker) = self.speaker.as_mut() {
+            self.rendered.clear();
+            match speaker.render.flush(&mut self.rendered) {
+                Ok(true) => speaker.queue(&self.rendered),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("the speaker's audio cannot be converted: {e}"),
+            }
+        }
+    }
+
+    /// Closes the speaker; it is opened again at a sound after [`SPEAKER_RETRY`].
+    fn speaker_failed(&mut self, now: Instant, why: String) {
+        self.speaker = None;
+        self.speaker_retry = Some(now + SPEAKER_RETRY);
+        self.health.set_speaker(CardState::Failed(why.clone()));
+        let line = self
+            .failures
+            .add(now, 1, format!("the speaker failed ({why}): closed"));
+        self.failure_said = line.is_some();
+        if let Some(line) = line {
+            tracing::warn!("sound: {line}");
+        }
+    }
+
+    /// Looks at both streams: a dead one is closed and said, glitches are counted.
+    fn check(&mut self, now: Instant) {
+        if let Some(mic) = self.mic.as_mut() {
+            match mic.watched.check(now) {
+                Liveness::Alive { .. } => {}
+                Liveness::Dead(why) => {
+                    let frames = mic.frames.clone();
+                    self.mic = None;
+                    self.mic_failed(&frames, why);
+                }
+            }
+        }
+        if let Some(speaker) = self.speaker.as_mut() {
+            match speaker.watched.check(now) {
+                Liveness::Alive { errors, first } => {
+                    // Underruns, and PulseAudio's plugin at a stream's start: it plays on.
+                    let what = format!("the speaker skipped: {}", first.unwrap_or_default());
+                    if let Some(line) = self.glitches.add(now, errors, what) {
+                        tracing::info!("sound: {line}");
+                    }
+                }
+                Liveness::Dead(why) => self.speaker_failed(now, why),
+            }
+        }
+        if let Some(line) = self.failures.due(now) {
+            tracing::warn!("sound: {line}");
+        }
+        if let Some(line) = self.glitches.due(now) {
+            tracing::info!("sound: {line}");
+        }
+    }
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -291,13 +553,14 @@ fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Opens the microphone; its 40 ms frames at `rate` go to `frames`. A failure is sent
-/// there once, and then the channel closes: nothing after a gap is sent.
+/// Opens the microphone; its 40 ms frames at `rate` go to `frames`. When the runner
+/// falls behind, nothing more is sent and the watch finds the stream silent: a
+/// recording with a hole is not sent.
 fn open_mic(
     device: &cpal::Device,
     rate: u32,
     frames: mpsc::Sender<Result<Vec<i16>, String>>,
-) -> Result<cpal::Stream, String> {
+) -> Result<Watched, String> {
     let name = device.to_string();
     let supported = device
         .default_input_config()
@@ -305,25 +568,37 @@ fn open_mic(
     let config = supported.config();
     let mut capture =
         Capture::new(config.sample_rate, config.channels, rate).map_err(|e| e.to_string())?;
-    let weak = frames.downgrade();
-    let on_error = move |e: cpal::Error| {
-        if let Some(frames) = weak.upgrade() {
-            let _ = frames.try_send(Err(format!("{e}")));
-        }
+    let seen = Arc::new(Seen::default());
+    let on_error = {
+        let seen = seen.clone();
+        move |e: cpal::Error| seen.error(&e)
     };
-    let mut sender = Some(frames);
-    let mut deliver = move |samples: &[i16]| {
-        let Some(frames) = &sender else { return };
-        let failed = match capture.push(samples) {
-            Ok(ready) => ready.into_iter().any(|f| frames.try_send(Ok(f)).is_err()),
-            Err(e) => {
-                let _ = frames.try_send(Err(e.to_string()));
-                true
+    let mut deliver = {
+        let seen = seen.clone();
+        let mut sending = true;
+        move |samples: &[i16]| {
+            if frames.is_closed() {
+                // The recording ended; the runner stops the microphone next.
+                seen.data.store(true, Ordering::Relaxed);
+                return;
             }
-        };
-        if failed {
-            // Closing the channel tells the runner; a recording with a hole is not sent.
-            sender = None;
+            if !sending {
+                return;
+            }
+            let failed = match capture.push(samples) {
+                Ok(ready) => ready
+                    .into_iter()
+                    .any(|f| frames.try_send(Ok(f)).is_err())
+                    .then(|| "the recording fell behind".to_owned()),
+                Err(e) => Some(format!("its audio cannot be converted: {e}")),
+            };
+            match failed {
+                None => seen.data.store(true, Ordering::Relaxed),
+                Some(why) => {
+                    sending = false;
+                    seen.failed(why);
+                }
+            }
         }
     };
     let built = match supported.sample_format() {
@@ -345,7 +620,7 @@ fn open_mic(
     };
     let stream = built.map_err(|e| format!("{name}: {e}"))?;
     stream.play().map_err(|e| format!("{name}: {e}"))?;
-    Ok(stream)
+    Ok(Watched::new(stream, seen, STALLED))
 }
 
 fn to_i16(sample: f32) -> i16 {
@@ -361,10 +636,14 @@ fn open_speaker(device: &cpal::Device) -> Result<Speaker, SoundError> {
     let supported = device.default_output_config().map_err(|e| failed(&e))?;
     let config = supported.config();
     let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let on_error = |e: cpal::Error| tracing::warn!("speaker: {e}");
+    let seen = Arc::new(Seen::default());
+    let on_error = {
+        let seen = seen.clone();
+        move |e: cpal::Error| seen.error(&e)
+    };
     let built = match supported.sample_format() {
         cpal::SampleFormat::F32 => {
-            let queue = queue.clone();
+            let (queue, seen) = (queue.clone(), seen.clone());
             device.build_output_stream::<f32, _, _>(
                 config,
                 move |out: &mut [f32], _: &cpal::OutputCallbackInfo| {
@@ -372,13 +651,14 @@ fn open_speaker(device: &cpal::Device) -> Result<Speaker, SoundError> {
                     for sample in out.iter_mut() {
                         *sample = f32::from(queue.pop_front().unwrap_or(0)) / 32768.0;
                     }
+                    seen.data.store(true, Ordering::Relaxed);
                 },
                 on_error,
                 None,
             )
         }
         _ => {
-            let queue = queue.clone();
+            let (queue, seen) = (queue.clone(), seen.clone());
             device.build_output_stream::<i16, _, _>(
                 config,
                 move |out: &mut [i16], _: &cpal::OutputCallbackInfo| {
@@ -386,6 +666,7 @@ fn open_speaker(device: &cpal::Device) -> Result<Speaker, SoundError> {
                     for sample in out.iter_mut() {
                         *sample = queue.pop_front().unwrap_or(0);
                     }
+                    seen.data.store(true, Ordering::Relaxed);
                 },
                 on_error,
                 None,
@@ -396,9 +677,43 @@ fn open_speaker(device: &cpal::Device) -> Result<Speaker, SoundError> {
     stream.play().map_err(|e| failed(&e))?;
     let render = Render::new(config.sample_rate, config.channels).map_err(|e| failed(&e))?;
     Ok(Speaker {
-        _stream: stream,
+        watched: Watched::new(stream, seen, SPEAKER_QUIET),
         render,
         queue,
         capacity: MAX_QUEUED_SECS * config.sample_rate as usize * usize::from(config.channels),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_complaints_is_one_line_then_one_summary_a_minute() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut complaints = Complaints::default();
+        let first = complaints.add(at(0), 3, "EIO".to_owned());
+        assert_eq!(first.as_deref(), Some("EIO"));
+        // A million more within the minute: nothing, however they come.
+        for n in 1..=1000 {
+            assert_eq!(complaints.add(at(n * 50), 1000, format!("EIO {n}")), None);
+            assert_eq!(complaints.due(at(n * 50)), None);
+        }
+        let summary = complaints.due(at(60_000));
+        assert_eq!(
+            summary.as_deref(),
+            Some("1000002 more in the last 60 s; the latest: EIO 1000")
+        );
+        // Said: nothing more is due until more comes.
+        assert_eq!(complaints.due(at(200_000)), None);
+        // A quiet minute later, the next complaint is said at once.
+        assert_eq!(
+            complaints
+                .add(at(200_000), 1, "EPIPE".to_owned())
+                .as_deref(),
+            Some("EPIPE")
+        );
+        assert_eq!(complaints.add(at(200_001), 0, String::new()), None);
+    }
 }
