@@ -11,6 +11,7 @@
 
 #[cfg(all(target_os = "linux", feature = "sound"))]
 pub mod card;
+pub mod speech_end;
 
 use herald_gadget_proto::limits::AUDIO_FRAME_MS;
 use herald_media::audio::{AudioError, Pulled, SpeechStream};

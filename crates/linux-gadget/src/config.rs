@@ -10,6 +10,9 @@
 //! [audio]                                # `herald gadget audio-devices` lists the names
 //! input = "USB"
 //! output = "USB"
+//! tap_to_talk = true                     # a tap on TALK: listen until the speaker stops
+//! end_silence_ms = 700                   # the silence that ends such a turn
+//! max_utterance_s = 30
 //!
 //! [gpio]
 //! chip = "/dev/gpiochip0"
@@ -30,6 +33,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use herald_gadget_proto::limits::DEFAULT_MAX_UTTERANCE_SECS;
 use serde::Deserialize;
 
 /// Longest output name: it becomes part of an action name.
@@ -79,11 +83,56 @@ pub struct GadgetConfig {
 /// The sound cards, each named as `herald gadget audio-devices` lists it: `default`, an
 /// index, a whole name or a part of one. Without an input the device has no microphone,
 /// without an output no speaker (and says so in `hello`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AudioConfig {
     pub input: Option<String>,
     pub output: Option<String>,
+    /// A short tap on TALK starts a hands-free turn: it ends when the speaker stops.
+    #[serde(default)]
+    pub tap_to_talk: bool,
+    /// The silence after speech that ends a hands-free turn.
+    #[serde(default = "default_end_silence")]
+    pub end_silence_ms: u64,
+    /// The longest hands-free turn.
+    #[serde(default = "default_max_utterance")]
+    pub max_utterance_s: u64,
+}
+
+impl Default for AudioConfig {
+    fn default() -> Self {
+        AudioConfig {
+            input: None,
+            output: None,
+            tap_to_talk: false,
+            end_silence_ms: default_end_silence(),
+            max_utterance_s: default_max_utterance(),
+        }
+    }
+}
+
+fn default_end_silence() -> u64 {
+    700
+}
+
+fn default_max_utterance() -> u64 {
+    30
+}
+
+impl AudioConfig {
+    fn check(&self) -> Result<(), String> {
+        if !(200..=5000).contains(&self.end_silence_ms) {
+            return Err("end_silence_ms must be 200 to 5000".to_owned());
+        }
+        let longest = u64::from(DEFAULT_MAX_UTTERANCE_SECS);
+        if !(1..=longest).contains(&self.max_utterance_s) {
+            return Err(format!("max_utterance_s must be 1 to {longest}"));
+        }
+        if self.tap_to_talk && self.input.is_none() {
+            return Err("tap_to_talk needs an input (a microphone)".to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// The GPIO lines, by their offset on the chip (BCM numbers on a Raspberry Pi).
@@ -182,6 +231,7 @@ impl GadgetConfig {
         if let Some(gpio) = &config.gpio {
             gpio.check()?;
         }
+        config.audio.check()?;
         Ok(config)
     }
 }
@@ -279,6 +329,16 @@ mod tests {
         bad("name = \"x\"", "server");
         bad("server = \"http://x\"\nname = \"x\"", "ws://");
         bad("server = \"ws://x\"\nname = \"x\"\ncolour = 1", "colour");
+        let audio = |extra: &str| format!("server = \"ws://x\"\nname = \"x\"\n[audio]\n{extra}");
+        bad(
+            &audio("input = \"pulse\"\nend_silence_ms = 50"),
+            "end_silence_ms",
+        );
+        bad(
+            &audio("input = \"pulse\"\nmax_utterance_s = 0"),
+            "max_utterance_s",
+        );
+        bad(&audio("tap_to_talk = true"), "needs an input");
         let gpio = |extra: &str| format!("server = \"ws://x\"\nname = \"x\"\n[gpio]\n{extra}");
         bad(&gpio("talk = 17\ncancel = 17"), "used twice");
         bad(

@@ -10,9 +10,10 @@
 //!
 //! Layout: `config` (the file), `service` (start-up, the lock, the panel task, the stop),
 //! `control` (the socket and its client), `status` (what `status` reports), `terminal`
-//! (lines typed into the service's own terminal), `audio` (sound-card conversions, and
-//! `audio::card` for the cards through cpal), `gpio` (the line logic, and `gpio::cdev`
-//! for the kernel's GPIO character device).
+//! (lines typed into the service's own terminal), `audio` (sound-card conversions, the
+//! end of speech, and `audio::card` for the cards through cpal), `hands_free` (turns
+//! that end when the speaker stops), `gpio` (the line logic, and `gpio::cdev` for the
+//! kernel's GPIO character device).
 
 // Without sound cards the conversions serve only their tests.
 #[cfg_attr(not(all(target_os = "linux", feature = "sound")), allow(dead_code))]
@@ -20,6 +21,7 @@ mod audio;
 mod config;
 mod control;
 mod gpio;
+mod hands_free;
 mod service;
 mod status;
 mod terminal;

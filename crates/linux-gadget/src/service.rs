@@ -9,15 +9,18 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use herald_device::{Button, DeviceConfig, DisplayProfile};
 use tokio::sync::{mpsc, watch};
 
+use super::audio::speech_end::EndRules;
 use super::audio::DEVICE_RATE;
-use super::config::{GadgetConfig, GpioConfig};
+use super::config::{AudioConfig, GadgetConfig, GpioConfig};
 use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
+use super::hands_free::{Attentive, HandsFree, Talk, NO_SPEECH};
 use super::status::Status;
 use herald_sim::host::{SimHost, StateLock};
 use herald_sim::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
@@ -99,7 +102,22 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let outputs = Outputs::new(config.gpio.as_ref().map_or(&[][..], |g| &g.outputs));
     let (invoke_tx, invocations) = mpsc::channel(QUEUE);
     let status = Arc::new(Status::new(Arc::default()));
-    let live = open_sound(&config, &status)?;
+    let mut live = open_sound(&config, &status)?;
+    // A tap on TALK, when asked for, starts a turn that ends when the speaker stops.
+    let hands_free = match live.take() {
+        Some(cards) if config.audio.tap_to_talk => {
+            let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
+            live = Some(Box::new(Attentive {
+                cards,
+                hands_free: hands_free.clone(),
+            }));
+            Some((hands_free, ends))
+        }
+        cards => {
+            live = cards;
+            None
+        }
+    };
     let (handle, board) = start(&config, &state_dir, &outputs, Some(invoke_tx), live, true)?;
     status.set_outputs(outputs.states());
 
@@ -113,15 +131,19 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
 
     let (stop_panel, stopped) = watch::channel(false);
     let panel = match &config.gpio {
-        Some(gpio) => Some(start_panel(
-            gpio,
-            outputs,
-            invocations,
-            &handle,
-            &status,
-            origin,
-            stopped,
-        )?),
+        Some(gpio) => {
+            let panel = Panel {
+                gpio: (),
+                buttons: Buttons::new(gpio),
+                led: gpio.status_led,
+                outputs,
+                talk: Talk::new(hands_free),
+                handle: handle.clone(),
+                status: status.clone(),
+                origin,
+            };
+            Some(start_panel(gpio, panel, invocations, stopped)?)
+        }
         None => None,
     };
     tracing::info!(
@@ -176,44 +198,41 @@ fn open_sound(
     }
 }
 
-/// Opens the lines and starts the task that runs them.
+/// The rules of a hands-free turn, from `[audio]`.
+fn end_rules(audio: &AudioConfig) -> EndRules {
+    EndRules {
+        end_silence: Duration::from_millis(audio.end_silence_ms),
+        max: Duration::from_secs(audio.max_utterance_s),
+        no_speech: NO_SPEECH,
+    }
+}
+
+/// Opens the lines and starts the task that runs `panel` on them.
 fn start_panel(
     config: &GpioConfig,
-    outputs: Outputs,
+    panel: Panel<()>,
     invocations: mpsc::Receiver<Invocation>,
-    handle: &Handle,
-    status: &Arc<Status>,
-    origin: std::time::Instant,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (config, outputs, invocations, handle, status, origin, stop);
+        let _ = (config, panel, invocations, stop);
         anyhow::bail!("GPIO needs Linux's GPIO character device");
     }
     #[cfg(target_os = "linux")]
     {
-        let buttons = Buttons::new(config);
-        let mut levels = outputs.initial();
+        let mut levels = panel.outputs.initial();
         levels.extend(config.status_led.map(|led| (led, false)));
         let (edge_tx, edges) = mpsc::channel(QUEUE);
         let (gpio, edge_thread) = super::gpio::cdev::open(
             &config.chip,
-            &buttons.lines(),
-            buttons.active_low(),
+            &panel.buttons.lines(),
+            panel.buttons.active_low(),
             &levels,
-            origin,
+            panel.origin,
             edge_tx,
         )?;
-        let panel = Panel {
-            gpio,
-            buttons,
-            led: config.status_led,
-            outputs,
-            handle: handle.clone(),
-            status: status.clone(),
-            origin,
-        };
+        let panel = panel.on(gpio);
         Ok(tokio::spawn(async move {
             let _edge_thread = edge_thread;
             panel.run(edges, invocations, stop).await;
@@ -227,9 +246,26 @@ pub struct Panel<G> {
     pub buttons: Buttons,
     pub led: Option<u32>,
     pub outputs: Outputs,
+    pub talk: Talk,
     pub handle: Handle,
     pub status: Arc<Status>,
     pub origin: std::time::Instant,
+}
+
+impl Panel<()> {
+    /// The panel, on its lines.
+    fn on<G>(self, gpio: G) -> Panel<G> {
+        Panel {
+            gpio,
+            buttons: self.buttons,
+            led: self.led,
+            outputs: self.outputs,
+            talk: self.talk,
+            handle: self.handle,
+            status: self.status,
+            origin: self.origin,
+        }
+    }
 }
 
 impl<G: Gpio> Panel<G> {
@@ -248,13 +284,10 @@ impl<G: Gpio> Panel<G> {
         loop {
             let now = self.origin.elapsed();
             for (button, down) in self.buttons.poll(now) {
-                let command = if down {
-                    Command::Press(button)
-                } else {
-                    Command::Release(button)
-                };
-                if let Err(e) = self.handle.run(command).await {
-                    tracing::warn!("button {}: {e}", button.name());
+                for command in self.talk.button(button, down, now) {
+                    if let Err(e) = self.handle.run(command).await {
+                        tracing::warn!("button {}: {e}", button.name());
+                    }
                 }
             }
             let pattern = {
@@ -303,6 +336,11 @@ impl<G: Gpio> Panel<G> {
                 },
                 changed = snapshot.changed() => if changed.is_err() { break },
                 _ = sound.changed() => {}
+                ended = self.talk.ended() => for command in Talk::end(ended) {
+                    if let Err(e) = self.handle.run(command).await {
+                        tracing::warn!("hands-free: {e}");
+                    }
+                },
                 changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
             }
         }
@@ -430,6 +468,7 @@ mod tests {
             buttons: Buttons::new(&gpio_config),
             led: gpio_config.status_led,
             outputs,
+            talk: Talk::new(None),
             handle: handle.clone(),
             status: status.clone(),
             origin,
@@ -641,6 +680,96 @@ mod tests {
         assert_eq!(handle.snapshot().borrow().replies, ["You said: after"]);
         assert!(sound.played.lock().unwrap().is_empty());
         handle.run(Command::Quit).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tap_on_talk_listens_until_the_speaker_stops() {
+        use crate::audio::speech_end::tests::{silence, spoken};
+        let harness = Harness::start().await;
+        let text = format!(
+            "server = \"{}\"\nname = \"Hands-free\"\n[audio]\ninput = \"mic\"\noutput = \"speaker\"\n\
+             tap_to_talk = true\n[gpio]\ntalk = 17\ndebounce_ms = 20\n",
+            harness.url
+        );
+        let config = GadgetConfig::parse(&text).unwrap();
+        // Real speech (espeak-ng), then a long silence the turn must not wait for.
+        let speech = spoken("Turn on the kitchen lights, please.");
+        let speech_s = speech.len() as f64 / f64::from(DEVICE_RATE);
+        let sound = FakeSound {
+            clip: [silence(0.3), speech, silence(6.0)].concat(),
+            ..FakeSound::default()
+        };
+        let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
+        let live = Attentive {
+            cards: Box::new(sound.clone()),
+            hands_free: hands_free.clone(),
+        };
+        let state = tempfile::tempdir().unwrap();
+        let (handle, board) = start(
+            &config,
+            state.path(),
+            &Outputs::new(&[]),
+            None,
+            Some(Box::new(live)),
+            false,
+        )
+        .unwrap();
+        let gpio_config = config.gpio.clone().unwrap();
+        let origin = std::time::Instant::now();
+        let (edge_tx, edges) = mpsc::channel(QUEUE);
+        let (_invoke, invocations) = mpsc::channel(QUEUE);
+        let (stop, stopped) = watch::channel(false);
+        let panel = Panel {
+            gpio: FakeGpio::default(),
+            buttons: Buttons::new(&gpio_config),
+            led: None,
+            outputs: Outputs::new(&[]),
+            talk: Talk::new(Some((hands_free, ends))),
+            handle: handle.clone(),
+            status: Arc::new(Status::default()),
+            origin,
+        };
+        let panel = tokio::spawn(panel.run(edges, invocations, stopped));
+        until(&handle, "online", |s| s.phase == Phase::Online).await;
+
+        // A tap: TALK (pulled up, so low when pressed) for 150 ms.
+        let press = |high: bool| RawEdge {
+            line: 17,
+            high,
+            at: origin.elapsed(),
+        };
+        edge_tx.send(press(false)).await.unwrap();
+        until(&handle, "recording", |s| s.recording).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        edge_tx.send(press(true)).await.unwrap();
+        // Still recording after the tap, until the speaker stops.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            handle.snapshot().borrow().recording,
+            "the tap ended the turn"
+        );
+        until(&handle, "answered", |s| {
+            s.shown.lines.join(" ").contains("I heard")
+        })
+        .await;
+        let reply = handle.snapshot().borrow().replies.back().unwrap().clone();
+        let heard: f64 = reply
+            .trim_start_matches("I heard ")
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{reply}"));
+        // The speech, its lead-in and the end silence (0.7 s); far short of the clip.
+        let expected = 0.3 + speech_s + 0.7;
+        assert!(
+            (expected - 0.6..=expected + 0.4).contains(&heard),
+            "heard {heard} s of {speech_s:.2} s of speech: {reply}"
+        );
+
+        stop.send(true).unwrap();
+        panel.await.unwrap();
+        handle.run(Command::Quit).await.unwrap();
+        board.await.unwrap().unwrap();
     }
 }
 

@@ -269,7 +269,8 @@ impl Seen {
 enum Liveness {
     /// Working; `errors` glitches (the first one `first`) came and went.
     Alive { errors: u64, first: Option<String> },
-    /// Dead: quiet too long (or complaining for [`STALLED`]), or the device went away.
+    /// Dead: quiet too long, complaining without a pause for [`STALLED`], or the device
+    /// went away.
     Dead(String),
 }
 
@@ -282,8 +283,9 @@ struct Watched {
     /// How long it may be quiet without an error: a speaker's first callback fills the
     /// card's buffer (two seconds through PulseAudio) and the next waits for room.
     quiet: Duration,
-    /// What it reported since it last moved sound.
-    complaint: Option<String>,
+    /// Since when, and what, it has reported at every look without moving sound. A
+    /// burst as a stream starts is not that; a dead sound server is.
+    complaining: Option<(Instant, String)>,
 }
 
 impl Watched {
@@ -293,29 +295,29 @@ impl Watched {
             seen,
             moved: Instant::now(),
             quiet,
-            complaint: None,
+            complaining: None,
         }
     }
 
     fn check(&mut self, now: Instant) -> Liveness {
-        if self.seen.data.swap(false, Ordering::Relaxed) {
+        let moved = self.seen.data.swap(false, Ordering::Relaxed);
+        if moved {
             self.moved = now;
-            self.complaint = None;
         }
         let errors = std::mem::take(&mut *locked(&self.seen.errors));
-        if let Some(first) = &errors.first {
-            self.complaint.get_or_insert_with(|| first.clone());
-        }
-        let silent = now.duration_since(self.moved);
-        let limit = if self.complaint.is_some() {
-            STALLED
-        } else {
-            self.quiet
+        self.complaining = match (errors.first.as_ref(), self.complaining.take()) {
+            (Some(_), Some(going_on)) if !moved => Some(going_on),
+            (Some(first), _) if !moved => Some((now, first.clone())),
+            _ => None,
         };
-        if errors.gone || silent >= limit {
-            let why = self
-                .complaint
-                .take()
+        let silent = now.duration_since(self.moved);
+        let complained_long = self
+            .complaining
+            .as_ref()
+            .is_some_and(|(since, _)| now.duration_since(*since) >= STALLED);
+        if errors.gone || complained_long || silent >= self.quiet {
+            let why = (self.complaining.take().map(|(_, why)| why))
+                .or(errors.first)
                 .unwrap_or_else(|| format!("no sound moved for {:.1} s", silent.as_secs_f32()));
             return Liveness::Dead(why);
         }
