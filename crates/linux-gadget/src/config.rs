@@ -97,6 +97,9 @@ pub struct AudioConfig {
     /// The longest hands-free turn.
     #[serde(default = "default_max_utterance")]
     pub max_utterance_s: u64,
+    /// A short note when a hands-free turn starts listening.
+    #[serde(default = "yes")]
+    pub earcons: bool,
 }
 
 impl Default for AudioConfig {
@@ -107,6 +110,7 @@ impl Default for AudioConfig {
             tap_to_talk: false,
             end_silence_ms: default_end_silence(),
             max_utterance_s: default_max_utterance(),
+            earcons: true,
         }
     }
 }

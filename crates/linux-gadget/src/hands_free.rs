@@ -7,10 +7,11 @@
 //! an ordinary utterance.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use herald_device::Button;
+use herald_media::cue::Cue;
 use tokio::sync::mpsc;
 
 use crate::audio::speech_end::{EndRules, Ended, SpeechEnd};
@@ -72,24 +73,66 @@ impl HandsFree {
 
 /// The sound cards, with the microphone listened to for the end of speech.
 pub struct Attentive {
-    pub cards: Box<dyn LiveSound>,
-    pub hands_free: Arc<HandsFree>,
+    cards: Arc<Mutex<Box<dyn LiveSound>>>,
+    hands_free: Arc<HandsFree>,
+    /// Cue a hands-free turn's start (the server cues its end as it cues every
+    /// spoken turn), and a turn dropped because nobody spoke.
+    earcons: bool,
+}
+
+impl Attentive {
+    pub fn new(cards: Box<dyn LiveSound>, hands_free: Arc<HandsFree>, earcons: bool) -> Attentive {
+        Attentive {
+            cards: Arc::new(Mutex::new(cards)),
+            hands_free,
+            earcons,
+        }
+    }
+
+    fn cards(&self) -> std::sync::MutexGuard<'_, Box<dyn LiveSound>> {
+        locked(&self.cards)
+    }
+}
+
+fn locked<T: ?Sized>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl LiveSound for Attentive {
     fn start_mic(&mut self, rate: u32) -> mpsc::Receiver<Result<Vec<i16>, String>> {
-        let mut heard = self.cards.start_mic(rate);
+        let mut heard = self.cards().start_mic(rate);
         let (frames, receiver) = mpsc::channel(MIC_QUEUE);
         let hands_free = self.hands_free.clone();
+        let cards = self.earcons.then(|| self.cards.clone());
+        let cue = move |cue: Cue| {
+            if let Some(cards) = &cards {
+                let samples = cue.render(DEVICE_RATE);
+                let samples: Vec<i16> = samples
+                    .chunks_exact(2)
+                    .map(|b| i16::from_le_bytes([b[0], b[1]]))
+                    .collect();
+                locked(cards).play(DEVICE_RATE, &samples);
+            }
+        };
         let id = hands_free.recordings.fetch_add(1, Ordering::SeqCst) + 1;
         hands_free.recording.store(id, Ordering::SeqCst);
         // The detector works at the device's rate, which is the only one configured.
         let mut end = (rate == DEVICE_RATE).then(|| SpeechEnd::new(hands_free.rules));
         tokio::spawn(async move {
+            let mut cued = false;
             while let Some(frame) = heard.recv().await {
+                if !cued && hands_free.armed.load(Ordering::SeqCst) == id {
+                    cued = true;
+                    cue(Cue::Listening);
+                }
                 if let (Ok(samples), Some(end)) = (&frame, end.as_mut()) {
                     if let Some(ended) = end.push(samples) {
                         if hands_free.disarm_recording(id) {
+                            if ended == Ended::NothingSaid {
+                                cue(Cue::Failed);
+                            }
                             let _ = hands_free.ended.try_send(ended);
                         }
                     }
@@ -107,15 +150,15 @@ impl LiveSound for Attentive {
     }
 
     fn stop_mic(&mut self) {
-        self.cards.stop_mic();
+        self.cards().stop_mic();
     }
 
     fn play(&mut self, rate: u32, samples: &[i16]) {
-        self.cards.play(rate, samples);
+        self.cards().play(rate, samples);
     }
 
     fn stop_playback(&mut self) {
-        self.cards.stop_playback();
+        self.cards().stop_playback();
     }
 }
 

@@ -107,10 +107,8 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let hands_free = match live.take() {
         Some(cards) if config.audio.tap_to_talk => {
             let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
-            live = Some(Box::new(Attentive {
-                cards,
-                hands_free: hands_free.clone(),
-            }));
+            let attentive = Attentive::new(cards, hands_free.clone(), config.audio.earcons);
+            live = Some(Box::new(attentive));
             Some((hands_free, ends))
         }
         cards => {
@@ -700,10 +698,7 @@ mod tests {
             ..FakeSound::default()
         };
         let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
-        let live = Attentive {
-            cards: Box::new(sound.clone()),
-            hands_free: hands_free.clone(),
-        };
+        let live = Attentive::new(Box::new(sound.clone()), hands_free.clone(), true);
         let state = tempfile::tempdir().unwrap();
         let (handle, board) = start(
             &config,
@@ -764,6 +759,18 @@ mod tests {
         assert!(
             (expected - 0.6..=expected + 0.4).contains(&heard),
             "heard {heard} s of {speech_s:.2} s of speech: {reply}"
+        );
+        // The speaker said "listening" once, at the tap, before the agent's answer.
+        let listening: Vec<i16> = herald_media::cue::Cue::Listening
+            .render(DEVICE_RATE)
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        let played = sound.played.lock().unwrap().clone();
+        assert!(played.starts_with(&listening), "no cue first");
+        assert!(
+            !played[listening.len()..].starts_with(&listening),
+            "cued twice"
         );
 
         stop.send(true).unwrap();

@@ -1,5 +1,6 @@
-//! Herald's own sounds for a gadget's speaker: short tones that say "heard you", "still
-//! working" and "that failed" when the agent has nothing to say yet (or never will).
+//! Herald's own sounds for a gadget's speaker: short tones that say "listening", "heard
+//! you", "still working" and "that failed" when the agent has nothing to say yet (or
+//! never will).
 //!
 //! Synthesized, not recorded: a few sine tones with a soft attack and release (no click
 //! at either end), rendered as mono PCM16 at whatever rate is asked, so they cost no file
@@ -10,6 +11,8 @@ use std::f32::consts::TAU;
 /// What a cue tells the person at the gadget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cue {
+    /// The gadget listens, without a button held: one short, high note.
+    Listening,
     /// A voice turn was taken: two quick rising notes.
     Heard,
     /// The agent is still working and has said nothing yet: one soft, low note.
@@ -28,6 +31,11 @@ struct Note {
 impl Cue {
     fn notes(self) -> &'static [Note] {
         match self {
+            Cue::Listening => &[Note {
+                hz: 988.0,
+                ms: 100,
+                level: 0.2,
+            }],
             Cue::Heard => &[
                 Note {
                     hz: 660.0,
@@ -90,7 +98,7 @@ mod tests {
 
     #[test]
     fn cues_are_short_audible_and_start_and_end_in_silence() {
-        for cue in [Cue::Heard, Cue::Working, Cue::Failed] {
+        for cue in [Cue::Listening, Cue::Heard, Cue::Working, Cue::Failed] {
             for rate in [16_000, 24_000, 48_000] {
                 let s = samples(&cue.render(rate));
                 let seconds = s.len() as f32 / rate as f32;
