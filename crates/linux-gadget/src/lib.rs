@@ -32,6 +32,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+pub use audio::speech_end::{EndRules, Ended, SpeechEnd};
 pub use config::GadgetConfig;
 use control::Request;
 
