@@ -62,10 +62,10 @@ def test_a_failing_model_fails_the_gadgets_turn_at_once_and_says_so(rig: Rig) ->
 def test_a_stalled_model_gets_still_working_cues_then_its_answer(station: Station) -> None:
     # Cues are herald's, set through Hermes's config (the suite's gateway keeps herald's
     # defaults); a gateway of the test's own, as herald reads them when it starts.
-    station.home.hermes("config", "set", "platforms.gadget.extra.cue_after_s", "2")
-    station.home.hermes("config", "set", "platforms.gadget.extra.cue_every_s", "4")
+    station.home.hermes("config", "set", "platforms.gadget.extra.cue_after_s", "1")
+    station.home.hermes("config", "set", "platforms.gadget.extra.cue_every_s", "2")
     rig = station.start()
-    rig.add_rules(Rule(match="think it over", reply="Thanks for waiting: it is sunny today.", delay_s=12))
+    rig.add_rules(Rule(match="think it over", reply="Thanks for waiting: it is sunny today.", delay_s=6))
     try:
         with rig.gadget("attic", speaker_rate=SPEAKER_RATE) as gadget:
             gadget.say("think it over, what is the weather?")
@@ -78,7 +78,7 @@ def test_a_stalled_model_gets_still_working_cues_then_its_answer(station: Statio
             answer = gadget.wait_for(is_reply_speech, 60)
             end = gadget.wait_for(lambda f: f.get("type") == "turn.end" and f.get("turn") == start["turn"], 60)
         first_text = next(i for i, f in enumerate(gadget.frames) if f.get("type") in ("reply", "reply.delta"))
-        # At 2 s, then every 4 s while the model is silent (12 s): again before the answer.
+        # At 1 s, then every 2 s while the model is silent (6 s): again before the answer.
         cues = [f for f in gadget.frames[:first_text] if f.get("type") == "audio.start" and "turn" not in f]
         assert cue in cues and len(cues) >= 2, cues
         assert end["outcome"] == "success", end
