@@ -33,7 +33,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use herald_gadget_proto::limits::DEFAULT_MAX_UTTERANCE_SECS;
+use herald_gadget_proto::limits::MAX_RECORDING_SECS;
 use serde::Deserialize;
 
 /// Longest output name: it becomes part of an action name.
@@ -128,7 +128,8 @@ impl AudioConfig {
         if !(200..=5000).contains(&self.end_silence_ms) {
             return Err("end_silence_ms must be 200 to 5000".to_owned());
         }
-        let longest = u64::from(DEFAULT_MAX_UTTERANCE_SECS);
+        // The device core ends every recording at this length anyway.
+        let longest = MAX_RECORDING_SECS;
         if !(1..=longest).contains(&self.max_utterance_s) {
             return Err(format!("max_utterance_s must be 1 to {longest}"));
         }
@@ -236,6 +237,9 @@ impl GadgetConfig {
             gpio.check()?;
         }
         config.audio.check()?;
+        if config.audio.tap_to_talk && config.gpio.as_ref().is_none_or(|g| g.talk.is_none()) {
+            return Err("tap_to_talk needs a TALK button ([gpio] talk)".to_owned());
+        }
         Ok(config)
     }
 }
@@ -343,6 +347,14 @@ mod tests {
             "max_utterance_s",
         );
         bad(&audio("tap_to_talk = true"), "needs an input");
+        bad(
+            &audio("input = \"pulse\"\nmax_utterance_s = 45"),
+            "max_utterance_s",
+        );
+        bad(
+            &audio("input = \"pulse\"\ntap_to_talk = true"),
+            "TALK button",
+        );
         let gpio = |extra: &str| format!("server = \"ws://x\"\nname = \"x\"\n[gpio]\n{extra}");
         bad(&gpio("talk = 17\ncancel = 17"), "used twice");
         bad(

@@ -54,11 +54,19 @@ impl HandsFree {
     /// The recording going on is a hands-free turn from now on; false if there is none.
     pub fn arm(&self) -> bool {
         let recording = self.recording.load(Ordering::SeqCst);
+        if recording == 0 {
+            return false;
+        }
         self.armed.store(recording, Ordering::SeqCst);
-        recording != 0
+        // It may have ended meanwhile, its last disarm before this arm: undo it.
+        if self.recording.load(Ordering::SeqCst) != recording {
+            self.disarm_recording(recording);
+            return false;
+        }
+        true
     }
 
-    /// No recording is (any more); returns whether one was.
+    /// No hands-free turn is going on (any more); returns whether one was.
     pub fn disarm(&self) -> bool {
         self.armed.swap(0, Ordering::SeqCst) != 0
     }
@@ -126,6 +134,8 @@ impl LiveSound for Attentive {
                 if !cued && hands_free.armed.load(Ordering::SeqCst) == id {
                     cued = true;
                     cue(Cue::Listening);
+                    // The turn starts here: what came before (the tap) is not its speech.
+                    end = end.map(|_| SpeechEnd::new(hands_free.rules));
                 }
                 if let (Ok(samples), Some(end)) = (&frame, end.as_mut()) {
                     if let Some(ended) = end.push(samples) {

@@ -9,9 +9,11 @@
 //!
 //! Cards fail, and a sound server that dies does not close its streams: they fall
 //! silent or report errors without end. So the thread watches each stream, and one
-//! that moves no sound for [`STALLED`] is closed: the recording is cancelled (the
-//! runner says why), the speaker is opened again at a later sound. What the library
-//! reports goes to the log as one line, then at most a summary a minute.
+//! that moves no sound for too long (a second for a microphone, five for a speaker,
+//! whose buffer may hold two) or that complains for [`STALLED`] without moving any is
+//! closed: the recording is cancelled (the runner says why), the speaker is opened
+//! again at a later sound. The speaker's complaints go to the log as one line, then at
+//! most a summary a minute.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +36,9 @@ const CHECK_EVERY: Duration = Duration::from_millis(150);
 const STALLED: Duration = Duration::from_secs(1);
 /// A speaker that moves no sound and says nothing is dead after this long.
 const SPEAKER_QUIET: Duration = Duration::from_secs(5);
+/// A stream may take this long to move its first sound (a sound server waking from
+/// its idle suspend, a USB microphone powering up).
+const START_GRACE: Duration = Duration::from_secs(3);
 /// A failed speaker is opened again at a sound no sooner than this.
 const SPEAKER_RETRY: Duration = Duration::from_secs(2);
 /// After a card's first log line, at most one more this often.
@@ -247,6 +252,8 @@ struct Errors {
     first: Option<String>,
     /// The stream ended: the device is gone.
     gone: bool,
+    /// The stream ended through no fault of the card (the recording fell behind).
+    not_the_card: bool,
 }
 
 impl Seen {
@@ -257,11 +264,13 @@ impl Seen {
         errors.gone |= e.kind() == cpal::ErrorKind::DeviceNotAvailable;
     }
 
-    /// The stream cannot go on, for this reason.
-    fn failed(&self, why: String) {
+    /// The stream cannot go on, for this reason, and `card` says whether the card is
+    /// to blame.
+    fn failed(&self, why: String, card: bool) {
         let mut errors = locked(&self.errors);
         errors.first = Some(why);
         errors.gone = true;
+        errors.not_the_card = !card;
     }
 }
 
@@ -270,16 +279,17 @@ enum Liveness {
     /// Working; `errors` glitches (the first one `first`) came and went.
     Alive { errors: u64, first: Option<String> },
     /// Dead: quiet too long, complaining without a pause for [`STALLED`], or the device
-    /// went away.
-    Dead(String),
+    /// went away (`card`), or ended through no fault of the card.
+    Dead { why: String, card: bool },
 }
 
 /// A stream and the watch on it.
 struct Watched {
     _stream: cpal::Stream,
     seen: Arc<Seen>,
-    /// When its callbacks last moved sound.
+    /// When its callbacks last moved sound, and whether they ever did.
     moved: Instant,
+    started: bool,
     /// How long it may be quiet without an error: a speaker's first callback fills the
     /// card's buffer (two seconds through PulseAudio) and the next waits for room.
     quiet: Duration,
@@ -294,6 +304,7 @@ impl Watched {
             _stream: stream,
             seen,
             moved: Instant::now(),
+            started: false,
             quiet,
             complaining: None,
         }
@@ -303,6 +314,7 @@ impl Watched {
         let moved = self.seen.data.swap(false, Ordering::Relaxed);
         if moved {
             self.moved = now;
+            self.started = true;
         }
         let errors = std::mem::take(&mut *locked(&self.seen.errors));
         self.complaining = match (errors.first.as_ref(), self.complaining.take()) {
@@ -315,11 +327,17 @@ impl Watched {
             .complaining
             .as_ref()
             .is_some_and(|(since, _)| now.duration_since(*since) >= STALLED);
-        if errors.gone || complained_long || silent >= self.quiet {
+        let quiet = if self.started {
+            self.quiet
+        } else {
+            self.quiet.max(START_GRACE)
+        };
+        if errors.gone || complained_long || silent >= quiet {
             let why = (self.complaining.take().map(|(_, why)| why))
                 .or(errors.first)
                 .unwrap_or_else(|| format!("no sound moved for {:.1} s", silent.as_secs_f32()));
-            return Liveness::Dead(why);
+            let card = !errors.not_the_card;
+            return Liveness::Dead { why, card };
         }
         Liveness::Alive {
             errors: errors.count,
@@ -342,13 +360,12 @@ struct Speaker {
 }
 
 impl Speaker {
-    fn queue(&self, samples: &[i16]) {
+    /// Queues `samples`; false when some were dropped for want of room.
+    fn queue(&self, samples: &[i16]) -> bool {
         let mut queue = locked(&self.queue);
         let room = self.capacity.saturating_sub(queue.len());
-        if room < samples.len() {
-            tracing::warn!("the speaker is {MAX_QUEUED_SECS} s behind: audio dropped");
-        }
         queue.extend(samples.iter().take(room));
+        room >= samples.len()
     }
 }
 
@@ -415,13 +432,20 @@ struct Cards {
 
 impl Cards {
     fn run(mut self, inbox: &std_mpsc::Receiver<Command>) {
+        let mut next_check = Instant::now() + CHECK_EVERY;
         loop {
             match inbox.recv_timeout(CHECK_EVERY) {
                 Ok(command) => self.obey(command),
                 Err(std_mpsc::RecvTimeoutError::Timeout) => self.flush_speaker(),
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            self.check(Instant::now());
+            // On a clock of its own: "at every look" means every CHECK_EVERY, however
+            // often commands come.
+            let now = Instant::now();
+            if now >= next_check {
+                self.check(now);
+                next_check = now + CHECK_EVERY;
+            }
         }
     }
 
@@ -487,7 +511,16 @@ impl Cards {
             tracing::warn!("the speaker's audio cannot be converted: {e}");
             return;
         }
-        speaker.queue(&self.rendered);
+        if !speaker.queue(&self.rendered) {
+            self.behind(now);
+        }
+    }
+
+    fn behind(&mut self, now: Instant) {
+        let what = format!("the speaker is {MAX_QUEUED_SECS} s behind: audio dropped");
+        if let Some(line) = self.glitches.add(now, 1, what) {
+            tracing::warn!("sound: {line}");
+        }
     }
 
     /// Nothing to play for a while: what the resampler holds is played too.
@@ -495,7 +528,11 @@ impl Cards {
         if let Some(speaker) = self.speaker.as_mut() {
             self.rendered.clear();
             match speaker.render.flush(&mut self.rendered) {
-                Ok(true) => speaker.queue(&self.rendered),
+                Ok(true) => {
+                    if !speaker.queue(&self.rendered) {
+                        self.behind(Instant::now());
+                    }
+                }
                 Ok(false) => {}
                 Err(e) => tracing::warn!("the speaker's audio cannot be converted: {e}"),
             }
@@ -521,10 +558,14 @@ impl Cards {
         if let Some(mic) = self.mic.as_mut() {
             match mic.watched.check(now) {
                 Liveness::Alive { .. } => {}
-                Liveness::Dead(why) => {
+                Liveness::Dead { why, card } => {
                     let frames = mic.frames.clone();
                     self.mic = None;
-                    self.mic_failed(&frames, why);
+                    if card {
+                        self.mic_failed(&frames, why);
+                    } else {
+                        let _ = frames.try_send(Err(why));
+                    }
                 }
             }
         }
@@ -537,7 +578,7 @@ impl Cards {
                         tracing::info!("sound: {line}");
                     }
                 }
-                Liveness::Dead(why) => self.speaker_failed(now, why),
+                Liveness::Dead { why, .. } => self.speaker_failed(now, why),
             }
         }
         if let Some(line) = self.failures.due(now) {
@@ -556,8 +597,8 @@ fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Opens the microphone; its 40 ms frames at `rate` go to `frames`. When the runner
-/// falls behind, nothing more is sent and the watch finds the stream silent: a
-/// recording with a hole is not sent.
+/// falls behind, nothing more is sent and the stream is closed at the next look: a
+/// recording with a hole is not sent (and the card is not blamed).
 fn open_mic(
     device: &cpal::Device,
     rate: u32,
@@ -579,28 +620,32 @@ fn open_mic(
         let seen = seen.clone();
         let mut sending = true;
         move |samples: &[i16]| {
-            if frames.is_closed() {
-                // The recording ended; the runner stops the microphone next.
+            if !sending {
+                // Still moving sound, as far as the card goes.
                 seen.data.store(true, Ordering::Relaxed);
                 return;
             }
-            if !sending {
-                return;
-            }
-            let failed = match capture.push(samples) {
-                Ok(ready) => ready
-                    .into_iter()
-                    .any(|f| frames.try_send(Ok(f)).is_err())
-                    .then(|| "the recording fell behind".to_owned()),
-                Err(e) => Some(format!("its audio cannot be converted: {e}")),
-            };
-            match failed {
-                None => seen.data.store(true, Ordering::Relaxed),
-                Some(why) => {
+            let ready = match capture.push(samples) {
+                Ok(ready) => ready,
+                Err(e) => {
                     sending = false;
-                    seen.failed(why);
+                    seen.failed(format!("its audio cannot be converted: {e}"), false);
+                    return;
+                }
+            };
+            for frame in ready {
+                match frames.try_send(Ok(frame)) {
+                    Ok(()) => {}
+                    // The recording ended; the runner stops the microphone next.
+                    Err(mpsc::error::TrySendError::Closed(_)) => sending = false,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        sending = false;
+                        seen.failed("the recording fell behind".to_owned(), false);
+                        return;
+                    }
                 }
             }
+            seen.data.store(true, Ordering::Relaxed);
         }
     };
     let built = match supported.sample_format() {

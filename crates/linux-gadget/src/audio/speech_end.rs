@@ -13,8 +13,9 @@ const FRAME: usize = 256;
 const FRAME_TIME: Duration = Duration::from_millis(16);
 /// A frame scoring this or more is speech.
 const VOICE: f32 = 0.5;
-/// Speech must last this long to count: a click or a cough does not start the wait.
-const SPEECH_MIN: Duration = Duration::from_millis(96);
+/// Speech must last this long to count: a click, a cough or the gadget's own 100 ms
+/// "listening" note does not start the wait.
+const SPEECH_MIN: Duration = Duration::from_millis(208);
 
 /// Why an utterance is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
