@@ -25,6 +25,9 @@ const TAP: Duration = Duration::from_millis(400);
 /// How long a hands-free turn waits for the first word.
 pub const NO_SPEECH: Duration = Duration::from_secs(5);
 
+/// A hands-free turn's end, and its recording.
+pub type TurnEnd = (u64, Ended);
+
 /// Whether a hands-free turn is going on, and where its end is said.
 pub struct HandsFree {
     rules: EndRules,
@@ -34,12 +37,12 @@ pub struct HandsFree {
     recording: AtomicU64,
     /// The recording that is a hands-free turn, or 0.
     armed: AtomicU64,
-    ended: mpsc::Sender<Ended>,
+    ended: mpsc::Sender<TurnEnd>,
 }
 
 impl HandsFree {
     /// With the receiver of the turns' ends.
-    pub fn new(rules: EndRules) -> (Arc<HandsFree>, mpsc::Receiver<Ended>) {
+    pub fn new(rules: EndRules) -> (Arc<HandsFree>, mpsc::Receiver<TurnEnd>) {
         let (ended, receiver) = mpsc::channel(1);
         let hands_free = HandsFree {
             rules,
@@ -64,6 +67,10 @@ impl HandsFree {
             return false;
         }
         true
+    }
+
+    fn is_recording(&self, id: u64) -> bool {
+        self.recording.load(Ordering::SeqCst) == id
     }
 
     /// No hands-free turn is going on (any more); returns whether one was.
@@ -143,7 +150,7 @@ impl LiveSound for Attentive {
                             if ended == Ended::NothingSaid {
                                 cue(Cue::Failed);
                             }
-                            let _ = hands_free.ended.try_send(ended);
+                            let _ = hands_free.ended.try_send((id, ended));
                         }
                     }
                 }
@@ -176,7 +183,7 @@ impl LiveSound for Attentive {
 /// on a board. With hands-free turns, a tap records until the speaker stops, and a
 /// press during such a turn takes it back: its release ends the turn.
 pub struct Talk {
-    hands_free: Option<(Arc<HandsFree>, mpsc::Receiver<Ended>)>,
+    hands_free: Option<(Arc<HandsFree>, mpsc::Receiver<TurnEnd>)>,
     /// When TALK went down, while it is down.
     since: Option<Duration>,
     /// This press took a hands-free turn back.
@@ -184,7 +191,7 @@ pub struct Talk {
 }
 
 impl Talk {
-    pub fn new(hands_free: Option<(Arc<HandsFree>, mpsc::Receiver<Ended>)>) -> Talk {
+    pub fn new(hands_free: Option<(Arc<HandsFree>, mpsc::Receiver<TurnEnd>)>) -> Talk {
         Talk {
             hands_free,
             since: None,
@@ -199,7 +206,7 @@ impl Talk {
         } else {
             Command::Release(button)
         }];
-        let Some((hands_free, _)) = &self.hands_free else {
+        let Some((hands_free, ends)) = &mut self.hands_free else {
             return plain;
         };
         if button != Button::Talk {
@@ -209,7 +216,19 @@ impl Talk {
             self.since = Some(now);
             // The device still holds TALK from the tap: nothing to tell it yet.
             self.took_back = hands_free.disarm();
-            return if self.took_back { Vec::new() } else { plain };
+            if self.took_back {
+                return Vec::new();
+            }
+            // A turn that ended just now is let go first, or this press would be lost
+            // in it.
+            let mut commands = Vec::new();
+            while let Ok((id, ended)) = ends.try_recv() {
+                if hands_free.is_recording(id) {
+                    commands.extend(Talk::end(ended));
+                }
+            }
+            commands.extend(plain);
+            return commands;
         }
         let held = self.since.take().map(|at| now.saturating_sub(at));
         let tapped = !std::mem::take(&mut self.took_back) && held.is_some_and(|h| h < TAP);
@@ -219,18 +238,21 @@ impl Talk {
         plain
     }
 
-    /// The end of the hands-free turn going on; never, without hands-free turns.
-    pub async fn ended(&mut self) -> Ended {
-        if let Some((_, ends)) = &mut self.hands_free {
-            if let Some(ended) = ends.recv().await {
-                return ended;
+    /// What the device is told when the hands-free turn going on ends; never, without
+    /// hands-free turns. The end of a recording that is over by now (the device's own
+    /// limit, a failed microphone) is dropped.
+    pub async fn ended(&mut self) -> Vec<Command> {
+        if let Some((hands_free, ends)) = &mut self.hands_free {
+            while let Some((id, ended)) = ends.recv().await {
+                if hands_free.is_recording(id) {
+                    return Talk::end(ended);
+                }
             }
         }
         std::future::pending().await
     }
 
-    /// What the device is told when a hands-free turn ends.
-    pub fn end(ended: Ended) -> Vec<Command> {
+    fn end(ended: Ended) -> Vec<Command> {
         match ended {
             Ended::Silence | Ended::Limit => vec![Command::Release(Button::Talk)],
             // Cancelled while recording: what was heard is not sent.
@@ -288,6 +310,17 @@ mod tests {
             names(&talk.button(Button::Cancel, true, ms(4000))),
             names(&[Command::Press(Button::Cancel)])
         );
+        // An end still queued when TALK goes down again is let go first; the end of a
+        // recording that is over is dropped.
+        hands_free.recording.store(8, Ordering::SeqCst);
+        hands_free.ended.try_send((8, Ended::Silence)).unwrap();
+        assert_eq!(
+            names(&talk.button(Button::Talk, true, ms(5000))),
+            [release.clone(), press.clone()].concat()
+        );
+        assert_eq!(names(&talk.button(Button::Talk, false, ms(5600))), release);
+        hands_free.ended.try_send((7, Ended::NothingSaid)).unwrap();
+        assert_eq!(names(&talk.button(Button::Talk, true, ms(6000))), press);
         // A turn in which nobody spoke is cancelled before TALK is let go.
         assert_eq!(
             names(&Talk::end(Ended::NothingSaid)),

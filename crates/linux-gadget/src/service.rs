@@ -334,7 +334,7 @@ impl<G: Gpio> Panel<G> {
                 },
                 changed = snapshot.changed() => if changed.is_err() { break },
                 _ = sound.changed() => {}
-                ended = self.talk.ended() => for command in Talk::end(ended) {
+                commands = self.talk.ended() => for command in commands {
                     if let Err(e) = self.handle.run(command).await {
                         tracing::warn!("hands-free: {e}");
                     }
