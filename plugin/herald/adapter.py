@@ -32,6 +32,7 @@ from gateway.platforms.base import (
 from . import compat
 from .bridge import BridgeError, ChildSpec, HeraldBridge, child_env, shared_bridge, spawn
 from .locations import data_dir, herald_argv
+from .pairing import Pairing
 from .settings import flag
 from .speech import SpeechOwner
 from .wire import (
@@ -40,9 +41,7 @@ from .wire import (
     Body,
     Chat,
     FileArgs,
-    HermesUser,
     InboundArgs,
-    IssuedCode,
     Profile,
     Prompt,
     PromptAnswerBody,
@@ -53,7 +52,6 @@ from .wire import (
 
 logger = logging.getLogger(__name__)
 
-APPROVAL_POLL_S = 1.0
 # Follow-ups held while a finished turn lets go of its chat (see _hand_over): at most
 # this many per chat (more go to Hermes at once), for at most this long.
 MAX_HELD = 64
@@ -126,13 +124,13 @@ class HeraldAdapter(BasePlatformAdapter):
         # and what wakes their release when the chat's state changes.
         self._held: dict[str, list[MessageEvent]] = {}
         self._held_wake: dict[str, asyncio.Event] = {}
-        self._watcher: Optional[asyncio.Task[None]] = None
         self._spawned: set[asyncio.Task[Any]] = set()
         # Gadgets with a speaker, as their profiles last said.
         self._speakers: set[str] = set()
         # The chat of each session key Hermes has run a turn under.
         self._session_chats: dict[str, str] = {}
         self.speech = SpeechOwner(self.bridge.request, self._synthesize)
+        self.pairing = Pairing(self, self._claim_home)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -160,15 +158,13 @@ class HeraldAdapter(BasePlatformAdapter):
             return False
         compat.ask_before_voice_replies(self.gateway_runner)
         _live_adapters.add(self)
-        self._watcher = asyncio.create_task(self._watch_approvals())
+        self.pairing.watch()
         self._mark_connected()
         return True
 
     async def disconnect(self) -> None:
         _live_adapters.discard(self)
-        if self._watcher is not None:
-            self._watcher.cancel()
-            self._watcher = None
+        self.pairing.stop_watching()
         await self.bridge.detach(self.platform_name)
         self._mark_disconnected()
 
@@ -767,98 +763,10 @@ class HeraldAdapter(BasePlatformAdapter):
         if reply:
             await self.send(chat_id, reply)
 
-    # -- herald's questions: who may talk to the agent ------------------------------
+    # -- herald's questions: who may talk to the agent (pairing.py) ------------------
 
     async def answer(self, question: Question) -> Answer:
-        if question["op"] == "is_authorized":
-            return {"authorized": self.is_authorized(question["args"]["user_id"])}
-        if question["op"] == "revoke_pairing":
-            return {"revoked": self.revoke_pairing(question["args"]["user_id"])}
-        if question["op"] == "pairing_code":
-            args = question["args"]
-            return self.pairing_code(args["user_id"], args.get("user_name", ""))
-        if question["op"] == "pairings":
-            return {"approved": self.pairing_store().list_approved(self.platform_name)}
-        return {"approved": self.approve_pairing(question["args"]["code"])}
-
-    def pairing_store(self) -> Any:
-        store = compat.pairing_store(self.gateway_runner)
-        if store is None:
-            raise BridgeError("unavailable", "Hermes is not ready")
-        return store
-
-    def is_authorized(self, user_id: str) -> bool:
-        """Hermes's own decision: allow-all flags, allowlists, its pairing store."""
-        runner = self.gateway_runner
-        if runner is None or not user_id:
-            return False
-        source = self.build_source(chat_id=user_id, chat_type="dm", user_id=user_id)
-        return compat.is_user_authorized(runner, source)
-
-    def pairing_code(self, user_id: str, user_name: str) -> IssuedCode:
-        """A code from Hermes's pairing flow, for ``hermes pairing approve``."""
-        runner = self.gateway_runner
-        if runner is None:
-            raise BridgeError("unavailable", "Hermes is not ready")
-        if compat.unauthorized_dm_behavior(runner, self.platform) != "pair":
-            raise BridgeError("denied", f"pairing is off for {self.platform_name}")
-        code = self.pairing_store().generate_code(self.platform_name, user_id, user_name)
-        if not code:
-            raise BridgeError("unavailable", "Too many pairing requests right now; try again later.")
-        return {
-            "code": code,
-            "command": f"hermes pairing approve {self.platform_name} {code}",
-            "ttl_s": compat.pairing_code_ttl_s(),
-        }
-
-    def approve_pairing(self, code: str) -> Optional[HermesUser]:
-        """The console's approve: ``hermes pairing approve`` with a code herald showed."""
-        store = self.pairing_store()
-        approved: Optional[HermesUser] = store.approve_code(self.platform_name, code)
-        if approved is None and compat.pairing_locked_out(store, self.platform_name):
-            raise BridgeError(
-                "unavailable",
-                f"Hermes refuses {self.platform_name} approvals for now, after too many wrong codes",
-            )
-        return approved
-
-    def revoke_pairing(self, user_id: str) -> bool:
-        """The console's deny or revoke: the user's waiting code and approval both go."""
-        store = self.pairing_store()
-        waited = compat.drop_pending(store, self.platform_name, user_id)
-        return store.revoke(self.platform_name, user_id) or waited
-
-    async def _watch_approvals(self) -> None:
-        """Tell herald when ``hermes pairing approve|revoke`` changed someone's access.
-
-        Those commands run in their own process and only write the pairing store, so
-        polling it is the one way to hear about them. The files are read on a worker
-        thread: a slow disk must not hold up the event loop every device's turn runs on.
-        """
-        store = compat.pairing_store(self.gateway_runner)
-        if store is None:
-            return
-        known = await asyncio.to_thread(approved_users, store, self.platform_name)
-        while True:
-            await asyncio.sleep(APPROVAL_POLL_S)
-            current = await asyncio.to_thread(approved_users, store, self.platform_name)
-            for user_id in sorted(current ^ known):
-                authorized = self.is_authorized(user_id)
-                await self.bridge.request_quietly(
-                    {
-                        "op": "set_authorized",
-                        "args": {"platform": self.platform_name, "user_id": user_id, "authorized": authorized},
-                    }
-                )
-                # A gadget's user id is its chat; a phone's is its owner, so a phone
-                # becomes home when it first talks.
-                if self.platform_name == "gadget" and user_id in current:
-                    self._claim_home(user_id)
-            known = current
-
-
-def approved_users(store: Any, platform: str) -> set[str]:
-    return {str(entry.get("user_id", "")) for entry in store.list_approved(platform)}
+        return await self.pairing.answer(question)
 
 
 def device_prompt(chat_id: str, name: str, profile: Profile) -> str:

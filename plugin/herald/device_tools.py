@@ -135,7 +135,7 @@ def _paired_gadgets(bridge: HeraldBridge) -> list[Device]:
 def _paired(device_id: str) -> bool:
     """Hermes's decision for a gadget, whose id is its user id."""
     adapter = live_adapter("gadget")
-    return adapter is not None and adapter.is_authorized(device_id)
+    return adapter is not None and adapter.pairing.is_authorized(device_id)
 
 
 def _waiting(platform: str) -> int:
