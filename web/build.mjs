@@ -22,7 +22,7 @@ const check = args[0] === "--check";
 const target = args[check ? 1 : 0] ?? "dist";
 const out = check ? mkdtempSync(join(tmpdir(), "herald-web-")) : target;
 
-/** The files herald serves, in the order web.rs lists them. */
+/** The files herald serves, in the order crates/pages lists them. */
 const COPIED = [
   "index.html",
   "avatar.html",

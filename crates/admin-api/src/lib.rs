@@ -26,9 +26,9 @@ pub use client::{AdminClient, AdminError, Method, Reply};
 pub use endpoint::{Endpoint, ENDPOINT_FILE, TOKEN_FILE};
 pub use herald_port::PairingRecord;
 pub use messages::{
-    ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered, DeviceRecordView,
-    DeviceView, ErrorBody, Info, LoginLink, OtaRequest, OwnerRequest, PhoneRecordView, PhoneView,
-    PushView, RevokeRequest,
+    chat_page_url, ApproveRequest, DeliverKind, DeliverMedia, DeliverRequest, Delivered,
+    DeviceRecordView, DeviceView, ErrorBody, Info, LoginLink, OtaRequest, OwnerRequest,
+    PhoneRecordView, PhoneView, PushView, RevokeRequest,
 };
 pub use ota::{OtaImage, OtaProgress, OtaStatus, OtaUpdate, OtaView};
 

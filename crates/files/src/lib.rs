@@ -1,5 +1,6 @@
 //! Private files: small ones (tokens, endpoints, keys) written so a crash never leaves
-//! half of one, directories only their owner may enter, and the data directory's lock.
+//! half of one, directories only their owner may enter, and the data directory's lock;
+//! and the secrets kept in them ([`secret`]: randomness, tokens).
 //!
 //! A crate of its own because the server is not alone in keeping secrets on disk: the
 //! simulator keeps a device key, `herald chat` keeps what it downloads. Each writes them
@@ -7,6 +8,8 @@
 //! server for it.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod secret;
 
 use std::io::Write;
 use std::path::Path;

@@ -221,7 +221,7 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
         Ok((info, admin_url)) => InfoReport {
             running: true,
             version: Some(info.version),
-            chat_url: herald_server::net::chat_page_url(&info.mobile_url),
+            chat_url: herald_admin_api::chat_page_url(&info.mobile_url),
             gadget_url: info.gadget_url,
             mobile_url: info.mobile_url,
             console_url: format!("{}/", admin_url.trim_end_matches('/')),
@@ -236,7 +236,7 @@ pub fn info(global: &Global, json: bool) -> anyhow::Result<()> {
             InfoReport {
                 running: false,
                 version: None,
-                chat_url: herald_server::net::chat_page_url(&urls.mobile),
+                chat_url: herald_admin_api::chat_page_url(&urls.mobile),
                 gadget_url: urls.gadget,
                 mobile_url: urls.mobile,
                 console_url: configured_console(&config),

@@ -11,7 +11,7 @@ use herald_gadget_proto::limits;
 use herald_port::{AccessError, Authorizer, PairingCode, Platform};
 
 use crate::clock::now_ms;
-use crate::ids;
+use crate::files;
 use herald_store::{PairingRecord, StoreError, StoreHandle};
 
 /// Pairing codes avoid look-alike characters (no 0/O, 1/I).
@@ -197,13 +197,29 @@ impl Authorizer for Standalone {
     }
 }
 
+/// The admin API approves users and asks who may talk through this.
+#[async_trait]
+impl herald_admin::OwnPairing for Access {
+    async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
+        Access::is_authorized(self, platform, user_id).await
+    }
+
+    async fn approve_user(
+        &self,
+        platform: Platform,
+        user_id: &str,
+    ) -> Result<PairingRecord, StoreError> {
+        Access::approve_user(self, platform, user_id).await
+    }
+}
+
 fn unavailable(err: StoreError) -> AccessError {
     AccessError(err.to_string())
 }
 
 fn new_code() -> String {
     let mut bytes = [0u8; limits::PAIRING_CODE_LEN];
-    ids::fill_random(&mut bytes);
+    files::secret::fill_random(&mut bytes);
     bytes
         .iter()
         // 256 is a multiple of the alphabet's 32, so every character is equally likely.

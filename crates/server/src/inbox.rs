@@ -12,7 +12,6 @@ use std::time::{Duration, SystemTime};
 
 use crate::config::InboxConfig;
 use crate::files;
-use crate::ids;
 
 /// How often old files are looked for while the server runs.
 pub(crate) const PRUNE_EVERY: Duration = Duration::from_secs(3600);
@@ -81,7 +80,7 @@ impl Inbox {
     ) -> std::io::Result<(PathBuf, T)> {
         let path = self
             .dir
-            .join(format!("{}.{extension}", ids::random_hex(16)));
+            .join(format!("{}.{extension}", files::secret::random_hex(16)));
         let inbox = self.clone();
         tokio::task::spawn_blocking(move || {
             inbox.make_room(bytes)?;

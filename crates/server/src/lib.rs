@@ -1,5 +1,6 @@
 //! Herald's server: the transports devices connect to, the per-device sessions behind
-//! them, the store, pairing and the admin API.
+//! them and pairing, with the store (`herald-store`) and the admin API (`herald-admin`)
+//! wired in.
 //!
 //! [`Server::start`] wires it together: it opens the store, binds every listener,
 //! builds the agent backend with a handle to the transports (the conversation port),
@@ -24,21 +25,18 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod access;
-mod activity;
-mod admin;
 mod authorized;
 mod calls;
-mod clock;
 pub mod config;
 mod devices;
 mod edge;
 #[cfg(test)]
 mod fake_authorizer;
+mod fleet;
 mod gadget;
 mod hub;
 mod ids;
 mod inbox;
-mod metrics;
 mod mobile;
 pub mod net;
 mod notify;
@@ -47,8 +45,9 @@ mod questions;
 mod queue;
 mod router;
 mod session;
+#[cfg(test)]
+mod tests;
 mod throttle;
-mod web;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -57,6 +56,8 @@ use std::sync::Arc;
 // Crates of their own, as the tools share them; here they keep their module names.
 use herald_files as files;
 use herald_labels as labels;
+use herald_metrics as metrics;
+use herald_metrics::{activity, clock};
 use herald_port::{AgentFactory, Authorizer, Outbound};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -177,9 +178,8 @@ impl Server {
         let app_token = match &config.mobile.token {
             Some(token) => token.expose().to_owned(),
             // Generated on first use, so a newcomer's phone connects with nothing to set.
-            None => {
-                ids::load_or_create_token(&data_dir.join(mobile::TOKEN_FILE)).map_err(data_err)?
-            }
+            None => files::secret::load_or_create_token(&data_dir.join(mobile::TOKEN_FILE))
+                .map_err(data_err)?,
         };
         let phone_parts = mobile::PhoneParts::new(
             config.mobile.clone(),
@@ -215,7 +215,10 @@ impl Server {
         ));
         let backend = agent(outbound.clone());
         // A backend that authorizes (Hermes) owns pairing; Herald's store is not consulted.
-        let own_access = backend.authorizer.is_none().then(|| access.clone());
+        let own_access = backend
+            .authorizer
+            .is_none()
+            .then(|| access.clone() as Arc<dyn herald_admin::OwnPairing>);
         let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
             Some(authorizer) => authorizer,
             None => Arc::new(Standalone(access.clone())),
@@ -233,15 +236,19 @@ impl Server {
         let scheme = if tls.is_some() { "wss" } else { "ws" };
         let gadget_url = net::url(scheme, gadget_addr, &config.gadget.path);
         let mobile_url = net::url(scheme, mobile_addr, &config.mobile.path);
-        let token = ids::load_or_create_token(&data_dir.join(herald_admin_api::TOKEN_FILE))
-            .map_err(data_err)?;
-        let admin_state = admin::AdminState {
+        let token =
+            files::secret::load_or_create_token(&data_dir.join(herald_admin_api::TOKEN_FILE))
+                .map_err(data_err)?;
+        let admin_state = herald_admin::AdminState {
             token: token.into(),
             store: store.clone(),
             authorizer,
             access: own_access,
-            gadget: gadget.clone(),
-            mobile: mobile.clone(),
+            fleet: Arc::new(fleet::Fleet {
+                gadget: gadget.clone(),
+                mobile: mobile.clone(),
+                data_dir: data_dir.to_owned(),
+            }),
             outbound,
             metrics,
             info: Arc::new(herald_admin_api::Info {
@@ -258,31 +265,27 @@ impl Server {
             }),
         };
 
-        let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(listener::run(
-            gadget_listener,
-            tls.clone(),
-            gadget::endpoint(&config.gadget.path),
-            gadget.clone(),
-        )));
-        tasks.push(tokio::spawn(listener::run(
-            mobile_listener,
-            tls.clone(),
-            mobile::endpoint(&config.mobile.path),
-            mobile.clone(),
-        )));
-        tasks.push(tokio::spawn(prune_hourly(inbox)));
-        let admin_app = admin::router(admin_state);
-        tasks.push(tokio::spawn(async move {
-            if let Err(err) = axum::serve(admin_listener, admin_app).await {
-                tracing::error!(%err, "admin API stopped");
-            }
-        }));
-        admin::publish(data_dir, &format!("http://{admin_addr}")).map_err(data_err)?;
+        let tasks = vec![
+            tokio::spawn(listener::run(
+                gadget_listener,
+                tls.clone(),
+                gadget::endpoint(&config.gadget.path),
+                gadget.clone(),
+            )),
+            tokio::spawn(listener::run(
+                mobile_listener,
+                tls.clone(),
+                mobile::endpoint(&config.mobile.path),
+                mobile.clone(),
+            )),
+            tokio::spawn(prune_hourly(inbox)),
+            tokio::spawn(herald_admin::serve(admin_listener, admin_state)),
+        ];
+        herald_admin::publish(data_dir, &format!("http://{admin_addr}")).map_err(data_err)?;
 
         info!(url = %gadget_url, "listening for gadgets");
         info!(url = %mobile_url, "listening for phones");
-        info!(url = %net::chat_page_url(&mobile_url), "the browser chat (log in with the app token)");
+        info!(url = %herald_admin_api::chat_page_url(&mobile_url), "the browser chat (log in with the app token)");
         info!(url = %format!("http://{admin_addr}/"), "the console and admin API (log in: `herald console`)");
         Ok(Server {
             gadget_addr,
@@ -333,7 +336,7 @@ impl Server {
         for task in &self.tasks {
             task.abort();
         }
-        admin::unpublish(&self.data_dir);
+        herald_admin::unpublish(&self.data_dir);
         self.gadget.close_all().await;
         self.mobile.close_all().await;
         // What sessions record as they close (readings, firmware progress, last seen)

@@ -26,33 +26,9 @@ pub fn url(scheme: &str, addr: SocketAddr, path: &str) -> String {
     }
 }
 
-/// The browser chat's page, served at `/` beside the phones' WebSocket endpoint
-/// `mobile_url` (`ws://host:port/ws` gives `http://host:port/`).
-pub fn chat_page_url(mobile_url: &str) -> String {
-    let (scheme, rest) = match mobile_url.split_once("://") {
-        Some(("wss", rest)) => ("https", rest),
-        Some((_, rest)) => ("http", rest),
-        None => ("http", mobile_url),
-    };
-    let authority = rest.split('/').next().unwrap_or(rest);
-    format!("{scheme}://{authority}/")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_chat_page_is_at_the_root_of_the_phone_port() {
-        assert_eq!(
-            chat_page_url("ws://192.168.1.5:8787/ws"),
-            "http://192.168.1.5:8787/"
-        );
-        assert_eq!(
-            chat_page_url("wss://[::1]:443/phone/ws"),
-            "https://[::1]:443/"
-        );
-    }
 
     #[test]
     fn keeps_specific_hosts() {

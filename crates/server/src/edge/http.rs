@@ -9,24 +9,12 @@
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
+pub(crate) use herald_pages::{Page, HEALTH};
+
 /// The largest request head accepted; devices and browsers send well under 2 KiB.
 const MAX_HEAD: usize = 8 * 1024;
 /// Headers looked at; a request with more is refused.
 const MAX_HEADERS: usize = 32;
-/// `GET /healthz` on every listener: alive, and which version; nothing else.
-pub(crate) const HEALTH: &str = concat!(
-    r#"{"status":"ok","version":""#,
-    env!("CARGO_PKG_VERSION"),
-    r#""}"#
-);
-
-/// A static page a listener serves to plain `GET` requests.
-pub(crate) struct Page {
-    pub path: &'static str,
-    pub content_type: &'static str,
-    pub body: &'static [u8],
-}
-
 /// What Herald needs of a request head.
 #[derive(Debug, Default)]
 pub(crate) struct Head {

@@ -77,7 +77,7 @@ where
                 .config
                 .avatar_url
                 .clone()
-                .unwrap_or_else(|| crate::web::AVATAR_PATH.to_owned()),
+                .unwrap_or_else(|| herald_pages::AVATAR_PATH.to_owned()),
         ),
         capabilities: hub.capabilities(),
     };

@@ -265,7 +265,7 @@ pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
             .max_frame_size(Some(READ_LIMIT)),
         refuse_url_token: true,
         about: "Herald's phone endpoint: apps connect here with a WebSocket (mobile protocol).\n",
-        pages: crate::web::MOBILE_PAGES,
+        pages: herald_pages::MOBILE_PAGES,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The console's own endpoints and its pages.
 //!
 //! The console is a page of plain HTML and one script (`web/src/console`, built into
-//! `web/dist/console` and compiled in by `web.rs`), served at `/` of the admin listener
+//! `web/dist/console` and compiled in by `herald-pages`), served at `/` of the admin listener
 //! with the in-tab gadget at `/gadget/`. Everything it shows comes from the admin API:
 //! the CLI's endpoints plus the few here that a person needs and a script did not
 //! (one device in full with its recent conversation, cards, actions, figures, QR codes).
@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{device_view, gauges, ota_view, phone_view, subscribed_phones};
 use super::{AdminState, ApiError, App};
-use crate::activity::ConversationEvent;
-use crate::metrics::Stats;
-use crate::web::{Page, ADMIN_PAGES};
+use herald_metrics::activity::ConversationEvent;
+use herald_metrics::Stats;
+use herald_pages::{Page, ADMIN_PAGES};
 
 /// The longest card title and body the console sends.
 pub(crate) const MAX_CARD_TITLE: usize = 100;
@@ -77,7 +77,7 @@ pub(crate) async fn device(
         .run(move |store| store.ota_update(&target))
         .await?;
     let chat = Chat::gadget(id.as_str());
-    let online = state.gadget.devices.is_online(&id);
+    let online = state.fleet.is_online(Platform::Gadget, &id);
     let profile = match online {
         true => state.outbound.profile(&chat).await.ok(),
         false => None,
@@ -122,7 +122,7 @@ pub(crate) async fn phone(
         events: state.metrics.activity.recent(&chat),
         paired,
         phone: PhoneView {
-            online: state.mobile.devices.is_online(&id),
+            online: state.fleet.is_online(Platform::Mobile, &id),
             record: phone_view(record, notifications),
         },
     }))
@@ -227,7 +227,7 @@ fn urls(state: &AdminState) -> Urls {
     Urls {
         gadget: info.gadget_url.clone(),
         mobile: info.mobile_url.clone(),
-        chat: crate::net::chat_page_url(&info.mobile_url),
+        chat: herald_admin_api::chat_page_url(&info.mobile_url),
     }
 }
 
@@ -290,7 +290,7 @@ pub(crate) async fn qr(
 }
 
 /// `text` as a QR code in SVG (error correction M, a quiet zone around it).
-pub(crate) fn qr_svg(text: &str) -> Option<String> {
+pub fn qr_svg(text: &str) -> Option<String> {
     let code =
         qrcode::QrCode::with_error_correction_level(text.as_bytes(), qrcode::EcLevel::M).ok()?;
     Some(

@@ -34,7 +34,6 @@ use sha2::{Digest, Sha256};
 use super::session::SessionKey;
 use super::ApiError;
 use super::Console;
-use crate::ids;
 
 /// How long a login link works.
 pub(crate) const LINK_TTL: Duration = Duration::from_secs(120);
@@ -98,7 +97,7 @@ impl LoginCodes {
     /// A new code that works once until `now + ttl` (at most [`LINK_TTL`]).
     pub(crate) fn mint(&self, now: Instant, ttl: Duration) -> LoginLink {
         let ttl = ttl.min(LINK_TTL);
-        let code = ids::random_hex(CODE_LEN);
+        let code = herald_files::secret::random_hex(CODE_LEN);
         let mut codes = self.lock();
         codes.retain(|c| c.expires + REMEMBER > now);
         while codes.len() >= MAX_CODES {

@@ -13,12 +13,24 @@
 //! needs no files at run time and no CDN. `web/build.mjs --check` (run by
 //! `sdk/typescript/run-tests.sh`) fails when `web/dist` is not what its source builds to.
 
-pub(crate) use crate::edge::http::Page;
+/// A static page a listener serves to plain `GET` requests.
+pub struct Page {
+    pub path: &'static str,
+    pub content_type: &'static str,
+    pub body: &'static [u8],
+}
+
+/// `GET /healthz` on every listener: alive, and which version; nothing else.
+pub const HEALTH: &str = concat!(
+    r#"{"status":"ok","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}"#
+);
 
 /// Where the avatar page is served; `ready.avatar_url` names it when
 /// `MOBILE_AVATAR_URL` is unset. Relative, so it resolves against whatever address the
 /// phone used (clients resolve it against the WebSocket's URL over HTTP(S)).
-pub(crate) const AVATAR_PATH: &str = "/avatar.html";
+pub const AVATAR_PATH: &str = "/avatar.html";
 
 const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
@@ -26,7 +38,7 @@ const CSS: &str = "text/css; charset=utf-8";
 const PNG: &str = "image/png";
 
 /// Served by exact path on the phone listener, beside its WebSocket path.
-pub(crate) static MOBILE_PAGES: &[Page] = &[
+pub static MOBILE_PAGES: &[Page] = &[
     Page {
         path: "/",
         content_type: HTML,
@@ -84,8 +96,8 @@ pub(crate) static MOBILE_PAGES: &[Page] = &[
     },
 ];
 
-/// Served by exact path on the admin listener, beside the API (see `admin/console.rs`).
-pub(crate) static ADMIN_PAGES: &[Page] = &[
+/// Served by exact path on the admin listener, beside the API (see `herald-admin`'s console).
+pub static ADMIN_PAGES: &[Page] = &[
     Page {
         path: "/",
         content_type: HTML,

@@ -26,17 +26,17 @@ use axum::http::StatusCode;
 use axum::Json;
 use herald_admin_api::{OtaRequest, OtaView};
 use herald_gadget_proto::{is_valid_device_id, ota_image};
+use herald_port::Platform;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::api::ota_view;
 use super::{AdminState, ApiError, Console};
-use crate::files;
-use crate::ids;
+
 use herald_store::OtaUpdate;
 
 /// The largest image the console takes; ESP32 application partitions are smaller.
-pub(crate) const MAX_UPLOAD: usize = 16 * 1024 * 1024;
+pub const MAX_UPLOAD: usize = 16 * 1024 * 1024;
 /// Where uploaded images wait to be pushed, inside the data directory.
 pub(crate) const UPLOAD_DIR: &str = "console-uploads";
 /// Uploads kept; an older one is removed.
@@ -128,9 +128,11 @@ impl Firmware {
         past.drain(..excess);
         let file = self.history_file();
         let written = match serde_json::to_vec(&past) {
-            Ok(json) => tokio::task::spawn_blocking(move || files::write_private(&file, &json))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e))),
+            Ok(json) => {
+                tokio::task::spawn_blocking(move || herald_files::write_private(&file, &json))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            }
             Err(err) => Err(std::io::Error::other(err)),
         };
         if let Err(err) = written {
@@ -263,7 +265,7 @@ pub(crate) async fn upload(
             format!("built for {image}; the device never named its board"),
         ),
     });
-    checks.push(match state.gadget.devices.is_online(&device_id) {
+    checks.push(match state.fleet.is_online(Platform::Gadget, &device_id) {
         true => check("online", "ok", "the device is connected".into()),
         false => check(
             "online",
@@ -290,7 +292,7 @@ pub(crate) async fn upload(
     ));
     let ready = checks.iter().all(|c| c.outcome != "fail");
 
-    let upload = format!("u-{}", ids::random_hex(16));
+    let upload = format!("u-{}", herald_files::secret::random_hex(16));
     let dir = console.firmware.data_dir.join(UPLOAD_DIR);
     let file = dir.join(format!("{upload}.bin"));
     let sha256 = hex::encode(Sha256::digest(&bytes));
@@ -303,8 +305,8 @@ pub(crate) async fn upload(
     // goes away meanwhile: no file is left that nothing knows of.
     let firmware = console.clone();
     let staged = tokio::task::spawn_blocking(move || {
-        files::create_private_dir(&dir)?;
-        files::write_private(&kept.file, &bytes)?;
+        herald_files::create_private_dir(&dir)?;
+        herald_files::write_private(&kept.file, &bytes)?;
         for old in firmware.firmware.keep(kept) {
             let _ = std::fs::remove_file(old);
         }
@@ -382,10 +384,7 @@ pub(crate) async fn push_recorded(
 ) -> Result<OtaUpdate, ApiError> {
     let id = device_id.to_owned();
     let previous = state.store.run(move |store| store.ota_update(&id)).await?;
-    let update = state
-        .gadget
-        .push_ota(device_id, image, &state.info.data_dir)
-        .await?;
+    let update = state.fleet.push_firmware(device_id, image).await?;
     if let Some(previous) = previous.filter(|p| p.id != update.id) {
         console.firmware.remember(previous).await;
     }

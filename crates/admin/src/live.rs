@@ -14,7 +14,7 @@
 //! and a logout makes every stream look at once); one opened with the bearer token runs
 //! until its client leaves.
 //!
-//! [`Activity`]: crate::activity::Activity
+//! [`Activity`]: herald_metrics::activity::Activity
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -33,7 +33,7 @@ use super::api::gauges;
 use super::session::SessionKey;
 use super::Console;
 use super::{api, AdminState, ApiError};
-use crate::activity::Live;
+use herald_metrics::activity::Live;
 
 /// Streams open at most (a person has a tab or two open).
 pub(crate) const MAX_STREAMS: usize = 16;

@@ -6,7 +6,15 @@
 //!
 //! [`Metrics`] is the one object every hub, the router and the admin API share, so it
 //! also carries the console's [`Activity`]: recent conversation events and the live
-//! event bus (see `activity.rs`).
+//! event bus (see [`activity`]).
+//!
+//! A crate of its own so the admin API (`herald-admin`) reads what the server counts
+//! without linking the server.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod activity;
+pub mod clock;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,7 +29,7 @@ use crate::activity::Activity;
 
 /// Frames and bytes through one transport.
 #[derive(Default)]
-pub(crate) struct Traffic {
+pub struct Traffic {
     frames_in: AtomicU64,
     frames_out: AtomicU64,
     bytes_in: AtomicU64,
@@ -29,19 +37,19 @@ pub(crate) struct Traffic {
 }
 
 impl Traffic {
-    pub(crate) fn inbound(&self, bytes: usize) {
+    pub fn inbound(&self, bytes: usize) {
         self.frames_in.fetch_add(1, Ordering::Relaxed);
         self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    pub(crate) fn outbound(&self, bytes: usize) {
+    pub fn outbound(&self, bytes: usize) {
         self.frames_out.fetch_add(1, Ordering::Relaxed);
         self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 }
 
 /// A histogram with fixed upper bounds, in seconds.
-pub(crate) struct Histogram {
+pub struct Histogram {
     bounds: &'static [f64],
     buckets: Vec<AtomicU64>,
     count: AtomicU64,
@@ -58,7 +66,7 @@ impl Histogram {
         }
     }
 
-    pub(crate) fn observe(&self, value: Duration) {
+    pub fn observe(&self, value: Duration) {
         let seconds = value.as_secs_f64();
         for (bound, bucket) in self.bounds.iter().zip(&self.buckets) {
             if seconds <= *bound {
@@ -74,7 +82,7 @@ impl Histogram {
 /// Audio frame lateness against the real-time schedule.
 const LATENESS_BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0];
 
-pub(crate) struct Metrics {
+pub struct Metrics {
     pub gadget: Traffic,
     pub mobile: Traffic,
     pub audio_lateness: Histogram,
@@ -103,7 +111,7 @@ impl Default for Metrics {
 
 /// The main figures of one platform, for the console's server page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct PlatformStats {
+pub struct PlatformStats {
     pub online: usize,
     pub turns: u64,
     pub handshakes_ok: u64,
@@ -117,7 +125,7 @@ pub(crate) struct PlatformStats {
 
 /// What `/v1/stats` answers: the figures of `/metrics` that a person reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Stats {
+pub struct Stats {
     pub gadget: PlatformStats,
     pub mobile: PlatformStats,
     pub ota: Vec<(String, u64)>,
@@ -125,7 +133,7 @@ pub(crate) struct Stats {
 }
 
 /// Values that live elsewhere and are read at scrape time.
-pub(crate) struct Gauges {
+pub struct Gauges {
     pub gadgets_online: usize,
     pub phones_online: usize,
     /// Firmware updates by status.
@@ -146,27 +154,27 @@ fn bump(map: &Mutex<BTreeMap<(Platform, &'static str), u64>>, key: (Platform, &'
 }
 
 impl Metrics {
-    pub(crate) fn traffic(&self, platform: Platform) -> &Traffic {
+    pub fn traffic(&self, platform: Platform) -> &Traffic {
         match platform {
             Platform::Gadget => &self.gadget,
             Platform::Mobile => &self.mobile,
         }
     }
 
-    pub(crate) fn handshake(&self, platform: Platform, outcome: &'static str) {
+    pub fn handshake(&self, platform: Platform, outcome: &'static str) {
         bump(&self.handshakes, (platform, outcome));
     }
 
-    pub(crate) fn error(&self, platform: Platform, code: &'static str) {
+    pub fn error(&self, platform: Platform, code: &'static str) {
         bump(&self.errors, (platform, code));
     }
 
-    pub(crate) fn turn(&self, platform: Platform) {
+    pub fn turn(&self, platform: Platform) {
         self.turns[index(platform)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The main figures, as JSON for the console.
-    pub(crate) fn stats(&self, gauges: &Gauges) -> Stats {
+    pub fn stats(&self, gauges: &Gauges) -> Stats {
         let handshakes = self.handshakes.lock().unwrap_or_else(|e| e.into_inner());
         let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
         let of = |platform: Platform, online: usize| {
@@ -205,7 +213,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of everything.
-    pub(crate) fn render(&self, gauges: &Gauges) -> String {
+    pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::new();
         let platforms = [Platform::Gadget, Platform::Mobile];
 

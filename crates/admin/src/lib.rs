@@ -7,7 +7,13 @@
 //! CLI where the API listens. The console's pages are open, its data is not: a browser
 //! trades the same token for a session cookie (`session.rs`) and then calls the same
 //! API. Those files, the JSON the CLI sends and reads, and the client the tools use are
-//! the crate `herald-admin-api`; this module answers.
+//! the crate `herald-admin-api`; this crate answers.
+//!
+//! A crate of its own, apart from the server that holds the devices: what it needs of
+//! them is [`Fleet`] (who is connected, forgetting a gadget), of Herald's own pairing
+//! store [`OwnPairing`], and of the agent's side the conversation port's [`Outbound`];
+//! the rest is the store, the counters (`herald-metrics`) and the pages
+//! (`herald-pages`).
 //!
 //! - [`api`]: the JSON endpoints the CLI uses, unchanged;
 //! - [`session`]: who may call them (bearer token or console session, CSRF rules);
@@ -17,7 +23,9 @@
 //! - [`firmware`]: firmware uploaded through the browser, checked, pushed, and the
 //!   history of updates;
 //! - [`live`]: the server-sent event stream that keeps the console current, from the
-//!   event bus in [`crate::activity`].
+//!   event bus in [`herald_metrics::activity`].
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod api;
 mod console;
@@ -25,13 +33,16 @@ mod firmware;
 mod link;
 mod live;
 mod session;
-#[cfg(test)]
-mod tests;
+
+pub use console::qr_svg;
+pub use firmware::MAX_UPLOAD;
+pub use session::MAX_FAILURES;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::StatusCode;
 use axum::middleware;
@@ -39,19 +50,47 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE};
-use herald_port::{AccessError, Authorizer, Outbound};
+use herald_metrics::Metrics;
+use herald_port::{AccessError, Authorizer, Outbound, PairingRecord, Platform};
+use herald_session::gadget::ota::PushError;
+use herald_store::{OtaUpdate, StoreError, StoreHandle};
 
 use self::firmware::Firmware;
 use self::link::LoginCodes;
 use self::session::Sessions;
-use crate::access::Access;
-use crate::files;
-use crate::gadget::GadgetHub;
-use crate::metrics::Metrics;
-use crate::mobile::MobileHub;
-use herald_store::{StoreError, StoreHandle};
 
-pub(crate) fn publish(data_dir: &Path, url: &str) -> std::io::Result<PathBuf> {
+/// What the admin API needs of the devices the server holds.
+#[async_trait]
+pub trait Fleet: Send + Sync {
+    /// Whether the device `id` of `platform` is connected now.
+    fn is_online(&self, platform: Platform, id: &str) -> bool;
+    /// How many devices of `platform` are connected now.
+    fn online_count(&self, platform: Platform) -> usize;
+    /// Whether `person` is an app token's user (someone a phone can be).
+    fn is_token_user(&self, person: &str) -> bool;
+    /// Forget the gadget `id` everywhere: its record, its pairing, a connection it has,
+    /// firmware staged for it. False when no record was kept.
+    async fn forget_gadget(&self, id: &str) -> Result<bool, StoreError>;
+    /// Check the firmware `image` against the connected gadget `id`, stage it and start
+    /// sending it. Every refusal comes back before a byte is sent.
+    async fn push_firmware(&self, id: &str, image: PathBuf) -> Result<OtaUpdate, PushError>;
+}
+
+/// Herald's own pairing store, where Herald decides who may talk (not under Hermes).
+#[async_trait]
+pub trait OwnPairing: Send + Sync {
+    /// Whether `user_id` may talk on `platform`: allowed by a list, or paired.
+    async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError>;
+    /// Let `user_id` talk on `platform` without a code.
+    async fn approve_user(
+        &self,
+        platform: Platform,
+        user_id: &str,
+    ) -> Result<PairingRecord, StoreError>;
+}
+
+/// Write `admin.json` into `data_dir`: where the CLI finds the API at `url`.
+pub fn publish(data_dir: &Path, url: &str) -> std::io::Result<PathBuf> {
     let endpoint = Endpoint {
         url: url.to_owned(),
         pid: std::process::id(),
@@ -59,25 +98,25 @@ pub(crate) fn publish(data_dir: &Path, url: &str) -> std::io::Result<PathBuf> {
     };
     let path = data_dir.join(ENDPOINT_FILE);
     let json = serde_json::to_vec_pretty(&endpoint).map_err(std::io::Error::other)?;
-    files::write_private(&path, &json)?;
+    herald_files::write_private(&path, &json)?;
     Ok(path)
 }
 
 /// Forget the endpoint, so the CLI says "not running" instead of failing to connect.
-pub(crate) fn unpublish(data_dir: &Path) {
+pub fn unpublish(data_dir: &Path) {
     let _ = std::fs::remove_file(data_dir.join(ENDPOINT_FILE));
 }
 
+/// What every handler may reach.
 #[derive(Clone)]
-pub(crate) struct AdminState {
+pub struct AdminState {
     pub token: Arc<str>,
     pub store: StoreHandle,
     /// Who may talk: Herald's own pairing store, or the backend's (Hermes).
     pub authorizer: Arc<dyn Authorizer>,
     /// Herald's own pairing store; `None` when the backend decides who may talk.
-    pub access: Option<Arc<Access>>,
-    pub gadget: Arc<GadgetHub>,
-    pub mobile: Arc<MobileHub>,
+    pub access: Option<Arc<dyn OwnPairing>>,
+    pub fleet: Arc<dyn Fleet>,
     pub outbound: Arc<dyn Outbound>,
     pub metrics: Arc<Metrics>,
     pub info: Arc<Info>,
@@ -123,7 +162,15 @@ impl FromRef<App> for Arc<Console> {
     }
 }
 
-pub(crate) fn router(state: AdminState) -> Router {
+/// Answer the API and the console on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, state: AdminState) {
+    if let Err(err) = axum::serve(listener, router(state)).await {
+        tracing::error!(%err, "admin API stopped");
+    }
+}
+
+/// The API and the console, as [`serve`] answers them.
+fn router(state: AdminState) -> Router {
     let console = Arc::new(Console::new(&state.info.data_dir));
     let app = App {
         api: state,

@@ -7,7 +7,7 @@ use std::io::Read;
 use serde_json::json;
 
 use super::{demo, req, start};
-use crate::admin::session::MAX_FAILURES;
+use herald_admin::MAX_FAILURES;
 use herald_admin_api::Endpoint;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,9 +20,8 @@ use herald_port::{Chat, DeliveryError, Platform, SendOptions};
 use herald_session::gadget::ota::PushError;
 
 use super::{AdminState, ApiError};
-use crate::access::Access;
-use crate::gadget::{forget_staged, Command};
-use crate::metrics::Gauges;
+use crate::OwnPairing;
+use herald_metrics::Gauges;
 use herald_store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
 
 /// A gadget's record as the API shows it.
@@ -42,7 +41,7 @@ pub(crate) fn device_view(r: DeviceRecord) -> DeviceRecordView {
 pub(super) async fn healthz() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        crate::edge::http::HEALTH,
+        herald_pages::HEALTH,
     )
 }
 
@@ -71,7 +70,7 @@ pub(super) async fn devices(
         records
             .into_iter()
             .map(|record| DeviceView {
-                online: state.gadget.devices.is_online(&record.id),
+                online: state.fleet.is_online(Platform::Gadget, &record.id),
                 record: device_view(record),
             })
             .collect(),
@@ -111,7 +110,7 @@ pub(super) async fn phones(
             .map(|record| {
                 let notifications = subscribed.contains(&record.id);
                 PhoneView {
-                    online: state.mobile.devices.is_online(&record.id),
+                    online: state.fleet.is_online(Platform::Mobile, &record.id),
                     record: phone_view(record, notifications),
                 }
             })
@@ -164,12 +163,7 @@ pub(super) async fn forget(
     State(state): State<AdminState>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let forgotten = state.gadget.forget(&id).await?;
-    state.gadget.tell(&id, Command::Forget).await;
-    // Its pairing went with it: a device enrolling again under this id pairs again.
-    state.gadget.authorized.set(&id, false);
-    state.gadget.own.waiting.leave(&id);
-    forget_staged(&state.info.data_dir, &id).await;
+    let forgotten = state.fleet.forget_gadget(&id).await?;
     state.metrics.activity.forget(&Chat::gadget(id.as_str()));
     state.metrics.activity.changed();
     if !forgotten {
@@ -179,7 +173,7 @@ pub(super) async fn forget(
 }
 
 /// Herald's own pairing store, unless the backend decides access.
-fn own_access(state: &AdminState) -> Result<Arc<Access>, ApiError> {
+fn own_access(state: &AdminState) -> Result<Arc<dyn OwnPairing>, ApiError> {
     state.access.clone().ok_or_else(|| {
         ApiError(
             StatusCode::CONFLICT,
@@ -261,7 +255,7 @@ pub(super) async fn owner(
 
 /// `person` must be someone a phone can be: an app token's user or a phone's.
 async fn check_person(state: &AdminState, person: &str) -> Result<(), ApiError> {
-    if state.mobile.is_token_user(person) {
+    if state.fleet.is_token_user(person) {
         return Ok(());
     }
     let phones = state.store.run(|store| store.phones()).await?;
@@ -394,13 +388,13 @@ pub(super) async fn ota_status(
 
 pub(super) fn ota_view(state: &AdminState, update: OtaUpdate) -> OtaView {
     OtaView {
-        online: state.gadget.devices.is_online(&update.device_id),
+        online: state.fleet.is_online(Platform::Gadget, &update.device_id),
         update,
         max_attempts: OTA_MAX_ATTEMPTS,
     }
 }
 
-/// The figures that live outside [`Metrics`](crate::metrics::Metrics).
+/// The figures that live outside [`Metrics`](herald_metrics::Metrics).
 pub(crate) async fn gauges(state: &AdminState) -> Result<Gauges, ApiError> {
     let updates = state.store.run(move |store| store.ota_updates()).await?;
     let mut by_status = std::collections::BTreeMap::<String, u64>::new();
@@ -410,8 +404,8 @@ pub(crate) async fn gauges(state: &AdminState) -> Result<Gauges, ApiError> {
             .or_default() += 1;
     }
     Ok(Gauges {
-        gadgets_online: state.gadget.devices.online_count(),
-        phones_online: state.mobile.devices.online_count(),
+        gadgets_online: state.fleet.online_count(Platform::Gadget),
+        phones_online: state.fleet.online_count(Platform::Mobile),
         ota: by_status.into_iter().collect(),
         ota_bytes_sent: updates.iter().map(|u| u.progress.bytes_sent).sum(),
     })

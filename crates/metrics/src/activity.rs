@@ -7,7 +7,7 @@
 //! the transports (`router.rs`), which sees every reply, card, prompt, file and action
 //! whatever backend sent it, including the console's own messages.
 //!
-//! It lives inside [`Metrics`](crate::metrics::Metrics), the one object the hubs, the
+//! It lives inside [`Metrics`](crate::Metrics), the one object the hubs, the
 //! router and the admin API already share, and it doubles as the console's event bus:
 //! every recorded event, and a nudge after each change the admin API makes, goes to a
 //! broadcast channel that the live stream (`live.rs`) listens to.
@@ -23,25 +23,25 @@ use tokio::sync::broadcast;
 use crate::clock::now_ms;
 
 /// Events kept per chat.
-pub(crate) const RECENT: usize = 50;
+pub const RECENT: usize = 50;
 /// Chats kept at most; past it the one quiet for longest makes room.
-pub(crate) const MAX_CHATS: usize = 1024;
+pub const MAX_CHATS: usize = 1024;
 /// Characters of a text kept; longer ones are cut.
-pub(crate) const MAX_TEXT: usize = 500;
+pub const MAX_TEXT: usize = 500;
 /// What all rings hold at most, in bytes of events; past it the quietest chats make
 /// room. (Without it, full rings of long texts in every chat would be some 200 MB.)
-pub(crate) const MAX_BYTES: usize = 8 * 1024 * 1024;
+pub const MAX_BYTES: usize = 8 * 1024 * 1024;
 /// The longest chat id recorded: no gadget or phone has a longer one (the phone
 /// protocol's limit is the larger), so a call to a longer one (the agent's or the admin
 /// API's mistake) reaches nobody and is not kept, whose key would be as long as it is.
-pub(crate) const MAX_CHAT_ID: usize = herald_mobile_proto::limits::MAX_ID_BYTES;
+pub const MAX_CHAT_ID: usize = herald_mobile_proto::limits::MAX_ID_BYTES;
 /// Live messages a slow listener may fall behind by before it misses some.
 const LIVE_CAPACITY: usize = 256;
 
 /// What happened in a conversation, as the console lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum EventKind {
+pub enum EventKind {
     /// A text reply (streamed replies are one event, updated by each edit).
     Message,
     /// What the device's user sent the agent: text as typed, voice and files by kind.
@@ -63,7 +63,7 @@ pub(crate) enum EventKind {
 
 /// One entry of a conversation's ring.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct ConversationEvent {
+pub struct ConversationEvent {
     /// Increasing over the whole server; an edited message keeps its number.
     pub seq: u64,
     /// Milliseconds since the Unix epoch.
@@ -81,7 +81,7 @@ pub(crate) struct ConversationEvent {
 
 /// What the live stream hears.
 #[derive(Debug, Clone)]
-pub(crate) enum Live {
+pub enum Live {
     /// A conversation event was added or (an edit) updated.
     Conversation {
         platform: Platform,
@@ -143,7 +143,7 @@ fn cost(event: &ConversationEvent) -> usize {
         + len(&event.message_id)
 }
 
-pub(crate) struct Activity {
+pub struct Activity {
     chats: Mutex<Chats>,
     seq: AtomicU64,
     live: broadcast::Sender<Live>,
@@ -173,29 +173,23 @@ impl Activity {
     }
 
     /// Listen to what happens from now on.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Live> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Live> {
         self.live.subscribe()
     }
 
     /// Tell live listeners to look again (a pairing, a forget, a push).
-    pub(crate) fn changed(&self) {
+    pub fn changed(&self) {
         // Nobody listening is fine.
         let _ = self.live.send(Live::Changed);
     }
 
     /// Record an event of `chat`; `error` is why the call failed, if it did.
-    pub(crate) fn record(
-        &self,
-        chat: &Chat,
-        kind: EventKind,
-        text: Option<&str>,
-        error: Option<String>,
-    ) {
+    pub fn record(&self, chat: &Chat, kind: EventKind, text: Option<&str>, error: Option<String>) {
         self.push(chat, kind, text, error, None);
     }
 
     /// Record what a device's user sent, as it goes to the agent.
-    pub(crate) fn said(&self, chat: &Chat, body: &InboundBody) {
+    pub fn said(&self, chat: &Chat, body: &InboundBody) {
         let text = match body {
             InboundBody::Text { text, .. } => text.clone(),
             InboundBody::Voice {
@@ -222,7 +216,7 @@ impl Activity {
     }
 
     /// Record a reply that later edits update.
-    pub(crate) fn message(&self, chat: &Chat, text: &str, result: Result<&str, String>) {
+    pub fn message(&self, chat: &Chat, text: &str, result: Result<&str, String>) {
         let (id, error) = match result {
             Ok(id) => (Some(id.to_owned()), None),
             Err(error) => (None, Some(error)),
@@ -276,7 +270,7 @@ impl Activity {
     }
 
     /// A streamed reply's new text replaces the recorded one.
-    pub(crate) fn edited(&self, chat: &Chat, message_id: &str, text: &str) {
+    pub fn edited(&self, chat: &Chat, message_id: &str, text: &str) {
         let updated = {
             let mut chats = self.lock();
             let key = (chat.platform, chat.id.clone());
@@ -311,7 +305,7 @@ impl Activity {
     }
 
     /// The recent events of a chat, oldest first.
-    pub(crate) fn recent(&self, chat: &Chat) -> Vec<ConversationEvent> {
+    pub fn recent(&self, chat: &Chat) -> Vec<ConversationEvent> {
         self.lock()
             .rings
             .get(&(chat.platform, chat.id.clone()))
@@ -320,7 +314,7 @@ impl Activity {
     }
 
     /// Drop a chat's events (its device was forgotten).
-    pub(crate) fn forget(&self, chat: &Chat) {
+    pub fn forget(&self, chat: &Chat) {
         self.lock().remove(&(chat.platform, chat.id.clone()));
     }
 }

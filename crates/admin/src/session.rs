@@ -45,8 +45,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{AdminState, ApiError, App, Console};
-use crate::clock::now_ms;
-use crate::ids;
+use herald_metrics::clock::now_ms;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "herald_console";
@@ -57,7 +56,7 @@ pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// Sessions kept at most; a new login past it ends the oldest.
 const MAX_SESSIONS: usize = 32;
 /// Wrong tokens the login takes in [`FAILURE_WINDOW`].
-pub(crate) const MAX_FAILURES: u32 = 10;
+pub const MAX_FAILURES: u32 = 10;
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 struct Session {
@@ -103,8 +102,8 @@ impl Sessions {
 
     /// Start a session: its id (for the cookie) and its view.
     fn start(&self, now: Instant) -> (String, String, i64) {
-        let id = ids::random_hex(64);
-        let csrf = ids::random_hex(64);
+        let id = herald_files::secret::random_hex(64);
+        let csrf = herald_files::secret::random_hex(64);
         let expires_at = now_ms().saturating_add(SESSION_TTL.as_millis() as i64);
         let mut sessions = self.lock();
         sessions.retain(|_, s| s.expires > now);

@@ -71,7 +71,7 @@ async fn server_page_urls_qr_codes_and_figures() {
     assert_eq!(qr.status, 200);
     assert_eq!(qr.header("content-type"), Some("image/svg+xml"));
     assert!(qr.text.contains("<svg"));
-    assert_eq!(qr.text, crate::admin::console::qr_svg(&gadget_url).unwrap());
+    assert_eq!(qr.text, herald_admin::qr_svg(&gadget_url).unwrap());
     let other = h
         .send(req("GET", "/v1/qr?for=token").header("cookie", &cookie))
         .await;
@@ -112,7 +112,7 @@ async fn uploads_that_are_no_image_or_for_no_device_say_so() {
     let bad_id = h.send(upload("nope", b"x")).await;
     assert_eq!(bad_id.status, 400);
     assert!(bad_id.error().contains("not a gadget id"));
-    let too_big = vec![0u8; crate::admin::firmware::MAX_UPLOAD + 1];
+    let too_big = vec![0u8; herald_admin::MAX_UPLOAD + 1];
     let big = h.send(upload("hg-0123456789abcdef", &too_big)).await;
     assert_eq!(big.status, 413, "{}", big.text);
     assert!(big.error().contains("larger than"), "{}", big.text);
