@@ -330,6 +330,17 @@ async fn a_push_service_that_hangs_holds_up_no_session() {
     phone
         .send(json!({"t": "visibility", "visible": false}))
         .await;
+    // A delivery to the app out of sight is pushed, and the service takes that push's
+    // connection and holds it.
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/deliver",
+            Some(json!({"chat": {"platform": "mobile", "id": "tel-1"}, "text": "Reminder"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    herald_test_support::wait::until(|| (!held.lock().unwrap().is_empty()).then_some(())).await;
     let (mut conn, _) = Gadget::new().connect(&h.url).await;
     for round in 0..3 {
         conn.text(&format!("/ask Round {round}?")).await;
@@ -348,7 +359,7 @@ async fn a_push_service_that_hangs_holds_up_no_session() {
         .await;
         assert_eq!(conn.reply().await, "You answered yes.");
     }
-    // The phone's session answers at once too, with its push stuck in the service.
+    // The phone's session answers at once too, with its push still stuck in the service.
     phone.send(json!({"t": "ping"})).await;
     phone
         .until(|f| matches!(f, ServerFrame::Pong).then_some(()))
