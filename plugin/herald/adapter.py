@@ -13,11 +13,8 @@ import asyncio
 import json
 import logging
 import os
-import re
 import secrets
-import time
 import weakref
-from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from gateway.config import Platform, PlatformConfig
@@ -33,22 +30,10 @@ from . import compat
 from .bridge import BridgeError, ChildSpec, HeraldBridge, child_env, shared_bridge, spawn
 from .locations import data_dir, herald_argv
 from .pairing import Pairing
+from .prompts import Prompts
 from .settings import flag
 from .speech import SpeechOwner
-from .wire import (
-    AskArgs,
-    Answer,
-    Body,
-    Chat,
-    FileArgs,
-    InboundArgs,
-    Profile,
-    Prompt,
-    PromptAnswerBody,
-    Question,
-    Result,
-    SendTextArgs,
-)
+from .wire import Answer, Body, Chat, FileArgs, InboundArgs, Profile, Question, SendTextArgs
 
 logger = logging.getLogger(__name__)
 
@@ -56,16 +41,8 @@ logger = logging.getLogger(__name__)
 # this many per chat (more go to Hermes at once), for at most this long.
 MAX_HELD = 64
 MAX_HOLD_S = 60.0
-CONFIRM_TTL_S = 300
-MAX_EARLY_ANSWERS = 32
 # Hermes echoes what speech-to-text heard as an ordinary message of this shape.
 TRANSCRIPT_ECHO = ('🎙️ "', '"')
-EXEC_CHOICES = frozenset({"once", "session", "always", "deny"})
-# A note after a choice's words, as Hermes marks its first choice "(Recommended)".
-CHOICE_NOTE = re.compile(r"\s*\([^)]*\)\s*$")
-# What a clarify's answer is when every choice was turned down on a gadget.
-NONE_OF_THESE = "None of these"
-CONFIRM_CHOICES = frozenset({"once", "always", "cancel"})
 MEDIA_TYPES = {
     "image": MessageType.PHOTO,
     "video": MessageType.VIDEO,
@@ -84,21 +61,6 @@ SEND_ERROR_KINDS = {
 _live_adapters: "weakref.WeakSet[HeraldAdapter]" = weakref.WeakSet()
 
 
-@dataclass
-class PendingPrompt:
-    """A question shown on a device, and how to hand its answer back to Hermes."""
-
-    kind: str
-    chat_id: str
-    session_key: str
-    hermes_id: str = ""
-    choices: list[str] = field(default_factory=list)
-    multi_select: bool = False
-    # herald drops an unanswered card after its ttl without telling Hermes.
-    ttl_s: Optional[int] = None
-    asked: float = field(default_factory=time.monotonic)
-
-
 class HeraldAdapter(BasePlatformAdapter):
     supports_status_text = True
     # The last streaming edit always comes with finalize=True, so a device knows the
@@ -112,10 +74,6 @@ class HeraldAdapter(BasePlatformAdapter):
         self._typing: set[str] = set()
         # Each running turn's id, as herald's answer to turn_started brings it.
         self._turns: dict[tuple[str, str], str] = {}
-        self._prompts: dict[str, PendingPrompt] = {}
-        # Answers that overtook the reply to their own question (see _ask_or_raise).
-        self._early_answers: dict[str, PromptAnswerBody] = {}
-        self._confirm_new: set[str] = set()
         self._names: dict[str, str] = {}
         # Chats whose agent run is over while Hermes may still hold their session;
         # written from the agent's thread by the run hooks (set operations are atomic).
@@ -130,6 +88,7 @@ class HeraldAdapter(BasePlatformAdapter):
         # The chat of each session key Hermes has run a turn under.
         self._session_chats: dict[str, str] = {}
         self.speech = SpeechOwner(self.bridge.request, self._synthesize)
+        self.prompts = Prompts(self)
         self.pairing = Pairing(self, self._claim_home)
 
     # -- lifecycle ----------------------------------------------------------------
@@ -174,7 +133,7 @@ class HeraldAdapter(BasePlatformAdapter):
 
     # -- outbound: Hermes -> device ---------------------------------------------
 
-    def _chat(self, chat_id: str) -> Chat:
+    def chat(self, chat_id: str) -> Chat:
         return {"platform": self.platform_name, "id": str(chat_id)}
 
     async def send(
@@ -189,12 +148,12 @@ class HeraldAdapter(BasePlatformAdapter):
             # Hermes's echo of what speech-to-text heard: a gadget shows it apart from
             # the reply; herald decides per platform.
             try:
-                await self.bridge.request({"op": "transcript", "args": {"chat": self._chat(chat_id), "text": transcript}})
+                await self.bridge.request({"op": "transcript", "args": {"chat": self.chat(chat_id), "text": transcript}})
             except BridgeError as err:
                 return failed(err)
             return SendResult(success=True)
         streaming = bool((metadata or {}).get("expect_edits"))
-        args: SendTextArgs = {"chat": self._chat(chat_id), "text": content, "streaming": streaming, "interim": False}
+        args: SendTextArgs = {"chat": self.chat(chat_id), "text": content, "streaming": streaming, "interim": False}
         if reply_to is not None:
             args["reply_to"] = reply_to
         try:
@@ -203,7 +162,7 @@ class HeraldAdapter(BasePlatformAdapter):
             return failed(err)
         message_id = result.get("message_id", "")
         if streaming:
-            self.speech.reply_text(self._chat(chat_id), message_id, content, final=False)
+            self.speech.reply_text(self.chat(chat_id), message_id, content, final=False)
         return SendResult(success=True, message_id=message_id)
 
     async def edit_message(
@@ -213,12 +172,12 @@ class HeraldAdapter(BasePlatformAdapter):
             await self.bridge.request(
                 {
                     "op": "edit_text",
-                    "args": {"chat": self._chat(chat_id), "message_id": message_id, "text": content, "finalize": finalize},
+                    "args": {"chat": self.chat(chat_id), "message_id": message_id, "text": content, "finalize": finalize},
                 }
             )
         except BridgeError as err:
             return failed(err)
-        self.speech.reply_text(self._chat(chat_id), message_id, content, final=finalize)
+        self.speech.reply_text(self.chat(chat_id), message_id, content, final=finalize)
         return SendResult(success=True, message_id=message_id)
 
     async def send_typing(self, chat_id: str, metadata: Any = None) -> None:
@@ -226,18 +185,18 @@ class HeraldAdapter(BasePlatformAdapter):
         if chat_id in self._typing:
             return
         self._typing.add(chat_id)
-        await self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": True}})
+        await self.bridge.notify({"op": "typing", "args": {"chat": self.chat(chat_id), "on": True}})
 
     async def stop_typing(self, chat_id: str) -> None:
         if chat_id not in self._typing:
             return
         self._typing.discard(chat_id)
-        await self.bridge.notify({"op": "typing", "args": {"chat": self._chat(chat_id), "on": False}})
+        await self.bridge.notify({"op": "typing", "args": {"chat": self.chat(chat_id), "on": False}})
 
     def set_status_text(self, chat_id: str, text: Optional[str]) -> None:
         # Called from the agent's worker thread: hop onto the bridge's loop.
         super().set_status_text(chat_id, text)
-        self.bridge.notify_soon({"op": "status", "args": {"chat": self._chat(chat_id), "text": text or ""}})
+        self.bridge.notify_soon({"op": "status", "args": {"chat": self.chat(chat_id), "text": text or ""}})
 
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
@@ -248,17 +207,16 @@ class HeraldAdapter(BasePlatformAdapter):
         # herald told in one line that nobody answers, ahead of the turn's replies.
         turn_id = secrets.token_hex(6)
         self._turns[(chat_id, event.message_id or "")] = turn_id
-        await self.bridge.notify({"op": "turn_started", "args": {"chat": self._chat(chat_id), "turn_id": turn_id}})
+        await self.bridge.notify({"op": "turn_started", "args": {"chat": self.chat(chat_id), "turn_id": turn_id}})
 
     async def on_processing_complete(self, event: MessageEvent, outcome: ProcessingOutcome) -> None:
         chat_id = event.source.chat_id
         # Over for certain now, whatever the hooks saw; turn_ended below tells the device.
         self._runs_over.add(chat_id)
         await self._end_turn(chat_id, outcome.value, event.message_id or "")
-        # Approvals and clarifications block the agent; once its turn is over they are moot.
-        for prompt_id, prompt in list(self._prompts.items()):
-            if prompt.chat_id == chat_id and prompt.kind in ("exec_approval", "clarify"):
-                await self._withdraw(prompt_id)
+        await self.prompts.turn_over(chat_id)
+
+    # -- questions: shown as cards, answered on the device (prompts.py) --------------
 
     async def send_exec_approval(
         self,
@@ -274,20 +232,15 @@ class HeraldAdapter(BasePlatformAdapter):
     ) -> SendResult:
         """Hermes 0.19 and 0.20 call this (0.20 adds ``allow_session``); 0.22 calls it too
         once ``supports_exec_approval_buttons`` says so, with room for more keywords."""
-        prompt: Prompt = {
-            "kind": "exec_approval",
-            "command": command,
-            "description": description or "",
-            # herald's card leaves out what is not allowed and refuses it if sent anyway;
-            # a smart-denied command may run once at most, as Hermes's own buttons say.
-            "allow_permanent": allow_permanent and not smart_denied,
-            "allow_session": allow_session and not smart_denied,
-        }
-        pending = PendingPrompt("exec_approval", chat_id, session_key)
-        result = await self._ask(chat_id, prompt, None, pending)
+        try:
+            await self.prompts.exec_approval(
+                chat_id, command, session_key, description or "", allow_permanent, allow_session, smart_denied
+            )
+        except BridgeError as err:
+            return failed(err)
         # The card is not a message: Hermes 0.22 edits the message it is given when the
         # approval times out, and herald withdraws the card itself.
-        return SendResult(success=True) if result.success else result
+        return SendResult(success=True)
 
     async def _send_exec_approval_prompt(self, prompt: Any) -> SendResult:
         """Hermes 0.22's exec approval hook: the prompt's actions say what is offered."""
@@ -317,16 +270,9 @@ class HeraldAdapter(BasePlatformAdapter):
         metadata: Optional[dict[str, Any]] = None,
     ) -> SendResult:
         options = [str(c) for c in choices or []]
-        multi_select = bool(options) and compat.clarify_multi_select(session_key, clarify_id)
-        # Hermes asks one question at a time: one still shown for the chat was answered
-        # some other way (typed, or the question before it lapsed).
-        for prompt_id, earlier in list(self._prompts.items()):
-            if earlier.kind == "clarify" and earlier.chat_id == chat_id:
-                await self._withdraw(prompt_id)
-        prompt: Prompt = {"kind": "clarify", "question": question, "choices": options, "multi_select": multi_select}
-        pending = PendingPrompt("clarify", chat_id, session_key, clarify_id, options, multi_select)
         try:
-            return await self._ask_or_raise(chat_id, prompt, compat.clarify_timeout(), pending)
+            prompt_id = await self.prompts.clarify(chat_id, question, options, clarify_id, session_key)
+            return SendResult(success=True, message_id=prompt_id)
         except BridgeError as err:
             if err.kind != "unsupported":
                 return failed(err)
@@ -342,14 +288,11 @@ class HeraldAdapter(BasePlatformAdapter):
         confirm_id: str,
         metadata: Optional[dict[str, Any]] = None,
     ) -> SendResult:
-        if title == "/new" and chat_id in self._confirm_new:
-            # The device's own "new conversation" gesture was the confirmation.
-            self._confirm_new.discard(chat_id)
-            self._spawn(self._resolve_confirm(chat_id, session_key, confirm_id, "once"))
-            return SendResult(success=True)
-        prompt: Prompt = {"kind": "confirm", "title": title, "text": message}
-        pending = PendingPrompt("confirm", chat_id, session_key, confirm_id)
-        return await self._ask(chat_id, prompt, CONFIRM_TTL_S, pending)
+        try:
+            prompt_id = await self.prompts.confirm(chat_id, title, message, session_key, confirm_id)
+        except BridgeError as err:
+            return failed(err)
+        return SendResult(success=True, message_id=prompt_id)
 
     async def send_voice(
         self,
@@ -402,16 +345,16 @@ class HeraldAdapter(BasePlatformAdapter):
         if chat_id not in self._speakers:
             return None
         handle = compat.streaming_handle(chat_id, audio_format)
-        return handle if await self.speech.begin(self._chat(chat_id), audio_format, handle) else None
+        return handle if await self.speech.begin(self.chat(chat_id), audio_format, handle) else None
 
     async def write_streaming_tts(self, handle: Any, chunk: bytes) -> None:
-        await self.speech.write(self._chat(handle.chat_id), handle, chunk)
+        await self.speech.write(self.chat(handle.chat_id), handle, chunk)
 
     async def finish_streaming_tts(self, handle: Any, *, interrupted: bool = False) -> None:
-        await self.speech.finish(self._chat(handle.chat_id), handle, abort=interrupted)
+        await self.speech.finish(self.chat(handle.chat_id), handle, abort=interrupted)
 
     async def abort_streaming_tts(self, handle: Any, error: Optional[str] = None) -> None:
-        await self.speech.finish(self._chat(handle.chat_id), handle, abort=True)
+        await self.speech.finish(self.chat(handle.chat_id), handle, abort=True)
 
     def _speech_road(self, event: MessageEvent) -> Optional[str]:
         """How this turn's reply reaches the gadget's speaker, if it does (speech.py)."""
@@ -464,7 +407,7 @@ class HeraldAdapter(BasePlatformAdapter):
         path: str,
         caption: Optional[str] = None,
     ) -> SendResult:
-        args: FileArgs = {"chat": self._chat(chat_id), "path": str(path)}
+        args: FileArgs = {"chat": self.chat(chat_id), "path": str(path)}
         if caption is not None:
             args["caption"] = caption
         try:
@@ -472,52 +415,6 @@ class HeraldAdapter(BasePlatformAdapter):
         except BridgeError as err:
             return failed(err)
         return SendResult(success=True)
-
-    async def _ask(self, chat_id: str, prompt: Prompt, ttl_s: Optional[int], pending: PendingPrompt) -> SendResult:
-        try:
-            return await self._ask_or_raise(chat_id, prompt, ttl_s, pending)
-        except BridgeError as err:
-            return failed(err)
-
-    async def _ask_or_raise(
-        self, chat_id: str, prompt: Prompt, ttl_s: Optional[int], pending: PendingPrompt
-    ) -> SendResult:
-        args: AskArgs = {"chat": self._chat(chat_id), "prompt": prompt}
-        if ttl_s is not None:
-            args["ttl_s"] = ttl_s
-        result = await self.bridge.request({"op": "ask", "args": args})
-        prompt_id = result.get("prompt_id", "")
-        # Cards herald has dropped unanswered (a turn's end withdraws the others).
-        now = time.monotonic()
-        for stale in [i for i, p in self._prompts.items() if p.ttl_s is not None and now - p.asked > p.ttl_s]:
-            del self._prompts[stale]
-        pending.ttl_s = ttl_s
-        self._prompts[prompt_id] = pending
-        # A quick answer can be read from herald before this coroutine resumes.
-        early = self._early_answers.pop(prompt_id, None)
-        if early is not None:
-            self._spawn(self._on_answer(early))
-        return SendResult(success=True, message_id=prompt_id)
-
-    async def _withdraw(self, prompt_id: str) -> None:
-        prompt = self._prompts.pop(prompt_id, None)
-        if prompt is not None:
-            await self.bridge.request_quietly(
-                {"op": "withdraw", "args": {"chat": self._chat(prompt.chat_id), "prompt_id": prompt_id}}
-            )
-
-    def approval_settled(self, session_key: str) -> None:
-        """Hermes finished an approval some other way (typed /approve, timeout).
-
-        Called from the agent's thread by the ``post_approval_response`` hook. Once the
-        session has no approval left waiting, its cards are stale.
-        """
-        loop = self.bridge.loop
-        if loop is None or compat.approval_waiting(session_key):
-            return
-        for prompt_id, prompt in list(self._prompts.items()):
-            if prompt.kind == "exec_approval" and prompt.session_key == session_key:
-                loop.call_soon_threadsafe(self._spawn, self._withdraw(prompt_id))
 
     def _spawn(self, coro: Any) -> None:
         spawn(self._spawned, coro)
@@ -530,7 +427,7 @@ class HeraldAdapter(BasePlatformAdapter):
         user_name = source.get("user_name")
         body = args["body"]
         if body["kind"] == "prompt_answer":
-            self._spawn(self._on_answer(body))
+            self.prompts.answered(body)
             return
         if body["kind"] == "speech_stopped":
             self.speech.stopped(body["speech_id"])
@@ -609,11 +506,11 @@ class HeraldAdapter(BasePlatformAdapter):
             # herald plays its cue and shows its notice; a gadget whose turns are spoken
             # hears the failure said too, synthesized as turn_ended leaves (which it
             # does before the speech can begin: before this task's first await).
-            self.speech.turn_failed(self._chat(chat_id))
+            self.speech.turn_failed(self.chat(chat_id))
         else:
             await self.speech.turn_over(chat_id)
         await self.bridge.notify(
-            {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome}}
+            {"op": "turn_ended", "args": {"chat": self.chat(chat_id), "turn_id": turn_id, "outcome": outcome}}
         )
 
     def model_gave_up(self, chat_id: str) -> None:
@@ -733,35 +630,10 @@ class HeraldAdapter(BasePlatformAdapter):
         if body["kind"] == "command":
             command = body["command"]
             if command == "new":
-                self._confirm_new.add(chat_id)
+                self.prompts.new_conversation_asked(chat_id)
             if command in ("stop", "new"):
                 return MessageEvent(text=f"/{command}", message_type=MessageType.COMMAND)
         return None
-
-    async def _on_answer(self, body: PromptAnswerBody) -> None:
-        prompt_id = body["prompt_id"]
-        prompt = self._prompts.pop(prompt_id, None)
-        if prompt is None:
-            # Either the question is over, or its answer overtook herald's reply to the
-            # question itself; keep a few for the latter.
-            while len(self._early_answers) >= MAX_EARLY_ANSWERS:
-                self._early_answers.pop(next(iter(self._early_answers)))
-            self._early_answers[prompt_id] = body
-            return
-        choice = body["choice"]
-        if prompt.kind == "exec_approval":
-            compat.resolve_approval(prompt.session_key, choice if choice in EXEC_CHOICES else "deny")
-            self.resume_typing_for_chat(prompt.chat_id)
-        elif prompt.kind == "clarify":
-            compat.resolve_clarify(prompt.hermes_id, clarify_text(prompt, body))
-        elif prompt.kind == "confirm":
-            wire = choice if choice in CONFIRM_CHOICES else "cancel"
-            await self._resolve_confirm(prompt.chat_id, prompt.session_key, prompt.hermes_id, wire)
-
-    async def _resolve_confirm(self, chat_id: str, session_key: str, confirm_id: str, choice: str) -> None:
-        reply = await compat.resolve_confirm(session_key, confirm_id, choice)
-        if reply:
-            await self.send(chat_id, reply)
 
     # -- herald's questions: who may talk to the agent (pairing.py) ------------------
 
@@ -804,40 +676,6 @@ def echoed_transcript(content: str) -> str | None:
     if len(content) > len(opening) and content.startswith(opening) and content.endswith(closing):
         return content[len(opening) : -len(closing)]
     return None
-
-
-def clarify_text(prompt: PendingPrompt, body: PromptAnswerBody) -> str:
-    """The answer Hermes's clarify resolver expects: the chosen option (a JSON list of
-    them for a multi-select question) or the user's words.
-
-    A question whose every choice the user turned down is answered in words, so the
-    model hears it; an empty answer would mean that nobody answered."""
-    choice = body["choice"]
-    if choice == "option":
-        index = body.get("index")
-        if index is not None and 0 <= index < len(prompt.choices):
-            one = prompt.choices[index]
-            return json.dumps([one]) if prompt.multi_select else one
-    if choice == "options":
-        picked = [prompt.choices[i] for i in body.get("indices", []) if 0 <= i < len(prompt.choices)]
-        return json.dumps(picked) if picked else NONE_OF_THESE
-    if choice == "other":
-        text = body.get("text", "")
-        return typed_selection(prompt, text) if prompt.multi_select else text
-    if choice == "cancel":
-        return NONE_OF_THESE
-    return ""
-
-
-def typed_selection(prompt: PendingPrompt, text: str) -> str:
-    """A multi-select answer typed as "red, blue": the JSON list of those choices when
-    each names one (a note such as Hermes's "(Recommended)" need not be typed), else the
-    words as they are."""
-    by_name = {CHOICE_NOTE.sub("", choice).casefold(): choice for choice in prompt.choices}
-    named = [part.strip().casefold() for part in text.split(",") if part.strip()]
-    if named and all(part in by_name for part in named):
-        return json.dumps([by_name[part] for part in named])
-    return text
 
 
 def failed(err: BridgeError) -> SendResult:
@@ -919,4 +757,4 @@ def is_main_run(adapter: "HeraldAdapter", task_id: str, session_id: str) -> bool
 def settle_approval(session_key: str = "", **_: Any) -> None:
     """The ``post_approval_response`` hook: withdraw cards of settled approvals."""
     for adapter in list(_live_adapters):
-        adapter.approval_settled(session_key)
+        adapter.prompts.approval_settled(session_key)

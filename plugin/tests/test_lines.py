@@ -14,7 +14,7 @@ import pytest
 from conftest import Rig
 from harness import PLUGIN_ROOT, hermes_line
 from herald import compat
-from herald.adapter import NONE_OF_THESE, PendingPrompt, clarify_text
+from herald.prompts import NONE_OF_THESE, PendingPrompt, clarify_text
 from herald.targets import parse_target, valid_target
 
 LINE = hermes_line().name
