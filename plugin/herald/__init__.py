@@ -12,7 +12,7 @@ import os
 from typing import Any, Callable
 
 from . import compat
-from .adapter import HeraldAdapter, note_model_error, note_run_over, note_run_started, settle_approval
+from .adapter import HeraldAdapter
 from .cli import run_gadget, run_mobile, setup_gadget, setup_mobile
 from .device_tools import (
     ACTION_SCHEMA,
@@ -23,6 +23,7 @@ from .device_tools import (
     gadget_devices,
     gadget_display,
 )
+from .hooks import note_model_error, note_run_over, note_run_started, settle_approval
 from .locations import find_herald
 from .sender import standalone_sender
 from .targets import parse_target, valid_target
@@ -142,7 +143,7 @@ def register(ctx: Any) -> None:
     )
     ctx.register_hook("post_approval_response", settle_approval)
     # When a chat's agent run begins and ends: follow-ups are held while its turn is
-    # only wrapping up (adapter.HeraldAdapter._hand_over).
+    # only wrapping up (followups.py).
     ctx.register_hook("pre_llm_call", note_run_started)
     ctx.register_hook("on_session_end", note_run_over)
     # A model that keeps failing ends the device's turn as failed at once.

@@ -1,54 +1,40 @@
-"""The Hermes platform adapter for Herald's gadgets and phones: a relay, nothing more.
+"""The Hermes platform adapter for Herald's gadgets and phones: the surface Hermes calls.
 
-Each Hermes adapter call becomes one bridge request (DESIGN.md has the table), each
-``inbound`` event from herald becomes a ``MessageEvent`` or a prompt answer handed to
-Hermes's own resolver, and herald's questions about access are answered from Hermes's
-allowlists and pairing store. The same class serves both platforms; the instance knows
-its platform name, the bridge (one herald child) is shared.
+Each Hermes adapter call becomes one bridge request (DESIGN.md has the table). What keeps
+state of its own lives beside it: ``inbound.py`` (a device's messages, handed to Hermes
+through ``followups.py``, which holds them while a finished turn lets go),
+``prompts.py`` (approval, confirmation and clarify cards and their answers),
+``pairing.py`` (herald's questions about who may talk), ``turns.py`` and ``speech.py``
+(a turn's end and its spoken reply); ``hooks.py`` brings Hermes's run hooks to them.
+The same class serves both platforms; the instance knows its platform name, the bridge
+(one herald child) is shared.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import os
 import secrets
 import weakref
 from typing import Any, Literal, Optional
 
 from gateway.config import Platform, PlatformConfig
-from gateway.platforms.base import (
-    BasePlatformAdapter,
-    MessageEvent,
-    MessageType,
-    ProcessingOutcome,
-    SendResult,
-)
+from gateway.platforms.base import BasePlatformAdapter, MessageEvent, ProcessingOutcome, SendResult
 
 from . import compat
-from .bridge import BridgeError, ChildSpec, HeraldBridge, child_env, shared_bridge, spawn
+from .bridge import BridgeError, ChildSpec, HeraldBridge, child_env, shared_bridge
+from .followups import FollowUps
+from .inbound import Inbound
 from .locations import data_dir, herald_argv
 from .pairing import Pairing
 from .prompts import Prompts
-from .settings import flag
 from .speech import SpeechOwner
-from .wire import Answer, Body, Chat, FileArgs, InboundArgs, Profile, Question, SendTextArgs
+from .turns import Turns
+from .wire import Answer, Chat, FileArgs, InboundArgs, Question, SendTextArgs
 
 logger = logging.getLogger(__name__)
 
-# Follow-ups held while a finished turn lets go of its chat (see _hand_over): at most
-# this many per chat (more go to Hermes at once), for at most this long.
-MAX_HELD = 64
-MAX_HOLD_S = 60.0
 # Hermes echoes what speech-to-text heard as an ordinary message of this shape.
 TRANSCRIPT_ECHO = ('🎙️ "', '"')
-MEDIA_TYPES = {
-    "image": MessageType.PHOTO,
-    "video": MessageType.VIDEO,
-    "audio": MessageType.AUDIO,
-    "document": MessageType.DOCUMENT,
-}
 # SendResult.error_kind for each bridge error kind (Hermes's SEND_ERROR_KINDS).
 SEND_ERROR_KINDS = {
     "offline": "forbidden",
@@ -70,26 +56,16 @@ class HeraldAdapter(BasePlatformAdapter):
     def __init__(self, config: PlatformConfig, platform_name: str) -> None:
         super().__init__(config, Platform(platform_name))
         self.platform_name = platform_name
-        self.bridge: HeraldBridge = shared_bridge(data_dir(), self._child_spec)
+        self.bridge: HeraldBridge = shared_bridge(data_dir(), herald_child)
         self._typing: set[str] = set()
-        # Each running turn's id, as herald's answer to turn_started brings it.
-        self._turns: dict[tuple[str, str], str] = {}
-        self._names: dict[str, str] = {}
-        # Chats whose agent run is over while Hermes may still hold their session;
-        # written from the agent's thread by the run hooks (set operations are atomic).
-        self._runs_over: set[str] = set()
-        # Messages held until Hermes lets go of their chat's finished turn, in order,
-        # and what wakes their release when the chat's state changes.
-        self._held: dict[str, list[MessageEvent]] = {}
-        self._held_wake: dict[str, asyncio.Event] = {}
-        self._spawned: set[asyncio.Task[Any]] = set()
-        # Gadgets with a speaker, as their profiles last said.
-        self._speakers: set[str] = set()
         # The chat of each session key Hermes has run a turn under.
         self._session_chats: dict[str, str] = {}
         self.speech = SpeechOwner(self.bridge.request, self._synthesize)
+        self.turns = Turns(self.bridge, self.speech, self.chat)
         self.prompts = Prompts(self)
-        self.pairing = Pairing(self, self._claim_home)
+        self.follow_ups = FollowUps(self)
+        self.inbound = Inbound(self, self.follow_ups)
+        self.pairing = Pairing(self, self.inbound.claim_home)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -126,10 +102,6 @@ class HeraldAdapter(BasePlatformAdapter):
         self.pairing.stop_watching()
         await self.bridge.detach(self.platform_name)
         self._mark_disconnected()
-
-    def _child_spec(self) -> ChildSpec:
-        argv = herald_argv("serve", "--backend", "bridge")
-        return ChildSpec(argv=argv, env=child_env(), cwd=data_dir().parent)
 
     # -- outbound: Hermes -> device ---------------------------------------------
 
@@ -200,20 +172,16 @@ class HeraldAdapter(BasePlatformAdapter):
 
     async def on_processing_start(self, event: MessageEvent) -> None:
         chat_id = event.source.chat_id
-        self._run_going(chat_id)
+        self.follow_ups.run_going(chat_id)
         self._session_chats[compat.session_key(self, event.source)] = chat_id
         self.speech.turn_started(chat_id, self._speech_road(event))
-        # Hermes starts the agent only when this returns: the turn is named here and
-        # herald told in one line that nobody answers, ahead of the turn's replies.
-        turn_id = secrets.token_hex(6)
-        self._turns[(chat_id, event.message_id or "")] = turn_id
-        await self.bridge.notify({"op": "turn_started", "args": {"chat": self.chat(chat_id), "turn_id": turn_id}})
+        await self.turns.start(chat_id, event.message_id or "")
 
     async def on_processing_complete(self, event: MessageEvent, outcome: ProcessingOutcome) -> None:
         chat_id = event.source.chat_id
-        # Over for certain now, whatever the hooks saw; turn_ended below tells the device.
-        self._runs_over.add(chat_id)
-        await self._end_turn(chat_id, outcome.value, event.message_id or "")
+        # Over for certain now, whatever the hooks saw; the turn's end tells the device.
+        self.follow_ups.run_ended(chat_id)
+        await self.turns.end(chat_id, outcome.value, event.message_id or "")
         await self.prompts.turn_over(chat_id)
 
     # -- questions: shown as cards, answered on the device (prompts.py) --------------
@@ -294,6 +262,8 @@ class HeraldAdapter(BasePlatformAdapter):
             return failed(err)
         return SendResult(success=True, message_id=prompt_id)
 
+    # -- speech and files ---------------------------------------------------------
+
     async def send_voice(
         self,
         chat_id: str,
@@ -337,12 +307,12 @@ class HeraldAdapter(BasePlatformAdapter):
     # -- streaming speech (Hermes 0.20 and later drive these; speech.py owns them) --------
 
     def supports_streaming_tts(self, chat_id: str, audio_format: Any) -> bool:
-        return chat_id in self._speakers
+        return self.inbound.has_speaker(chat_id)
 
     async def begin_streaming_tts(
         self, chat_id: str, audio_format: Any, metadata: Optional[dict[str, Any]] = None
     ) -> Any:
-        if chat_id not in self._speakers:
+        if not self.inbound.has_speaker(chat_id):
             return None
         handle = compat.streaming_handle(chat_id, audio_format)
         return handle if await self.speech.begin(self.chat(chat_id), audio_format, handle) else None
@@ -359,7 +329,7 @@ class HeraldAdapter(BasePlatformAdapter):
     def _speech_road(self, event: MessageEvent) -> Optional[str]:
         """How this turn's reply reaches the gadget's speaker, if it does (speech.py)."""
         chat_id = event.source.chat_id
-        if chat_id not in self._speakers or not compat.speaks_reply(self.gateway_runner, self, event):
+        if not self.inbound.has_speaker(chat_id) or not compat.speaks_reply(self.gateway_runner, self, event):
             return None
         return "hooks" if compat.hermes_streams_speech(self, event) else "sentences"
 
@@ -398,7 +368,7 @@ class HeraldAdapter(BasePlatformAdapter):
         return await self._send_file("send_document", chat_id, file_path, caption=caption)
 
     async def get_chat_info(self, chat_id: str) -> dict[str, Any]:
-        return {"name": self._names.get(chat_id, chat_id), "type": "dm", "chat_id": chat_id}
+        return {"name": self.inbound.name_of(chat_id), "type": "dm", "chat_id": chat_id}
 
     async def _send_file(
         self,
@@ -416,258 +386,30 @@ class HeraldAdapter(BasePlatformAdapter):
             return failed(err)
         return SendResult(success=True)
 
-    def _spawn(self, coro: Any) -> None:
-        spawn(self._spawned, coro)
-
-    # -- inbound: device -> Hermes -------------------------------------------------
+    # -- herald's side (bridge.Endpoint) -------------------------------------------
 
     async def on_inbound(self, args: InboundArgs) -> None:
-        source = args["source"]
-        chat_id = source["chat"]["id"]
-        user_name = source.get("user_name")
+        """herald's ``inbound`` event: an answer to a card, speech the device stopped, or
+        a device's message for Hermes."""
         body = args["body"]
         if body["kind"] == "prompt_answer":
             self.prompts.answered(body)
-            return
-        if body["kind"] == "speech_stopped":
+        elif body["kind"] == "speech_stopped":
             self.speech.stopped(body["speech_id"])
-            return
-        if user_name:
-            self._names[chat_id] = user_name
-        message_id = args["message_id"]
-        event = self._event(chat_id, body)
-        if event is None:
-            logger.warning("herald sent an inbound body Hermes has no message for: %r", body)
-            return
-        event.source = self.build_source(
-            chat_id=chat_id,
-            chat_type="dm",
-            user_id=source["user_id"],
-            user_name=user_name or None,
-            message_id=message_id,
-        )
-        event.message_id = message_id
-        profile = args.get("profile")
-        if self.platform_name == "gadget" and profile is not None:
-            self._describe_device(event, profile)
-        self._claim_home(chat_id)
-        await self._hand_over(event)
-
-    def _describe_device(self, event: MessageEvent, profile: Profile) -> None:
-        """Tell the model which device it talks to, and speak on one with a speaker.
-
-        herald sends a gadget's profile with each of its messages (as it is then), so
-        describing it costs no round trip.
-        """
-        chat_id = event.source.chat_id
-        if not profile["paired"]:
-            return
-        event.channel_prompt = device_prompt(chat_id, self._names.get(chat_id, chat_id), profile)
-        if not profile["speaker_rate"]:
-            self._speakers.discard(chat_id)
-            return
-        self._speakers.add(chat_id)
-        if flag(self.config.extra, "speak_replies", True):
-            # Every reply is spoken (Hermes's ``/voice tts``) unless the chat chose
-            # otherwise. Only in memory: Hermes persists the mode when someone uses
-            # ``/voice``, and ``/voice off`` in the chat wins from then on.
-            compat.speak_by_default(self.gateway_runner, self, event.source)
-
-    def _claim_home(self, chat_id: str) -> None:
-        """``auto_home``: the first device that may talk becomes the platform's home
-        channel, as if it had sent ``/sethome``, so cron and ``hermes send`` reach it."""
-        if not flag(self.config.extra, "auto_home", True):
-            return
-        variable = f"{self.platform_name.upper()}_HOME_CHANNEL"
-        platforms = compat.platform_configs(self.gateway_runner)
-        if os.getenv(variable) or platforms is None:
-            return
-        from gateway.config import HomeChannel
-        from hermes_cli.config import save_env_value
-
-        save_env_value(variable, chat_id)
-        platform_config: PlatformConfig = platforms.setdefault(self.platform, self.config)
-        platform_config.home_channel = HomeChannel(
-            platform=self.platform, chat_id=chat_id, name=self._names.get(chat_id, chat_id)
-        )
-        logger.info("%s is now the %s home channel (auto_home)", chat_id, self.platform_name)
-
-    async def _end_turn(self, chat_id: str, outcome: str, message_id: Optional[str] = None) -> None:
-        """End the chat's turn (the one of ``message_id``, else whichever it has) once:
-        its speech says the last of it, and the device hears how it ended."""
-        if message_id is None:
-            key = next((k for k in self._turns if k[0] == chat_id), None)
         else:
-            key = (chat_id, message_id)
-        turn_id = self._turns.pop(key, None) if key is not None else None
-        if turn_id is None:
-            return
-        if outcome == "failure":
-            # herald plays its cue and shows its notice; a gadget whose turns are spoken
-            # hears the failure said too, synthesized as turn_ended leaves (which it
-            # does before the speech can begin: before this task's first await).
-            self.speech.turn_failed(self.chat(chat_id))
-        else:
-            await self.speech.turn_over(chat_id)
-        await self.bridge.notify(
-            {"op": "turn_ended", "args": {"chat": self.chat(chat_id), "turn_id": turn_id, "outcome": outcome}}
-        )
-
-    def model_gave_up(self, chat_id: str) -> None:
-        """Hermes ran out of tries at the model (a hook, on the agent's thread): the
-        turn ends as failed now, so the device says so instead of waiting in silence;
-        Hermes's own error text still arrives as a reply."""
-        loop = self.bridge.loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: self._spawn(self._end_turn(chat_id, "failure")))
-
-    def run_hook(self, chat_id: str, over: bool) -> None:
-        """The chat's main agent run began or returned (a run hook, on the agent's
-        thread): Hermes may start another run in the same turn for a message it queued,
-        and then follow-ups must meet that run as busy input again."""
-        if over:
-            self._runs_over.add(chat_id)
-            return
-        # Set operations are atomic, and done here they keep the hooks' order.
-        self._runs_over.discard(chat_id)
-        loop = self.bridge.loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake_held, chat_id)
-
-    def _run_going(self, chat_id: str) -> None:
-        """The chat has a run in progress: held follow-ups may go to Hermes now."""
-        self._runs_over.discard(chat_id)
-        self._wake_held(chat_id)
-
-    def _wake_held(self, chat_id: str) -> None:
-        wake = self._held_wake.get(chat_id)
-        if wake is not None:
-            wake.set()
-
-    async def _hand_over(self, event: MessageEvent) -> None:
-        """Give Hermes a device's message, unless its chat's turn is only finishing.
-
-        The device sees the final reply (and then ``turn.end``) before Hermes lets go of
-        the session: Hermes still saves the turn and runs ``on_processing_complete``. A
-        message arriving then takes Hermes's busy path, which interrupts the agent
-        whose run is already over; the stale interrupt aborts the next run, and the
-        message is answered late, twice, or not at all (DESIGN.md, "Follow-ups"). Such
-        a message, and those after it, wait here until the turn has let go (or a new run
-        of the chat began) and then go to Hermes in order, as if sent just then.
-        """
-        chat_id = event.source.chat_id
-        held = self._held.get(chat_id)
-        if held is not None and len(held) < MAX_HELD:
-            held.append(event)
-            return
-        if held is not None:
-            logger.warning("%s sent over %d messages while its turn ended; passing them on", chat_id, MAX_HELD)
-        elif chat_id in self._runs_over and self._owner_task(event) is not None:
-            logger.debug("holding a message from %s until its finished turn lets go", chat_id)
-            self._held[chat_id] = [event]
-            self._spawn(self._release_held(event))
-            return
-        await self.handle_message(event)
-
-    def _owner_task(self, event: MessageEvent) -> Optional[asyncio.Task[Any]]:
-        """The live task through which Hermes holds the event's session, if any."""
-        return compat.session_task(self, compat.session_key(self, event.source))
-
-    async def _release_held(self, first: MessageEvent) -> None:
-        chat_id = first.source.chat_id
-        wake = self._held_wake[chat_id] = asyncio.Event()
-        deadline = asyncio.get_running_loop().time() + MAX_HOLD_S
-        try:
-            # A run Hermes starts for a message it queued clears the mark (the run
-            # hooks, on_processing_start): these messages then meet a running agent,
-            # as Hermes means them to.
-            while chat_id in self._runs_over:
-                task = self._owner_task(first)
-                left = deadline - asyncio.get_running_loop().time()
-                if task is None:
-                    break
-                if left <= 0:
-                    logger.warning("Hermes still holds %s %.0f s after its turn ended; passing its messages on", chat_id, MAX_HOLD_S)
-                    break
-                wake.clear()
-                woken = asyncio.ensure_future(wake.wait())
-                try:
-                    await asyncio.wait({task, woken}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    woken.cancel()
-        finally:
-            del self._held_wake[chat_id]
-            # Messages that come in meanwhile join the list, so order holds.
-            held = self._held[chat_id]
-            while held:
-                try:
-                    await self.handle_message(held.pop(0))
-                except Exception:
-                    logger.exception("handing a held message from %s to Hermes failed", chat_id)
-            del self._held[chat_id]
-
-    def _event(self, chat_id: str, body: Body) -> Optional[MessageEvent]:
-        if body["kind"] == "text":
-            return MessageEvent(text=body["text"], reply_to_message_id=body.get("reply_to") or None)
-        if body["kind"] == "voice":
-            transcript = body.get("transcript")
-            if transcript:
-                # The client already ran speech-to-text; Hermes need not do it again.
-                return MessageEvent(text=transcript)
-            return MessageEvent(
-                text="",
-                message_type=MessageType.VOICE,
-                media_urls=[body["path"]],
-                media_types=["audio/wav"],
-            )
-        if body["kind"] == "media":
-            return MessageEvent(
-                text=body.get("caption") or "",
-                message_type=MEDIA_TYPES.get(body["media_kind"], MessageType.DOCUMENT),
-                media_urls=[body["path"]],
-                media_types=[body.get("mime") or "application/octet-stream"],
-            )
-        if body["kind"] == "command":
-            command = body["command"]
-            if command == "new":
-                self.prompts.new_conversation_asked(chat_id)
-            if command in ("stop", "new"):
-                return MessageEvent(text=f"/{command}", message_type=MessageType.COMMAND)
-        return None
-
-    # -- herald's questions: who may talk to the agent (pairing.py) ------------------
+            if body["kind"] == "command" and body["command"] == "new":
+                # The device's own gesture is the confirmation Hermes asks for "/new".
+                self.prompts.new_conversation_asked(args["source"]["chat"]["id"])
+            await self.inbound.message(args)
 
     async def answer(self, question: Question) -> Answer:
         return await self.pairing.answer(question)
 
 
-def device_prompt(chat_id: str, name: str, profile: Profile) -> str:
-    """What the model should know about a gadget, the same words every turn (so prompt
-    caching holds) for as long as the device says the same about itself."""
-    screen = profile["screen"]
-    parts = [f'You are talking through the gadget "{name}" (id {chat_id}).']
-    if screen and screen["width"] and screen["height"]:
-        size = f"{screen['width']}x{screen['height']} pixels"
-        if screen["text_cols"] and screen["text_rows"]:
-            size += f", {screen['text_cols']} columns by {screen['text_rows']} rows of text"
-        parts.append(f"Its screen is {size}.")
-    else:
-        parts.append("It has no screen.")
-    if profile["charset"] == "ascii":
-        parts.append("The screen shows ASCII only: other characters are transliterated or left out.")
-    if profile["speaker_rate"]:
-        parts.append("It has a speaker: write replies that read well aloud.")
-    else:
-        parts.append("It has no speaker: replies are only shown.")
-    actions = [a for a in profile["actions"] if a["name"]]
-    if actions:
-        parts.append(f'Its actions, run with the gadget_action tool (device "{chat_id}"):')
-        for action in actions:
-            line = f"- {action['name']}: {action['description'] or 'no description'}"
-            if action["params"]:
-                line += f" (args: {json.dumps(action['params'], sort_keys=True)})"
-            parts.append(line)
-    return "\n".join(parts)
+def herald_child() -> ChildSpec:
+    """How the shared bridge starts herald."""
+    argv = herald_argv("serve", "--backend", "bridge")
+    return ChildSpec(argv=argv, env=child_env(), cwd=data_dir().parent)
 
 
 def echoed_transcript(content: str) -> str | None:
@@ -687,74 +429,11 @@ def failed(err: BridgeError) -> SendResult:
     )
 
 
-def live_adapter(platform: str) -> Optional["HeraldAdapter"]:
+def live_adapters() -> list[HeraldAdapter]:
+    """The connected adapters in this process."""
+    return list(_live_adapters)
+
+
+def live_adapter(platform: str) -> Optional[HeraldAdapter]:
     """The connected adapter of a platform in this process, if any."""
-    for adapter in list(_live_adapters):
-        if adapter.platform_name == platform:
-            return adapter
-    return None
-
-
-def _session_adapter() -> tuple[Optional["HeraldAdapter"], str]:
-    """The live adapter and chat of the agent run on this thread, if it is ours."""
-    chat_id = compat.session_env("HERMES_SESSION_CHAT_ID")
-    adapter = live_adapter(compat.session_env("HERMES_SESSION_PLATFORM")) if chat_id else None
-    return adapter, chat_id
-
-
-def note_run_started(task_id: str = "", session_id: str = "", **_: Any) -> None:
-    """The ``pre_llm_call`` hook, fired as an agent run begins (see ``_hand_over``)."""
-    _note_run(task_id, session_id, over=False)
-
-
-def note_run_over(task_id: str = "", session_id: str = "", **_: Any) -> None:
-    """The ``on_session_end`` hook, fired as an agent run returns (see ``_hand_over``)."""
-    _note_run(task_id, session_id, over=True)
-
-
-def _note_run(task_id: str, session_id: str, over: bool) -> None:
-    adapter, chat_id = _session_adapter()
-    if adapter is None or not is_main_run(adapter, task_id, session_id):
-        return
-    adapter.run_hook(chat_id, over)
-
-
-def note_model_error(
-    task_id: str = "",
-    session_id: str = "",
-    retry_count: Optional[int] = None,
-    max_retries: Optional[int] = None,
-    retryable: Optional[bool] = None,
-    **_: Any,
-) -> None:
-    """The ``api_request_error`` hook, fired for each failed model call: the last try
-    (or one not worth retrying) fails the chat's turn. 0.22 then keeps retrying in
-    recovery cycles for minutes; the device has heard the failure by then."""
-    adapter, chat_id = _session_adapter()
-    if adapter is None or not is_main_run(adapter, task_id, session_id):
-        return
-    # retry_count counts the tries before this one.
-    last_try = retry_count is not None and max_retries is not None and retry_count + 1 >= max_retries
-    if retryable is False or last_try:
-        adapter.model_gave_up(chat_id)
-
-
-def is_main_run(adapter: "HeraldAdapter", task_id: str, session_id: str) -> bool:
-    """Whether the run hooks speak of the chat's own conversation.
-
-    The same hooks fire for subagents and the background memory review (they carry
-    the chat's session context too, and may end during the chat's next turn); their
-    ``task_id`` is their own, while the gateway runs a chat's turn with the session id
-    as its task id. A ``/background`` task is its own session: it is not the agent
-    Hermes keeps running for the chat.
-    """
-    if not task_id or task_id != session_id:
-        return False
-    running = compat.running_agent_session(adapter.gateway_runner, compat.session_env("HERMES_SESSION_KEY"))
-    return running is None or running == session_id
-
-
-def settle_approval(session_key: str = "", **_: Any) -> None:
-    """The ``post_approval_response`` hook: withdraw cards of settled approvals."""
-    for adapter in list(_live_adapters):
-        adapter.prompts.approval_settled(session_key)
+    return next((adapter for adapter in live_adapters() if adapter.platform_name == platform), None)
