@@ -34,7 +34,6 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Optional, Protocol
 
-from . import compat
 from .bridge import BridgeError
 from .wire import Chat, Request, Result, SpeechArgs
 
