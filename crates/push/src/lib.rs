@@ -415,6 +415,129 @@ mod tests {
         assert!(limit.allows("u-a", start + WINDOW));
     }
 
+    /// A push service on loopback that answers each push with the next of `answers`
+    /// (status, `Retry-After`), then 201; the statuses it gave, in order.
+    async fn service(answers: Vec<(u16, Option<u64>)>) -> (String, Arc<Mutex<Vec<u16>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}/push/1", listener.local_addr().unwrap());
+        let given = Arc::new(Mutex::new(Vec::new()));
+        let log = given.clone();
+        tokio::spawn(async move {
+            let mut answers = answers.into_iter();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                // Read the head, then as much body as it announces.
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                let body_at = loop {
+                    let n = socket.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "the request ended early");
+                    seen.extend_from_slice(&buf[..n]);
+                    if let Some(at) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break at + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&seen[..body_at]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                while seen.len() < body_at + length {
+                    let n = socket.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "the body ended early");
+                    seen.extend_from_slice(&buf[..n]);
+                }
+                let (status, after) = answers.next().unwrap_or((201, None));
+                log.lock().unwrap().push(status);
+                let after = after.map_or(String::new(), |s| format!("retry-after: {s}\r\n"));
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\n{after}content-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                socket.write_all(reply.as_bytes()).await.unwrap();
+            }
+        });
+        (endpoint, given)
+    }
+
+    /// A pusher to `endpoint` and a subscription's target there; the devices it was
+    /// told are gone.
+    fn pusher(dir: &std::path::Path, endpoint: &str) -> (Pusher, Target, Arc<Mutex<Vec<String>>>) {
+        let key = VapidKey::load_or_create(&dir.join("vapid.key")).unwrap();
+        let settings = Settings {
+            contact: "mailto:owner@example.org".into(),
+            allow_private: true,
+        };
+        let gone = Arc::new(Mutex::new(Vec::new()));
+        let told = gone.clone();
+        let pusher = Pusher::start(
+            key,
+            settings,
+            Arc::new(move |device: &str| told.lock().unwrap().push(device.to_owned())),
+        );
+        let app = p256::SecretKey::from_slice(&[9; 32]).unwrap();
+        let target = Target {
+            device: "tel-1".into(),
+            person: "owner".into(),
+            endpoint: endpoint.into(),
+            p256dh: app.public_key().to_sec1_bytes().to_vec(),
+            auth: vec![7; 16],
+        };
+        (pusher, target, gone)
+    }
+
+    /// Wait until `given` holds `n` answers.
+    async fn answered(given: &Mutex<Vec<u16>>, n: usize) {
+        for _ in 0..500 {
+            if given.lock().unwrap().len() >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("{n} answers expected: {:?}", given.lock().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_busy_push_service_is_tried_again_and_a_gone_subscription_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        // Busy twice (503, then 429 with a Retry-After), then taken: three calls.
+        let (endpoint, given) = service(vec![(503, Some(0)), (429, Some(0))]).await;
+        let (pusher, target, gone) = pusher(dir.path(), &endpoint);
+        assert!(pusher.push(target.clone(), b"{}".to_vec(), true));
+        answered(&given, 3).await;
+        assert_eq!(*given.lock().unwrap(), [503, 429, 201]);
+
+        // Busy on every try: ATTEMPTS calls, then given up, the subscription kept.
+        let busy = vec![(500, Some(0)); ATTEMPTS as usize + 1];
+        let (endpoint, given) = service(busy).await;
+        let to_busy = Target {
+            endpoint,
+            ..target.clone()
+        };
+        assert!(pusher.push(to_busy, b"{}".to_vec(), false));
+        answered(&given, ATTEMPTS as usize).await;
+        // Then a push the service calls gone: one call, and the device named.
+        let (endpoint, gone_given) = service(vec![(410, None)]).await;
+        assert!(pusher.push(Target { endpoint, ..target }, b"{}".to_vec(), false));
+        answered(&gone_given, 1).await;
+        for _ in 0..500 {
+            if !gone.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(*gone.lock().unwrap(), ["tel-1"]);
+        assert_eq!(
+            given.lock().unwrap().len(),
+            ATTEMPTS as usize,
+            "no call after the last try"
+        );
+        assert_eq!(
+            gone_given.lock().unwrap().len(),
+            1,
+            "a gone subscription is not tried again"
+        );
+    }
+
     #[test]
     fn names_on_private_networks_are_caught_when_they_resolve() {
         assert!(resolves_privately("localhost", 443));
