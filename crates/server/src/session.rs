@@ -10,6 +10,10 @@
 //! until the next deadline, so nothing ticks while a device is idle. An idle session
 //! retires, and what reached its mailbox on the way out is handed to its successor.
 //!
+//! When several things are ready at once, the session takes them in a fixed order
+//! (see [`first_ready`]): the device's connection, the mailbox, the platform's own
+//! wake-ups, the deadline.
+//!
 //! What the platforms do alike lives here: the loop, the call table, retirement and
 //! hand-over, and the effects both cores have (online, offline, to the agent, answers,
 //! counts). What is a platform's own (its reads, commands, timers and the rest of its
@@ -34,6 +38,38 @@ use crate::edge::socket::Outgoing;
 use crate::hub::{DeviceKind, Hub, Shared};
 use crate::questions::Claim;
 use crate::queue;
+
+/// What woke a session.
+enum Woken<N, E, W> {
+    /// The connection: a frame from the device, or one queued for it.
+    Connection(N),
+    /// The mailbox: an event, or `None` when every sender is gone.
+    Mailbox(Option<E>),
+    /// The platform's own wake-up ([`SessionKind::wake`]).
+    Platform(W),
+    /// The session's next deadline came.
+    Deadline,
+}
+
+/// Wait for the first of a session's wake-ups. When several are ready together they
+/// are taken in this fixed order, never at random: the connection first (what the
+/// device says is the newest word: a cancel, an answer, a sign of life, and a device
+/// that floods holds up only its own session), then the mailbox, then the platform's
+/// own wake-up, then the deadline.
+async fn first_ready<N, E, W>(
+    connection: impl Future<Output = N>,
+    mailbox: impl Future<Output = Option<E>>,
+    platform: impl Future<Output = W>,
+    deadline: Option<Instant>,
+) -> Woken<N, E, W> {
+    tokio::select! {
+        biased;
+        next = connection => Woken::Connection(next),
+        event = mailbox => Woken::Mailbox(event),
+        wake = platform => Woken::Platform(wake),
+        _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => Woken::Deadline,
+    }
+}
 
 /// What a platform adds to the one session loop.
 pub(crate) trait SessionKind: DeviceKind {
@@ -221,22 +257,29 @@ impl<K: SessionKind> Session<K> {
             }
             let deadline = self.next_deadline();
             K::prepare(&mut self);
-            let event = tokio::select! {
-                event = mailbox.recv() => event,
-                next = self.conns.next(&self.hub.shared.metrics) => {
+            let woken = first_ready(
+                self.conns.next(&self.hub.shared.metrics),
+                mailbox.recv(),
+                K::wake(&mut self.parts),
+                deadline,
+            )
+            .await;
+            let event = match woken {
+                Woken::Connection(next) => {
                     Box::pin(self.handle_next(next)).await;
                     continue;
                 }
-                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                Woken::Mailbox(event) => event,
+                Woken::Platform(wake) => {
+                    Box::pin(K::handle_wake(&mut self, wake)).await;
+                    continue;
+                }
+                Woken::Deadline => {
                     let now = Instant::now();
                     if self.retire_at().is_some_and(|at| at <= now) {
                         break true;
                     }
                     K::timeout(&mut self, now);
-                    continue;
-                }
-                wake = K::wake(&mut self.parts) => {
-                    Box::pin(K::handle_wake(&mut self, wake)).await;
                     continue;
                 }
             };
@@ -419,5 +462,33 @@ impl<K: SessionKind> Session<K> {
         tokio::spawn(async move {
             let _ = mailbox.send(work.await).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::{pending, ready};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn what_is_ready_together_is_taken_in_the_documented_order() {
+        // Many rounds: an unordered choice would pick another branch in some of them.
+        for _ in 0..64 {
+            let now = Some(Instant::now());
+            let woken = first_ready(ready(1), ready(Some(2)), ready(3), now).await;
+            assert!(matches!(woken, Woken::Connection(1)));
+            let woken = first_ready(pending::<u8>(), ready(Some(2)), ready(3), now).await;
+            assert!(matches!(woken, Woken::Mailbox(Some(2))));
+            let woken = first_ready(pending::<u8>(), pending::<Option<u8>>(), ready(3), now).await;
+            assert!(matches!(woken, Woken::Platform(3)));
+            let woken = first_ready(
+                pending::<u8>(),
+                pending::<Option<u8>>(),
+                pending::<u8>(),
+                now,
+            );
+            assert!(matches!(woken.await, Woken::Deadline));
+        }
     }
 }
