@@ -12,7 +12,8 @@
 //! `control` (the socket and its client), `status` (what `status` reports), `terminal`
 //! (lines typed into the service's own terminal), `audio` (sound-card conversions, the
 //! end of speech, and `audio::card` for the cards through cpal), `hands_free` (turns
-//! that end when the speaker stops), `gpio` (the line logic, and `gpio::cdev` for the
+//! that end when the speaker stops), `wake_word` (a word made from the owner's voice,
+//! and the commands that record, make and measure it), `gpio` (the line logic, and `gpio::cdev` for the
 //! kernel's GPIO character device).
 
 // Without sound cards the conversions serve only their tests.
@@ -25,6 +26,7 @@ mod hands_free;
 mod service;
 mod status;
 mod terminal;
+mod wake_word;
 
 use std::path::{Path, PathBuf};
 
@@ -84,6 +86,13 @@ pub enum GadgetCommand {
         #[arg(long)]
         output: Option<String>,
     },
+    /// The wake word: record it in your voice, make it, try it, measure it
+    WakeWord {
+        #[command(subcommand)]
+        command: wake_word::commands::WakeWordCommand,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Show the device's state, its outputs and the last replies
     Status {
         /// Print JSON
@@ -133,6 +142,12 @@ pub fn run(
             let input = pick(input, config.as_ref().and_then(|a| a.input.clone()));
             let output = pick(output, config.and_then(|a| a.output));
             return sound::check(&input, &output);
+        }
+        GadgetCommand::WakeWord { command, target } => {
+            let config = config_file.map(load).transpose()?;
+            let dir = state_dir(Some(&target), config.as_ref())?;
+            let input = config.and_then(|c| c.audio.input);
+            return wake_word::commands::run(command, &dir, input);
         }
         GadgetCommand::Say { text, target } => (Request::Say { text }, target),
         GadgetCommand::Event {

@@ -116,10 +116,22 @@ pub(crate) mod tests {
 
     /// `text` as espeak-ng says it, at 16 kHz: real speech for the detector.
     pub(crate) fn spoken(text: &str) -> Vec<i16> {
+        spoken_by("en-us", 160, 50, text)
+    }
+
+    /// `text` as espeak-ng's `voice` says it at `words_per_minute` and `pitch` (0 to
+    /// 99), at 16 kHz.
+    pub(crate) fn spoken_by(
+        voice: &str,
+        words_per_minute: u32,
+        pitch: u32,
+        text: &str,
+    ) -> Vec<i16> {
         let dir = tempfile::tempdir().unwrap();
         let wav = dir.path().join("said.wav");
+        let (speed, pitch) = (words_per_minute.to_string(), pitch.to_string());
         let status = Command::new("espeak-ng")
-            .args(["-v", "en-us", "-s", "160", "-w"])
+            .args(["-v", voice, "-s", &speed, "-p", &pitch, "-w"])
             .arg(&wav)
             .arg(text)
             .status()
