@@ -29,7 +29,7 @@ split each direction into herald's part and the plugin's part:
 - ``{"k": "start", "t0", "t1", "text"}``: the plugin's ``on_processing_start``, which
   Hermes awaits before it runs the agent, from entry (``t0``) to return (``t1``);
 - ``{"k": "hold", "t", "text"}``: the plugin held a message back because Hermes still
-  held its chat's finished turn (``t``: ``HeraldAdapter._release_held`` began;
+  held its chat's finished turn (``t``: ``FollowUps._release_held`` began;
   written when it ends; DESIGN.md, "Follow-ups"): the wait until it lets go is then
   part of the inbound time;
 - ``{"k": "slow", "t", "ms", "what"}``: one callback of the event loop (a task's step,
@@ -179,11 +179,11 @@ def wrap_own_call(adapter: type, name: str, record: Callable[[Any, int, int], No
     setattr(adapter, name, traced)
 
 
-def wrap_hold(trace: Trace, adapter: type) -> None:
+def wrap_hold(trace: Trace, follow_ups: type) -> None:
     def record(first: Any, entered: int, _returned: int) -> None:
         trace.write({"k": "hold", "t": entered, "text": clip(getattr(first, "text", ""))})
 
-    wrap_own_call(adapter, "_release_held", record)
+    wrap_own_call(follow_ups, "_release_held", record)
 
 
 def wrap_processing_start(trace: Trace, adapter: type) -> None:
@@ -268,7 +268,11 @@ def install(trace: Trace, detail: bool) -> None:
             bridge = getattr(sys.modules.get(cls.__module__), "HeraldBridge", None)
             if isinstance(bridge, type):
                 wrap_bridge(trace, bridge)
-            wrap_hold(trace, cls)
+            # Held messages are the plugin's follow-ups module's, beside the adapter's.
+            package = cls.__module__.rpartition(".")[0]
+            follow_ups = getattr(sys.modules.get(f"{package}.followups"), "FollowUps", None)
+            if isinstance(follow_ups, type):
+                wrap_hold(trace, follow_ups)
             wrap_processing_start(trace, cls)
 
     BasePlatformAdapter.__init_subclass__ = classmethod(on_subclass)
