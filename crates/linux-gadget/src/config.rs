@@ -61,7 +61,7 @@ pub enum ConfigError {
 }
 
 /// The whole file.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GadgetConfig {
     /// The server's gadget endpoint, `ws://` or `wss://`.
@@ -83,7 +83,7 @@ pub struct GadgetConfig {
 /// The sound cards, each named as `herald gadget audio-devices` lists it: `default`, an
 /// index, a whole name or a part of one. Without an input the device has no microphone,
 /// without an output no speaker (and says so in `hello`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AudioConfig {
     pub input: Option<String>,
@@ -100,6 +100,13 @@ pub struct AudioConfig {
     /// A short note when a hands-free turn starts listening.
     #[serde(default = "yes")]
     pub earcons: bool,
+    /// Listen all the time for the wake word made with `herald gadget wake-word`; when
+    /// it is heard, a hands-free turn starts as a tap on TALK would.
+    #[serde(default)]
+    pub wake_word: bool,
+    /// 0 to 1: higher hears the word more often, and other sounds as the word too.
+    #[serde(default = "default_wake_sensitivity")]
+    pub wake_sensitivity: f32,
 }
 
 impl Default for AudioConfig {
@@ -111,8 +118,14 @@ impl Default for AudioConfig {
             end_silence_ms: default_end_silence(),
             max_utterance_s: default_max_utterance(),
             earcons: true,
+            wake_word: false,
+            wake_sensitivity: default_wake_sensitivity(),
         }
     }
+}
+
+fn default_wake_sensitivity() -> f32 {
+    crate::wake_word::DEFAULT_SENSITIVITY
 }
 
 fn default_end_silence() -> u64 {
@@ -135,6 +148,12 @@ impl AudioConfig {
         }
         if self.tap_to_talk && self.input.is_none() {
             return Err("tap_to_talk needs an input (a microphone)".to_owned());
+        }
+        if self.wake_word && self.input.is_none() {
+            return Err("wake_word needs an input (a microphone)".to_owned());
+        }
+        if !(0.0..=1.0).contains(&self.wake_sensitivity) {
+            return Err("wake_sensitivity must be 0 to 1".to_owned());
         }
         Ok(())
     }

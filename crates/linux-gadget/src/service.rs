@@ -22,6 +22,8 @@ use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
 use super::hands_free::{Attentive, HandsFree, Talk, NO_SPEECH};
 use super::status::Status;
+use super::wake_word::commands::spotter;
+use super::wake_word::ear::Ear;
 use herald_sim::host::{SimHost, StateLock};
 use herald_sim::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
 
@@ -103,9 +105,23 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let (invoke_tx, invocations) = mpsc::channel(QUEUE);
     let status = Arc::new(Status::new(Arc::default()));
     let mut live = open_sound(&config, &status)?;
-    // A tap on TALK, when asked for, starts a turn that ends when the speaker stops.
+    // The wake word keeps the microphone open to listen for it.
+    let mut woke = None;
+    if let Some(cards) = live.take() {
+        live = Some(match config.audio.wake_word {
+            true => {
+                let spotter = spotter(&state_dir, config.audio.wake_sensitivity)?;
+                let (tx, rx) = mpsc::channel(1);
+                woke = Some(rx);
+                Box::new(Ear::start(cards, spotter, tx))
+            }
+            false => cards,
+        });
+    }
+    // A tap on TALK, when asked for, or the wake word start a turn that ends when the
+    // speaker stops.
     let hands_free = match live.take() {
-        Some(cards) if config.audio.tap_to_talk => {
+        Some(cards) if config.audio.tap_to_talk || config.audio.wake_word => {
             let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
             let attentive = Attentive::new(cards, hands_free.clone(), config.audio.earcons);
             live = Some(Box::new(attentive));
@@ -116,6 +132,10 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
             None
         }
     };
+    let armed = hands_free
+        .as_ref()
+        .map(|(hands_free, _)| hands_free.clone());
+    let mut talk = Some(Talk::new(hands_free));
     let (handle, board) = start(&config, &state_dir, &outputs, Some(invoke_tx), live, true)?;
     status.set_outputs(outputs.states());
 
@@ -135,7 +155,7 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
                 buttons: Buttons::new(gpio),
                 led: gpio.status_led,
                 outputs,
-                talk: Talk::new(hands_free),
+                talk: talk.take().unwrap_or_else(|| Talk::new(None)),
                 handle: handle.clone(),
                 status: status.clone(),
                 origin,
@@ -144,6 +164,10 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Without a panel, the wake word's turns are ended by its own task.
+    let wake = woke
+        .zip(armed)
+        .map(|(woke, armed)| tokio::spawn(wake_turns(woke, handle.clone(), armed, talk.take())));
     tracing::info!(
         "herald gadget {} runs on {}; control socket {}",
         env!("CARGO_PKG_VERSION"),
@@ -165,6 +189,9 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
         let _ = panel.await;
     }
     control.abort();
+    if let Some(wake) = wake {
+        wake.abort();
+    }
     if let Some(keys) = keys {
         keys.abort();
     }
@@ -193,6 +220,50 @@ fn open_sound(
     {
         let _ = status;
         anyhow::bail!("{}", super::NO_SOUND)
+    }
+}
+
+/// Turns the wake word starts: TALK pressed for the device and the recording made a
+/// hands-free turn, as a tap does. `talk`, without a panel, lets TALK go when the
+/// speaker stops; with one, the panel does.
+async fn wake_turns(
+    mut woke: mpsc::Receiver<f32>,
+    handle: Handle,
+    hands_free: Arc<HandsFree>,
+    mut talk: Option<Talk>,
+) {
+    loop {
+        let ended = async {
+            match talk.as_mut() {
+                Some(talk) => talk.ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            heard = woke.recv() => {
+                if heard.is_none() {
+                    return;
+                }
+                if handle.snapshot().borrow().recording {
+                    continue;
+                }
+                if let Err(e) = handle.run(Command::Press(Button::Talk)).await {
+                    tracing::warn!("wake word: {e}");
+                    continue;
+                }
+                // Not recording after all (offline, say): TALK is let go at once.
+                if !hands_free.arm() {
+                    let _ = handle.run(Command::Release(Button::Talk)).await;
+                }
+            }
+            commands = ended => {
+                for command in commands {
+                    if let Err(e) = handle.run(command).await {
+                        tracing::warn!("wake word: {e}");
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -777,6 +848,107 @@ mod tests {
         panel.await.unwrap();
         handle.run(Command::Quit).await.unwrap();
         board.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wake_word_starts_a_turn_without_the_word_that_ends_when_the_speaker_stops() {
+        use crate::audio::speech_end::tests::silence;
+        use crate::wake_word::tests::{owner, takes};
+        let harness = Harness::start().await;
+        let text = format!(
+            "server = \"{}\"\nname = \"Kitchen\"\n[audio]\ninput = \"mic\"\noutput = \"speaker\"\n\
+             wake_word = true\n",
+            harness.url
+        );
+        let config = GadgetConfig::parse(&text).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let reference = crate::wake_word::train("hey herald", &takes()).unwrap();
+        std::fs::write(state.path().join(crate::wake_word::MODEL_FILE), reference).unwrap();
+
+        // Said as none of the takes was: the word, a pause, the request, a long silence.
+        let word = owner(155, 52, "hey herald");
+        let request = owner(155, 52, "Turn on the kitchen lights, please.");
+        let (word_s, request_s) = (seconds(word.len()), seconds(request.len()));
+        let sound = FakeSound {
+            // Heard once the device is online: a wake word before then wakes nothing.
+            clip: [silence(2.5), word, silence(0.6), request, silence(6.0)].concat(),
+            ..FakeSound::default()
+        };
+        let (woke_tx, woke) = mpsc::channel(1);
+        let spotter = spotter(state.path(), config.audio.wake_sensitivity).unwrap();
+        let ear = Ear::start(Box::new(sound.clone()), spotter, woke_tx);
+        let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
+        let live = Attentive::new(Box::new(ear), hands_free.clone(), true);
+        let (handle, board) = start(
+            &config,
+            state.path(),
+            &Outputs::new(&[]),
+            None,
+            Some(Box::new(live)),
+            false,
+        )
+        .unwrap();
+        let talk = Talk::new(Some((hands_free.clone(), ends)));
+        let wake = tokio::spawn(wake_turns(woke, handle.clone(), hands_free, Some(talk)));
+        until(&handle, "online", |s| s.phase == Phase::Online).await;
+        until(&handle, "recording", |s| s.recording).await;
+        until(&handle, "answered", |s| {
+            s.shown.lines.join(" ").contains("I heard")
+        })
+        .await;
+        let reply = handle.snapshot().borrow().replies.back().unwrap().clone();
+        let heard: f64 = reply
+            .trim_start_matches("I heard ")
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{reply}"));
+        // The request with the pause before it and the end silence (0.7 s), not the word.
+        let expected = 0.6 + request_s + 0.7;
+        assert!(
+            (expected - 0.7..=expected + 0.4).contains(&heard),
+            "heard {heard} s: the word {word_s:.2} s, the request {request_s:.2} s"
+        );
+        assert!(!handle.snapshot().borrow().recording, "TALK let go");
+        // The speaker said "listening" once, when the word was heard.
+        let listening: Vec<i16> = herald_media::cue::Cue::Listening
+            .render(DEVICE_RATE)
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        assert!(sound.played.lock().unwrap().starts_with(&listening));
+
+        wake.abort();
+        handle.run(Command::Quit).await.unwrap();
+        board.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wake_word_is_not_listened_for_while_the_gadget_speaks() {
+        use crate::audio::speech_end::tests::silence;
+        use crate::wake_word::tests::{owner, takes};
+        let reference = crate::wake_word::train("hey herald", &takes()).unwrap();
+        let said = [silence(0.5), owner(155, 52, "hey herald"), silence(1.0)].concat();
+        for speaking in [true, false] {
+            let sound = FakeSound {
+                clip: said.clone(),
+                ..FakeSound::default()
+            };
+            let spotter = crate::wake_word::Spotter::new(&reference, 0.4).unwrap();
+            let (woke_tx, mut woke) = mpsc::channel(1);
+            let mut ear = Ear::start(Box::new(sound.clone()), spotter, woke_tx);
+            if speaking {
+                // The reply plays while the word is said (its echo, on a real card).
+                ear.play(DEVICE_RATE, &silence(1.5));
+            }
+            sound.heard_all.notified().await;
+            let heard = tokio::time::timeout(Duration::from_millis(500), woke.recv()).await;
+            assert_eq!(heard.is_ok(), !speaking, "speaking: {speaking}");
+        }
+    }
+
+    fn seconds(samples: usize) -> f64 {
+        samples as f64 / f64::from(DEVICE_RATE)
     }
 }
 

@@ -89,7 +89,8 @@ pub fn run(
     }
 }
 
-fn spotter(state_dir: &Path, sensitivity: f32) -> anyhow::Result<Spotter> {
+/// A spotter for the reference kept in `state_dir`.
+pub fn spotter(state_dir: &Path, sensitivity: f32) -> anyhow::Result<Spotter> {
     let path = state_dir.join(MODEL_FILE);
     let reference = std::fs::read(&path).with_context(|| {
         format!(

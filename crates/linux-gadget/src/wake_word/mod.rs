@@ -18,6 +18,7 @@ use rustpotter::{
 use crate::audio::{level, DEVICE_RATE};
 
 pub mod commands;
+pub mod ear;
 
 /// Where the takes are kept, in the state directory.
 pub const TAKES_DIR: &str = "wake-word";
