@@ -12,7 +12,7 @@
 //! clock in; frames, effects and the next deadline out), which cannot do I/O, run by
 //! one session loop (`session`) that does it for both platforms; each platform adds
 //! only its own reads, commands and effects (`gadget::session`, `mobile::session`). A
-//! session owns its device's connection (`edge`, the network edge), so a connected device is one task
+//! session owns its device's connection (`herald-edge`, the network edge), so a connected device is one task
 //! whichever protocol it speaks. One hub type (`hub`) holds a platform's sessions and
 //! what they share (who the authorizer let in, the waiting room, cards, the upload
 //! budget); what both platforms use (the store, metrics, inbox and agent backend) is
@@ -29,7 +29,6 @@ mod authorized;
 mod calls;
 pub mod config;
 mod devices;
-mod edge;
 #[cfg(test)]
 mod fake_authorizer;
 mod fleet;
@@ -40,9 +39,7 @@ mod inbox;
 mod mobile;
 pub mod net;
 mod notify;
-mod places;
 mod questions;
-mod queue;
 mod router;
 mod session;
 #[cfg(test)]
@@ -54,6 +51,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 // Crates of their own, as the tools share them; here they keep their module names.
+use herald_edge as edge;
+use herald_edge::{places, queue};
 use herald_files as files;
 use herald_labels as labels;
 use herald_metrics as metrics;

@@ -9,7 +9,7 @@
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
-pub(crate) use herald_pages::{Page, HEALTH};
+pub use herald_pages::{Page, HEALTH};
 
 /// The largest request head accepted; devices and browsers send well under 2 KiB.
 const MAX_HEAD: usize = 8 * 1024;
@@ -17,7 +17,7 @@ const MAX_HEAD: usize = 8 * 1024;
 const MAX_HEADERS: usize = 32;
 /// What Herald needs of a request head.
 #[derive(Debug, Default)]
-pub(crate) struct Head {
+pub struct Head {
     pub method: String,
     /// Without the query, and without one trailing slash (`/gadget/` is `/gadget`).
     pub path: String,
@@ -33,7 +33,7 @@ pub(crate) struct Head {
 
 /// Why a request head could not be read.
 #[derive(Debug)]
-pub(crate) enum HeadError {
+pub enum HeadError {
     /// Not HTTP, or too large: answered with this status before closing.
     Bad(u16, &'static str),
     /// The peer closed or the read failed: nothing to answer.
@@ -66,7 +66,7 @@ impl Head {
 
 /// Read one request head. Bytes after it are returned too: a client may send its first
 /// frame without waiting for the `101`.
-pub(crate) async fn read_head<S>(stream: &mut S) -> Result<(Head, Vec<u8>), HeadError>
+pub async fn read_head<S>(stream: &mut S) -> Result<(Head, Vec<u8>), HeadError>
 where
     S: AsyncRead + Unpin,
 {
@@ -134,7 +134,7 @@ impl Head {
 }
 
 /// `/gadget/` as devices type it is `/gadget`; `/` stays `/`.
-pub(crate) fn normalize(path: &str) -> &str {
+pub fn normalize(path: &str) -> &str {
     match path.strip_suffix('/') {
         Some(stripped) if !stripped.is_empty() => stripped,
         _ => path,
@@ -143,7 +143,7 @@ pub(crate) fn normalize(path: &str) -> &str {
 
 /// Accept a WebSocket upgrade: write the `101`, echoing `subprotocol` when given.
 /// Returns the status and reason to refuse with when the request is not a valid upgrade.
-pub(crate) async fn accept_upgrade<S>(
+pub async fn accept_upgrade<S>(
     stream: &mut S,
     head: &Head,
     subprotocol: Option<&str>,
@@ -173,13 +173,13 @@ where
 }
 
 #[derive(Debug)]
-pub(crate) enum UpgradeError {
+pub enum UpgradeError {
     Refused(u16, &'static str),
     Gone,
 }
 
 /// A complete plain response; the connection closes after it.
-pub(crate) struct Response<'a> {
+pub struct Response<'a> {
     pub status: u16,
     pub content_type: &'a str,
     pub body: &'a [u8],
@@ -199,7 +199,7 @@ impl<'a> Response<'a> {
 }
 
 /// Write `response` (without its body for `HEAD`), then close.
-pub(crate) async fn respond<S>(stream: &mut S, response: Response<'_>, head_only: bool)
+pub async fn respond<S>(stream: &mut S, response: Response<'_>, head_only: bool)
 where
     S: AsyncWrite + Unpin,
 {

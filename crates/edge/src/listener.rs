@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, warn};
 
-use crate::edge::http::{self, Head, HeadError, Page, Response, UpgradeError};
+use crate::http::{self, Head, HeadError, Page, Response, UpgradeError};
 use crate::places::{AddrPlace, AddrPlaces};
 
 /// Time allowed for TLS plus the HTTP upgrade.
@@ -23,7 +23,7 @@ const UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a transport accepts.
 #[derive(Clone)]
-pub(crate) struct Endpoint {
+pub struct Endpoint {
     pub path: String,
     /// Echoed when the client offers it; clients that offer none are still accepted.
     pub subprotocol: Option<&'static str>,
@@ -39,7 +39,7 @@ pub(crate) struct Endpoint {
 /// A transport's side of an upgraded connection: `handle` runs the protocol's
 /// handshake and returns once the connection is admitted or refused, leaving the
 /// connection's own tasks running.
-pub(crate) trait Handler: Send + Sync + 'static {
+pub trait Handler: Send + Sync + 'static {
     fn handle<S>(
         self: Arc<Self>,
         ws: WebSocketStream<S>,
@@ -49,7 +49,7 @@ pub(crate) trait Handler: Send + Sync + 'static {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 }
 
-pub(crate) async fn run<H: Handler>(
+pub async fn run<H: Handler>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     endpoint: Endpoint,

@@ -22,11 +22,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info};
 
-use crate::edge::socket::{self, Outgoing, SendQueue, SendQueueReader};
-use crate::metrics::Metrics;
+use crate::socket::{self, Outgoing, SendQueue, SendQueueReader};
+use herald_metrics::Metrics;
 
 /// A WebSocket, whatever carries it (plain or TLS).
-pub(crate) trait Socket:
+pub trait Socket:
     Stream<Item = Result<Message, tungstenite::Error>>
     + Sink<Message, Error = tungstenite::Error>
     + Send
@@ -43,7 +43,7 @@ impl<T> Socket for T where
 }
 
 /// How a platform reads what its devices send.
-pub(crate) trait Transport: 'static {
+pub trait Transport: 'static {
     /// A message from the device, as its session hears it: a frame, or why it is none.
     type Message;
     const PLATFORM: Platform;
@@ -57,7 +57,7 @@ pub(crate) trait Transport: 'static {
 }
 
 /// What the device did, as its session hears it.
-pub(crate) enum Read<M> {
+pub enum Read<M> {
     Message(M),
     /// A control frame: proof of life only.
     Alive,
@@ -69,26 +69,26 @@ pub(crate) enum Read<M> {
 
 /// An admitted device's connection: its socket, and the outbox tasks beside the session
 /// write into.
-pub(crate) struct Connection<T> {
+pub struct Connection<T> {
     /// The hub's id of this connection.
-    pub(crate) id: u64,
+    pub id: u64,
     ws: Pin<Box<dyn Socket>>,
     /// Frames other tasks queue for the device, and the session's own behind them
     /// while any wait. Made when a task first asks for it and given up once it is empty
     /// and no task holds it, so an idle device keeps none.
     outbox: Option<(SendQueue, SendQueueReader)>,
-    pub(crate) peer: SocketAddr,
+    pub peer: SocketAddr,
     transport: PhantomData<fn() -> T>,
 }
 
 /// What a connection has for its session.
-pub(crate) enum Next<R> {
+pub enum Next<R> {
     Read(R),
     Write(Outgoing),
 }
 
 impl<T: Transport> Connection<T> {
-    pub(crate) fn new(id: u64, ws: impl Socket + 'static, peer: SocketAddr) -> Box<Self> {
+    pub fn new(id: u64, ws: impl Socket + 'static, peer: SocketAddr) -> Box<Self> {
         Box::new(Connection {
             id,
             ws: Box::pin(ws),
@@ -99,14 +99,14 @@ impl<T: Transport> Connection<T> {
     }
 
     /// The outbox, for a task that writes to the device beside the session.
-    pub(crate) fn queue(&mut self) -> SendQueue {
+    pub fn queue(&mut self) -> SendQueue {
         let (queue, _) = self.outbox.get_or_insert_with(socket::send_queue);
         queue.clone()
     }
 
     /// What the connection has next for the session: a read from the device, or a frame
     /// from the outbox to write. Safe to cancel: nothing is lost.
-    pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
+    pub async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
         tokio::select! {
             read = self.ws.next() => Next::Read(decode::<T>(read, metrics)),
             Some(out) = queued(&mut self.outbox) => Next::Write(out),
@@ -114,7 +114,7 @@ impl<T: Transport> Connection<T> {
     }
 
     /// The outbox's next frame; never, without an outbox. Safe to cancel.
-    pub(crate) async fn next_queued(&mut self) -> Outgoing {
+    pub async fn next_queued(&mut self) -> Outgoing {
         match queued(&mut self.outbox).await {
             Some(out) => out,
             None => std::future::pending().await,
@@ -123,7 +123,7 @@ impl<T: Transport> Connection<T> {
 
     /// Write `out`, taken from the outbox; false once the connection takes no more.
     /// An outbox left empty that no task holds any more is given up.
-    pub(crate) async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+    pub async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
         let outbox = self.outbox.as_ref().map(|(_, outbox)| outbox);
         let open = socket::write_frame(&mut self.ws, out, outbox, metrics, T::PLATFORM).await;
         self.outbox
@@ -140,7 +140,7 @@ impl<T: Transport> Connection<T> {
     /// what does. A full outbox is made room in by writing from its head, as nobody
     /// else drains it while the session is here. False once the connection takes no
     /// more.
-    pub(crate) async fn send(&mut self, mut out: Outgoing, metrics: &Metrics) -> bool {
+    pub async fn send(&mut self, mut out: Outgoing, metrics: &Metrics) -> bool {
         loop {
             let Some((queue, outbox)) = &mut self.outbox else {
                 return self.write_now(out, metrics).await;
@@ -162,7 +162,7 @@ impl<T: Transport> Connection<T> {
     /// The end of the connection: write what is left for it (its close among it), then
     /// give the device a grace to close in turn. Run on a task of its own, so the
     /// session goes on meanwhile.
-    pub(crate) async fn goodbye(mut self: Box<Self>, metrics: Arc<Metrics>) {
+    pub async fn goodbye(mut self: Box<Self>, metrics: Arc<Metrics>) {
         while let Some(out) = self
             .outbox
             .as_mut()
@@ -177,7 +177,7 @@ impl<T: Transport> Connection<T> {
     }
 
     /// Say the device is gone; the connection goes with its owner.
-    pub(crate) fn disconnected(&self) {
+    pub fn disconnected(&self) {
         let platform = T::PLATFORM.as_str();
         info!(peer = %self.peer, conn = self.id, platform, "device disconnected");
     }
@@ -223,7 +223,7 @@ fn decode<T: Transport>(
 
 /// A session's connections: the device's, while it has one, and the one a new
 /// connection replaced, until the core's close for it is written.
-pub(crate) struct Connections<T> {
+pub struct Connections<T> {
     current: Option<Box<Connection<T>>>,
     replaced: Option<Box<Connection<T>>>,
 }
@@ -239,16 +239,16 @@ impl<T> Default for Connections<T> {
 
 impl<T: Transport> Connections<T> {
     /// `conn` takes over; the one it replaces is kept until [`Connections::settle`].
-    pub(crate) fn attach(&mut self, conn: Box<Connection<T>>) {
+    pub fn attach(&mut self, conn: Box<Connection<T>>) {
         self.replaced = self.current.replace(conn);
     }
 
-    pub(crate) fn current(&mut self) -> Option<&mut Connection<T>> {
+    pub fn current(&mut self) -> Option<&mut Connection<T>> {
         self.current.as_deref_mut()
     }
 
     /// What the current connection has next; never, without one.
-    pub(crate) async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
+    pub async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
         match &mut self.current {
             Some(conn) => conn.next(metrics).await,
             None => std::future::pending().await,
@@ -256,7 +256,7 @@ impl<T: Transport> Connections<T> {
     }
 
     /// Write `out`, from the current connection's outbox; false once it takes no more.
-    pub(crate) async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+    pub async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
         match &mut self.current {
             Some(conn) => conn.write_queued(out, metrics).await,
             None => true,
@@ -265,7 +265,7 @@ impl<T: Transport> Connections<T> {
 
     /// Send `out` to connection `id`; dropped when that connection is gone. False once
     /// the current connection `id` takes no more.
-    pub(crate) async fn send(&mut self, id: u64, out: Outgoing, metrics: &Metrics) -> bool {
+    pub async fn send(&mut self, id: u64, out: Outgoing, metrics: &Metrics) -> bool {
         if let Some(old) = self.replaced.as_mut().filter(|c| c.id == id) {
             old.send(out, metrics).await;
             return true;
@@ -277,7 +277,7 @@ impl<T: Transport> Connections<T> {
     }
 
     /// The current connection broke: it is let go.
-    pub(crate) fn let_go(&mut self) {
+    pub fn let_go(&mut self) {
         if let Some(conn) = self.current.take() {
             conn.disconnected();
         }
@@ -285,7 +285,7 @@ impl<T: Transport> Connections<T> {
 
     /// The core's output is written: the replaced connection, and the current one once
     /// the core is done with it, say goodbye on tasks of their own.
-    pub(crate) fn settle(&mut self, core: &impl SessionCore, metrics: &Arc<Metrics>) {
+    pub fn settle(&mut self, core: &impl SessionCore, metrics: &Arc<Metrics>) {
         let ended = self.current.take_if(|conn| !core.is_current(conn.id));
         for conn in [self.replaced.take(), ended].into_iter().flatten() {
             tokio::spawn(conn.goodbye(metrics.clone()));
@@ -294,7 +294,7 @@ impl<T: Transport> Connections<T> {
 }
 
 /// A core's frame as the WebSocket writes it.
-pub(crate) fn outgoing(frame: Frame) -> Outgoing {
+pub fn outgoing(frame: Frame) -> Outgoing {
     match frame {
         Frame::Text(text) => Outgoing::Text(text),
         Frame::Close(close, reason) => Outgoing::Close(close_code(close), reason),
@@ -303,7 +303,7 @@ pub(crate) fn outgoing(frame: Frame) -> Outgoing {
 }
 
 /// The WebSocket close code for a core's reason to close.
-pub(crate) fn close_code(close: Close) -> CloseCode {
+pub fn close_code(close: Close) -> CloseCode {
     match close {
         Close::Normal => CloseCode::Normal,
         Close::Away => CloseCode::Away,
@@ -323,7 +323,7 @@ mod tests {
     use tokio_tungstenite::WebSocketStream;
 
     use super::*;
-    use crate::edge::socket::OUTBOX;
+    use crate::socket::OUTBOX;
 
     /// A transport whose messages are the text they came as.
     enum Raw {}

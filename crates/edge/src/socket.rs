@@ -1,5 +1,5 @@
 //! Writing to a client, as every transport does it: a connection's bounded outbox is
-//! drained to the socket by the device's session (`crate::edge::connection`), so a slow client
+//! drained to the socket by the device's session (`crate::connection`), so a slow client
 //! makes the tasks that write to it wait instead of growing a buffer.
 //!
 //! The outbox is bounded twice: in frames by its channel and in bytes by
@@ -20,24 +20,20 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
-use crate::metrics::Metrics;
 use crate::queue;
+use herald_metrics::Metrics;
 
 /// Frames waiting for a slow client before the session has to wait too.
-pub(crate) const OUTBOX: usize = 32;
+pub const OUTBOX: usize = 32;
 /// Bytes waiting for a slow client before the tasks writing to it have to wait too. The
 /// largest frame still goes, one at a time.
-pub(crate) const OUTBOX_BYTES: usize = 256 * 1024;
+pub const OUTBOX_BYTES: usize = 256 * 1024;
 /// How long a closed connection may take to say goodbye.
-pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Send `error` (an encoded error frame), then close with `code` and `reason`.
-pub(crate) async fn refuse<S>(
-    ws: &mut WebSocketStream<S>,
-    error: String,
-    code: CloseCode,
-    reason: &str,
-) where
+pub async fn refuse<S>(ws: &mut WebSocketStream<S>, error: String, code: CloseCode, reason: &str)
+where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let close = CloseFrame {
@@ -51,7 +47,7 @@ pub(crate) async fn refuse<S>(
 
 /// After our close, let the client's close reply arrive so it sees a clean close, but
 /// not forever.
-pub(crate) async fn await_close_reply<W>(ws: &mut W)
+pub async fn await_close_reply<W>(ws: &mut W)
 where
     W: futures_util::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
 {
@@ -63,7 +59,7 @@ where
 
 /// A frame for the socket, or what to do with it.
 #[derive(Debug)]
-pub(crate) enum Outgoing {
+pub enum Outgoing {
     Text(String),
     /// A binary media frame, header included.
     Binary(Vec<u8>),
@@ -85,7 +81,7 @@ impl Outgoing {
 
 /// Nobody drains the outbox any more: the connection is over.
 #[derive(Debug)]
-pub(crate) struct Closed;
+pub struct Closed;
 
 /// Bytes in the outbox, shared by its two ends.
 #[derive(Default)]
@@ -97,25 +93,25 @@ struct Queued {
 
 /// A session's end of a connection's outbox.
 #[derive(Clone)]
-pub(crate) struct SendQueue {
+pub struct SendQueue {
     tx: queue::Sender<Outgoing>,
     queued: Arc<Queued>,
 }
 
 /// The end the connection's session drains.
-pub(crate) struct SendQueueReader {
+pub struct SendQueueReader {
     rx: queue::Receiver<Outgoing>,
     queued: Arc<Queued>,
 }
 
 /// Room for one frame, reserved in advance (firmware frames wait for it beside the
 /// session's mailbox).
-pub(crate) struct Room {
+pub struct Room {
     permit: queue::Permit<Outgoing>,
     queued: Arc<Queued>,
 }
 
-pub(crate) fn send_queue() -> (SendQueue, SendQueueReader) {
+pub fn send_queue() -> (SendQueue, SendQueueReader) {
     let (tx, rx) = queue::channel(OUTBOX);
     let queued = Arc::new(Queued::default());
     (
@@ -131,14 +127,14 @@ impl SendQueue {
     /// Queue `out`, waiting while the outbox is full in frames or in bytes. The slot is
     /// taken before the bytes are counted, with no wait between, so a send dropped while
     /// it waits (a stopped speech) leaves the count as it was.
-    pub(crate) async fn send(&self, out: Outgoing) -> Result<(), Closed> {
+    pub async fn send(&self, out: Outgoing) -> Result<(), Closed> {
         self.clone().reserve().await?.send(out);
         Ok(())
     }
 
     /// Queue `out` if the outbox has room for it now; it comes back if not (or if the
     /// writer is gone, which the next write finds out).
-    pub(crate) fn try_send(&self, out: Outgoing) -> Result<(), Outgoing> {
+    pub fn try_send(&self, out: Outgoing) -> Result<(), Outgoing> {
         if self.queued.bytes.load(Ordering::Acquire) >= OUTBOX_BYTES {
             return Err(out);
         }
@@ -153,12 +149,12 @@ impl SendQueue {
     }
 
     /// No clone of this end is held elsewhere (nor a room reserved with one).
-    pub(crate) fn is_unshared(&self) -> bool {
+    pub fn is_unshared(&self) -> bool {
         self.tx.is_only_sender()
     }
 
     /// Room for one frame, once there is some.
-    pub(crate) async fn reserve(self) -> Result<Room, Closed> {
+    pub async fn reserve(self) -> Result<Room, Closed> {
         self.bytes_room().await?;
         let permit = self.tx.reserve_owned().await.map_err(|_| Closed)?;
         Ok(Room {
@@ -188,7 +184,7 @@ impl SendQueue {
 }
 
 impl Room {
-    pub(crate) fn send(self, out: Outgoing) {
+    pub fn send(self, out: Outgoing) {
         self.queued.bytes.fetch_add(out.len(), Ordering::AcqRel);
         // A closed queue means the connection is over; nothing is waiting for the bytes.
         let _ = self.permit.send(out);
@@ -196,16 +192,16 @@ impl Room {
 }
 
 impl SendQueueReader {
-    pub(crate) async fn recv(&mut self) -> Option<Outgoing> {
+    pub async fn recv(&mut self) -> Option<Outgoing> {
         self.rx.recv().await
     }
 
     /// The next frame if one waits now.
-    pub(crate) fn try_recv(&mut self) -> Option<Outgoing> {
+    pub fn try_recv(&mut self) -> Option<Outgoing> {
         self.rx.try_recv()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.queued.bytes.load(Ordering::Acquire) == 0 && self.rx.is_empty()
     }
 
@@ -221,11 +217,11 @@ impl SendQueueReader {
 /// The longest one frame may take to leave. A peer that stops reading fills its socket,
 /// then this deadline ends the connection: its session lets it go, the waits on its
 /// outbox end with it, and nothing the peer will never read is kept.
-pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(15);
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Write one frame of `outbox`; false once the connection takes no more: a close was
 /// sent, the write failed, or the peer stopped reading (see [`SEND_TIMEOUT`]).
-pub(crate) async fn write_frame<W>(
+pub async fn write_frame<W>(
     sink: &mut W,
     out: Outgoing,
     outbox: Option<&SendQueueReader>,

@@ -67,7 +67,7 @@ impl<T> Shared<T> {
 }
 
 /// A queue of at most `capacity` items; see the module docs.
-pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         items: Mutex::new(VecDeque::new()),
         room: Semaphore::new(capacity),
@@ -86,15 +86,15 @@ pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
 
 /// The queue is closed: the value comes back.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Closed<T>(pub T);
+pub struct Closed<T>(pub T);
 
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum TrySendError<T> {
+pub enum TrySendError<T> {
     Full(T),
     Closed(T),
 }
 
-pub(crate) struct Sender<T> {
+pub struct Sender<T> {
     shared: Arc<Shared<T>>,
 }
 
@@ -117,7 +117,7 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Sender<T> {
     /// Queue `value`, waiting while the queue is full.
-    pub(crate) async fn send(&self, value: T) -> Result<(), Closed<T>> {
+    pub async fn send(&self, value: T) -> Result<(), Closed<T>> {
         match self.shared.room.acquire().await {
             Ok(slot) => slot.forget(),
             Err(_) => return Err(Closed(value)),
@@ -126,7 +126,7 @@ impl<T> Sender<T> {
     }
 
     /// Queue `value` if there is room now.
-    pub(crate) fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+    pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
         match self.shared.room.try_acquire() {
             Ok(slot) => slot.forget(),
             Err(TryAcquireError::NoPermits) => return Err(TrySendError::Full(value)),
@@ -136,7 +136,7 @@ impl<T> Sender<T> {
     }
 
     /// A slot for one item, once there is one.
-    pub(crate) async fn reserve_owned(self) -> Result<Permit<T>, Closed<()>> {
+    pub async fn reserve_owned(self) -> Result<Permit<T>, Closed<()>> {
         match self.shared.room.acquire().await {
             Ok(slot) => slot.forget(),
             Err(_) => return Err(Closed(())),
@@ -145,7 +145,7 @@ impl<T> Sender<T> {
     }
 
     /// Done once the receiver has closed the queue or gone away.
-    pub(crate) async fn closed(&self) {
+    pub async fn closed(&self) {
         loop {
             // Waiting from its creation, so a close between it and the check wakes it.
             let gone = self.shared.gone.notified();
@@ -157,24 +157,24 @@ impl<T> Sender<T> {
     }
 
     /// No other sender (nor a permit taken with one) exists.
-    pub(crate) fn is_only_sender(&self) -> bool {
+    pub fn is_only_sender(&self) -> bool {
         self.shared.senders.load(Ordering::Acquire) == 1
     }
 
-    pub(crate) fn same_channel(&self, other: &Sender<T>) -> bool {
+    pub fn same_channel(&self, other: &Sender<T>) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 }
 
 /// A slot taken in advance: [`Permit::send`] fills it; dropped unused, it is free again.
-pub(crate) struct Permit<T> {
+pub struct Permit<T> {
     sender: Option<Sender<T>>,
 }
 
 impl<T> Permit<T> {
     /// Queue `value` in the slot; the sender comes back, unless the queue closed
     /// meanwhile (the value is dropped then, as the receiver would never see it).
-    pub(crate) fn send(mut self, value: T) -> Option<Sender<T>> {
+    pub fn send(mut self, value: T) -> Option<Sender<T>> {
         let sender = self.sender.take()?;
         sender.shared.push(value).ok().map(|()| sender)
     }
@@ -188,14 +188,14 @@ impl<T> Drop for Permit<T> {
     }
 }
 
-pub(crate) struct Receiver<T> {
+pub struct Receiver<T> {
     shared: Arc<Shared<T>>,
 }
 
 impl<T> Receiver<T> {
     /// The next item; `None` once the queue is closed (or every sender is gone) and
     /// what was queued before has been received. Safe to cancel: nothing is lost.
-    pub(crate) async fn recv(&mut self) -> Option<T> {
+    pub async fn recv(&mut self) -> Option<T> {
         let shared = &*self.shared;
         loop {
             // Made before looking, so a push between the look and the wait wakes it.
@@ -213,16 +213,16 @@ impl<T> Receiver<T> {
     }
 
     /// The next item if one waits now.
-    pub(crate) fn try_recv(&mut self) -> Option<T> {
+    pub fn try_recv(&mut self) -> Option<T> {
         self.shared.pop()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.shared.items().is_empty()
     }
 
     /// Refuse new items; those already queued can still be received.
-    pub(crate) fn close(&mut self) {
+    pub fn close(&mut self) {
         {
             let _items = self.shared.items();
             self.shared.closed.store(true, Ordering::Release);

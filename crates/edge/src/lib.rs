@@ -8,13 +8,20 @@
 //!   socket, reads decoded by the platform's [`connection::Transport`], and the outbox
 //!   other tasks write into;
 //! - [`socket`] writes to a client through that bounded outbox, so a slow client makes
-//!   its writers wait instead of growing a buffer.
+//!   its writers wait instead of growing a buffer;
+//! - [`queue`] is the bounded queue under the outbox and the sessions' mailboxes, and
+//!   [`places`] the caps on what one source address may hold at once.
 //!
-//! Nothing here knows a protocol's frames or a session's rules; the platforms
-//! (`crate::gadget`, `crate::mobile`) and the session loop (`crate::session`) sit on it.
+//! Nothing here knows a protocol's frames or a session's rules; the platforms and the
+//! session loop (in `herald-server`) sit on it. A crate of its own, so what touches the
+//! network can be read, and is rebuilt, apart from the rest of the server.
 
-pub(crate) mod connection;
-pub(crate) mod http;
-pub(crate) mod listener;
-pub(crate) mod socket;
-pub(crate) mod tls;
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod connection;
+pub mod http;
+pub mod listener;
+pub mod places;
+pub mod queue;
+pub mod socket;
+pub mod tls;

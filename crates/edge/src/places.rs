@@ -7,19 +7,19 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Default)]
-pub(crate) struct AddrPlaces {
+pub struct AddrPlaces {
     held: Mutex<HashMap<IpAddr, usize>>,
 }
 
 /// One place, given back when dropped.
-pub(crate) struct AddrPlace {
+pub struct AddrPlace {
     places: Arc<AddrPlaces>,
     addr: IpAddr,
 }
 
 impl AddrPlaces {
     /// A place for `addr` if `allowed(held here, held in all)` says so.
-    pub(crate) fn take(
+    pub fn take(
         places: &Arc<AddrPlaces>,
         addr: IpAddr,
         allowed: impl FnOnce(usize, usize) -> bool,
@@ -38,7 +38,7 @@ impl AddrPlaces {
     }
 
     #[cfg(test)]
-    pub(crate) fn addresses(&self) -> usize {
+    pub fn addresses(&self) -> usize {
         self.lock().len()
     }
 
