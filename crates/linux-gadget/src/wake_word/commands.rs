@@ -10,7 +10,8 @@ use herald_gadget_proto::limits::AUDIO_FRAME_MS;
 use herald_media::audio::{Decoder, FrameStream};
 
 use super::{
-    take, train, Spotter, DEFAULT_SENSITIVITY, MAX_TAKES, MIN_TAKES, MODEL_FILE, TAKES_DIR,
+    take, train, Spotter, WakeError, DEFAULT_SENSITIVITY, MAX_TAKES, MIN_TAKES, MODEL_FILE,
+    TAKES_DIR,
 };
 use crate::audio::DEVICE_RATE;
 
@@ -99,7 +100,13 @@ pub fn spotter(state_dir: &Path, sensitivity: f32) -> anyhow::Result<Spotter> {
             path.display()
         )
     })?;
-    Ok(Spotter::new(&reference, sensitivity)?)
+    Spotter::new(&reference, sensitivity).map_err(|err| match err {
+        WakeError::Reference(why) => anyhow::anyhow!(
+            "the wake word at {} is damaged ({why}): make it again (herald gadget wake-word train)",
+            path.display()
+        ),
+        other => other.into(),
+    })
 }
 
 /// A sound file as 16 kHz mono samples.
@@ -411,10 +418,13 @@ mod tests {
         assert_eq!(report.false_wakes, 0, "{report:?}");
         assert!(report.busy_s > 0.0 && report.sound_s > report.other_s);
 
-        // No reference yet: the error says how to make one.
+        // No reference yet: the error says how to make one; a damaged one names its file.
         let empty = tempfile::tempdir().unwrap();
         let err = spotter_error(empty.path());
         assert!(err.contains("wake-word record"), "{err}");
+        std::fs::write(empty.path().join(MODEL_FILE), b"\x00\x01 not a reference").unwrap();
+        let err = spotter_error(empty.path());
+        assert!(err.contains(MODEL_FILE) && err.contains("damaged"), "{err}");
     }
 
     fn spotter_error(dir: &Path) -> String {

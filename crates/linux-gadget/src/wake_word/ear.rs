@@ -1,12 +1,17 @@
 //! The microphone kept open for the wake word.
 //!
 //! [`Ear`] stands between the sound cards and the rest: it opens the microphone once and
-//! keeps it open, giving what it hears to the [`Spotter`] or, while the device records,
-//! to the recording instead (so a turn after the word starts without opening the card
-//! again, and the word itself is never part of it). While the gadget's own speaker plays
-//! (and a moment after, for the card's buffer), the spotter is not listening: the gadget
-//! never wakes to its own voice; TALK still interrupts it. A microphone that fails is
-//! opened again a little later.
+//! keeps it open, giving what it hears to a [`Spotter`] or, while the device records, to
+//! the recording instead (so a turn after the word starts without opening the card
+//! again, and the word itself is never part of it). A microphone that fails is opened
+//! again a little later.
+//!
+//! While the gadget speaks, the word still interrupts it (barge-in), but the gadget
+//! must not wake to its own voice, which the microphone hears too. It knows what it
+//! says: a second spotter listens to the sound it sends to the speaker, and a word heard
+//! by the microphone shortly after the gadget itself said it is taken for the echo and
+//! ignored. No echo is cancelled: a word the owner says over the gadget's own saying of
+//! it is lost, which is rare.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -20,9 +25,10 @@ use herald_sim::runner::LiveSound;
 
 /// Mic frames queued for a recording (2.5 s).
 const MIC_QUEUE: usize = 64;
-/// How long after the speaker's last sound the spotter listens again: the card's own
-/// buffer still plays (PulseAudio keeps up to about 2 s).
-const ECHO_TAIL: Duration = Duration::from_millis(2000);
+/// How long after the gadget said the word a word from the microphone may be its echo:
+/// what is queued for the speaker plays up to 0.5 s later (the server's lead) and the
+/// card's buffer holds up to about 2 s more (PulseAudio's).
+const ECHO_WINDOW: Duration = Duration::from_millis(3000);
 /// How long a failed microphone rests before it is opened again.
 const REOPEN: Duration = Duration::from_secs(2);
 
@@ -33,8 +39,8 @@ struct Shared {
     cards: Mutex<Box<dyn LiveSound>>,
     /// The recording going on, if any.
     recording: Mutex<Option<Frames>>,
-    /// Until when the speaker is (still) heard.
-    speaking_until: Mutex<Instant>,
+    /// Listens to what the gadget says, and when it last said the word.
+    own_voice: Mutex<(Spotter, Option<Instant>)>,
 }
 
 fn locked<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -47,14 +53,20 @@ pub struct Ear {
 }
 
 impl Ear {
-    /// Opens the microphone of `cards` and listens with `spotter`; each time the word is
-    /// heard (and no recording is going on), `woke` is told. Listening stops when `woke`
-    /// is dropped.
-    pub fn start(cards: Box<dyn LiveSound>, spotter: Spotter, woke: mpsc::Sender<f32>) -> Ear {
+    /// Opens the microphone of `cards` and listens with `spotter`, and to what the gadget
+    /// says with `own_voice` (a spotter for the same word); each time the word is heard
+    /// (and no recording is going on) `woke` is told its score. Listening stops when
+    /// `woke` is dropped.
+    pub fn start(
+        cards: Box<dyn LiveSound>,
+        spotter: Spotter,
+        own_voice: Spotter,
+        woke: mpsc::Sender<f32>,
+    ) -> Ear {
         let shared = Arc::new(Shared {
             cards: Mutex::new(cards),
             recording: Mutex::new(None),
-            speaking_until: Mutex::new(Instant::now()),
+            own_voice: Mutex::new((own_voice, None)),
         });
         tokio::spawn(listen(shared.clone(), spotter, woke));
         Ear { shared }
@@ -84,15 +96,20 @@ async fn listen(shared: Arc<Shared>, mut spotter: Spotter, woke: mpsc::Sender<f3
                     break;
                 }
             };
-            if Instant::now() < *locked(&shared.speaking_until) {
-                spotter.reset();
+            let Some(found) = spotter.hear(&samples) else {
+                continue;
+            };
+            spotter.reset();
+            let said = locked(&shared.own_voice).1;
+            if said.is_some_and(|at| at.elapsed() < ECHO_WINDOW) {
+                tracing::debug!(
+                    score = found.score,
+                    "the wake word in the gadget's own voice: ignored"
+                );
                 continue;
             }
-            if let Some(found) = spotter.hear(&samples) {
-                tracing::info!(score = found.score, "heard the wake word");
-                spotter.reset();
-                let _ = woke.try_send(found.score);
-            }
+            tracing::info!(score = found.score, "heard the wake word");
+            let _ = woke.try_send(found.score);
         }
         // A recording of a microphone that is gone ends with it.
         locked(&shared.recording).take();
@@ -116,20 +133,18 @@ impl LiveSound for Ear {
     }
 
     fn play(&mut self, rate: u32, samples: &[i16]) {
-        let length = Duration::from_secs_f64(samples.len() as f64 / f64::from(rate.max(1)));
-        {
-            let mut until = locked(&self.shared.speaking_until);
-            // Queued after what plays now, and heard until the card's buffer is out.
-            let now = Instant::now();
-            let start = until.checked_sub(ECHO_TAIL).unwrap_or(now).max(now);
-            *until = start + length + ECHO_TAIL;
+        // The speaker plays at the device's rate, as the microphone records.
+        if rate == DEVICE_RATE {
+            let mut own_voice = locked(&self.shared.own_voice);
+            if own_voice.0.hear(samples).is_some() {
+                own_voice.0.reset();
+                own_voice.1 = Some(Instant::now());
+            }
         }
         locked(&self.shared.cards).play(rate, samples);
     }
 
     fn stop_playback(&mut self) {
-        let mut until = locked(&self.shared.speaking_until);
-        *until = (*until).min(Instant::now() + ECHO_TAIL);
         locked(&self.shared.cards).stop_playback();
     }
 }
