@@ -45,6 +45,12 @@ var ui = {
   actionAbout: $("action-about"),
   actionArgs: $("action-args"),
   actionResult: $("action-result"),
+  ownerBox: $("owner-box"),
+  ownerForm: $("owner-form"),
+  ownerName: $("owner-name"),
+  ownerClear: $("owner-clear"),
+  ownerError: $("owner-error"),
+  people: $("people"),
   deviceResult: $("device-result"),
   forget: $("forget"),
   stopNotifications: $("stop-notifications"),
@@ -154,6 +160,10 @@ async function api(method, path, body) {
   }
   return data;
 }
+function failedIn(where, err) {
+  if (err instanceof ApiFailure && err.status === 401) return;
+  where.textContent = err instanceof Error ? err.message : String(err);
+}
 async function attempt(what) {
   try {
     await what();
@@ -198,12 +208,14 @@ function connectLive() {
   on("devices", (d) => {
     state.devices = d;
     drawDevices();
+    drawPeople();
     drawFirmwareDevices();
     refreshDevice(false);
   });
   on("phones", (p) => {
     state.phones = p;
     drawDevices();
+    drawPeople();
     refreshDevice(false);
   });
   on("pairing", (p) => {
@@ -373,6 +385,26 @@ function drawDevices() {
     ui.phonesEmpty
   );
 }
+function drawPeople() {
+  const phones = /* @__PURE__ */ new Map();
+  for (const p of state.phones) phones.set(p.user_id, [...phones.get(p.user_id) ?? [], p.name ?? p.id]);
+  for (const d of state.devices) if (d.owner !== null && !phones.has(d.owner)) phones.set(d.owner, []);
+  const options = [...phones.keys()].sort().map((person) => {
+    const has = phones.get(person) ?? [];
+    return el("option", has.length ? { value: person, label: `${person}: ${has.join(", ")}` } : { value: person });
+  });
+  ui.people.replaceChildren(...options);
+}
+var ownerFields = /* @__PURE__ */ new Map();
+function ownerCell(p) {
+  if (p.platform !== "gadget") return el("td", {}, "—");
+  let input = ownerFields.get(p.user_id);
+  if (!input) {
+    input = el("input", { class: "owner", list: "people", autocomplete: "off", spellcheck: "false", placeholder: "nobody yet" });
+    ownerFields.set(p.user_id, input);
+  }
+  return el("td", {}, el("label", {}, el("span", { class: "sr-only" }, `Owner of ${p.user_name ?? p.user_id}`), input));
+}
 function who(p) {
   const gadget = p.platform === "gadget" && state.devices.some((d) => d.id === p.user_id);
   const label = p.user_name ? `${p.user_name} (${p.user_id})` : p.user_id;
@@ -386,6 +418,11 @@ function drawPairing() {
   const approved = pairings.filter((p) => p.approved_at !== null);
   ui.pendingCount.textContent = String(pending.length);
   ui.pendingCount.hidden = pending.length === 0;
+  for (const user of ownerFields.keys()) {
+    if (!pending.some((p) => p.platform === "gadget" && p.user_id === user)) ownerFields.delete(user);
+  }
+  const typing = [...ownerFields.values()].find((input) => input === document.activeElement);
+  const [start, end] = [typing?.selectionStart ?? null, typing?.selectionEnd ?? null];
   fillBody(
     ui.pending,
     pending.map(
@@ -396,6 +433,7 @@ function drawPairing() {
         who(p),
         el("td", {}, el("code", {}, p.code ?? "—")),
         el("td", {}, ago(p.created_at)),
+        ownerCell(p),
         el(
           "td",
           { class: "actions" },
@@ -406,6 +444,10 @@ function drawPairing() {
     ),
     ui.pendingEmpty
   );
+  if (typing?.isConnected) {
+    typing.focus();
+    typing.setSelectionRange(start, end);
+  }
   fillBody(
     ui.approved,
     approved.map(
@@ -424,8 +466,10 @@ function drawPairing() {
 async function approve(p) {
   await attempt(async () => {
     const body = p.code ? { platform: p.platform, code: p.code } : { platform: p.platform, user_id: p.user_id };
+    const owner = p.platform === "gadget" ? ownerFields.get(p.user_id)?.value.trim() ?? "" : "";
+    if (owner) body["owner"] = owner;
     await api("POST", "/v1/pairing/approve", body);
-    notify(`Approved ${p.user_name ?? p.user_id}.`, "ok");
+    notify(`Approved ${p.user_name ?? p.user_id}${owner ? ` for ${owner}` : ""}.`, "ok");
   });
 }
 async function revoke(p, done) {
@@ -436,6 +480,7 @@ async function revoke(p, done) {
 }
 var detail = null;
 var shownSeq = /* @__PURE__ */ new Map();
+var ownerShown;
 function openDevice() {
   detail = null;
   shownSeq = /* @__PURE__ */ new Map();
@@ -444,6 +489,8 @@ function openDevice() {
   ui.deviceGone.hidden = true;
   ui.deviceResult.textContent = "";
   ui.actionResult.textContent = "";
+  ui.ownerError.textContent = "";
+  ownerShown = void 0;
   ui.deviceTitle.textContent = current.id;
   refreshDevice(true);
 }
@@ -505,6 +552,7 @@ function drawDevice(d) {
     if (d.profile) facts.push(...fact("Speaker", d.profile.speaker_rate ? `${d.profile.speaker_rate} Hz` : "none"));
     if (d.ota) facts.push(...fact("Firmware update", `${d.ota.version}: ${d.ota.status}, ${percent(d.ota)}%`));
     drawActions(d.profile?.actions ?? [], d.online);
+    drawOwner(d.owner);
   } else {
     facts.push(
       ...fact("User", d.user_id),
@@ -513,6 +561,7 @@ function drawDevice(d) {
       ...fact("Last seen", d.online ? "now" : ago(d.last_seen))
     );
     ui.actionBox.hidden = true;
+    ui.ownerBox.hidden = true;
   }
   ui.forget.hidden = !isGadget(d);
   ui.stopNotifications.hidden = isGadget(d) || !d.notifications;
@@ -530,6 +579,34 @@ function drawActions(actions, online) {
   const about = actions.find((a) => a.name === ui.actionName.value);
   ui.actionAbout.textContent = none ? online ? "This device offers no actions." : "Its actions show while it is online." : about?.description ?? "";
 }
+function drawOwner(owner) {
+  ui.ownerBox.hidden = false;
+  ui.ownerClear.disabled = owner === null;
+  if (owner === ownerShown) return;
+  ownerShown = owner;
+  ui.ownerName.value = owner ?? "";
+}
+async function setOwner(owner) {
+  const id = current.id;
+  ui.ownerError.textContent = "";
+  said("");
+  try {
+    const record = await api("PUT", `/v1/devices/${encodeURIComponent(id)}/owner`, { owner });
+    if (detail && isGadget(detail) && detail.id === record.id) {
+      detail.owner = record.owner;
+      drawDevice(detail);
+    }
+    said(record.owner === null ? "It belongs to nobody in particular now." : `It belongs to ${record.owner} now.`);
+  } catch (err) {
+    failedIn(ui.ownerError, err);
+  }
+}
+ui.ownerForm.addEventListener("submit", (e) => {
+  e.preventDefault();
+  const owner = ui.ownerName.value.trim();
+  if (owner) void setOwner(owner);
+});
+ui.ownerClear.addEventListener("click", () => void setOwner(null));
 ui.actionName.addEventListener("change", () => {
   if (detail && isGadget(detail)) drawActions(detail.profile?.actions ?? [], detail.online);
 });
@@ -723,9 +800,7 @@ ui.otaForm.addEventListener("submit", (e) => {
       checked = upload;
       drawChecks(upload);
     } catch (err) {
-      if (!(err instanceof ApiFailure && err.status === 401)) {
-        ui.otaError.textContent = err instanceof Error ? err.message : String(err);
-      }
+      failedIn(ui.otaError, err);
     }
   })();
 });
@@ -751,9 +826,7 @@ ui.otaPush.addEventListener("click", () => {
       ui.otaFile.value = "";
     } catch (err) {
       ui.otaPush.disabled = false;
-      if (!(err instanceof ApiFailure && err.status === 401)) {
-        ui.otaError.textContent = err instanceof Error ? err.message : String(err);
-      }
+      failedIn(ui.otaError, err);
     }
   })();
 });

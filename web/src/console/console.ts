@@ -26,6 +26,9 @@ interface DeviceView {
   online: boolean;
 }
 
+/** A gadget's record without whether it is online, as `PUT /v1/devices/{id}/owner` answers. */
+type DeviceRecord = Omit<DeviceView, "online">;
+
 interface PhoneView {
   id: string;
   user_id: string;
@@ -194,6 +197,12 @@ const ui = {
   actionAbout: $<HTMLParagraphElement>("action-about"),
   actionArgs: $<HTMLTextAreaElement>("action-args"),
   actionResult: $<HTMLPreElement>("action-result"),
+  ownerBox: $<HTMLDivElement>("owner-box"),
+  ownerForm: $<HTMLFormElement>("owner-form"),
+  ownerName: $<HTMLInputElement>("owner-name"),
+  ownerClear: $<HTMLButtonElement>("owner-clear"),
+  ownerError: $<HTMLParagraphElement>("owner-error"),
+  people: $<HTMLDataListElement>("people"),
   deviceResult: $<HTMLParagraphElement>("device-result"),
   forget: $<HTMLButtonElement>("forget"),
   stopNotifications: $<HTMLButtonElement>("stop-notifications"),
@@ -327,6 +336,12 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<T> 
   return data as T;
 }
 
+/** Show why an action failed in `where`, unless the session ended (the login says so). */
+function failedIn(where: HTMLElement, err: unknown): void {
+  if (err instanceof ApiFailure && err.status === 401) return;
+  where.textContent = err instanceof Error ? err.message : String(err);
+}
+
 /** Run an action of the page, showing its failure in the notice bar. */
 async function attempt(what: () => Promise<void>): Promise<void> {
   try {
@@ -379,12 +394,14 @@ function connectLive(): void {
   on<DeviceView[]>("devices", (d) => {
     state.devices = d;
     drawDevices();
+    drawPeople();
     drawFirmwareDevices();
     refreshDevice(false);
   });
   on<PhoneView[]>("phones", (p) => {
     state.phones = p;
     drawDevices();
+    drawPeople();
     refreshDevice(false);
   });
   on<PairingRecord[] | null>("pairing", (p) => {
@@ -577,7 +594,40 @@ function drawDevices(): void {
   );
 }
 
+// ---- people ----
+
+/**
+ * The people a gadget can belong to, as far as the console can tell: its phones' users
+ * and the owners already set. Herald lists no app token's user that has no phone yet: the
+ * owner fields take any name, and herald says whether it is someone.
+ */
+function drawPeople(): void {
+  const phones = new Map<string, string[]>();
+  for (const p of state.phones) phones.set(p.user_id, [...(phones.get(p.user_id) ?? []), p.name ?? p.id]);
+  for (const d of state.devices) if (d.owner !== null && !phones.has(d.owner)) phones.set(d.owner, []);
+  const options = [...phones.keys()]
+    .sort()
+    .map((person) => {
+      const has = phones.get(person) ?? [];
+      return el("option", has.length ? { value: person, label: `${person}: ${has.join(", ")}` } : { value: person });
+    });
+  ui.people.replaceChildren(...options);
+}
+
 // ---- pairing ----
+
+/** The owner field of each waiting gadget, by its id: kept across redraws with what was typed. */
+const ownerFields = new Map<string, HTMLInputElement>();
+
+function ownerCell(p: PairingRecord): HTMLElement {
+  if (p.platform !== "gadget") return el("td", {}, "—");
+  let input = ownerFields.get(p.user_id);
+  if (!input) {
+    input = el("input", { class: "owner", list: "people", autocomplete: "off", spellcheck: "false", placeholder: "nobody yet" }) as HTMLInputElement;
+    ownerFields.set(p.user_id, input);
+  }
+  return el("td", {}, el("label", {}, el("span", { class: "sr-only" }, `Owner of ${p.user_name ?? p.user_id}`), input));
+}
 
 function who(p: PairingRecord): HTMLElement {
   const gadget = p.platform === "gadget" && state.devices.some((d) => d.id === p.user_id);
@@ -593,6 +643,12 @@ function drawPairing(): void {
   const approved = pairings.filter((p) => p.approved_at !== null);
   ui.pendingCount.textContent = String(pending.length);
   ui.pendingCount.hidden = pending.length === 0;
+  for (const user of ownerFields.keys()) {
+    if (!pending.some((p) => p.platform === "gadget" && p.user_id === user)) ownerFields.delete(user);
+  }
+  // Redrawn rows take the same owner fields: one being typed in keeps its place.
+  const typing = [...ownerFields.values()].find((input) => input === document.activeElement);
+  const [start, end] = [typing?.selectionStart ?? null, typing?.selectionEnd ?? null];
   fillBody(
     ui.pending,
     pending.map((p) =>
@@ -603,6 +659,7 @@ function drawPairing(): void {
         who(p),
         el("td", {}, el("code", {}, p.code ?? "—")),
         el("td", {}, ago(p.created_at)),
+        ownerCell(p),
         el(
           "td",
           { class: "actions" },
@@ -613,6 +670,10 @@ function drawPairing(): void {
     ),
     ui.pendingEmpty,
   );
+  if (typing?.isConnected) {
+    typing.focus();
+    typing.setSelectionRange(start, end);
+  }
   fillBody(
     ui.approved,
     approved.map((p) =>
@@ -631,9 +692,12 @@ function drawPairing(): void {
 
 async function approve(p: PairingRecord): Promise<void> {
   await attempt(async () => {
-    const body = p.code ? { platform: p.platform, code: p.code } : { platform: p.platform, user_id: p.user_id };
+    const body: Record<string, string> = p.code ? { platform: p.platform, code: p.code } : { platform: p.platform, user_id: p.user_id };
+    // Only a gadget takes an owner; herald refuses a name that is nobody, and the pairing waits.
+    const owner = p.platform === "gadget" ? (ownerFields.get(p.user_id)?.value.trim() ?? "") : "";
+    if (owner) body["owner"] = owner;
     await api("POST", "/v1/pairing/approve", body);
-    notify(`Approved ${p.user_name ?? p.user_id}.`, "ok");
+    notify(`Approved ${p.user_name ?? p.user_id}${owner ? ` for ${owner}` : ""}.`, "ok");
   });
 }
 
@@ -648,6 +712,8 @@ async function revoke(p: PairingRecord, done: string): Promise<void> {
 
 let detail: DeviceDetail | PhoneDetail | null = null;
 let shownSeq = new Map<number, HTMLElement>();
+/** The owner the owner field was last given (undefined: none yet), so a refresh keeps what is typed. */
+let ownerShown: string | null | undefined;
 
 function openDevice(): void {
   detail = null;
@@ -657,6 +723,8 @@ function openDevice(): void {
   ui.deviceGone.hidden = true;
   ui.deviceResult.textContent = "";
   ui.actionResult.textContent = "";
+  ui.ownerError.textContent = "";
+  ownerShown = undefined;
   ui.deviceTitle.textContent = current.id;
   refreshDevice(true);
 }
@@ -727,6 +795,7 @@ function drawDevice(d: DeviceDetail | PhoneDetail): void {
     if (d.profile) facts.push(...fact("Speaker", d.profile.speaker_rate ? `${d.profile.speaker_rate} Hz` : "none"));
     if (d.ota) facts.push(...fact("Firmware update", `${d.ota.version}: ${d.ota.status}, ${percent(d.ota)}%`));
     drawActions(d.profile?.actions ?? [], d.online);
+    drawOwner(d.owner);
   } else {
     facts.push(
       ...fact("User", d.user_id),
@@ -735,6 +804,7 @@ function drawDevice(d: DeviceDetail | PhoneDetail): void {
       ...fact("Last seen", d.online ? "now" : ago(d.last_seen)),
     );
     ui.actionBox.hidden = true;
+    ui.ownerBox.hidden = true;
   }
   ui.forget.hidden = !isGadget(d);
   ui.stopNotifications.hidden = isGadget(d) || !d.notifications;
@@ -757,6 +827,38 @@ function drawActions(actions: ActionSpec[], online: boolean): void {
       : "Its actions show while it is online."
     : (about?.description ?? "");
 }
+function drawOwner(owner: string | null): void {
+  ui.ownerBox.hidden = false;
+  ui.ownerClear.disabled = owner === null;
+  if (owner === ownerShown) return;
+  ownerShown = owner;
+  ui.ownerName.value = owner ?? "";
+}
+
+/** Give the open gadget to `owner`, or to nobody; herald's refusal shows by the field. */
+async function setOwner(owner: string | null): Promise<void> {
+  const id = current.id;
+  ui.ownerError.textContent = "";
+  said("");
+  try {
+    const record = await api<DeviceRecord>("PUT", `/v1/devices/${encodeURIComponent(id)}/owner`, { owner });
+    if (detail && isGadget(detail) && detail.id === record.id) {
+      detail.owner = record.owner;
+      drawDevice(detail);
+    }
+    said(record.owner === null ? "It belongs to nobody in particular now." : `It belongs to ${record.owner} now.`);
+  } catch (err) {
+    failedIn(ui.ownerError, err);
+  }
+}
+
+ui.ownerForm.addEventListener("submit", (e) => {
+  e.preventDefault();
+  const owner = ui.ownerName.value.trim();
+  if (owner) void setOwner(owner);
+});
+ui.ownerClear.addEventListener("click", () => void setOwner(null));
+
 ui.actionName.addEventListener("change", () => {
   if (detail && isGadget(detail)) drawActions(detail.profile?.actions ?? [], detail.online);
 });
@@ -969,9 +1071,7 @@ ui.otaForm.addEventListener("submit", (e) => {
       checked = upload;
       drawChecks(upload);
     } catch (err) {
-      if (!(err instanceof ApiFailure && err.status === 401)) {
-        ui.otaError.textContent = err instanceof Error ? err.message : String(err);
-      }
+      failedIn(ui.otaError, err);
     }
   })();
 });
@@ -999,9 +1099,7 @@ ui.otaPush.addEventListener("click", () => {
       ui.otaFile.value = "";
     } catch (err) {
       ui.otaPush.disabled = false;
-      if (!(err instanceof ApiFailure && err.status === 401)) {
-        ui.otaError.textContent = err instanceof Error ? err.message : String(err);
-      }
+      failedIn(ui.otaError, err);
     }
   })();
 });
