@@ -5,7 +5,10 @@
 // words; the login; the gadget appears online and asks to pair without a reload; a click
 // approves it; a message, a card and an action reach it; a file that is no firmware is
 // refused, a real image is checked, pushed and installed with the progress reaching
-// 100%; a device that vanished says so; the server page's QR codes; logging out.
+// 100%; a device that vanished says so; the server page's QR codes; logging out. Then a
+// gadget's owner: chosen on the pairing page (a phone's user offered, a phone's own pairing
+// taking none), changed and cleared on its page, a name that is nobody refused in herald's
+// words, each stored as the admin API shows.
 // Screenshots go to $HERALD_ARTIFACTS/console (default: target/artifacts/console).
 
 import assert from "node:assert/strict";
@@ -69,8 +72,8 @@ class Lines {
 }
 
 /** `herald serve` on the loopback ports it picks, with its own data dir and the demo agent. */
-async function startHerald() {
-  const h = await Herald.start();
+async function startHerald(options = {}) {
+  const h = await Herald.start(options);
   h.base = `http://127.0.0.1:${h.adminPort}`;
   // admin.json is written once the API serves, after the token.
   for (const deadline = Date.now() + 10_000; !existsSync(join(h.dataDir, "admin.json")); ) {
@@ -124,24 +127,23 @@ test("the token field has no name: no form submission, whatever runs, can put it
   for (const field of fields) assert.doesNotMatch(field, /\sname=/, field);
 });
 
-test("the console: login, a gadget online and paired by a click, a card, an action, firmware to 100%, bad input", { timeout: 180_000 }, async (t) => {
+/**
+ * A fresh Chromium profile with a console tab on `herald`, ended with the test: content
+ * policy violations kept in the tab's sessionStorage ("csp"), page errors, the admin token
+ * in a URL and requests anywhere else gathered in `problems`; dialogs accepted.
+ */
+async function openConsole(t, herald) {
   mkdirSync(shots, { recursive: true });
-  const herald = await startHerald();
   const profile = mkdtempSync(join(tmpdir(), "herald-console-chromium-"));
-  const simState = mkdtempSync(join(tmpdir(), "herald-console-sim-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1200, height: 860 },
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
   });
-  let sim;
   t.after(async () => {
     await context.close();
-    await sim?.stop();
-    await herald.stop();
     rmSync(profile, { recursive: true, force: true });
-    rmSync(simState, { recursive: true, force: true });
   });
   // Anything the content policy blocks is a bug: the page would be missing part of itself.
   await context.addInitScript(() =>
@@ -161,6 +163,31 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
   page.on("dialog", (d) => void d.accept());
   const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
   const notice = page.locator("#notice:not([hidden]) #notice-text");
+  return { context, page, problems, shot, notice };
+}
+
+/**
+ * A herald started with `options` and a console tab on it (`openConsole`), ended with the
+ * test; `startGadget()` starts a simulated gadget with its state in a directory of its own,
+ * stopped and removed with them.
+ */
+async function setUp(t, options = {}) {
+  const herald = await startHerald(options);
+  const browser = await openConsole(t, herald);
+  const simState = mkdtempSync(join(tmpdir(), "herald-console-sim-"));
+  let sim;
+  t.after(async () => {
+    await sim?.stop();
+    await herald.stop();
+    rmSync(simState, { recursive: true, force: true });
+  });
+  const startGadget = () => (sim = startSim(herald, simState));
+  return { herald, startGadget, ...browser };
+}
+
+test("the console: login, a gadget online and paired by a click, a card, an action, firmware to 100%, bad input", { timeout: 180_000 }, async (t) => {
+  const { herald, startGadget, context, page, problems, shot, notice } = await setUp(t);
+  let sim;
   let id = "";
 
   await t.test("a wrong token is refused with a word on where the right one is", async () => {
@@ -196,7 +223,7 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
   await t.test("a simulated gadget appears online and waiting, without a reload", async () => {
     const navigations = [];
     page.on("framenavigated", (f) => f === page.mainFrame() && navigations.push(f.url()));
-    sim = startSim(herald, simState);
+    sim = startGadget();
     id = /(hg-[0-9a-f]{16})/.exec(await sim.lines.wait(/\* device hg-/, "the device line"))?.[1];
     assert.ok(id, "a device id");
     await sim.lines.wait(/Pairing code/, "a pairing code on the gadget");
@@ -384,6 +411,142 @@ test("the console: login, a gadget online and paired by a click, a card, an acti
     assert.equal(await page.locator("#nav").isHidden(), true);
     assert.equal(page.url(), `${herald.base}/`);
     await shot("12-link-used-already");
+  });
+
+  assert.deepEqual(problems, []);
+  assert.ok(!herald.log.includes("panicked"), herald.log);
+});
+
+/** App tokens of two people, named by their labels in MOBILE_EXTRA_TOKENS. */
+const ALICE = "a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11c";
+const BOB = "b0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0";
+
+test("the console: a gadget's owner chosen when it is paired, changed and cleared on its page, a name that is nobody refused", { timeout: 120_000 }, async (t) => {
+  // Three people (the default token's user, alice, bob): no owner goes without saying.
+  const { herald, startGadget, context, page, problems, shot, notice } = await setUp(t, { env: { MOBILE_EXTRA_TOKENS: `alice:${ALICE},bob:${BOB}` } });
+  let sim;
+  /** The gadget's owner as the admin API has it. */
+  const storedOwner = async (id) => {
+    const response = await fetch(`${herald.base}/v1/devices`, { headers: { Authorization: `Bearer ${herald.token}` } });
+    assert.equal(response.status, 200);
+    const device = (await response.json()).find((d) => d.id === id);
+    assert.ok(device, `${id} in /v1/devices`);
+    return device.owner;
+  };
+  let id = "";
+
+  await t.test("alice's phone (the browser chat) makes her one of the people the console offers", async () => {
+    const chat = await context.newPage();
+    chat.on("pageerror", (e) => problems.push(`chat page error: ${e.message}`));
+    await chat.goto(`http://127.0.0.1:${herald.mobilePort}/`);
+    await chat.fill("#token", ALICE);
+    await chat.fill("#device-name", "Alice's phone");
+    await chat.click("#connect");
+    await chat.locator("#status[data-state=ready]").waitFor();
+    // Her first message gets a pairing code: a phone's pairing waits beside the gadget's.
+    await chat.fill("#text", "hello");
+    await chat.press("#text", "Enter");
+    await chat.locator("#messages li.agent", { hasText: "Pairing code:" }).waitFor();
+
+    // The console's tab in front again: a tab behind gets no animation frames to act in.
+    await page.bringToFront();
+    await page.goto(`${herald.base}/`);
+    await page.fill("#token", herald.token);
+    await page.click("#login-button");
+    await page.locator("#live[data-state=live]").waitFor();
+    await page.locator("#phones tbody tr", { hasText: "alice" }).waitFor();
+    await page.locator("#people option[value=alice]").waitFor({ state: "attached" });
+    // Known from her phone alone: bob has none, so he is not offered (he can be typed).
+    assert.equal(await page.locator("#people option[value=bob]").count(), 0);
+  });
+
+  await t.test("the pairing page asks a gadget for its owner, a phone for none; what is typed outlives a redraw", async () => {
+    sim = startGadget();
+    id = /(hg-[0-9a-f]{16})/.exec(await sim.lines.wait(/\* device hg-/, "the device line"))?.[1];
+    assert.ok(id, "a device id");
+    await page.click("nav a[data-view=pairing]");
+    const gadget = page.locator(`#pending tr[data-user="${id}"]`);
+    const phone = page.locator(`#pending tr[data-user="alice"]`);
+    await gadget.waitFor();
+    await phone.waitFor();
+    assert.equal(await phone.locator("input").count(), 0, "a phone's pairing has no owner field");
+    const field = gadget.getByLabel("Owner of Console sim");
+    assert.equal(await field.getAttribute("list"), "people");
+    await field.fill("mall");
+    // Approving the phone redraws the waiting list (and takes no owner: herald would refuse one).
+    await phone.getByRole("button", { name: "Approve" }).click();
+    await page.locator(`#approved tr[data-user="alice"]`).waitFor();
+    await phone.waitFor({ state: "detached" });
+    assert.equal(await field.inputValue(), "mall");
+    // A redraw while the field is being typed in (the pairing revoked elsewhere) leaves
+    // the typing where it was.
+    await field.focus();
+    await page.keyboard.press("End");
+    const revoked = await fetch(`${herald.base}/v1/pairing/revoke`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${herald.token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ platform: "mobile", user_id: "alice" }),
+    });
+    assert.equal(revoked.status, 200);
+    await page.locator(`#approved tr[data-user="alice"]`).waitFor({ state: "detached" });
+    await page.keyboard.type("ory");
+    assert.equal(await field.inputValue(), "mallory");
+    await shot("13-owner-at-pairing");
+  });
+
+  await t.test("a name that is nobody is refused in herald's words, and the gadget still waits", async () => {
+    const gadget = page.locator(`#pending tr[data-user="${id}"]`);
+    await gadget.getByRole("button", { name: "Approve" }).click();
+    await notice.filter({ hasText: "nobody called mallory" }).waitFor();
+    assert.equal(await page.locator(`#approved tr[data-user="${id}"]`).count(), 0);
+    assert.equal(await gadget.getByLabel("Owner of Console sim").inputValue(), "mallory");
+    assert.equal(await storedOwner(id), null);
+    await page.click("#notice-close");
+  });
+
+  await t.test("approved as alice's: the gadget is ready and herald keeps her as its owner", async () => {
+    const gadget = page.locator(`#pending tr[data-user="${id}"]`);
+    await gadget.getByLabel("Owner of Console sim").fill("alice");
+    const from = sim.lines.seen.length;
+    await gadget.getByRole("button", { name: "Approve" }).click();
+    await sim.lines.wait(/\] ready \| /, "the gadget ready after the approval", from);
+    await notice.filter({ hasText: "Approved Console sim for alice" }).waitFor();
+    await page.locator(`#approved tr[data-user="${id}"]`).waitFor();
+    assert.equal(await storedOwner(id), "alice");
+    await page.click("nav a[data-view=devices]");
+    await page.locator(`#gadgets tr[data-id="${id}"]`, { hasText: "alice" }).waitFor();
+  });
+
+  await t.test("its page changes the owner, refuses a name that is nobody, and clears it", async () => {
+    await page.locator(`#gadgets tr[data-id="${id}"] a`).click();
+    await page.locator("#device-facts", { hasText: /Owner\s*alice/ }).waitFor();
+    assert.equal(await page.getByLabel("Who it belongs to").inputValue(), "alice");
+
+    await page.getByLabel("Who it belongs to").fill("bob");
+    await page.getByRole("button", { name: "Set owner" }).click();
+    await page.locator("#device-result", { hasText: "It belongs to bob now." }).waitFor();
+    await page.locator("#device-facts", { hasText: /Owner\s*bob/ }).waitFor();
+    assert.equal(await storedOwner(id), "bob");
+
+    await page.getByLabel("Who it belongs to").fill("zed");
+    await page.getByRole("button", { name: "Set owner" }).click();
+    await page.locator("#owner-error", { hasText: "nobody called zed" }).waitFor();
+    await shot("14-owner-refused");
+    assert.equal(await storedOwner(id), "bob");
+    assert.match(await page.locator("#device-facts").textContent(), /Owner\s*bob/);
+
+    await page.getByRole("button", { name: "Clear" }).click();
+    await page.locator("#device-result", { hasText: "nobody in particular" }).waitFor();
+    await page.locator("#device-facts", { hasText: /Owner\s*—/ }).waitFor();
+    assert.equal(await page.locator("#owner-error").textContent(), "");
+    assert.equal(await page.getByLabel("Who it belongs to").inputValue(), "");
+    assert.equal(await page.getByRole("button", { name: "Clear" }).isDisabled(), true);
+    assert.equal(await storedOwner(id), null);
+    await shot("15-owner-cleared");
+  });
+
+  await t.test("nothing was blocked by the content policy", async () => {
+    assert.deepEqual(await page.evaluate(() => JSON.parse(sessionStorage.getItem("csp") ?? "[]")), []);
   });
 
   assert.deepEqual(problems, []);
