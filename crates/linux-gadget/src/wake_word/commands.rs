@@ -10,7 +10,7 @@ use herald_gadget_proto::limits::AUDIO_FRAME_MS;
 use herald_media::audio::{Decoder, FrameStream};
 
 use super::{
-    take, train, Spotter, WakeError, DEFAULT_SENSITIVITY, MAX_TAKES, MIN_TAKES, MODEL_FILE,
+    take, train, Spotter, WakeError, DEFAULT_SENSITIVITY, MARGIN, MAX_TAKES, MIN_TAKES, MODEL_FILE,
     TAKES_DIR,
 };
 use crate::audio::DEVICE_RATE;
@@ -179,10 +179,17 @@ fn make(state_dir: &Path, name: &str, files: Vec<PathBuf>) -> anyhow::Result<()>
             Ok(without) => {
                 let mut spotter = Spotter::new(&without, DEFAULT_SENSITIVITY)?;
                 let quiet = vec![0; DEVICE_RATE as usize / 2];
+                // The take keeps a little quiet after the word: where the word ends.
+                let word_ends = seconds(quiet.len() + takes[i].len().saturating_sub(MARGIN));
                 let audio = [quiet.clone(), takes[i].clone(), quiet.clone(), quiet].concat();
                 listen(&mut spotter, &audio)
                     .iter()
-                    .map(|(_, score)| format!("heard by the others (score {score:.2})"))
+                    .map(|(at, score)| {
+                        let after = at - word_ends;
+                        format!(
+                            "heard by the others {after:.2} s after the word (score {score:.2})"
+                        )
+                    })
                     .next()
                     .unwrap_or_else(|| "not heard by the others: say it again?".to_owned())
             }
