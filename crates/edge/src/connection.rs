@@ -310,6 +310,8 @@ pub fn close_code(close: Close) -> CloseCode {
         Close::TooBig => CloseCode::Size,
         Close::Invalid => CloseCode::Invalid,
         Close::Policy => CloseCode::Policy,
+        Close::Error => CloseCode::Error,
+        Close::Again => CloseCode::Again,
     }
 }
 

@@ -20,8 +20,10 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
+use crate::connection::close_code;
 use crate::queue;
-use herald_metrics::Metrics;
+use herald_metrics::{Metrics, Traffic};
+use herald_session::io::Frame;
 
 /// Frames waiting for a slow client before the session has to wait too.
 pub const OUTBOX: usize = 32;
@@ -43,6 +45,35 @@ where
     let _ = ws.send(Message::Text(error.into())).await;
     let _ = ws.close(Some(close)).await;
     await_close_reply(ws).await;
+}
+
+/// Write a handshake core's frames (`next` until it has none) to a connection no session
+/// holds yet, counting them in `traffic`; false once the connection takes no more.
+pub async fn send_frames<S>(
+    ws: &mut WebSocketStream<S>,
+    mut next: impl FnMut() -> Option<Frame>,
+    traffic: &Traffic,
+) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(frame) = next() {
+        let message = match frame {
+            Frame::Text(text) => {
+                traffic.outbound(text.len());
+                Message::Text(text.into())
+            }
+            Frame::Close(close, reason) => Message::Close(Some(CloseFrame {
+                code: close_code(close),
+                reason: reason.into(),
+            })),
+            Frame::Ping => Message::Ping(Default::default()),
+        };
+        if ws.send(message).await.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// After our close, let the client's close reply arrive so it sees a clean close, but

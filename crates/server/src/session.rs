@@ -39,6 +39,11 @@ use crate::hub::{DeviceKind, Hub, Shared};
 use crate::questions::Claim;
 use crate::queue;
 
+/// The time as a core is told it: tokio's clock, so paused tests reach it.
+pub(crate) fn core_now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
 /// What woke a session.
 enum Woken<N, E, W> {
     /// The connection: a frame from the device, or one queued for it.

@@ -15,6 +15,10 @@ pub enum Close {
     Invalid,
     /// The peer may not go on: a refused handshake. Clients must not retry at once.
     Policy,
+    /// The server failed the peer (1011); a later try may work.
+    Error,
+    /// Try again later (1013): a throttle that ends soon.
+    Again,
 }
 
 /// A frame for a connection.

@@ -8,17 +8,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use herald_gadget_proto::{DeviceMessage, Hello};
 use herald_port::Platform;
 use herald_session::gadget::handshake::{
     Admitted, Effect, Enrollment, Handshake, Outcome, Refusal, Unchecked,
 };
-use herald_session::io::Frame;
 use herald_session::Ids;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant as TokioInstant;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
@@ -29,11 +27,11 @@ use super::socket::Connection;
 use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::config::Secret;
-use crate::edge::connection::close_code;
 use crate::edge::listener;
 use crate::edge::socket;
 use crate::ids::OsEntropy;
 use crate::places::AddrPlace;
+use crate::session::core_now;
 use herald_store::{DeviceProfile, Store, StoreError};
 
 /// Why a handshake ended without a session.
@@ -229,11 +227,6 @@ async fn carry_out(
     Ok(())
 }
 
-/// The time as the core is told it: tokio's clock, so paused tests reach it.
-fn core_now() -> Instant {
-    TokioInstant::now().into_std()
-}
-
 fn unchecked(err: StoreError) -> Unchecked {
     tracing::error!(%err, "store failed during a handshake");
     Unchecked
@@ -248,21 +241,11 @@ async fn send_frames<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    while let Some(frame) = handshake.poll_frame() {
-        let message = match frame {
-            Frame::Text(text) => {
-                hub.shared.metrics.gadget.outbound(text.len());
-                Message::Text(text.into())
-            }
-            Frame::Close(close, reason) => Message::Close(Some(CloseFrame {
-                code: close_code(close),
-                reason: reason.into(),
-            })),
-            Frame::Ping => Message::Ping(Default::default()),
-        };
-        ws.send(message).await.map_err(|_| Ended::Gone)?;
+    let traffic = &hub.shared.metrics.gadget;
+    match socket::send_frames(ws, || handshake.poll_frame(), traffic).await {
+        true => Ok(()),
+        false => Err(Ended::Gone),
     }
-    Ok(())
 }
 
 /// Forget devices whose wait for pairing expired, unless approved meanwhile.

@@ -1,20 +1,22 @@
-//! `hello` → `ready`: who is connecting, and may they? An admitted phone's connection
-//! goes to its session; a deliver token's is served by [`deliver_only`].
-//!
-//! The access decision, in the order the protocol fixes: a wrong or missing token, then
-//! a device outside `MOBILE_ALLOWED_DEVICES`, then a device id another user owns. Each
-//! refusal is an `error` frame and close 1008, which tells apps not to retry. Whether
-//! the user may talk to the agent is decided later, on every message.
+//! The shell of a phone's admission (`hello` → `ready`; the rules are [`Admission`] in
+//! `herald-session`): it answers the core from the hub's memory (the address's failed
+//! attempts) and the store (the device id's claim), writes a refusal, or says `ready`
+//! and hands an admitted phone's connection to its session; a deliver token's is
+//! served by [`deliver_only`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use futures_util::{SinkExt, StreamExt};
-use herald_mobile_proto::{self as proto, ClientFrame, ErrorCode, ServerFrame};
+use herald_mobile_proto::{self as proto, ServerFrame};
 use herald_port::Platform;
+use herald_session::mobile::admission::{
+    Admission, Admitted, Claim, Effect, Outcome, Refusal, Role, Rules, StoreFailed,
+};
 use herald_session::mobile::link::Delivers;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant as TokioInstant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
@@ -26,11 +28,15 @@ use crate::clock::now_ms;
 use crate::edge::listener;
 use crate::edge::socket;
 use crate::labels;
-use crate::metrics::Traffic;
+use crate::session::core_now;
 use herald_store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Why admission ended without a phone let in.
+enum Ended {
+    Refused(Refusal),
+    /// The connection is gone.
+    Gone,
+}
 
 /// Every connection to the endpoint starts with its handshake.
 impl listener::Handler for MobileHub {
@@ -46,28 +52,32 @@ async fn run<S>(mut ws: WebSocketStream<S>, peer: SocketAddr, hub: Arc<MobileHub
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let hello = match receive_hello(&mut ws, &hub.shared.metrics.mobile).await {
-        Ok(hello) => hello,
-        Err(Some((code, message))) => {
-            hub.shared
-                .metrics
-                .handshake(Platform::Mobile, code.as_str());
-            return refuse(&mut ws, code, &message).await;
-        }
-        Err(None) => return,
+    let rules = Rules {
+        tokens: &hub.own.tokens,
+        deliver_tokens: &hub.own.deliver_tokens,
+        allowed_devices: &hub.own.config.allowed_devices,
     };
-    let role = match admit(&hub, &hello, peer).await {
-        Ok(role) => role,
-        Err((code, message)) => {
-            if code == ErrorCode::AuthFailed {
-                hub.failures.failed(peer.ip(), std::time::Instant::now());
-            }
-            hub.shared
-                .metrics
-                .handshake(Platform::Mobile, code.as_str());
-            debug!(%peer, device = %hello.device.id, code = code.as_str(), "phone refused");
-            return refuse(&mut ws, code, &message).await;
+    let mut admission = Admission::new(rules, core_now());
+    let (hello, role) = match drive(&mut admission, &mut ws, peer, &hub).await {
+        Ok(admitted) => {
+            let Admitted { hello, role } = *admitted;
+            (hello, role)
         }
+        Err(Ended::Refused(refusal)) => {
+            if refusal.counts_as_failed_attempt() {
+                hub.failures.failed(peer.ip(), Instant::now());
+            }
+            let code = refusal.code.as_str();
+            hub.shared.metrics.handshake(Platform::Mobile, code);
+            debug!(%peer, code, message = %refusal.message, "phone refused");
+            // The error frame and the close; then the phone's close reply, within a grace.
+            let traffic = &hub.shared.metrics.mobile;
+            if socket::send_frames(&mut ws, || admission.poll_frame(), traffic).await {
+                socket::await_close_reply(&mut ws).await;
+            }
+            return;
+        }
+        Err(Ended::Gone) => return,
     };
     let ready = ServerFrame::Ready {
         session: proto::session_key(&hello.device.id),
@@ -124,119 +134,89 @@ where
     }
 }
 
-/// What the connection may do, decided by its token at `hello`.
-enum Role {
-    /// An app: a user's phone with a session.
-    Phone { user_id: String },
-    /// A `MOBILE_DELIVER_TOKENS` holder: it may only `deliver` (and `ping`).
-    Deliverer,
-}
-
-async fn receive_hello<S>(
+/// Carry admission's effects out and feed it the phone's frames until it ends.
+async fn drive<S>(
+    admission: &mut Admission<'_>,
     ws: &mut WebSocketStream<S>,
-    traffic: &Traffic,
-) -> Result<proto::Hello, Option<(ErrorCode, String)>>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let first = async {
-        loop {
-            match ws.next().await {
-                Some(Ok(Message::Text(text))) => {
-                    traffic.inbound(text.len());
-                    return Ok(text);
-                }
-                Some(Ok(Message::Binary(_))) => {
-                    return Err(Some((
-                        ErrorCode::NotReady,
-                        "the first frame must be hello".into(),
-                    )))
-                }
-                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
-                _ => return Err(None),
-            }
-        }
-    };
-    let text = tokio::time::timeout(HELLO_TIMEOUT, first)
-        .await
-        .map_err(|_| Some((ErrorCode::NotReady, "no hello in time".to_owned())))??;
-    match ClientFrame::decode(&text) {
-        Ok(ClientFrame::Hello(hello)) => Ok(hello),
-        Ok(_) | Err(proto::DecodeError::UnknownFrame(_)) => Err(Some((
-            ErrorCode::NotReady,
-            "the first frame must be hello".into(),
-        ))),
-        Err(err) => Err(Some((err.code(), err.to_string()))),
-    }
-}
-
-async fn admit(
-    hub: &MobileHub,
-    hello: &proto::Hello,
     peer: SocketAddr,
-) -> Result<Role, (ErrorCode, String)> {
-    if hub.failures.blocked(peer.ip(), std::time::Instant::now()) {
-        return Err((
-            ErrorCode::RateLimited,
-            "too many failed attempts from this address; try again in a minute".into(),
-        ));
-    }
-    let token = hello.token.as_deref().unwrap_or("");
-    let device = &hello.device.id;
-    let allowed = &hub.own.config.allowed_devices;
-    if hub.own.deliver_tokens.authenticate(token).is_some() {
-        return Ok(Role::Deliverer);
-    }
-    let Some(user_id) = hub.own.tokens.authenticate(token).map(str::to_owned) else {
-        return Err((ErrorCode::AuthFailed, "wrong or missing token".into()));
-    };
-    if !allowed.is_empty() && !allowed.iter().any(|d| d == device) {
-        return Err((ErrorCode::AuthFailed, "this device is not allowed".into()));
-    }
-    let info = PhoneInfo {
-        name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
-        platform: labels::clean_opt(hello.device.platform.as_deref(), MAX_LABEL),
-    };
-    let (id, user) = (device.clone(), user_id.clone());
-    let claim = hub
-        .shared
-        .store
-        .run(move |store| store.claim_phone(&id, &user, &info, now_ms()))
-        .await
-        .map_err(|err| {
-            tracing::error!(%err, "store failed during a phone's hello");
-            (
-                ErrorCode::Internal,
-                "the server could not check this device".to_owned(),
-            )
-        })?;
-    match claim {
-        PhoneClaim::Mine => Ok(Role::Phone { user_id }),
-        PhoneClaim::OwnedBy(_) => Err((
-            ErrorCode::Forbidden,
-            "this device id belongs to another user".into(),
-        )),
-        PhoneClaim::TooMany => Err((
-            ErrorCode::Forbidden,
-            format!(
-                "this user already has {MAX_PHONES_PER_USER} devices; forget one \
-                 (`herald forget ID`) or wait until one is unseen for {STALE_PHONE_DAYS} days"
-            ),
-        )),
-    }
-}
-
-async fn refuse<S>(ws: &mut WebSocketStream<S>, code: ErrorCode, message: &str)
+    hub: &MobileHub,
+) -> Result<Box<Admitted>, Ended>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let error = ServerFrame::error(code, message).encode();
-    // 1008 tells an app to stop for good; a fault of the server's or a throttle that
-    // ends in a minute are worth a later try.
-    let close = match code {
-        ErrorCode::Internal => CloseCode::Error,
-        ErrorCode::RateLimited => CloseCode::Again,
-        _ => CloseCode::Policy,
-    };
-    socket::refuse(ws, error, close, code.as_str()).await;
+    loop {
+        while let Some(effect) = admission.poll_effect() {
+            carry_out(effect, admission, peer, hub).await;
+        }
+        match admission.outcome() {
+            Some(Outcome::Admitted(admitted)) => return Ok(admitted),
+            Some(Outcome::Refused(refusal)) => return Err(Ended::Refused(refusal)),
+            None => {}
+        }
+        let deadline = admission.poll_timeout().map(TokioInstant::from_std);
+        let late = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let next = tokio::select! {
+            next = ws.next() => next,
+            () = late => {
+                admission.handle_timeout(core_now());
+                continue;
+            }
+        };
+        match next {
+            Some(Ok(Message::Text(text))) => {
+                hub.shared.metrics.mobile.inbound(text.len());
+                admission.handle_text(&text);
+            }
+            Some(Ok(Message::Binary(_))) => admission.handle_binary(),
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+            Some(Ok(Message::Close(_)) | Err(_)) | None => return Err(Ended::Gone),
+        }
+    }
+}
+
+async fn carry_out(
+    effect: Effect,
+    admission: &mut Admission<'_>,
+    peer: SocketAddr,
+    hub: &MobileHub,
+) {
+    match effect {
+        Effect::Check => {
+            let locked_out = hub.failures.blocked(peer.ip(), Instant::now());
+            admission.handle_checked(locked_out);
+        }
+        Effect::Claim { user_id } => {
+            let Some(hello) = admission.hello() else {
+                return;
+            };
+            let info = PhoneInfo {
+                name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
+                platform: labels::clean_opt(hello.device.platform.as_deref(), MAX_LABEL),
+            };
+            let (id, user) = (hello.device.id.clone(), user_id.clone());
+            let claim = hub
+                .shared
+                .store
+                .run(move |store| store.claim_phone(&id, &user, &info, now_ms()))
+                .await
+                .map(|claim| match claim {
+                    PhoneClaim::Mine => Claim::Mine,
+                    PhoneClaim::OwnedBy(_) => Claim::OwnedByAnother,
+                    PhoneClaim::TooMany => Claim::TooMany {
+                        most: MAX_PHONES_PER_USER,
+                        unseen_days: STALE_PHONE_DAYS,
+                    },
+                })
+                .map_err(|err| {
+                    tracing::error!(%err, "store failed during a phone's hello");
+                    StoreFailed
+                });
+            admission.handle_claimed(user_id, claim);
+        }
+    }
 }

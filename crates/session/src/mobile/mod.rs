@@ -16,6 +16,7 @@
 //! bytes of unfinished uploads) is the hub's: a core asks for it in an effect and hears
 //! the answer, so no core's state changes another's.
 
+pub mod admission;
 mod calls;
 mod core;
 mod inbound;
