@@ -143,142 +143,51 @@ impl Server {
             Some((cert, key)) => Some(tls::acceptor(cert, key)?),
             None => None,
         };
-
-        let store_path = data_dir.join(STORE_FILE);
-        let store_err = |source| StartError::Store {
-            path: store_path.clone(),
-            source,
-        };
-        let store = SqliteStore::open(&store_path).map_err(store_err)?;
-        let store = StoreHandle::new(Arc::new(store)).map_err(store_err)?;
-        // Half-written copies too: only what a running update streams from stays.
-        let staging = data_dir.join(gadget::STAGING_DIR);
-        let unfinished = gadget::unfinished_updates(store.blocking()).map_err(store_err)?;
-        let unused = gadget::sweep_unused_staged(&staging, &unfinished).map_err(data_err)?;
-        if unused > 0 {
-            info!(files = unused, "removed staged firmware no update uses");
-        }
-        let gadget_policy = Policy {
-            allowed_users: config.gadget.allowed_users.iter().cloned().collect(),
-            allow_all: config.gadget.allow_all_users,
-        };
-        let mobile_policy = Policy {
-            allowed_users: config.mobile.allowed_users.iter().cloned().collect(),
-            allow_all: config.mobile.allow_all_users,
-        };
-        let access = Arc::new(Access::new(store.clone(), gadget_policy, mobile_policy));
-        let metrics = Arc::new(Metrics::default());
         let swept = files::sweep_partial(data_dir).map_err(data_err)?;
         if swept > 0 {
             info!(files = swept, "removed files a crash left half-written");
         }
-        // Voice and files from devices, for the agent to read.
-        let inbox = Inbox::open(data_dir.join("inbox"), &config.inbox).map_err(data_err)?;
-        let app_token = match &config.mobile.token {
-            Some(token) => token.expose().to_owned(),
-            // Generated on first use, so a newcomer's phone connects with nothing to set.
-            None => files::secret::load_or_create_token(&data_dir.join(mobile::TOKEN_FILE))
-                .map_err(data_err)?,
-        };
-        let phone_parts = mobile::PhoneParts::new(
-            config.mobile.clone(),
-            &app_token,
-            config.push.allow_private_endpoints,
-        )?;
-        let pusher = match config.push.enabled {
-            true => Some(notify::start_pusher(data_dir, &config.push, &store)?),
-            false => None,
-        };
-        let shared = Arc::new(Shared::new(
-            store.clone(),
-            metrics.clone(),
-            inbox.clone(),
-            questions::Questions::new(config.questions.share, config.questions.not_to.clone()),
-            notify::Notifications::new(pusher),
-            phone_parts.sole_user(),
-        ));
-        let known = gadget::KnownDevices::from_store(store.blocking()).map_err(store_err)?;
-        let gadget = Arc::new(GadgetHub::new(
-            shared.clone(),
-            gadget::GadgetParts::new(
-                config.gadget.clone(),
-                gadget::Unfinished::new(&unfinished),
-                Arc::new(known),
-            ),
-        ));
-        let mobile = Arc::new(MobileHub::new(shared.clone(), phone_parts));
-        let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(
-            shared.clone(),
-            gadget.clone(),
-            mobile.clone(),
-        ));
-        let backend = agent(outbound.clone());
-        // A backend that authorizes (Hermes) owns pairing; Herald's store is not consulted.
-        let own_access = backend
-            .authorizer
-            .is_none()
-            .then(|| access.clone() as Arc<dyn herald_admin::OwnPairing>);
-        let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
-            Some(authorizer) => authorizer,
-            None => Arc::new(Standalone(access.clone())),
-        };
-        shared.set_backend(backend.agent, authorizer.clone());
-        shared.set_outbound(&outbound);
+        let store = Opened::open(data_dir)?;
+        let hubs = Hubs::build(&config, data_dir, &store, agent)?;
 
-        let gadget_listener = bind("gadgets", config.gadget.host, config.gadget.port).await?;
-        let gadget_addr = local_addr("gadgets", &gadget_listener)?;
-        let mobile_listener = bind("phones", config.mobile.host, config.mobile.port).await?;
-        let mobile_addr = local_addr("phones", &mobile_listener)?;
-        let admin_listener = bind("the admin API", config.admin.host, config.admin.port).await?;
-        let admin_addr = local_addr("the admin API", &admin_listener)?;
-
+        let (gadget_listener, gadget_addr) =
+            bind("gadgets", config.gadget.host, config.gadget.port).await?;
+        let (mobile_listener, mobile_addr) =
+            bind("phones", config.mobile.host, config.mobile.port).await?;
+        let (admin_listener, admin_addr) =
+            bind("the admin API", config.admin.host, config.admin.port).await?;
         let scheme = if tls.is_some() { "wss" } else { "ws" };
         let gadget_url = net::url(scheme, gadget_addr, &config.gadget.path);
         let mobile_url = net::url(scheme, mobile_addr, &config.mobile.path);
-        let token =
-            files::secret::load_or_create_token(&data_dir.join(herald_admin_api::TOKEN_FILE))
-                .map_err(data_err)?;
-        let admin_state = herald_admin::AdminState {
-            token: token.into(),
-            store: store.clone(),
-            authorizer,
-            access: own_access,
-            fleet: Arc::new(fleet::Fleet {
-                gadget: gadget.clone(),
-                mobile: mobile.clone(),
-                data_dir: data_dir.to_owned(),
-            }),
-            outbound,
-            metrics,
-            info: Arc::new(herald_admin_api::Info {
-                version: env!("CARGO_PKG_VERSION").into(),
-                gadget_url: gadget_url.clone(),
-                mobile_url: mobile_url.clone(),
-                mobile_token: config
-                    .mobile
-                    .token
-                    .is_none()
-                    .then(|| data_dir.join(mobile::TOKEN_FILE)),
-                data_dir: data_dir.to_owned(),
-                store: store_path,
-            }),
+        let info = herald_admin_api::Info {
+            version: env!("CARGO_PKG_VERSION").into(),
+            gadget_url: gadget_url.clone(),
+            mobile_url: mobile_url.clone(),
+            mobile_token: config
+                .mobile
+                .token
+                .is_none()
+                .then(|| data_dir.join(mobile::TOKEN_FILE)),
+            data_dir: data_dir.to_owned(),
+            store: store.path.clone(),
         };
+        let admin = hubs.admin(&store, info).map_err(data_err)?;
 
         let tasks = vec![
             tokio::spawn(listener::run(
                 gadget_listener,
                 tls.clone(),
                 gadget::endpoint(&config.gadget.path),
-                gadget.clone(),
+                hubs.gadget.clone(),
             )),
             tokio::spawn(listener::run(
                 mobile_listener,
-                tls.clone(),
+                tls,
                 mobile::endpoint(&config.mobile.path),
-                mobile.clone(),
+                hubs.mobile.clone(),
             )),
-            tokio::spawn(prune_hourly(inbox)),
-            tokio::spawn(herald_admin::serve(admin_listener, admin_state)),
+            tokio::spawn(prune_hourly(hubs.inbox.clone())),
+            tokio::spawn(herald_admin::serve(admin_listener, admin)),
         ];
         herald_admin::publish(data_dir, &format!("http://{admin_addr}")).map_err(data_err)?;
 
@@ -292,8 +201,8 @@ impl Server {
             admin_addr,
             gadget_url,
             mobile_url,
-            gadget,
-            mobile,
+            gadget: hubs.gadget,
+            mobile: hubs.mobile,
             tasks,
             data_dir: data_dir.to_owned(),
             _lock: lock,
@@ -354,6 +263,173 @@ impl Server {
     }
 }
 
+/// The store, open, with what a restart left of firmware updates.
+struct Opened {
+    store: StoreHandle,
+    path: PathBuf,
+    unfinished: Vec<herald_store::OtaUpdate>,
+}
+
+impl Opened {
+    /// Open the store in `data_dir`, and remove staged firmware no update uses any more
+    /// (half-written copies too: only what a running update streams from stays).
+    fn open(data_dir: &Path) -> Result<Opened, StartError> {
+        let path = data_dir.join(STORE_FILE);
+        let store_err = |source| StartError::Store {
+            path: path.clone(),
+            source,
+        };
+        let store = SqliteStore::open(&path).map_err(store_err)?;
+        let store = StoreHandle::new(Arc::new(store)).map_err(store_err)?;
+        let staging = data_dir.join(gadget::STAGING_DIR);
+        let unfinished = gadget::unfinished_updates(store.blocking()).map_err(store_err)?;
+        let unused = gadget::sweep_unused_staged(&staging, &unfinished).map_err(|source| {
+            StartError::DataDir {
+                path: staging.clone(),
+                source,
+            }
+        })?;
+        if unused > 0 {
+            info!(files = unused, "removed staged firmware no update uses");
+        }
+        Ok(Opened {
+            store,
+            path,
+            unfinished,
+        })
+    }
+}
+
+/// Both platforms' hubs, what they share, and the agent behind them.
+struct Hubs {
+    gadget: Arc<GadgetHub>,
+    mobile: Arc<MobileHub>,
+    inbox: Arc<Inbox>,
+    metrics: Arc<Metrics>,
+    outbound: Arc<dyn Outbound>,
+    authorizer: Arc<dyn Authorizer>,
+    /// Herald's own pairing store, unless the backend (Hermes) decides who may talk.
+    own_access: Option<Arc<dyn herald_admin::OwnPairing>>,
+}
+
+impl Hubs {
+    fn build(
+        config: &Config,
+        data_dir: &Path,
+        opened: &Opened,
+        agent: AgentFactory,
+    ) -> Result<Hubs, StartError> {
+        let data_err = |source| StartError::DataDir {
+            path: data_dir.to_owned(),
+            source,
+        };
+        let store = &opened.store;
+        let access = Arc::new(Access::new(
+            store.clone(),
+            Policy {
+                allowed_users: config.gadget.allowed_users.iter().cloned().collect(),
+                allow_all: config.gadget.allow_all_users,
+            },
+            Policy {
+                allowed_users: config.mobile.allowed_users.iter().cloned().collect(),
+                allow_all: config.mobile.allow_all_users,
+            },
+        ));
+        let metrics = Arc::new(Metrics::default());
+        // Voice and files from devices, for the agent to read.
+        let inbox = Inbox::open(data_dir.join("inbox"), &config.inbox).map_err(data_err)?;
+        let app_token = match &config.mobile.token {
+            Some(token) => token.expose().to_owned(),
+            // Generated on first use, so a newcomer's phone connects with nothing to set.
+            None => files::secret::load_or_create_token(&data_dir.join(mobile::TOKEN_FILE))
+                .map_err(data_err)?,
+        };
+        let phone_parts = mobile::PhoneParts::new(
+            config.mobile.clone(),
+            &app_token,
+            config.push.allow_private_endpoints,
+        )?;
+        let pusher = match config.push.enabled {
+            true => Some(notify::start_pusher(data_dir, &config.push, store)?),
+            false => None,
+        };
+        let shared = Arc::new(Shared::new(
+            store.clone(),
+            metrics.clone(),
+            inbox.clone(),
+            questions::Questions::new(config.questions.share, config.questions.not_to.clone()),
+            notify::Notifications::new(pusher),
+            phone_parts.sole_user(),
+        ));
+        let known = gadget::KnownDevices::from_store(store.blocking()).map_err(|source| {
+            StartError::Store {
+                path: opened.path.clone(),
+                source,
+            }
+        })?;
+        let gadget = Arc::new(GadgetHub::new(
+            shared.clone(),
+            gadget::GadgetParts::new(
+                config.gadget.clone(),
+                gadget::Unfinished::new(&opened.unfinished),
+                Arc::new(known),
+            ),
+        ));
+        let mobile = Arc::new(MobileHub::new(shared.clone(), phone_parts));
+        let outbound: Arc<dyn Outbound> = Arc::new(router::Router::new(
+            shared.clone(),
+            gadget.clone(),
+            mobile.clone(),
+        ));
+        let backend = agent(outbound.clone());
+        // A backend that authorizes (Hermes) owns pairing; Herald's store is not consulted.
+        let own_access = backend
+            .authorizer
+            .is_none()
+            .then(|| access.clone() as Arc<dyn herald_admin::OwnPairing>);
+        let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
+            Some(authorizer) => authorizer,
+            None => Arc::new(Standalone(access)),
+        };
+        shared.set_backend(backend.agent, authorizer.clone());
+        shared.set_outbound(&outbound);
+        Ok(Hubs {
+            gadget,
+            mobile,
+            inbox,
+            metrics,
+            outbound,
+            authorizer,
+            own_access,
+        })
+    }
+
+    /// What the admin API reaches: the store, the devices, pairing, the agent's side.
+    fn admin(
+        &self,
+        opened: &Opened,
+        info: herald_admin_api::Info,
+    ) -> std::io::Result<herald_admin::AdminState> {
+        let data_dir = info.data_dir.clone();
+        let token =
+            files::secret::load_or_create_token(&data_dir.join(herald_admin_api::TOKEN_FILE))?;
+        Ok(herald_admin::AdminState {
+            token: token.into(),
+            store: opened.store.clone(),
+            authorizer: self.authorizer.clone(),
+            access: self.own_access.clone(),
+            fleet: Arc::new(fleet::Fleet {
+                gadget: self.gadget.clone(),
+                mobile: self.mobile.clone(),
+                data_dir,
+            }),
+            outbound: self.outbound.clone(),
+            metrics: self.metrics.clone(),
+            info: Arc::new(info),
+        })
+    }
+}
+
 /// How long a stopping server waits for its device sessions to end.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -388,21 +464,15 @@ fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, StartError> {
     }
 }
 
+/// A listener for `what`, bound, and the address it got.
 async fn bind(
     what: &'static str,
     host: std::net::IpAddr,
     port: u16,
-) -> Result<TcpListener, StartError> {
+) -> Result<(TcpListener, SocketAddr), StartError> {
     let addr = SocketAddr::new(host, port);
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| StartError::Bind { what, addr, source })
-}
-
-fn local_addr(what: &'static str, listener: &TcpListener) -> Result<SocketAddr, StartError> {
-    listener.local_addr().map_err(|source| StartError::Bind {
-        what,
-        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
-        source,
-    })
+    let bind_err = |source| StartError::Bind { what, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
+    let bound = listener.local_addr().map_err(bind_err)?;
+    Ok((listener, bound))
 }
