@@ -180,10 +180,13 @@ impl LiveSound for Attentive {
 }
 
 /// What TALK's presses and releases tell the device. Held, TALK records while held, as
-/// on a board. With hands-free turns, a tap records until the speaker stops, and a
-/// press during such a turn takes it back: its release ends the turn.
+/// on a board. With hands-free turns, a tap records until the speaker stops (unless
+/// taps are off: then only the wake word starts such turns), and a press during such a
+/// turn takes it back: its release ends the turn.
 pub struct Talk {
     hands_free: Option<(Arc<HandsFree>, mpsc::Receiver<TurnEnd>)>,
+    /// A tap starts a hands-free turn.
+    taps: bool,
     /// When TALK went down, while it is down.
     since: Option<Duration>,
     /// This press took a hands-free turn back.
@@ -194,9 +197,16 @@ impl Talk {
     pub fn new(hands_free: Option<(Arc<HandsFree>, mpsc::Receiver<TurnEnd>)>) -> Talk {
         Talk {
             hands_free,
+            taps: true,
             since: None,
             took_back: false,
         }
+    }
+
+    /// Whether a tap starts a hands-free turn (it does unless told otherwise).
+    pub fn taps(mut self, taps: bool) -> Talk {
+        self.taps = taps;
+        self
     }
 
     /// `button` went down or up at `now`.
@@ -232,6 +242,7 @@ impl Talk {
         }
         let held = self.since.take().map(|at| now.saturating_sub(at));
         let tapped = !std::mem::take(&mut self.took_back) && held.is_some_and(|h| h < TAP);
+        let tapped = tapped && self.taps;
         if tapped && hands_free.arm() {
             return Vec::new();
         }
@@ -321,6 +332,13 @@ mod tests {
         assert_eq!(names(&talk.button(Button::Talk, false, ms(5600))), release);
         hands_free.ended.try_send((7, Ended::NothingSaid)).unwrap();
         assert_eq!(names(&talk.button(Button::Talk, true, ms(6000))), press);
+        // Taps off (the wake word alone starts hands-free turns): a tap is a tap.
+        let (hands_free, ends) = HandsFree::new(RULES);
+        let mut plain = Talk::new(Some((hands_free.clone(), ends))).taps(false);
+        hands_free.recording.store(9, Ordering::SeqCst);
+        assert_eq!(names(&plain.button(Button::Talk, true, ms(0))), press);
+        assert_eq!(names(&plain.button(Button::Talk, false, ms(100))), release);
+        assert_eq!(hands_free.armed.load(Ordering::SeqCst), 0);
         // A turn in which nobody spoke is cancelled before TALK is let go.
         assert_eq!(
             names(&Talk::end(Ended::NothingSaid)),

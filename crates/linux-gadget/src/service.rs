@@ -139,7 +139,7 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let armed = hands_free
         .as_ref()
         .map(|(hands_free, _)| hands_free.clone());
-    let mut talk = Some(Talk::new(hands_free));
+    let mut talk = Some(Talk::new(hands_free).taps(config.audio.tap_to_talk));
     let (handle, board) = start(&config, &state_dir, &outputs, Some(invoke_tx), live, true)?;
     status.set_outputs(outputs.states());
 
