@@ -6,20 +6,14 @@
 //! core, so the share of a core while listening is its inverse. The wake word needs
 //! espeak-ng (scripts/system-packages.txt): it stands in for the owner, as in the tests.
 
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use herald_linux_gadget::{EndRules, SpeechEnd};
+use herald_linux_gadget::{take, train, EndRules, SpeechEnd, Spotter, DEFAULT_SENSITIVITY};
 use herald_media::audio::{Decoder, FrameStream};
-use herald_media::wav::wav_header;
-use rustpotter::{
-    AudioFmt, DetectorConfig, Endianness, Rustpotter, RustpotterConfig, SampleFormat, WakewordRef,
-    WakewordRefBuildFromBuffers, WakewordSave,
-};
 
 const RATE: u32 = 16_000;
 const SECONDS: u32 = 10;
@@ -63,62 +57,15 @@ fn owner(dir: &Path, words_per_minute: u32, pitch: u32, text: &str) -> Vec<i16> 
     samples
 }
 
-/// A take cut to the word with 0.1 s around it, as `wake-word record` keeps it, as a
-/// WAV file's bytes.
-fn take(said: &[i16]) -> Vec<u8> {
-    let peak = said.iter().map(|s| s.unsigned_abs()).max().unwrap();
-    let loud = |s: &i16| s.unsigned_abs() > peak / 32;
-    let margin = RATE as usize / 10;
-    let first = said.iter().position(loud).unwrap().saturating_sub(margin);
-    let last = (said.iter().rposition(loud).unwrap() + margin).min(said.len());
-    let pcm: Vec<u8> = said[first..last]
+/// The gadget's spotter at the default sensitivity, for a reference made of the tests'
+/// five takes of "hey herald".
+fn spotter(dir: &Path) -> Spotter {
+    let takes: Vec<Vec<i16>> = [(140, 45), (150, 50), (160, 55), (170, 48), (145, 60)]
         .iter()
-        .flat_map(|s| s.to_le_bytes())
+        .map(|(speed, pitch)| take(&owner(dir, *speed, *pitch, "hey herald")).unwrap())
         .collect();
-    let mut wav = wav_header(RATE, pcm.len()).unwrap().to_vec();
-    wav.extend(pcm);
-    wav
-}
-
-/// The gadget's spotter at the default sensitivity, 0.4, for a reference made of the
-/// tests' five takes of "hey herald". The crate does not export `wake_word::Spotter`:
-/// this is its `new` and `hear`'s rustpotter set-up, to be kept alike.
-fn spotter(dir: &Path) -> Rustpotter {
-    let takes = [(140, 45), (150, 50), (160, 55), (170, 48), (145, 60)];
-    let buffers: HashMap<String, Vec<u8>> = takes
-        .iter()
-        .enumerate()
-        .map(|(i, (speed, pitch))| {
-            let said = owner(dir, *speed, *pitch, "hey herald");
-            (format!("take-{}", i + 1), take(&said))
-        })
-        .collect();
-    let reference =
-        WakewordRef::new_from_sample_buffers("hey herald".to_owned(), None, None, buffers, 16)
-            .unwrap()
-            .save_to_buffer()
-            .unwrap();
-    let threshold = 1.0 - 0.4;
-    let config = RustpotterConfig {
-        fmt: AudioFmt {
-            sample_rate: RATE as usize,
-            sample_format: SampleFormat::I16,
-            channels: 1,
-            endianness: Endianness::Little,
-        },
-        detector: DetectorConfig {
-            threshold,
-            avg_threshold: threshold * 0.4,
-            eager: true,
-            ..DetectorConfig::default()
-        },
-        filters: Default::default(),
-    };
-    let mut detector = Rustpotter::new(&config).unwrap();
-    detector
-        .add_wakeword_from_buffer("wake", &reference)
-        .unwrap();
-    detector
+    let reference = train("hey herald", &takes).unwrap();
+    Spotter::new(&reference, DEFAULT_SENSITIVITY).unwrap()
 }
 
 fn listening(c: &mut Criterion) {
@@ -142,27 +89,19 @@ fn listening(c: &mut Criterion) {
     // Ten seconds of the owner speaking without the word, at a speed and pitch none of
     // the takes has: what the spotter does all day.
     let dir = tempfile::tempdir().unwrap();
-    let mut detector = spotter(dir.path());
+    let mut spotter = spotter(dir.path());
     let text = "Good morning. Set a timer for ten minutes, and turn off the lights in the \
                 hall. Is it going to rain tomorrow? Add milk and eggs to the shopping list, \
                 then read me the news.";
     let mut speech = owner(dir.path(), 165, 42, text);
     speech.resize(RATE as usize * SECONDS as usize, 0);
-    let per_frame = detector.get_samples_per_frame();
     // About 0.1 s an iteration: 40 of them fit in criterion's usual 5 s.
     group.sample_size(40);
     group.bench_function("wake word, 10 s of speech in 40 ms frames", |b| {
         b.iter(|| {
-            // As Spotter::hear: the microphone's frames cut into the detector's.
-            detector.reset();
-            let mut pending: Vec<i16> = Vec::new();
+            spotter.reset();
             for frame in speech.chunks(FRAME) {
-                pending.extend_from_slice(frame);
-                let whole = pending.len() / per_frame * per_frame;
-                for chunk in pending[..whole].chunks_exact(per_frame) {
-                    black_box(detector.process_samples(chunk.to_vec()));
-                }
-                pending.drain(..whole);
+                black_box(spotter.hear(black_box(frame)));
             }
         });
     });

@@ -37,6 +37,7 @@ use serde_json::Value;
 pub use audio::speech_end::{EndRules, Ended, SpeechEnd};
 pub use config::GadgetConfig;
 use control::Request;
+pub use wake_word::{take, train, Spotter, DEFAULT_SENSITIVITY};
 
 /// What `herald gadget` does. The configuration file is herald's global `--config`.
 #[derive(Debug, Subcommand)]
