@@ -11,7 +11,7 @@
 //! retires, and what reached its mailbox on the way out is handed to its successor.
 //!
 //! When several things are ready at once, the session takes them in a fixed order
-//! (see [`first_ready`]): the device's connection, the mailbox, the platform's own
+//! (see `first_ready!`): the device's connection, the mailbox, the platform's own
 //! wake-ups, the deadline.
 //!
 //! What the platforms do alike lives here: the loop, the call table, retirement and
@@ -60,20 +60,23 @@ enum Woken<N, E, W> {
 /// are taken in this fixed order, never at random: the connection first (what the
 /// device says is the newest word: a cancel, an answer, a sign of life, and a device
 /// that floods holds up only its own session), then the mailbox, then the platform's
-/// own wake-up, then the deadline.
-async fn first_ready<N, E, W>(
-    connection: impl Future<Output = N>,
-    mailbox: impl Future<Output = Option<E>>,
-    platform: impl Future<Output = W>,
-    deadline: Option<Instant>,
-) -> Woken<N, E, W> {
-    tokio::select! {
-        biased;
-        next = connection => Woken::Connection(next),
-        event = mailbox => Woken::Mailbox(event),
-        wake = platform => Woken::Platform(wake),
-        _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => Woken::Deadline,
-    }
+/// own wake-up, then the deadline (`deadline`, an `Option<Instant>`).
+///
+/// A macro, not an async function: every idle session's task waits here, and a
+/// function's own future (the four waits moved into it) cost 0.5 KiB per connection
+/// (`herald bench connect`: 1.36x the bare baseline's memory against 1.22x).
+macro_rules! first_ready {
+    ($connection:expr, $mailbox:expr, $platform:expr, $deadline:ident) => {
+        tokio::select! {
+            biased;
+            next = $connection => Woken::Connection(next),
+            event = $mailbox => Woken::Mailbox(event),
+            wake = $platform => Woken::Platform(wake),
+            _ = sleep_until($deadline.unwrap_or_else(Instant::now)), if $deadline.is_some() => {
+                Woken::Deadline
+            }
+        }
+    };
 }
 
 /// What a platform adds to the one session loop.
@@ -262,13 +265,12 @@ impl<K: SessionKind> Session<K> {
             }
             let deadline = self.next_deadline();
             K::prepare(&mut self);
-            let woken = first_ready(
+            let woken = first_ready!(
                 self.conns.next(&self.hub.shared.metrics),
                 mailbox.recv(),
                 K::wake(&mut self.parts),
-                deadline,
-            )
-            .await;
+                deadline
+            );
             let event = match woken {
                 Woken::Connection(next) => {
                     Box::pin(self.handle_next(next)).await;
@@ -481,19 +483,14 @@ mod tests {
         // Many rounds: an unordered choice would pick another branch in some of them.
         for _ in 0..64 {
             let now = Some(Instant::now());
-            let woken = first_ready(ready(1), ready(Some(2)), ready(3), now).await;
+            let woken: Woken<u8, u8, u8> = first_ready!(ready(1), ready(Some(2)), ready(3), now);
             assert!(matches!(woken, Woken::Connection(1)));
-            let woken = first_ready(pending::<u8>(), ready(Some(2)), ready(3), now).await;
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), ready(Some(2)), ready(3), now);
             assert!(matches!(woken, Woken::Mailbox(Some(2))));
-            let woken = first_ready(pending::<u8>(), pending::<Option<u8>>(), ready(3), now).await;
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), pending(), ready(3), now);
             assert!(matches!(woken, Woken::Platform(3)));
-            let woken = first_ready(
-                pending::<u8>(),
-                pending::<Option<u8>>(),
-                pending::<u8>(),
-                now,
-            );
-            assert!(matches!(woken.await, Woken::Deadline));
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), pending(), pending(), now);
+            assert!(matches!(woken, Woken::Deadline));
         }
     }
 }
