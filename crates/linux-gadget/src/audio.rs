@@ -92,11 +92,13 @@ impl SoundHealth {
     }
 }
 
-fn pcm16_bytes(samples: &[i16]) -> Vec<u8> {
+/// Samples as PCM16 little-endian bytes.
+pub(crate) fn pcm16_bytes(samples: &[i16]) -> Vec<u8> {
     samples.iter().flat_map(|s| s.to_le_bytes()).collect()
 }
 
-fn pcm16_samples(bytes: &[u8]) -> impl Iterator<Item = i16> + '_ {
+/// PCM16 little-endian bytes as samples.
+pub(crate) fn pcm16_samples(bytes: &[u8]) -> impl Iterator<Item = i16> + '_ {
     bytes
         .chunks_exact(2)
         .map(|b| i16::from_le_bytes([b[0], b[1]]))

@@ -15,7 +15,7 @@ use herald_media::cue::Cue;
 use tokio::sync::mpsc;
 
 use crate::audio::speech_end::{EndRules, Ended, SpeechEnd};
-use crate::audio::DEVICE_RATE;
+use crate::audio::{pcm16_samples, DEVICE_RATE};
 use herald_sim::runner::{Command, LiveSound};
 
 /// Mic frames passed on to the runner (2.5 s), as the cards queue them.
@@ -123,11 +123,7 @@ impl LiveSound for Attentive {
         let cards = self.earcons.then(|| self.cards.clone());
         let cue = move |cue: Cue| {
             if let Some(cards) = &cards {
-                let samples = cue.render(DEVICE_RATE);
-                let samples: Vec<i16> = samples
-                    .chunks_exact(2)
-                    .map(|b| i16::from_le_bytes([b[0], b[1]]))
-                    .collect();
+                let samples: Vec<i16> = pcm16_samples(&cue.render(DEVICE_RATE)).collect();
                 locked(cards).play(DEVICE_RATE, &samples);
             }
         };

@@ -236,17 +236,7 @@ mod sound {
     pub fn check(input: &str, output: &str) -> anyhow::Result<()> {
         let mut sound = CardSound::open(Some(input), Some(output), Default::default())?;
         println!("recording {} s from {input}...", CHECK.as_secs());
-        let mut frames = sound.start_mic(DEVICE_RATE);
-        let wanted = usize::try_from(u64::from(DEVICE_RATE) * CHECK.as_secs()).unwrap_or(0);
-        let mut heard: Vec<i16> = Vec::with_capacity(wanted);
-        while heard.len() < wanted {
-            match frames.blocking_recv() {
-                Some(Ok(frame)) => heard.extend(frame),
-                Some(Err(why)) => anyhow::bail!("the microphone failed: {why}"),
-                None => anyhow::bail!("the microphone stopped"),
-            }
-        }
-        sound.stop_mic();
+        let heard = sound.record(CHECK)?;
         let (rms, peak) = level(&heard);
         println!("level: {rms:.1} dBFS RMS, peak {peak:.1} dBFS");
         if peak < -50.0 {

@@ -22,7 +22,7 @@ use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
 use super::hands_free::{Attentive, HandsFree, Talk, NO_SPEECH};
 use super::status::Status;
-use super::wake_word::commands::spotter;
+use super::wake_word::commands::Reference;
 use super::wake_word::ear::Ear;
 use herald_sim::host::{SimHost, StateLock};
 use herald_sim::runner::{self, Command, Handle, Invocation, LiveSound, Settings};
@@ -110,10 +110,11 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     if let Some(cards) = live.take() {
         live = Some(match config.audio.wake_word {
             true => {
-                let sensitivity = config.audio.wake_sensitivity;
+                let (reference, sensitivity) =
+                    (Reference::load(&state_dir)?, config.audio.wake_sensitivity);
                 let (mic, own_voice) = (
-                    spotter(&state_dir, sensitivity)?,
-                    spotter(&state_dir, sensitivity)?,
+                    reference.spotter(sensitivity)?,
+                    reference.spotter(sensitivity)?,
                 );
                 let (tx, rx) = mpsc::channel(1);
                 woke = Some(rx);
@@ -602,11 +603,15 @@ mod tests {
     }
 
     /// A microphone that hears `clip` (then silence, or a failure after `fail_after`
-    /// frames) in real time, and a speaker that keeps what it plays.
+    /// frames; with `fails_once`, on its first start only) in real time, and a speaker
+    /// that keeps what it plays.
     #[derive(Clone, Default)]
     struct FakeSound {
         clip: Vec<i16>,
         fail_after: Option<usize>,
+        fails_once: bool,
+        /// How often the microphone was started.
+        starts: Arc<std::sync::atomic::AtomicUsize>,
         heard_all: Arc<tokio::sync::Notify>,
         played: Arc<std::sync::Mutex<Vec<i16>>>,
     }
@@ -616,11 +621,16 @@ mod tests {
             assert_eq!(rate, DEVICE_RATE);
             let (frames, receiver) = mpsc::channel(64);
             let this = self.clone();
+            let first = self
+                .starts
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                == 0;
+            let fail_after = self.fail_after.filter(|_| first || !self.fails_once);
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(Duration::from_millis(40));
                 for n in 0.. {
                     tick.tick().await;
-                    if this.fail_after == Some(n) {
+                    if fail_after == Some(n) {
                         let _ = frames.send(Err("unplugged".to_owned())).await;
                         return;
                     }
@@ -692,21 +702,11 @@ mod tests {
         handle.run(Command::Press(Button::Talk)).await.unwrap();
         sound.heard_all.notified().await;
         handle.run(Command::Release(Button::Talk)).await.unwrap();
-        until(&handle, "answered", |s| {
-            s.shown.lines.join(" ").contains("I heard")
-        })
-        .await;
+        let (seconds, reply) = heard(&handle).await;
         until(&handle, "done", |s| {
             s.shown.screen == herald_device::Screen::Ready
         })
         .await;
-        let reply = handle.snapshot().borrow().replies.back().unwrap().clone();
-        let seconds: f64 = reply
-            .trim_start_matches("I heard ")
-            .split(' ')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{reply}"));
         // The clip, and the silence until TALK was let go.
         assert!((1.2..=1.6).contains(&seconds), "{reply}");
         // The demo agent plays the recording back: the speaker played that much of it.
@@ -818,17 +818,7 @@ mod tests {
             handle.snapshot().borrow().recording,
             "the tap ended the turn"
         );
-        until(&handle, "answered", |s| {
-            s.shown.lines.join(" ").contains("I heard")
-        })
-        .await;
-        let reply = handle.snapshot().borrow().replies.back().unwrap().clone();
-        let heard: f64 = reply
-            .trim_start_matches("I heard ")
-            .split(' ')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{reply}"));
+        let (heard, reply) = heard(&handle).await;
         // The speech, its lead-in and the end silence (0.7 s); far short of the clip.
         let expected = 0.3 + speech_s + 0.7;
         assert!(
@@ -836,11 +826,7 @@ mod tests {
             "heard {heard} s of {speech_s:.2} s of speech: {reply}"
         );
         // The speaker said "listening" once, at the tap, before the agent's answer.
-        let listening: Vec<i16> = herald_media::cue::Cue::Listening
-            .render(DEVICE_RATE)
-            .chunks_exact(2)
-            .map(|b| i16::from_le_bytes([b[0], b[1]]))
-            .collect();
+        let listening = listening_cue();
         let played = sound.played.lock().unwrap().clone();
         assert!(played.starts_with(&listening), "no cue first");
         assert!(
@@ -879,10 +865,13 @@ mod tests {
             ..FakeSound::default()
         };
         let (woke_tx, woke) = mpsc::channel(1);
-        let sensitivity = config.audio.wake_sensitivity;
+        let (reference, sensitivity) = (
+            Reference::load(state.path()).unwrap(),
+            config.audio.wake_sensitivity,
+        );
         let (mic, own_voice) = (
-            spotter(state.path(), sensitivity).unwrap(),
-            spotter(state.path(), sensitivity).unwrap(),
+            reference.spotter(sensitivity).unwrap(),
+            reference.spotter(sensitivity).unwrap(),
         );
         let ear = Ear::start(Box::new(sound.clone()), mic, own_voice, woke_tx);
         let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
@@ -900,17 +889,7 @@ mod tests {
         let wake = tokio::spawn(wake_turns(woke, handle.clone(), hands_free, Some(talk)));
         until(&handle, "online", |s| s.phase == Phase::Online).await;
         until(&handle, "recording", |s| s.recording).await;
-        until(&handle, "answered", |s| {
-            s.shown.lines.join(" ").contains("I heard")
-        })
-        .await;
-        let reply = handle.snapshot().borrow().replies.back().unwrap().clone();
-        let heard: f64 = reply
-            .trim_start_matches("I heard ")
-            .split(' ')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{reply}"));
+        let (heard, _) = heard(&handle).await;
         // The request with the pause before it and the end silence (0.7 s), not the word.
         let expected = 0.6 + request_s + 0.7;
         assert!(
@@ -919,11 +898,7 @@ mod tests {
         );
         assert!(!handle.snapshot().borrow().recording, "TALK let go");
         // The speaker said "listening" once, when the word was heard.
-        let listening: Vec<i16> = herald_media::cue::Cue::Listening
-            .render(DEVICE_RATE)
-            .chunks_exact(2)
-            .map(|b| i16::from_le_bytes([b[0], b[1]]))
-            .collect();
+        let listening = listening_cue();
         assert!(sound.played.lock().unwrap().starts_with(&listening));
 
         wake.abort();
@@ -986,6 +961,50 @@ mod tests {
             let heard = tokio::time::timeout(Duration::from_millis(500), woke.recv()).await;
             assert_eq!(heard.is_ok(), wakes, "woke: {heard:?}");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_microphone_that_fails_while_listening_is_opened_again_and_hears_the_word() {
+        use crate::audio::speech_end::tests::silence;
+        use crate::wake_word::tests::{owner, takes};
+        let reference = crate::wake_word::train("hey herald", &takes()).unwrap();
+        let sound = FakeSound {
+            clip: [silence(0.5), owner(155, 52, "hey herald"), silence(1.0)].concat(),
+            // Unplugged before the word, the first time only.
+            fail_after: Some(5),
+            fails_once: true,
+            ..FakeSound::default()
+        };
+        let spotter = || crate::wake_word::Spotter::new(&reference, 0.4).unwrap();
+        let (woke_tx, mut woke) = mpsc::channel(1);
+        let _ear = Ear::start(Box::new(sound.clone()), spotter(), spotter(), woke_tx);
+        // Heard after the ear's rest (2 s) and the clip again (about 2.5 s).
+        let heard = tokio::time::timeout(Duration::from_secs(15), woke.recv()).await;
+        assert!(matches!(heard, Ok(Some(_))), "{heard:?}");
+        assert_eq!(sound.starts.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// How many seconds the demo agent says it heard ("I heard N.N seconds of audio."),
+    /// once it has answered, and its reply.
+    async fn heard(handle: &Handle) -> (f64, String) {
+        until(handle, "answered", |s| {
+            s.shown.lines.join(" ").contains("I heard")
+        })
+        .await;
+        let reply = handle.snapshot().borrow().replies.back().unwrap().clone();
+        let seconds = reply
+            .trim_start_matches("I heard ")
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{reply}"));
+        (seconds, reply)
+    }
+
+    /// The "listening" note, as the speaker gets it.
+    fn listening_cue() -> Vec<i16> {
+        crate::audio::pcm16_samples(&herald_media::cue::Cue::Listening.render(DEVICE_RATE))
+            .collect()
     }
 
     fn seconds(samples: usize) -> f64 {
@@ -1140,9 +1159,7 @@ mod sound_server_tests {
         /// What the speaker played since the server last started.
         fn played(&self) -> Vec<i16> {
             let raw = std::fs::read(self.recorded()).unwrap_or_default();
-            raw.chunks_exact(2)
-                .map(|b| i16::from_le_bytes([b[0], b[1]]))
-                .collect()
+            crate::audio::pcm16_samples(&raw).collect()
         }
 
         /// Seconds of `played` louder than -30 dBFS.
@@ -1175,7 +1192,7 @@ mod sound_server_tests {
                 let mut pipe = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
                 let start = Instant::now();
                 for (n, chunk) in clip.chunks(PIPE_RATE as usize / 50).enumerate() {
-                    if pipe.write_all(&bytes(chunk)).is_err() {
+                    if pipe.write_all(&crate::audio::pcm16_bytes(chunk)).is_err() {
                         return;
                     }
                     let due = Duration::from_millis(20 * (n as u64 + 1));
@@ -1199,10 +1216,6 @@ mod sound_server_tests {
     fn spoken(seconds: f64) -> Vec<i16> {
         let silence = vec![0i16; PIPE_RATE as usize * 3 / 10];
         [silence.clone(), tone(PIPE_RATE, seconds, 8000.0), silence].concat()
-    }
-
-    fn bytes(samples: &[i16]) -> Vec<u8> {
-        samples.iter().flat_map(|s| s.to_le_bytes()).collect()
     }
 
     /// The gadget on `pulse`, online to a fresh server.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use cpal::traits::{DeviceTrait, HostTrait, StreamTrait};
 use tokio::sync::mpsc;
 
-use super::{Capture, CardState, Render, SoundHealth};
+use super::{Capture, CardState, Render, SoundHealth, DEVICE_RATE};
 use herald_sim::runner::LiveSound;
 
 /// Mic frames waiting for the runner (2.5 s): more means it stopped reading.
@@ -63,6 +63,8 @@ pub enum SoundError {
     },
     #[error("{name}: {message}")]
     Device { name: String, message: String },
+    #[error("the microphone failed: {0}")]
+    Microphone(String),
 }
 
 fn system(e: impl std::fmt::Display) -> SoundError {
@@ -210,6 +212,23 @@ impl CardSound {
             .spawn(move || cards.run(&inbox))
             .map_err(system)?;
         Ok(CardSound { commands })
+    }
+
+    /// `length` of the microphone at `DEVICE_RATE`, for a command in the terminal (it
+    /// blocks until then).
+    pub fn record(&mut self, length: Duration) -> Result<Vec<i16>, SoundError> {
+        let wanted = (length.as_secs_f64() * f64::from(DEVICE_RATE)) as usize;
+        let mut frames = self.start_mic(DEVICE_RATE);
+        let mut heard = Vec::with_capacity(wanted);
+        while heard.len() < wanted {
+            match frames.blocking_recv() {
+                Some(Ok(frame)) => heard.extend(frame),
+                Some(Err(why)) => return Err(SoundError::Microphone(why)),
+                None => return Err(SoundError::Microphone("it stopped".to_owned())),
+            }
+        }
+        self.stop_mic();
+        Ok(heard)
     }
 
     fn send(&self, command: Command) {

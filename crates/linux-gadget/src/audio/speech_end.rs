@@ -144,10 +144,7 @@ pub(crate) mod tests {
             .position(|w| w == b"data")
             .expect("a data chunk")
             + 8;
-        let samples: Vec<i16> = bytes[data..]
-            .chunks_exact(2)
-            .map(|b| i16::from_le_bytes([b[0], b[1]]))
-            .collect();
+        let samples: Vec<i16> = crate::audio::pcm16_samples(&bytes[data..]).collect();
         let mut capture = Capture::new(rate, 1, DEVICE_RATE).unwrap();
         let mut out: Vec<i16> = capture.push(&samples).unwrap().concat();
         // What the resampler holds back comes out behind a little silence.

@@ -13,7 +13,7 @@ use super::{
     take, train, Spotter, WakeError, DEFAULT_SENSITIVITY, MARGIN, MAX_TAKES, MIN_TAKES, MODEL_FILE,
     TAKES_DIR,
 };
-use crate::audio::DEVICE_RATE;
+use crate::audio::{pcm16_samples, DEVICE_RATE};
 
 #[derive(Debug, Subcommand)]
 pub enum WakeWordCommand {
@@ -90,23 +90,40 @@ pub fn run(
     }
 }
 
+/// The wake word kept in a state directory, read once for however many spotters.
+pub struct Reference {
+    path: PathBuf,
+    bytes: Vec<u8>,
+}
+
+impl Reference {
+    pub fn load(state_dir: &Path) -> anyhow::Result<Reference> {
+        let path = state_dir.join(MODEL_FILE);
+        let bytes = std::fs::read(&path).with_context(|| {
+            format!(
+                "no wake word at {}: record it (herald gadget wake-word record) and make it \
+                 (herald gadget wake-word train)",
+                path.display()
+            )
+        })?;
+        Ok(Reference { path, bytes })
+    }
+
+    /// A spotter for it; a damaged file is named.
+    pub fn spotter(&self, sensitivity: f32) -> anyhow::Result<Spotter> {
+        Spotter::new(&self.bytes, sensitivity).map_err(|err| match err {
+            WakeError::Reference(why) => anyhow::anyhow!(
+                "the wake word at {} is damaged ({why}): make it again (herald gadget wake-word train)",
+                self.path.display()
+            ),
+            other => other.into(),
+        })
+    }
+}
+
 /// A spotter for the reference kept in `state_dir`.
-pub fn spotter(state_dir: &Path, sensitivity: f32) -> anyhow::Result<Spotter> {
-    let path = state_dir.join(MODEL_FILE);
-    let reference = std::fs::read(&path).with_context(|| {
-        format!(
-            "no wake word at {}: record it (herald gadget wake-word record) and make it \
-             (herald gadget wake-word train)",
-            path.display()
-        )
-    })?;
-    Spotter::new(&reference, sensitivity).map_err(|err| match err {
-        WakeError::Reference(why) => anyhow::anyhow!(
-            "the wake word at {} is damaged ({why}): make it again (herald gadget wake-word train)",
-            path.display()
-        ),
-        other => other.into(),
-    })
+fn spotter(state_dir: &Path, sensitivity: f32) -> anyhow::Result<Spotter> {
+    Reference::load(state_dir)?.spotter(sensitivity)
 }
 
 /// A sound file as 16 kHz mono samples.
@@ -115,11 +132,7 @@ fn read(path: &Path) -> anyhow::Result<Vec<i16>> {
     let mut frames = FrameStream::new(decoder, DEVICE_RATE, AUDIO_FRAME_MS)?;
     let mut samples = Vec::new();
     while let Some(frame) = frames.next_frame()? {
-        samples.extend(
-            frame
-                .chunks_exact(2)
-                .map(|b| i16::from_le_bytes([b[0], b[1]])),
-        );
+        samples.extend(pcm16_samples(frame));
     }
     Ok(samples)
 }
@@ -309,7 +322,6 @@ mod record {
     use std::time::Duration;
 
     use anyhow::Context;
-    use herald_sim::runner::LiveSound;
 
     use crate::audio::card::CardSound;
     use crate::audio::DEVICE_RATE;
@@ -334,7 +346,7 @@ mod record {
             loop {
                 tries += 1;
                 println!("take {n} of {count}: say it now");
-                let heard = listen(&mut sound)?;
+                let heard = sound.record(LISTEN)?;
                 match take(&heard) {
                     Ok(word) => {
                         let path = dir.join(format!("take-{n:02}.wav"));
@@ -352,21 +364,6 @@ mod record {
         }
         println!("now make the wake word: herald gadget wake-word train");
         Ok(())
-    }
-
-    fn listen(sound: &mut CardSound) -> anyhow::Result<Vec<i16>> {
-        let wanted = (LISTEN.as_millis() as usize) * DEVICE_RATE as usize / 1000;
-        let mut frames = sound.start_mic(DEVICE_RATE);
-        let mut heard = Vec::with_capacity(wanted);
-        while heard.len() < wanted {
-            match frames.blocking_recv() {
-                Some(Ok(frame)) => heard.extend(frame),
-                Some(Err(why)) => anyhow::bail!("the microphone failed: {why}"),
-                None => anyhow::bail!("the microphone stopped"),
-            }
-        }
-        sound.stop_mic();
-        Ok(heard)
     }
 }
 

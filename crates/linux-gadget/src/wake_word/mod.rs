@@ -15,7 +15,7 @@ use rustpotter::{
     WakewordRefBuildFromBuffers, WakewordSave,
 };
 
-use crate::audio::{level, DEVICE_RATE};
+use crate::audio::{level, pcm16_bytes, DEVICE_RATE};
 
 pub mod commands;
 pub mod ear;
@@ -107,7 +107,7 @@ fn seconds(samples: usize) -> f64 {
 
 /// `samples` as a WAV file's bytes, 16 kHz mono PCM16.
 pub fn wav(samples: &[i16]) -> Vec<u8> {
-    let pcm: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    let pcm = pcm16_bytes(samples);
     // A take is at most a few seconds: far below what a header can say.
     let mut bytes = wav_header(DEVICE_RATE, pcm.len())
         .map(|h| h.to_vec())
