@@ -47,6 +47,51 @@ where
     await_close_reply(ws).await;
 }
 
+/// What a handshake hears next on a connection no session holds yet.
+pub enum Heard {
+    Text(tungstenite::Utf8Bytes),
+    Binary,
+    /// The handshake's deadline passed first.
+    Late,
+    /// The connection closed or failed.
+    Gone,
+}
+
+/// The next message for a handshake core (control frames skipped, text counted in
+/// `traffic`), or [`Heard::Late`] once its `deadline` (the core's `poll_timeout`) passes.
+pub async fn hear<S>(
+    ws: &mut WebSocketStream<S>,
+    deadline: Option<std::time::Instant>,
+    traffic: &Traffic,
+) -> Heard
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let late = async {
+        match deadline {
+            Some(at) => tokio::time::sleep_until(at.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    let next = async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    traffic.inbound(text.len());
+                    return Heard::Text(text);
+                }
+                Some(Ok(Message::Binary(_))) => return Heard::Binary,
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                Some(Ok(Message::Close(_)) | Err(_)) | None => return Heard::Gone,
+            }
+        }
+    };
+    tokio::select! {
+        heard = next => heard,
+        () = late => Heard::Late,
+    }
+}
+
 /// Write a handshake core's frames (`next` until it has none) to a connection no session
 /// holds yet, counting them in `traffic`; false once the connection takes no more.
 pub async fn send_frames<S>(

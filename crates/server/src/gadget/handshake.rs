@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use herald_gadget_proto::{DeviceMessage, Hello};
 use herald_port::Platform;
 use herald_session::gadget::handshake::{
@@ -16,8 +15,6 @@ use herald_session::gadget::handshake::{
 };
 use herald_session::Ids;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::Instant as TokioInstant;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
@@ -28,7 +25,7 @@ use super::GadgetHub;
 use crate::clock::now_ms;
 use crate::config::Secret;
 use crate::edge::listener;
-use crate::edge::socket;
+use crate::edge::socket::{self, Heard};
 use crate::ids::OsEntropy;
 use crate::places::AddrPlace;
 use crate::session::core_now;
@@ -130,31 +127,15 @@ where
             None => {}
         }
         send_frames(handshake, ws, hub).await?;
-        let deadline = handshake.poll_timeout().map(TokioInstant::from_std);
-        let late = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        let next = tokio::select! {
-            next = ws.next() => next,
-            () = late => {
-                handshake.handle_timeout(core_now());
-                continue;
-            }
-        };
-        match next {
-            Some(Ok(Message::Text(text))) => {
-                hub.shared.metrics.gadget.inbound(text.len());
-                match DeviceMessage::decode(&text) {
-                    Ok(msg) => handshake.handle_message(msg),
-                    Err(err) => handshake.handle_bad_frame(err.to_string()),
-                }
-            }
-            Some(Ok(Message::Binary(_))) => handshake.handle_binary(),
-            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-            Some(Ok(Message::Close(_)) | Err(_)) | None => return Err(Ended::Gone),
+        let traffic = &hub.shared.metrics.gadget;
+        match socket::hear(ws, handshake.poll_timeout(), traffic).await {
+            Heard::Text(text) => match DeviceMessage::decode(&text) {
+                Ok(msg) => handshake.handle_message(msg),
+                Err(err) => handshake.handle_bad_frame(err.to_string()),
+            },
+            Heard::Binary => handshake.handle_binary(),
+            Heard::Late => handshake.handle_timeout(core_now()),
+            Heard::Gone => return Err(Ended::Gone),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use herald_mobile_proto::{self as proto, ServerFrame};
 use herald_port::Platform;
 use herald_session::mobile::admission::{
@@ -16,7 +16,6 @@ use herald_session::mobile::admission::{
 };
 use herald_session::mobile::link::Delivers;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::Instant as TokioInstant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
@@ -26,7 +25,7 @@ use super::socket::{deliver_only, Connection};
 use super::{MobileHub, MAX_LABEL};
 use crate::clock::now_ms;
 use crate::edge::listener;
-use crate::edge::socket;
+use crate::edge::socket::{self, Heard};
 use crate::labels;
 use crate::session::core_now;
 use herald_store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
@@ -153,28 +152,12 @@ where
             Some(Outcome::Refused(refusal)) => return Err(Ended::Refused(refusal)),
             None => {}
         }
-        let deadline = admission.poll_timeout().map(TokioInstant::from_std);
-        let late = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        let next = tokio::select! {
-            next = ws.next() => next,
-            () = late => {
-                admission.handle_timeout(core_now());
-                continue;
-            }
-        };
-        match next {
-            Some(Ok(Message::Text(text))) => {
-                hub.shared.metrics.mobile.inbound(text.len());
-                admission.handle_text(&text);
-            }
-            Some(Ok(Message::Binary(_))) => admission.handle_binary(),
-            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-            Some(Ok(Message::Close(_)) | Err(_)) | None => return Err(Ended::Gone),
+        let traffic = &hub.shared.metrics.mobile;
+        match socket::hear(ws, admission.poll_timeout(), traffic).await {
+            Heard::Text(text) => admission.handle_text(&text),
+            Heard::Binary => admission.handle_binary(),
+            Heard::Late => admission.handle_timeout(core_now()),
+            Heard::Gone => return Err(Ended::Gone),
         }
     }
 }
