@@ -128,6 +128,19 @@ async fn start() -> Harness {
 
 /// Phone tel-1 of the app token's user, subscribed to `origin`'s push service: the
 /// phone, its keys and the server's VAPID key.
+/// `deliver` "Reminder" to tel-1 through the admin API; its status.
+async fn remind(h: &Harness) -> u16 {
+    let chat = json!({"platform": "mobile", "id": "tel-1"});
+    let (status, _) = h
+        .admin(
+            "POST",
+            "/v1/deliver",
+            Some(json!({"chat": chat, "text": "Reminder"})),
+        )
+        .await;
+    status
+}
+
 async fn subscribed(h: &Harness, origin: &str) -> (Phone, Keys, String) {
     let (mut phone, ready) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
     let keys = Keys::new();
@@ -227,13 +240,7 @@ async fn a_subscription_the_push_service_calls_gone_is_dropped() {
     drop(phone);
 
     // A delivery while the app is closed: pushed, answered 410, and the subscription goes.
-    let (status, _) = h
-        .admin(
-            "POST",
-            "/v1/deliver",
-            Some(json!({"chat": {"platform": "mobile", "id": "tel-1"}, "text": "Reminder"})),
-        )
-        .await;
+    let status = remind(&h).await;
     assert_ne!(status, 200, "not delivered: the app is closed");
     let note = nth_push(&service, 0, &keys, &key, &origin).await;
     assert_eq!(
@@ -332,13 +339,7 @@ async fn a_push_service_that_hangs_holds_up_no_session() {
         .await;
     // A delivery to the app out of sight is pushed, and the service takes that push's
     // connection and holds it.
-    let (status, _) = h
-        .admin(
-            "POST",
-            "/v1/deliver",
-            Some(json!({"chat": {"platform": "mobile", "id": "tel-1"}, "text": "Reminder"})),
-        )
-        .await;
+    let status = remind(&h).await;
     assert_eq!(status, 200);
     herald_test_support::wait::until(|| (!held.lock().unwrap().is_empty()).then_some(())).await;
     let (mut conn, _) = Gadget::new().connect(&h.url).await;
