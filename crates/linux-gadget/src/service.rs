@@ -20,7 +20,7 @@ use super::audio::DEVICE_RATE;
 use super::config::{AudioConfig, GadgetConfig, GpioConfig};
 use super::control;
 use super::gpio::{led_pattern, Buttons, Gpio, Outputs, RawEdge};
-use super::hands_free::{Attentive, HandsFree, Talk, NO_SPEECH};
+use super::hands_free::{Attentive, HandsFree, Talk, TurnEnd, NO_SPEECH};
 use super::status::Status;
 use super::wake_word::commands::Reference;
 use super::wake_word::ear::Ear;
@@ -104,39 +104,11 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     let outputs = Outputs::new(config.gpio.as_ref().map_or(&[][..], |g| &g.outputs));
     let (invoke_tx, invocations) = mpsc::channel(QUEUE);
     let status = Arc::new(Status::new(Arc::default()));
-    let mut live = open_sound(&config, &status)?;
-    // The wake word keeps the microphone open to listen for it.
-    let mut woke = None;
-    if let Some(cards) = live.take() {
-        live = Some(match config.audio.wake_word {
-            true => {
-                let (reference, sensitivity) =
-                    (Reference::load(&state_dir)?, config.audio.wake_sensitivity);
-                let (mic, own_voice) = (
-                    reference.spotter(sensitivity)?,
-                    reference.spotter(sensitivity)?,
-                );
-                let (tx, rx) = mpsc::channel(1);
-                woke = Some(rx);
-                Box::new(Ear::start(cards, mic, own_voice, tx))
-            }
-            false => cards,
-        });
-    }
-    // A tap on TALK, when asked for, or the wake word start a turn that ends when the
-    // speaker stops.
-    let hands_free = match live.take() {
-        Some(cards) if config.audio.tap_to_talk || config.audio.wake_word => {
-            let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
-            let attentive = Attentive::new(cards, hands_free.clone(), config.audio.earcons);
-            live = Some(Box::new(attentive));
-            Some((hands_free, ends))
-        }
-        cards => {
-            live = cards;
-            None
-        }
-    };
+    let Sound {
+        live,
+        hands_free,
+        woke,
+    } = Sound::assemble(open_sound(&config, &status)?, &config.audio, &state_dir)?;
     let armed = hands_free
         .as_ref()
         .map(|(hands_free, _)| hands_free.clone());
@@ -202,6 +174,56 @@ async fn serve(config: GadgetConfig, state_dir: PathBuf) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_file(&socket);
     outcome
+}
+
+/// The sound cards as the service uses them, as `[audio]` asks: the microphone kept
+/// open for the wake word, and listened to for the end of hands-free turns.
+struct Sound {
+    live: Option<Box<dyn LiveSound>>,
+    /// Hands-free turns and where their ends are said, when there are such turns.
+    hands_free: Option<(Arc<HandsFree>, mpsc::Receiver<TurnEnd>)>,
+    /// Told when the wake word is heard.
+    woke: Option<mpsc::Receiver<f32>>,
+}
+
+impl Sound {
+    fn assemble(
+        cards: Option<Box<dyn LiveSound>>,
+        audio: &AudioConfig,
+        state_dir: &Path,
+    ) -> anyhow::Result<Sound> {
+        let Some(mut cards) = cards else {
+            return Ok(Sound {
+                live: None,
+                hands_free: None,
+                woke: None,
+            });
+        };
+        let mut woke = None;
+        if audio.wake_word {
+            let (reference, sensitivity) = (Reference::load(state_dir)?, audio.wake_sensitivity);
+            let (mic, own_voice) = (
+                reference.spotter(sensitivity)?,
+                reference.spotter(sensitivity)?,
+            );
+            let (tx, rx) = mpsc::channel(1);
+            woke = Some(rx);
+            cards = Box::new(Ear::start(cards, mic, own_voice, tx));
+        }
+        // A tap on TALK, when asked for, or the wake word start a turn that ends when
+        // the speaker stops.
+        let mut hands_free = None;
+        if audio.tap_to_talk || audio.wake_word {
+            let (turns, ends) = HandsFree::new(end_rules(audio));
+            cards = Box::new(Attentive::new(cards, turns.clone(), audio.earcons));
+            hands_free = Some((turns, ends));
+        }
+        Ok(Sound {
+            live: Some(cards),
+            hands_free,
+            woke,
+        })
+    }
 }
 
 /// The sound cards the file names, if any; their health goes to `status`.
@@ -772,15 +794,15 @@ mod tests {
             clip: [silence(0.3), speech, silence(6.0)].concat(),
             ..FakeSound::default()
         };
-        let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
-        let live = Attentive::new(Box::new(sound.clone()), hands_free.clone(), true);
         let state = tempfile::tempdir().unwrap();
+        let cards: Box<dyn LiveSound> = Box::new(sound.clone());
+        let parts = Sound::assemble(Some(cards), &config.audio, state.path()).unwrap();
         let (handle, board) = start(
             &config,
             state.path(),
             &Outputs::new(&[]),
             None,
-            Some(Box::new(live)),
+            parts.live,
             false,
         )
         .unwrap();
@@ -794,7 +816,7 @@ mod tests {
             buttons: Buttons::new(&gpio_config),
             led: None,
             outputs: Outputs::new(&[]),
-            talk: Talk::new(Some((hands_free, ends))),
+            talk: Talk::new(parts.hands_free).taps(config.audio.tap_to_talk),
             handle: handle.clone(),
             status: Arc::new(Status::default()),
             origin,
@@ -864,29 +886,17 @@ mod tests {
             clip: [silence(2.5), word, silence(0.6), request, silence(6.0)].concat(),
             ..FakeSound::default()
         };
-        let (woke_tx, woke) = mpsc::channel(1);
-        let (reference, sensitivity) = (
-            Reference::load(state.path()).unwrap(),
-            config.audio.wake_sensitivity,
-        );
-        let (mic, own_voice) = (
-            reference.spotter(sensitivity).unwrap(),
-            reference.spotter(sensitivity).unwrap(),
-        );
-        let ear = Ear::start(Box::new(sound.clone()), mic, own_voice, woke_tx);
-        let (hands_free, ends) = HandsFree::new(end_rules(&config.audio));
-        let live = Attentive::new(Box::new(ear), hands_free.clone(), true);
-        let (handle, board) = start(
-            &config,
-            state.path(),
-            &Outputs::new(&[]),
-            None,
-            Some(Box::new(live)),
-            false,
-        )
-        .unwrap();
-        let talk = Talk::new(Some((hands_free.clone(), ends)));
-        let wake = tokio::spawn(wake_turns(woke, handle.clone(), hands_free, Some(talk)));
+        let cards: Box<dyn LiveSound> = Box::new(sound.clone());
+        let Sound {
+            live,
+            hands_free,
+            woke,
+        } = Sound::assemble(Some(cards), &config.audio, state.path()).unwrap();
+        let (handle, board) =
+            start(&config, state.path(), &Outputs::new(&[]), None, live, false).unwrap();
+        let armed = hands_free.as_ref().map(|(turns, _)| turns.clone()).unwrap();
+        let talk = Talk::new(hands_free).taps(config.audio.tap_to_talk);
+        let wake = tokio::spawn(wake_turns(woke.unwrap(), handle.clone(), armed, Some(talk)));
         until(&handle, "online", |s| s.phase == Phase::Online).await;
         until(&handle, "recording", |s| s.recording).await;
         let (heard, _) = heard(&handle).await;
