@@ -181,7 +181,7 @@ async fn carry_out(
                 name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
                 platform: labels::clean_opt(hello.device.platform.as_deref(), MAX_LABEL),
             };
-            let (id, user) = (hello.device.id.clone(), user_id.clone());
+            let (id, user) = (hello.device.id.clone(), user_id);
             let claim = hub
                 .shared
                 .store
@@ -199,7 +199,7 @@ async fn carry_out(
                     tracing::error!(%err, "store failed during a phone's hello");
                     StoreFailed
                 });
-            admission.handle_claimed(user_id, claim);
+            admission.handle_claimed(claim);
         }
     }
 }

@@ -119,7 +119,10 @@ pub struct Admission<'a> {
 enum Step {
     Hello,
     Checking(Box<proto::Hello>),
-    Claiming(Box<proto::Hello>),
+    Claiming {
+        hello: Box<proto::Hello>,
+        user_id: String,
+    },
     Over,
 }
 
@@ -159,7 +162,7 @@ impl<'a> Admission<'a> {
     /// The phone's `hello`, from its arrival until the end.
     pub fn hello(&self) -> Option<&proto::Hello> {
         match &self.step {
-            Step::Checking(hello) | Step::Claiming(hello) => Some(hello),
+            Step::Checking(hello) | Step::Claiming { hello, .. } => Some(hello),
             Step::Hello | Step::Over => None,
         }
     }
@@ -218,13 +221,16 @@ impl<'a> Admission<'a> {
         if !allowed.is_empty() && !allowed.contains(&hello.device.id) {
             return self.refuse(ErrorCode::AuthFailed, "this device is not allowed");
         }
-        self.step = Step::Claiming(hello);
-        self.effects.push(Effect::Claim { user_id });
+        self.effects.push(Effect::Claim {
+            user_id: user_id.clone(),
+        });
+        self.step = Step::Claiming { hello, user_id };
     }
 
-    /// How the claim of the device id went ([`Effect::Claim`]), for `user_id`.
-    pub fn handle_claimed(&mut self, user_id: String, claim: Result<Claim, StoreFailed>) {
-        let Step::Claiming(hello) = std::mem::replace(&mut self.step, Step::Over) else {
+    /// How the claim of the device id went ([`Effect::Claim`]).
+    pub fn handle_claimed(&mut self, claim: Result<Claim, StoreFailed>) {
+        let Step::Claiming { hello, user_id } = std::mem::replace(&mut self.step, Step::Over)
+        else {
             return;
         };
         match claim {
@@ -339,7 +345,7 @@ mod tests {
         );
         assert_eq!(a.hello().map(|h| h.device.id.as_str()), Some("tel-1"));
         assert!(a.outcome().is_none(), "not before the claim");
-        a.handle_claimed("ann".into(), Ok(Claim::Mine));
+        a.handle_claimed(Ok(Claim::Mine));
         let Some(Outcome::Admitted(admitted)) = a.outcome() else {
             panic!("not admitted");
         };
@@ -385,7 +391,7 @@ mod tests {
         let claimed = |claim: Result<Claim, StoreFailed>| {
             let mut a = checked(APP, "tel-1", false);
             a.poll_effect();
-            a.handle_claimed("ann".into(), claim);
+            a.handle_claimed(claim);
             refused(&mut a)
         };
         let r = claimed(Ok(Claim::OwnedByAnother));
