@@ -358,6 +358,19 @@ def station(tmp_path: Path, model: StubServer) -> Station:
 
 
 @pytest.fixture(autouse=True)
+def own_environment() -> Iterator[None]:
+    """The tests' own environment is put back after each test: importing some of Hermes
+    (0.22's ``gateway.run``) points TMPDIR into ``~/.hermes/cache/scratch``, where a later
+    test's files are outside what that test's gateway may deliver."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def own_share(request: pytest.FixtureRequest) -> Iterator[None]:
     """What a test changed of what the tests share is put back after it: the model's rules,
     and for the shared gateway its config.yaml (Hermes rereads it when it changes) and the
