@@ -36,7 +36,7 @@ SECTION_KEYS = {
         }
     ),
     "mobile": frozenset(
-        {"host", "port", "path", "max_message_chars", "allowed_devices", "avatar_url"}
+        {"host", "port", "path", "max_message_chars", "turn_timeout_s", "allowed_devices", "avatar_url"}
     ),
 }
 # `hermes config set` may store numbers as strings; herald wants integers.

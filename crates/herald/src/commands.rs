@@ -10,9 +10,9 @@ use herald_admin_api::{
 };
 use herald_agents::bridge::Ready;
 use herald_agents::{Bridge, DemoAgent, EchoAgent};
+use herald_config::Config;
 use herald_host::{print_table, raise_fd_limit};
 use herald_port::{Backend, Chat, Platform};
-use herald_server::config::Config;
 use herald_server::Server;
 
 use crate::{

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_agents::DemoAgent;
+use herald_config::{Config, Secret};
 use herald_mobile_client::{Backoff, Client, ClientConfig, Event};
 use herald_mobile_proto::{ClientFrame, DeviceInfo, ServerFrame, Text};
 use herald_port::Backend;
-use herald_server::config::{Config, Secret};
 use herald_server::Server;
 use herald_test_support::Relay;
 

@@ -16,11 +16,11 @@ use tokio::sync::oneshot;
 
 use crate::authorized::Authorized;
 use crate::devices::Devices;
-use crate::inbox::Inbox;
 use crate::metrics::Metrics;
 use crate::notify::Notifications;
 use crate::questions::Questions;
 use crate::throttle::FailureThrottle;
+use herald_inbox::Inbox;
 
 /// What both platforms use, held once.
 pub(crate) struct Shared {

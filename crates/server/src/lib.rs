@@ -27,7 +27,6 @@
 mod access;
 mod authorized;
 mod calls;
-pub mod config;
 mod devices;
 #[cfg(test)]
 mod fake_authorizer;
@@ -35,7 +34,6 @@ mod fleet;
 mod gadget;
 mod hub;
 mod ids;
-mod inbox;
 mod mobile;
 pub mod net;
 mod notify;
@@ -63,13 +61,13 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 use crate::access::{Access, Policy, Standalone};
-use crate::config::Config;
 use crate::edge::{listener, tls};
 use crate::gadget::GadgetHub;
 use crate::hub::Shared;
-use crate::inbox::Inbox;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
+use herald_config::Config;
+use herald_inbox::Inbox;
 use herald_store::{SqliteStore, StoreError, StoreHandle};
 
 pub use crate::edge::tls::TlsError;
@@ -81,7 +79,7 @@ pub const STORE_FILE: &str = "herald.db";
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
-    Config(#[from] config::ConfigError),
+    Config(#[from] herald_config::ConfigError),
     #[error("cannot open the store {}: {source}", path.display())]
     Store { path: PathBuf, source: StoreError },
     #[error(transparent)]
@@ -439,7 +437,7 @@ pub const LOCK_FILE: &str = "herald.lock";
 
 /// Remove what has aged out of the inbox while the server runs.
 async fn prune_hourly(inbox: Arc<Inbox>) {
-    let mut every = tokio::time::interval(inbox::PRUNE_EVERY);
+    let mut every = tokio::time::interval(herald_inbox::PRUNE_EVERY);
     every.tick().await;
     loop {
         every.tick().await;

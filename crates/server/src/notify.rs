@@ -19,7 +19,7 @@ use herald_session::note::{Note, NoteKind};
 use herald_store::StoreHandle;
 use tracing::warn;
 
-use crate::config::PushConfig;
+use herald_config::PushConfig;
 
 /// The VAPID key's file in the data directory.
 pub const VAPID_KEY_FILE: &str = "vapid.key";

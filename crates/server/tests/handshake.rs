@@ -177,7 +177,7 @@ async fn silence_during_the_handshake_times_out() {
 async fn access_token_is_checked() {
     let h = Harness::start_with(|c| {
         c.gadget.allow_all_users = true;
-        c.gadget.access_token = Some(herald_server::config::Secret("open sesame".into()));
+        c.gadget.access_token = Some(herald_config::Secret("open sesame".into()));
     })
     .await;
     let mut gadget = Gadget::new();
@@ -360,7 +360,7 @@ async fn unpaired_devices_wait_four_per_address_and_sixteen_in_all() {
 async fn guessing_the_access_token_is_throttled_per_address() {
     let h = Harness::start_with(|c| {
         c.gadget.allow_all_users = true;
-        c.gadget.access_token = Some(herald_server::config::Secret("right-token".into()));
+        c.gadget.access_token = Some(herald_config::Secret("right-token".into()));
     })
     .await;
     let addr = h.server.gadget_addr();

@@ -220,7 +220,7 @@ fn the_cores_dependency_trees_hold_no_io() {
 /// HTTP parsing are the network edge's.
 #[test]
 fn crates_keep_to_their_jobs() {
-    let rules: [(&str, &[&str]); 6] = [
+    let rules: [(&str, &[&str]); 7] = [
         (
             "session",
             &[
@@ -249,6 +249,7 @@ fn crates_keep_to_their_jobs() {
             ],
         ),
         ("metrics", &["axum", "herald-store", "herald-server"]),
+        ("config", &["tokio", "herald-store", "herald-server"]),
         (
             "store",
             &["axum", "tokio-tungstenite", "tokio-rustls", "herald-server"],

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use futures_util::SinkExt;
+use herald_config::Secret;
 use herald_mobile_proto::{
     encode_base64, limits, AvatarState, ErrorCode, MediaKindDown, PromptKind, ServerFrame,
 };
 use herald_port::{Chat, InboundBody, Prompt, SendOptions};
-use herald_server::config::Secret;
 use herald_test_support::{
     admin_text, capture, demo, promptly, test_config, Gadget, Harness, Phone, APP_TOKEN, WAIT,
 };
@@ -179,6 +179,56 @@ async fn a_turn_streams_with_typing_and_avatar() {
             state: AvatarState::Idle
         }
     );
+}
+
+/// Never silent: the demo agent's failing turn, and its stalled one once herald's turn
+/// timeout has passed (in paused time), both end with the failure said and typing off.
+#[tokio::test(start_paused = true)]
+async fn failed_and_stalled_turns_are_said_to_have_failed() {
+    let h = Harness::start_with(|c| {
+        c.mobile.allow_all_users = true;
+        c.mobile.turn_timeout_s = 60;
+    })
+    .await;
+    let (mut phone, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-1").await;
+    let thinking = |f| {
+        matches!(
+            f,
+            ServerFrame::Avatar {
+                state: AvatarState::Thinking
+            }
+        )
+        .then_some(())
+    };
+    let failure_said = |f| match f {
+        ServerFrame::Message(m) => Some(m.text),
+        _ => None,
+    };
+
+    phone.text("m1", "/fail").await;
+    phone.until(thinking).await;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(phone.until(failure_said).await, "Sorry, that did not work.");
+    assert_eq!(phone.recv().await, ServerFrame::Typing { stop: true });
+
+    phone.text("m2", "/stall").await;
+    phone.until(thinking).await;
+    tokio::time::advance(Duration::from_secs(59)).await;
+    // Frames come in order: a pong first means nothing was said before it.
+    phone.send(json!({"t": "ping"})).await;
+    assert_eq!(
+        phone
+            .until(|f| (f
+                != ServerFrame::Avatar {
+                    state: AvatarState::Idle
+                })
+            .then_some(f))
+            .await,
+        ServerFrame::Pong
+    );
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(phone.until(failure_said).await, "Sorry, that did not work.");
+    assert_eq!(phone.recv().await, ServerFrame::Typing { stop: true });
 }
 
 #[tokio::test]

@@ -3,9 +3,9 @@
 //! wherever it is given resolves it as the gadget's own, and every other copy is
 //! withdrawn with where it was answered. Real server, demo agent, real WebSockets.
 
+use herald_config::Secret;
 use herald_gadget_proto::{Answer, DeviceMessage, PromptReply, ServerMessage};
 use herald_mobile_proto::ServerFrame;
-use herald_server::config::Secret;
 use herald_test_support::{Conn, Gadget, Harness, Phone, APP_TOKEN};
 use serde_json::json;
 

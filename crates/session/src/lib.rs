@@ -32,6 +32,9 @@ mod testing;
 
 pub use ids::{Entropy, Ids};
 
+/// What a device shows (and a speaker or an app's voice says) when a turn fails.
+pub const FAILED_NOTICE: &str = "Sorry, that did not work.";
+
 use std::time::Instant;
 
 use herald_port::{DeliveryError, Response};

@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use herald_admin_api::{AdminClient, Method};
 use herald_agents::DemoAgent;
+use herald_config::Config;
 use herald_port::{Agent, AgentFactory, Backend, Outbound};
-use herald_server::config::Config;
 use herald_server::Server;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -77,7 +77,7 @@ pub fn test_config() -> Config {
     config.gadget.port = 0;
     config.mobile.host = [127, 0, 0, 1].into();
     config.mobile.port = 0;
-    config.mobile.token = Some(herald_server::config::Secret(APP_TOKEN.into()));
+    config.mobile.token = Some(herald_config::Secret(APP_TOKEN.into()));
     config.admin.port = 0;
     // Herald's own speaker cues stay out of the tests of what the agent says; the tests
     // of the cues turn them on.

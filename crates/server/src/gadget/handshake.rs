@@ -23,12 +23,12 @@ use super::session::{Attach, Event};
 use super::socket::Connection;
 use super::GadgetHub;
 use crate::clock::now_ms;
-use crate::config::Secret;
 use crate::edge::listener;
 use crate::edge::socket::{self, Heard};
 use crate::ids::OsEntropy;
 use crate::places::AddrPlace;
 use crate::session::core_now;
+use herald_config::Secret;
 use herald_store::{DeviceProfile, Store, StoreError};
 
 /// Why a handshake ended without a session.

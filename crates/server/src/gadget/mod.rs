@@ -35,9 +35,9 @@ use herald_session::gadget::ota::PushError;
 use herald_session::gadget::{CueTiming, Rules};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::config::GadgetConfig;
 use crate::edge::listener;
 use crate::hub::{DeviceKind, Hub};
+use herald_config::GadgetConfig;
 use herald_store::{OtaUpdate, StoreError};
 
 pub(crate) use known::KnownDevices;

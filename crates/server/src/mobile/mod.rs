@@ -29,9 +29,9 @@ use herald_session::mobile::link::Delivered;
 use herald_session::mobile::uploads::UploadBudget;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::config::MobileConfig;
 use crate::edge::listener;
 use crate::hub::{DeviceKind, Hub};
+use herald_config::MobileConfig;
 use herald_store::StoreHandle;
 
 pub(crate) use session::Command;

@@ -16,6 +16,7 @@ use herald_port::Outcome;
 use tracing::warn;
 
 use super::core::{Core, Effect};
+use crate::FAILED_NOTICE;
 
 /// When cues play, for every session of a hub.
 #[derive(Debug, Clone)]
@@ -25,9 +26,6 @@ pub struct CueTiming {
     /// Then again at this interval, for as long as the quiet lasts.
     pub every: Duration,
 }
-
-/// What the person hears when a turn fails, and sees.
-pub const FAILED_NOTICE: &str = "Sorry, that did not work.";
 
 impl Core {
     /// A voice turn was taken: acknowledge it now, and wait for the agent.

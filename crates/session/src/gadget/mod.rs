@@ -29,7 +29,7 @@ mod speech;
 pub mod utterance;
 
 pub use self::core::{Core, Effect, ImageJob, Rules};
-pub use self::cues::{CueTiming, FAILED_NOTICE};
+pub use self::cues::CueTiming;
 pub use self::peer::Peer;
 pub use self::speech::SpeechChunk;
 

@@ -13,7 +13,8 @@ use herald_port::{
 use serde_json::{json, Value};
 
 use super::ota::{OtaEffect, Timeouts};
-use super::{Core, CueTiming, Effect, Peer, Rules, FAILED_NOTICE};
+use super::{Core, CueTiming, Effect, Peer, Rules};
+use crate::FAILED_NOTICE;
 use crate::{Ids, SessionCore};
 
 const HEARTBEAT: Duration = Duration::from_secs(20);

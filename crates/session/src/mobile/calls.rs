@@ -10,13 +10,14 @@ use herald_mobile_proto::{
     ServerFrame,
 };
 use herald_port::{
-    ActionError, DeliveryError, Notification, Prompt, Request, RequestError, Response, SendOptions,
+    ActionError, DeliveryError, Notification, Outcome, Prompt, Request, RequestError, Response,
+    SendOptions,
 };
 
 use super::core::{Core, Effect, OpenCard};
 use super::media::{mime_for, split_chunks, FileDown};
 use super::push::question_note;
-use crate::{done, CallId, Counted};
+use crate::{done, CallId, Counted, FAILED_NOTICE};
 
 /// Under a multi-select question: a card takes one tap, so several choices are typed.
 const MULTI_SELECT_HINT: &str = "(Tap one, or type several with commas between.)";
@@ -30,6 +31,9 @@ impl Core {
     /// The agent's call `call`; its answer comes back as [`Effect::Answer`], at once or
     /// once the shell has sent a file.
     pub fn handle_call(&mut self, call: CallId, request: Request, now: Instant) {
+        if self.quiet_since.is_some() {
+            self.quiet_since = Some(now);
+        }
         let answer = match request {
             Request::SendText { text, options } => self
                 .send_text(&text, options)
@@ -143,6 +147,7 @@ impl Core {
                 self.turn = Some(turn_id.into());
                 self.speaking = false;
                 self.idle_at = None;
+                self.quiet_since = Some(now);
                 self.emit(&ServerFrame::Typing { stop: false })
                     .and_then(|()| {
                         self.emit(&ServerFrame::Avatar {
@@ -150,14 +155,13 @@ impl Core {
                         })
                     })
             }
-            Notification::TurnEnded { turn_id, .. } => {
+            Notification::TurnEnded { turn_id, outcome } => {
                 if self.turn.as_deref() != Some(turn_id.as_str()) {
                     return;
                 }
-                let sent = self.emit(&ServerFrame::Typing { stop: true });
-                self.turn = None;
-                self.idle_at = Some(now + IDLE_PAUSE);
-                sent
+                // A reply already shown has the agent's own words for what went wrong.
+                let unsaid_failure = outcome == Outcome::Failure && !self.speaking;
+                self.turn_over(unsaid_failure, now)
             }
             // Phones show typing and the avatar instead of a working phrase.
             Notification::Status { .. } => Ok(()),
@@ -165,6 +169,22 @@ impl Core {
         if let Err(err) = shown {
             tracing::debug!(device = %self.device_id, %err, "news not shown");
         }
+    }
+
+    /// The turn is over: typing stops and the avatar rests. With `failed`, the phone is
+    /// told in a message (which the avatar speaks), so it is never left waiting in silence.
+    pub(super) fn turn_over(&mut self, failed: bool, now: Instant) -> Result<(), DeliveryError> {
+        self.quiet_since = None;
+        let said = if failed {
+            self.send_text(FAILED_NOTICE, SendOptions::default())
+                .map(drop)
+        } else {
+            Ok(())
+        };
+        let sent = self.emit(&ServerFrame::Typing { stop: true });
+        self.turn = None;
+        self.idle_at = Some(now + IDLE_PAUSE);
+        said.and(sent)
     }
 
     /// Text within the phone's limit, cut at a character boundary.

@@ -34,6 +34,8 @@ pub(super) const MAX_PUSHES: usize = 4;
 /// pairing code they were given lives.
 pub const KEEP_UNTIL_PAIRED: Duration =
     Duration::from_secs(herald_gadget_proto::limits::PAIRING_CODE_TTL_SECS);
+/// How long the agent may leave a turn quiet unless the shell says otherwise.
+pub const TURN_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Work the shell carries out for the core, in order.
 #[derive(Debug)]
@@ -182,6 +184,10 @@ pub struct Core {
     /// The turn has shown a reply, so the avatar is speaking.
     pub(super) speaking: bool,
     pub(super) idle_at: Option<Instant>,
+    /// The open turn's agent has been quiet since then (the turn's start or its last call).
+    pub(super) quiet_since: Option<Instant>,
+    /// A turn the agent leaves quiet this long is ended here, as failed.
+    turn_timeout: Duration,
     held: VecDeque<Held>,
     /// The user was refused and told how to pair; cleared when they are approved.
     awaiting_pairing: Option<AwaitingPairing>,
@@ -211,6 +217,8 @@ impl Core {
             turn: None,
             speaking: false,
             idle_at: None,
+            quiet_since: None,
+            turn_timeout: TURN_TIMEOUT,
             held: VecDeque::new(),
             awaiting_pairing: None,
             out: Output::default(),
@@ -267,6 +275,13 @@ impl Core {
     /// Allow push endpoints on private and loopback addresses (and plain http there).
     pub fn allow_private_push(mut self, allow: bool) -> Self {
         self.private_push = allow;
+        self
+    }
+
+    /// A turn the agent leaves quiet for `timeout` is ended as failed (default
+    /// [`TURN_TIMEOUT`]).
+    pub fn turn_timeout(mut self, timeout: Duration) -> Self {
+        self.turn_timeout = timeout;
         self
     }
 
@@ -351,6 +366,15 @@ impl Core {
                 "The pairing code has expired and what you sent was not delivered. \
                  Send a message to get a new code.",
             );
+        }
+        if self
+            .quiet_since
+            .is_some_and(|since| since + self.turn_timeout <= now)
+        {
+            warn!(device = %self.device_id, "the agent was silent for the turn timeout: ending the turn as failed");
+            if let Err(err) = self.turn_over(true, now) {
+                tracing::debug!(device = %self.device_id, %err, "the failed turn not shown");
+            }
         }
         if self.idle_at.is_some_and(|at| at <= now) {
             self.idle_at = None;
@@ -593,7 +617,8 @@ impl SessionCore for Core {
         let cards = self.cards.values().map(|c| c.expires).min();
         let pairing = self.awaiting_pairing.as_ref().map(|a| a.until);
         let keepalive = self.keepalive.as_ref().map(Keepalive::deadline);
-        [cards, self.idle_at, pairing, keepalive]
+        let turn = self.quiet_since.map(|since| since + self.turn_timeout);
+        [cards, self.idle_at, pairing, keepalive, turn]
             .into_iter()
             .flatten()
             .min()

@@ -15,7 +15,7 @@ use super::link::{Delivered, Delivers};
 use super::{Core, Effect};
 use crate::io::Close;
 use crate::note::NoteKind;
-use crate::{Ids, SessionCore};
+use crate::{Ids, SessionCore, FAILED_NOTICE};
 
 const USER: &str = "alice";
 
@@ -442,6 +442,73 @@ fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
     );
     let rest = now + Duration::from_millis(1500);
     assert_eq!(core.poll_timeout(), Some(rest));
+    core.handle_timeout(rest);
+    assert_eq!(kinds(&sent(&mut core)), ["avatar:idle"]);
+}
+
+fn failed(turn_id: TurnId) -> Notification {
+    Notification::TurnEnded {
+        turn_id,
+        outcome: herald_port::Outcome::Failure,
+    }
+}
+
+/// Never silent: a turn that fails before it showed anything is said to have failed (a
+/// message the avatar speaks); one that already replied keeps the agent's own words.
+#[test]
+fn a_failed_turn_that_showed_nothing_is_said_to_have_failed() {
+    let now = crate::testing::start();
+    let mut core = attached();
+    let turn = start_turn(&mut core, now);
+    sent(&mut core);
+    core.handle_notification(failed(turn), now);
+    let frames = sent(&mut core);
+    assert_eq!(kinds(&frames), ["avatar:speaking", "message", "typing"]);
+    assert_eq!(frames[1]["text"], FAILED_NOTICE);
+
+    let turn = start_turn(&mut core, now);
+    call(&mut core, now, say("The model answered: error 500.")).unwrap();
+    sent(&mut core);
+    core.handle_notification(failed(turn), now);
+    assert_eq!(kinds(&sent(&mut core)), ["typing"]);
+}
+
+/// A turn the agent leaves quiet for the turn timeout is ended as failed by the core,
+/// each call from the agent starting the quiet over; the agent's late end changes nothing.
+#[test]
+fn a_turn_the_agent_leaves_quiet_ends_as_failed_after_the_turn_timeout() {
+    let start = crate::testing::start();
+    let timeout = Duration::from_secs(45);
+    let ids = Ids::seeded(2);
+    let mut core = Rig::new(Core::new("tel-1".into(), 4000, ids).turn_timeout(timeout));
+    core.handle_attach(1, USER.into(), None, Delivers::Nowhere, start);
+    let turn = start_turn(&mut core, start);
+    let working = start + Duration::from_secs(40);
+    call(&mut core, working, say("Let me look that up.")).unwrap();
+    sent(&mut core);
+
+    // Driven by its own deadlines, with the phone answering every ping.
+    let mut now = start;
+    while now < working + timeout {
+        now = core.poll_timeout().unwrap();
+        core.heard(now);
+        core.handle_timeout(now);
+        if now < working + timeout {
+            assert!(
+                sent(&mut core).iter().all(|f| f["t"] != "typing"),
+                "ended at {:?}",
+                now - start
+            );
+        }
+    }
+    assert_eq!(now, working + timeout);
+    let frames = sent(&mut core);
+    assert_eq!(kinds(&frames), ["message", "typing"], "{frames:?}");
+    assert_eq!(frames[0]["text"], FAILED_NOTICE);
+
+    core.handle_notification(end(turn), now);
+    assert!(sent(&mut core).is_empty());
+    let rest = now + Duration::from_millis(1500);
     core.handle_timeout(rest);
     assert_eq!(kinds(&sent(&mut core)), ["avatar:idle"]);
 }

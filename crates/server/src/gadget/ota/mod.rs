@@ -25,8 +25,8 @@ use herald_session::gadget::ota::{refused, PushError, Staged, Target, Timeouts};
 use sha2::{Digest, Sha256};
 use tracing::warn;
 
-use crate::config::GadgetConfig;
 use crate::files;
+use herald_config::GadgetConfig;
 use herald_store::{OtaImage, OtaUpdate, Store, StoreError, StoreHandle};
 
 /// Where staged images live, inside the data directory.

@@ -103,9 +103,15 @@ impl SessionKind for Phones {
     const RETIRE_AFTER: Duration = RETIRE_AFTER;
 
     fn start(device_id: String, hub: &MobileHub) -> (Core, ()) {
-        let max_chars = hub.own.config.max_message_chars as usize;
-        let core = Core::new(device_id, max_chars, Ids::new(OsEntropy))
-            .allow_private_push(hub.own.private_push);
+        let config = &hub.own.config;
+        let turn_timeout = Duration::from_secs(config.turn_timeout_s.into());
+        let core = Core::new(
+            device_id,
+            config.max_message_chars as usize,
+            Ids::new(OsEntropy),
+        )
+        .allow_private_push(hub.own.private_push)
+        .turn_timeout(turn_timeout);
         (core, ())
     }
 

@@ -19,9 +19,9 @@ use herald_agents::DemoAgent;
 use herald_port::{AgentFactory, Backend};
 use serde_json::{json, Value};
 
-use crate::config::{Config, Secret};
 use crate::Server;
 use herald_admin_api::Endpoint;
+use herald_config::{Config, Secret};
 
 struct Running {
     server: Server,

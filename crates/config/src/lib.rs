@@ -4,6 +4,8 @@
 //! `GADGET_ALLOWED_USERS`, ...) and are a public interface: they keep their meaning.
 //! Command-line flags are applied last by the binary.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -117,6 +119,8 @@ pub struct MobileConfig {
     pub avatar_url: Option<String>,
     /// Longer replies are split into chunks of at most this many characters.
     pub max_message_chars: u32,
+    /// A turn the agent leaves silent this long is ended as failed, and the phone told.
+    pub turn_timeout_s: u32,
 }
 
 impl Default for MobileConfig {
@@ -134,6 +138,7 @@ impl Default for MobileConfig {
             deliver_from_loopback: true,
             avatar_url: None,
             max_message_chars: herald_mobile_proto::limits::MAX_MESSAGE_CHARS,
+            turn_timeout_s: 180,
         }
     }
 }
@@ -357,11 +362,13 @@ impl Config {
                 "must be 0 (no cues) to 120 seconds",
             ));
         }
-        if !(10..=3600).contains(&self.gadget.turn_timeout_s) {
-            return Err(invalid(
-                "gadget.turn_timeout_s",
-                "must be between 10 and 3600 seconds",
-            ));
+        for (key, seconds) in [
+            ("gadget.turn_timeout_s", self.gadget.turn_timeout_s),
+            ("mobile.turn_timeout_s", self.mobile.turn_timeout_s),
+        ] {
+            if !(10..=3600).contains(&seconds) {
+                return Err(invalid(key, "must be between 10 and 3600 seconds"));
+            }
         }
         let ota_timeouts = [
             self.gadget.ota_ready_timeout_s,

@@ -6,21 +6,23 @@
 //! start-up and every hour. The agent reads a file within seconds of getting its path,
 //! so the oldest are the ones nobody needs.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, SystemTime};
 
-use crate::config::InboxConfig;
-use crate::files;
+use herald_config::InboxConfig;
+use herald_files as files;
 
 /// How often old files are looked for while the server runs.
-pub(crate) const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Over quota, files are removed until this share of it is in use, so the next writes
 /// do not each scan the directory again.
 const REFILL_PERCENT: u64 = 90;
 
-pub(crate) struct Inbox {
+pub struct Inbox {
     dir: PathBuf,
     max_bytes: Option<u64>,
     max_age: Option<Duration>,
@@ -34,7 +36,7 @@ pub(crate) struct Inbox {
 
 /// What one pruning pass removed.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Pruned {
+pub struct Pruned {
     pub files: usize,
     pub bytes: u64,
 }
@@ -48,7 +50,7 @@ struct Entry {
 impl Inbox {
     /// Open (creating) `dir`: remove what a crash left half-written, then what is over
     /// the limits.
-    pub(crate) fn open(dir: PathBuf, config: &InboxConfig) -> std::io::Result<Arc<Inbox>> {
+    pub fn open(dir: PathBuf, config: &InboxConfig) -> std::io::Result<Arc<Inbox>> {
         files::create_private_dir(&dir)?;
         let swept = files::sweep_partial(&dir)?;
         if swept > 0 {
@@ -66,13 +68,13 @@ impl Inbox {
         Ok(inbox)
     }
 
-    pub(crate) fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// Make room for `bytes`, then let `write` create the file at a fresh path with
     /// `extension`. Client ids and names never become paths.
-    pub(crate) async fn put<T: Send + 'static>(
+    pub async fn put<T: Send + 'static>(
         self: &Arc<Self>,
         extension: &str,
         bytes: u64,
@@ -97,7 +99,7 @@ impl Inbox {
     }
 
     /// Remove what is too old; the hourly pass.
-    pub(crate) async fn prune_old(self: &Arc<Self>) -> std::io::Result<Pruned> {
+    pub async fn prune_old(self: &Arc<Self>) -> std::io::Result<Pruned> {
         let inbox = self.clone();
         tokio::task::spawn_blocking(move || {
             inbox.prune(&lock(&inbox.pruning), SystemTime::now(), 0)
