@@ -216,11 +216,12 @@ fn the_cores_dependency_trees_hold_no_io() {
 
 /// Each job in its crate: the session cores do no I/O, SQLite is the store's alone, the
 /// store knows nothing of sockets or the web, the web framework is the admin API's
-/// alone, the admin API reaches devices only through the server's `Fleet`, and TLS and
-/// HTTP parsing are the network edge's.
+/// alone, the admin API reaches devices only through the server's `Fleet`, TLS and HTTP
+/// parsing are the network edge's, and the settings, the inbox and a gadget's speaker
+/// know nothing of the store or the server.
 #[test]
 fn crates_keep_to_their_jobs() {
-    let rules: [(&str, &[&str]); 7] = [
+    let rules: [(&str, &[&str]); 9] = [
         (
             "session",
             &[
@@ -250,6 +251,14 @@ fn crates_keep_to_their_jobs() {
         ),
         ("metrics", &["axum", "herald-store", "herald-server"]),
         ("config", &["tokio", "herald-store", "herald-server"]),
+        (
+            "inbox",
+            &["herald-store", "herald-server", "tokio-tungstenite"],
+        ),
+        (
+            "speaker",
+            &["herald-store", "herald-session", "herald-server", "axum"],
+        ),
         (
             "store",
             &["axum", "tokio-tungstenite", "tokio-rustls", "herald-server"],

@@ -16,7 +16,6 @@
 //! A session outlives its connections, so a question asked while a device is away is
 //! shown again when it returns, and a replacement connection takes over seamlessly.
 
-mod audio;
 mod handshake;
 mod image;
 mod known;

@@ -25,7 +25,6 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::audio::{open_speech, Feed, Playback, SpeechInput};
 use super::image;
 use super::ota;
 use super::socket::{Connection, Gadget, Incoming, Read};
@@ -35,6 +34,7 @@ use crate::clock::now_ms;
 use crate::edge::socket::{Closed, Outgoing, Room};
 use crate::ids::OsEntropy;
 use crate::session::{self, Session, SessionKind};
+use herald_speaker::{open_speech, Feed, Playback, SpeechInput};
 use herald_store::OtaUpdate;
 
 /// The rate Herald renders its cues at; the stream resamples them to the speaker's.

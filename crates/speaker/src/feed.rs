@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use herald_media::audio::Decoder;
 use herald_port::{DeliveryError, PcmFormat, RequestError, Response};
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
-use crate::calls::Reply;
+/// Where an offer's answer goes: "accepted" once it fits, or why it was refused.
+pub type Reply = oneshot::Sender<Result<Response, RequestError>>;
 
 /// Seconds of PCM queued (not yet taken by the producer) before offers wait.
 const BUFFER_SECONDS: usize = 3;
@@ -25,9 +26,9 @@ const QUEUED_FILES: usize = 2;
 const WAITING_OFFERS: usize = 4;
 /// A stream that gets nothing for this long (and no end) ends with what it had, so a
 /// writer that died cannot hold the turn's end back for ever.
-pub(super) const IDLE: Duration = Duration::from_secs(30);
+pub(crate) const IDLE: Duration = Duration::from_secs(30);
 
-pub(crate) enum SpeechInput {
+pub enum SpeechInput {
     /// Interleaved PCM16 LE in the stream's format, any number of bytes.
     Pcm(Vec<u8>),
     File(Decoder),
@@ -42,7 +43,7 @@ impl SpeechInput {
     }
 }
 
-pub(crate) struct Feed {
+pub struct Feed {
     /// The format of the PCM offered.
     pub format: PcmFormat,
     /// [`BUFFER_SECONDS`] of that PCM, in bytes.
@@ -158,7 +159,7 @@ impl Feed {
     }
 
     /// The next input, once there is one; offers that now fit are queued and answered.
-    pub async fn take(&self) -> Taken {
+    pub(crate) async fn take(&self) -> Taken {
         loop {
             let admitted = {
                 let mut state = self.state();
@@ -241,7 +242,6 @@ impl Drop for Feed {
 mod tests {
     use super::*;
     use futures_util::FutureExt;
-    use tokio::sync::oneshot;
 
     fn offer(feed: &Feed, bytes: usize) -> oneshot::Receiver<Result<Response, RequestError>> {
         let (reply, answer) = oneshot::channel();

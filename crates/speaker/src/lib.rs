@@ -1,11 +1,12 @@
-//! Voice in and speech out for one gadget.
+//! A gadget's speaker: what the agent says, played to the device as one audio stream.
 //!
-//! [`Playback`] streams speech, a
-//! whole file (`send_voice`) or a reply spoken as it is made (`speech_*`): what its feed
-//! brings is decoded and resampled in small batches on the blocking pool into a small
-//! bounded queue, and a task paces the frames out to the device's outbox, at most half a
-//! second ahead of real time. The session only starts them, feeds them, stops them and
-//! waits for their end.
+//! [`Playback`] streams speech, a whole file (`send_voice`) or a reply spoken as it is
+//! made (`speech_*`): what its [`Feed`] brings is decoded and resampled in small batches
+//! on the blocking pool into a small bounded queue, and a task paces the frames out to
+//! the device's outbox, at most half a second ahead of real time. The gadget's session
+//! only starts them, feeds them, stops them and waits for their end.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -21,9 +22,9 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use self::feed::Taken;
-pub(super) use self::feed::{Feed, SpeechInput};
-use crate::edge::socket::{Outgoing, SendQueue};
-use crate::metrics::Metrics;
+pub use self::feed::{Feed, SpeechInput};
+use herald_edge::socket::{Outgoing, SendQueue};
+use herald_metrics::Metrics;
 
 mod feed;
 
@@ -36,7 +37,7 @@ const DECODED_AHEAD: usize = 16;
 /// Open an audio file to speak and read its headers, on the blocking pool: the agent may
 /// delete the file as soon as its request is answered, and one that is no audio is
 /// refused then rather than while it plays.
-pub(super) async fn open_speech(path: &Path) -> Result<Decoder, AudioError> {
+pub async fn open_speech(path: &Path) -> Result<Decoder, AudioError> {
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || Decoder::open(&path))
         .await
@@ -53,7 +54,7 @@ const ENDED: u8 = 2;
 /// `audio.abort` when decoding failed); [`Playback::stop`] cuts it off, and hands
 /// back the `audio.abort` the device needs if it heard the start. Its [`Feed`] takes what is still to
 /// play. Dropping it stops the stream where it is, silently.
-pub(super) struct Playback {
+pub struct Playback {
     pub stream: u8,
     /// The connection it plays to; its abort goes there too, not to a newer one.
     pub conn: u64,
