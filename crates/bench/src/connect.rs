@@ -24,12 +24,12 @@ use super::{Run, Target, SETUP_LIMIT};
 /// this time, as on a real device.
 const STEP: Duration = Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS);
 /// Time for the server to settle after the last handshake before its memory is read.
-const SETTLE: Duration = Duration::from_secs(1);
+pub(super) const SETTLE: Duration = Duration::from_secs(1);
 
 /// The reference hub's returning-device handshake rate on this machine.
 const REFERENCE_RETURNING_PER_S: f64 = 230.0;
 /// The memory goal per idle connection, and the fleet it is projected to.
-const GOAL_KIB_PER_CONN: f64 = 10.0;
+pub(super) const GOAL_KIB_PER_CONN: f64 = 10.0;
 const PROJECTED_FLEET: f64 = 50_000.0;
 
 /// The sample rate of the simulated gadgets' microphone and speaker.

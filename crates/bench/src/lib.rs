@@ -129,20 +129,40 @@ struct Loaded {
     load: Report,
     /// The server's CPU use during the load, in percent of one core.
     cpu: Option<f64>,
+    /// The server's resident memory before any client, and once all are connected and
+    /// idle, KiB.
+    rss: Option<(u64, u64)>,
 }
 
 impl Loaded {
     /// The set-up phase, then the load phase `name`.
     fn measure(run: &Run, target: &Target, name: &str) -> anyhow::Result<Loaded> {
         let mut workers = Workers::spawn(run.jobs(target))?;
+        let before = target.rss_kib();
         let setup = workers.phase("connecting", SETUP_LIMIT)?;
+        std::thread::sleep(connect::SETTLE);
+        let connected = target.rss_kib();
         let cpu = target.cpu_seconds();
         let started = Instant::now();
         let load = workers.phase(name, run.duration + SETUP_LIMIT)?;
         let cpu = cpu
             .zip(target.cpu_seconds())
             .map(|(a, b)| (b - a) / started.elapsed().as_secs_f64() * 100.0);
-        Ok(Loaded { setup, load, cpu })
+        let rss = before.zip(connected);
+        Ok(Loaded {
+            setup,
+            load,
+            cpu,
+            rss,
+        })
+    }
+
+    /// Server memory per client that `what` (connected), while all were idle, KiB.
+    fn idle_kib(&self, what: &str) -> Option<f64> {
+        let clients = self.setup.count(what);
+        self.rss
+            .filter(|_| clients > 0)
+            .map(|(before, idle)| idle.saturating_sub(before) as f64 / clients as f64)
     }
 
     /// The row every such scenario starts with: how many clients `what` (connected);

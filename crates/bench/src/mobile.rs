@@ -11,7 +11,8 @@ use herald_mobile_client::media_frames;
 use herald_mobile_proto::{ClientFrame, DeviceInfo, Hello, MediaKind, ServerFrame, Text};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::stats::{Report, Table, Unit};
+use super::connect::GOAL_KIB_PER_CONN;
+use super::stats::{Goal, Report, Table, Unit};
 use super::worker::{open, Control, Failure, Job, Ws};
 use super::Loaded;
 
@@ -211,6 +212,21 @@ pub(super) async fn work(job: Job, mut control: Control) -> anyhow::Result<()> {
 
 pub(super) fn tabulate(herald: &Loaded, bare: &Loaded, table: &mut Table) {
     let (h, b) = Loaded::start_table("phones connected", "connected", herald, bare, table);
+    // As `connect` measures a gadget's, with the same goal: a phone costs no more.
+    let idle = herald.idle_kib("connected");
+    let goal = idle.map(|kib| {
+        Goal::new(
+            format!("<{GOAL_KIB_PER_CONN:.0} KiB"),
+            kib < GOAL_KIB_PER_CONN,
+        )
+    });
+    table.row(
+        "  server memory per phone, connected and idle",
+        Unit::KiB,
+        idle,
+        bare.idle_kib("connected"),
+        goal,
+    );
     let rate = |r: &Report| Some(r.rate("messages"));
     table.row("messages", Unit::PerSecond, rate(h), rate(b), None);
     table.quantiles(["  p50", "  p99"], h, b, "message");

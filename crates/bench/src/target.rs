@@ -12,8 +12,8 @@ use herald_admin_api::{AdminClient, Info};
 use super::worker::loopback_addr;
 use super::{soak, BenchArgs, Load, HEARTBEAT_S};
 
-/// Users (app tokens) of a server the bench starts: room for 16 × 32 phones.
-const BENCH_USERS: usize = 16;
+/// Users (app tokens) of a server the bench starts: room for 64 × 32 phones.
+const BENCH_USERS: usize = 64;
 
 /// Where a run sends its load.
 pub(crate) struct Target {
