@@ -33,7 +33,7 @@ const MAX_MESSAGE: usize = 32 * 1024 * 1024;
 /// Read buffer sizes of Herald's endpoints (`herald_server`'s gadget and mobile
 /// `endpoint()`).
 pub(super) const GADGET_READ_BUFFER: usize = 1024;
-pub(super) const MOBILE_READ_BUFFER: usize = 8 * 1024;
+pub(super) const MOBILE_READ_BUFFER: usize = 1024;
 
 pub(super) struct Baseline {
     // Dropping the runtime stops the server.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use herald_port::{Chat, DeliveryError, Platform};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::queue;
 
@@ -151,10 +151,12 @@ pub(crate) async fn hand_over<E>(mut rx: queue::Receiver<E>, next: impl Fn() -> 
 const AGENT_QUEUE: usize = 32;
 
 /// A device's events on their way to the agent, handed over one at a time and in order
-/// by a task of their own, so a slow agent never holds up the device's session.
+/// by a task of their own, so a slow agent never holds up the device's session. The
+/// queue gives its memory back whenever it is empty (tokio's channel would keep a block
+/// of 32 events, some 6 KiB, for as long as the device stays).
 #[derive(Default)]
 pub(crate) struct AgentQueue {
-    tx: Option<mpsc::Sender<herald_port::Inbound>>,
+    tx: Option<queue::Sender<herald_port::Inbound>>,
 }
 
 impl AgentQueue {
@@ -166,7 +168,7 @@ impl AgentQueue {
         inbound: herald_port::Inbound,
     ) -> bool {
         let tx = self.tx.get_or_insert_with(|| {
-            let (tx, mut rx) = mpsc::channel::<herald_port::Inbound>(AGENT_QUEUE);
+            let (tx, mut rx) = queue::channel::<herald_port::Inbound>(AGENT_QUEUE);
             let agent = agent.clone();
             tokio::spawn(async move {
                 while let Some(inbound) = rx.recv().await {

@@ -258,7 +258,7 @@ pub(crate) fn endpoint(path: &str) -> listener::Endpoint {
         path: path.to_owned(),
         subprotocol: None,
         ws: WebSocketConfig::default()
-            .read_buffer_size(8 * 1024)
+            .read_buffer_size(1024)
             .write_buffer_size(0)
             .max_write_buffer_size(limits::MAX_FRAME_BYTES * 2)
             .max_message_size(Some(READ_LIMIT))
