@@ -78,7 +78,9 @@ def run_step(argv: list[str], timeout: float, cwd: Path | None = None) -> subpro
 
 
 def build_wheel(out: Path) -> Path:
-    """The ``herald-hermes`` wheel of this checkout (``plugin/pyproject.toml``), in ``out``.
+    """The ``herald-hermes`` wheel of this checkout (``plugin/pyproject.toml``), in ``out``;
+    or the one ``$HERALD_WHEEL`` names, built from this checkout the same way beforehand
+    (``scripts/check`` builds it before cargo is busy with other builds).
 
     Built with the profile ``cargo test`` uses (dev) in the workspace's target directory
     (``CARGO_TARGET_DIR`` if set, which cargo and maturin both honour), so CI compiles
@@ -88,6 +90,11 @@ def build_wheel(out: Path) -> Path:
     fresh afterwards: the second line's run reuses them.) Users build theirs with
     ``maturin build --release``.
     """
+    prebuilt = os.environ.get("HERALD_WHEEL")
+    if prebuilt:
+        if not Path(prebuilt).is_file():
+            raise HarnessError(f"HERALD_WHEEL names no file: {prebuilt}")
+        return Path(prebuilt)
     # A cold build compiles the whole binary.
     result = run_step(
         [sys.executable, "-m", "maturin", "build", "--profile", "dev", "--locked", "--out", str(out)],

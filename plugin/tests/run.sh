@@ -15,6 +15,8 @@
 #              pytest-randomly, mypy, pocketsphinx and maturin
 # HERALD_BIN   the herald binary (default the workspace's target/debug/herald,
 #              which `cargo test` builds; built here only if it is missing)
+# HERALD_WHEEL the herald-hermes wheel test_wheel.py installs (default: built there,
+#              with maturin, from this checkout)
 set -euo pipefail
 tests=$(cd "$(dirname "$0")" && pwd)
 plugin=$(dirname "$tests")
