@@ -25,11 +25,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_port::{Chat, Inbound, InboundBody, Request, RequestError, Response};
+use herald_port::{
+    AccessError, Chat, Inbound, InboundBody, PairingCode, Request, RequestError, Response,
+};
 use herald_session::io::{Close, Transmit};
 use herald_session::{CallId, Counted, SessionCore};
 use tokio::time::{sleep_until, Instant};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::calls::Reply;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
@@ -469,6 +471,30 @@ impl<K: SessionKind> Session<K> {
         tokio::spawn(async move {
             let _ = mailbox.send(work.await).await;
         });
+    }
+
+    /// Ask the authorizer for a pairing code for `id` (called `name`) beside the session;
+    /// `answer` makes the mailbox event of its reply. False when there is no authorizer
+    /// to ask.
+    pub(crate) fn ask_pairing_code(
+        &self,
+        id: String,
+        name: Option<String>,
+        answer: impl FnOnce(Result<PairingCode, AccessError>) -> K::Event + Send + 'static,
+    ) -> bool {
+        let Some(authorizer) = self.hub.shared.authorizer().cloned() else {
+            return false;
+        };
+        self.beside(async move {
+            let code = authorizer
+                .pairing_code(K::PLATFORM, &id, name.as_deref())
+                .await;
+            if let Err(err) = &code {
+                warn!(%err, device = %id, "could not create a pairing code");
+            }
+            answer(code)
+        });
+        true
     }
 }
 

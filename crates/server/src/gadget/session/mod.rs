@@ -13,9 +13,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use herald_gadget_proto as proto;
-use herald_port::{
-    ActionError, DeliveryError, Notification, PairingCode, Platform, RequestError, Response,
-};
+use herald_port::{ActionError, DeliveryError, Notification, PairingCode, RequestError, Response};
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
 use herald_session::io::Close;
@@ -338,7 +336,12 @@ impl Session<Gadgets> {
                 }
             }
             Effect::Paired => self.hub.own.waiting.leave(self.core.device_id()),
-            Effect::AskPairingCode { name } => self.ask_pairing_code(name),
+            Effect::AskPairingCode { name } => {
+                let device_id = self.core.device_id().to_owned();
+                if !self.ask_pairing_code(device_id, name, |code| Event::PairingCode(code.ok())) {
+                    self.core.handle_pairing_code(None);
+                }
+            }
             Effect::ToAgent(inbound) => self.hand_to_agent(*inbound),
             Effect::SaveUtterance {
                 message_id,
@@ -538,26 +541,6 @@ impl Session<Gadgets> {
             // The staged copy is gone or shorter than recorded: no attempt can succeed.
             Err(err) => self.core.handle_ota_unreadable(err.to_string()),
         }
-    }
-
-    /// Ask for a pairing code on a task of its own (under Hermes the answer crosses a
-    /// pipe); the answer comes back through the mailbox.
-    fn ask_pairing_code(&mut self, name: Option<String>) {
-        let Some(authorizer) = self.hub.shared.authorizer().cloned() else {
-            self.core.handle_pairing_code(None);
-            return;
-        };
-        let device_id = self.core.device_id().to_owned();
-        self.beside(async move {
-            let code = authorizer
-                .pairing_code(Platform::Gadget, &device_id, name.as_deref())
-                .await
-                .inspect_err(|err| {
-                    warn!(%err, device = %device_id, "could not create a pairing code");
-                })
-                .ok();
-            Event::PairingCode(code)
-        });
     }
 
     /// Start a speech file the core agreed to: a new stream replaces the one playing.

@@ -314,7 +314,7 @@ impl Session<Phones> {
             }
             Effect::Authorize { user_id } => self.authorize(user_id),
             Effect::AskPairingCode { user_id, user_name } => {
-                self.ask_pairing_code(user_id, user_name);
+                self.ask_pairing_code(user_id, user_name, Event::PairingCode);
             }
             Effect::ToAgent(inbound) => self.hand_to_agent(*inbound),
             Effect::SaveFile(save) => {
@@ -444,18 +444,6 @@ impl Session<Phones> {
                 .check(authorizer.as_ref(), Platform::Mobile, &user_id)
                 .await;
             Event::Authorization(answer)
-        });
-    }
-
-    fn ask_pairing_code(&self, user_id: String, user_name: Option<String>) {
-        let Some(authorizer) = self.hub.shared.authorizer().cloned() else {
-            return;
-        };
-        self.beside(async move {
-            let code = authorizer
-                .pairing_code(Platform::Mobile, &user_id, user_name.as_deref())
-                .await;
-            Event::PairingCode(code)
         });
     }
 
