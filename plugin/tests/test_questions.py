@@ -66,7 +66,8 @@ def test_a_phone_approves_a_command_for_the_session(rig: Rig, tmp_path: Path) ->
             and "Cleaned:" in str(f.get("text"))
         )
     assert not scratch.exists()
-    assert sum(1 for f in phone.frames if f.get("t") == "prompt") == 1, phone.frames
+    prompts = [(f.get("id"), f.get("text")) for f in phone.frames if f.get("t") == "prompt"]
+    assert len(prompts) == 1, prompts
 
 
 def test_a_clarify_is_asked_on_a_gadget_one_choice_at_a_time(rig: Rig) -> None:
