@@ -295,6 +295,7 @@ impl Core {
             if let Some(next) = next {
                 self.show(&next, now);
             }
+            self.question_closed(now);
         }
         self.ota_timeout(now);
         let (overdue, pending) = std::mem::take(&mut self.actions)

@@ -51,6 +51,17 @@ impl Core {
         }
     }
 
+    /// A question was answered or lapsed. While it was open the turn waited for the
+    /// person, not the agent: the agent's silence, and any cue it is due, count from now.
+    pub(super) fn question_closed(&mut self, now: Instant) {
+        if self.quiet_since.is_some() {
+            self.quiet_since = Some(now);
+        }
+        if let (Some(at), Some(timing)) = (&mut self.next_cue, self.rules.cues.as_ref()) {
+            *at = (*at).max(now + timing.after);
+        }
+    }
+
     /// The turn is over, however it ended.
     pub(super) fn stop_waiting(&mut self) {
         self.next_cue = None;
@@ -66,8 +77,11 @@ impl Core {
         }
     }
 
-    /// When [`Core::cues_due`] has work.
+    /// When [`Core::cues_due`] has work: none while a question waits for its answer.
     pub(super) fn cues_deadline(&self) -> Option<Instant> {
+        if self.prompts.head().is_some() {
+            return None;
+        }
         let timeout = self
             .quiet_since
             .map(|since| since + self.rules.turn_timeout);
@@ -75,6 +89,9 @@ impl Core {
     }
 
     pub(super) fn cues_due(&mut self, now: Instant) {
+        if self.prompts.head().is_some() {
+            return;
+        }
         let silent_too_long = self
             .quiet_since
             .is_some_and(|since| now >= since + self.rules.turn_timeout);

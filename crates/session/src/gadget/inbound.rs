@@ -180,6 +180,7 @@ impl Core {
         if let Some(next) = next {
             self.show(&next, now);
         }
+        self.question_closed(now);
     }
 
     fn on_action_result(&mut self, result: proto::ActionResult) {

@@ -687,6 +687,57 @@ fn a_failed_turn_is_heard_and_seen() {
     assert!(cues(&effects(&mut core)).is_empty());
 }
 
+/// The person's time to answer is not the agent's silence: while a question is open
+/// no "still working" cue plays and the turn does not time out; after the answer the
+/// silence is timed anew.
+#[test]
+fn a_question_waiting_for_its_answer_neither_cues_nor_times_the_turn_out() {
+    let now = crate::testing::start();
+    let mut core = spoken_turn_taken(now);
+    start_turn(&mut core, now);
+    let ask = Request::Ask {
+        prompt: Prompt::Confirm {
+            title: "Sure?".into(),
+            text: "Delete it".into(),
+        },
+        ttl_s: Some(600),
+    };
+    let question = id(call(&mut core, now, ask));
+    sent(&mut core);
+    effects(&mut core);
+    let answered = now + TURN_TIMEOUT * 2;
+    let mut at = now;
+    while at < answered {
+        at = core.poll_timeout().unwrap().min(answered);
+        alive(&mut core, at);
+        core.handle_timeout(at, 0);
+    }
+    assert!(said(&mut core).iter().all(|f| f["type"] != "turn.end"));
+    assert!(cues(&effects(&mut core)).is_empty());
+
+    let reply = json!({"type": "prompt.reply", "id": question, "answer": "yes"});
+    core.handle_frame(frame(reply), answered);
+    let deadline = answered + TURN_TIMEOUT;
+    while at < deadline {
+        at = core.poll_timeout().unwrap().min(deadline);
+        alive(&mut core, at);
+        core.handle_timeout(at, 0);
+        if at < deadline {
+            assert!(
+                said(&mut core).iter().all(|f| f["type"] != "turn.end"),
+                "ended early"
+            );
+        }
+    }
+    let frames = said(&mut core);
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["type"] == "turn.end" && f["outcome"] == "failure"),
+        "{frames:?}"
+    );
+}
+
 #[test]
 fn a_turn_the_agent_leaves_silent_is_ended_as_failed_after_the_turn_timeout() {
     let now = crate::testing::start();

@@ -31,9 +31,7 @@ impl Core {
     /// The agent's call `call`; its answer comes back as [`Effect::Answer`], at once or
     /// once the shell has sent a file.
     pub fn handle_call(&mut self, call: CallId, request: Request, now: Instant) {
-        if self.quiet_since.is_some() {
-            self.quiet_since = Some(now);
-        }
+        self.agent_heard_from(now);
         let answer = match request {
             Request::SendText { text, options } => self
                 .send_text(&text, options)

@@ -184,7 +184,8 @@ pub struct Core {
     /// The turn has shown a reply, so the avatar is speaking.
     pub(super) speaking: bool,
     pub(super) idle_at: Option<Instant>,
-    /// The open turn's agent has been quiet since then (the turn's start or its last call).
+    /// The open turn's agent has been quiet since then (the turn's start, its last call,
+    /// or the last answer to a question); no quiet counts while a question is open.
     pub(super) quiet_since: Option<Instant>,
     /// A turn the agent leaves quiet this long is ended here, as failed.
     turn_timeout: Duration,
@@ -278,6 +279,20 @@ impl Core {
         self
     }
 
+    /// The agent is at work on the open turn as of `now`: its quiet starts over.
+    pub(super) fn agent_heard_from(&mut self, now: Instant) {
+        if self.quiet_since.is_some() {
+            self.quiet_since = Some(now);
+        }
+    }
+
+    /// When the open turn ends as failed if the agent stays quiet: never while a
+    /// question waits for the person's answer.
+    fn turn_deadline(&self) -> Option<Instant> {
+        let since = self.quiet_since.filter(|_| self.cards.is_empty())?;
+        Some(since + self.turn_timeout)
+    }
+
     /// A turn the agent leaves quiet for `timeout` is ended as failed (default
     /// [`TURN_TIMEOUT`]).
     pub fn turn_timeout(mut self, timeout: Duration) -> Self {
@@ -346,6 +361,7 @@ impl Core {
             .collect();
         for id in expired {
             self.cards.remove(&id);
+            self.agent_heard_from(now);
             self.out.effects.push(Effect::CardClosed {
                 prompt_id: id.clone(),
             });
@@ -367,10 +383,7 @@ impl Core {
                  Send a message to get a new code.",
             );
         }
-        if self
-            .quiet_since
-            .is_some_and(|since| since + self.turn_timeout <= now)
-        {
+        if self.turn_deadline().is_some_and(|at| at <= now) {
             warn!(device = %self.device_id, "the agent was silent for the turn timeout: ending the turn as failed");
             if let Err(err) = self.turn_over(true, now) {
                 tracing::debug!(device = %self.device_id, %err, "the failed turn not shown");
@@ -617,11 +630,16 @@ impl SessionCore for Core {
         let cards = self.cards.values().map(|c| c.expires).min();
         let pairing = self.awaiting_pairing.as_ref().map(|a| a.until);
         let keepalive = self.keepalive.as_ref().map(Keepalive::deadline);
-        let turn = self.quiet_since.map(|since| since + self.turn_timeout);
-        [cards, self.idle_at, pairing, keepalive, turn]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            cards,
+            self.idle_at,
+            pairing,
+            keepalive,
+            self.turn_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Nothing open: no connection, turn, card, avatar change or authorizer question.

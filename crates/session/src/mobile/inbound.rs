@@ -49,7 +49,10 @@ impl Core {
                 let accepted = self.uploads.accept(media);
                 self.on_upload(accepted);
             }
-            ClientFrame::Prompt(answer) => self.on_answer(answer),
+            ClientFrame::Prompt(answer) => {
+                self.on_answer(answer);
+                self.agent_heard_from(now);
+            }
             ClientFrame::Ping => {
                 let _ = self.emit(&ServerFrame::Pong);
             }

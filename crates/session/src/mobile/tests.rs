@@ -513,6 +513,56 @@ fn a_turn_the_agent_leaves_quiet_ends_as_failed_after_the_turn_timeout() {
     assert_eq!(kinds(&sent(&mut core)), ["avatar:idle"]);
 }
 
+/// The person's time to answer is not the agent's silence: no timeout while a card is
+/// open, and the quiet counts again from the answer.
+#[test]
+fn a_question_waiting_for_its_answer_does_not_time_the_turn_out() {
+    let start = crate::testing::start();
+    let timeout = Duration::from_secs(45);
+    let ids = Ids::seeded(2);
+    let mut core = Rig::new(Core::new("tel-1".into(), 4000, ids).turn_timeout(timeout));
+    core.handle_attach(1, USER.into(), None, Delivers::Nowhere, start);
+    start_turn(&mut core, start);
+    let ask = Request::Ask {
+        prompt: Prompt::Confirm {
+            title: "Sure?".into(),
+            text: "Delete it".into(),
+        },
+        ttl_s: Some(600),
+    };
+    let Ok(Response::PromptId { prompt_id: id }) = call(&mut core, start, ask) else {
+        panic!("no card")
+    };
+    sent(&mut core);
+    let answered = start + Duration::from_secs(300);
+    let mut now = start;
+    while now < answered {
+        now = core.poll_timeout().unwrap().min(answered);
+        core.heard(now);
+        core.handle_timeout(now);
+        assert!(
+            sent(&mut core).iter().all(|f| f["t"] != "typing"),
+            "ended at {:?}",
+            now - start
+        );
+    }
+    let answer = json!({"t": "prompt", "prompt_id": id, "option_id": "yes"});
+    core.handle_frame(ClientFrame::decode(&answer.to_string()).unwrap(), answered);
+    sent(&mut core);
+    while now < answered + timeout {
+        now = core.poll_timeout().unwrap();
+        core.heard(now);
+        core.handle_timeout(now);
+    }
+    assert_eq!(now, answered + timeout);
+    let frames = sent(&mut core);
+    assert_eq!(
+        kinds(&frames),
+        ["avatar:speaking", "message", "typing"],
+        "{frames:?}"
+    );
+}
+
 #[test]
 fn replies_for_a_phone_away_are_kept_during_a_turn_and_refused_outside_one() {
     let now = crate::testing::start();
