@@ -417,10 +417,44 @@ fn say(text: &str) -> Request {
 }
 
 fn end(turn_id: TurnId) -> Notification {
-    Notification::TurnEnded {
-        turn_id,
-        outcome: herald_port::Outcome::Success,
+    ended(turn_id, herald_port::Outcome::Success)
+}
+
+fn ended(turn_id: TurnId, outcome: herald_port::Outcome) -> Notification {
+    Notification::TurnEnded { turn_id, outcome }
+}
+
+/// A phone whose turns time out after `timeout` of the agent's quiet, connected at `start`.
+fn timing_out(timeout: Duration, start: Instant) -> Rig {
+    let core = Core::new("tel-1".into(), 4000, Ids::seeded(2)).turn_timeout(timeout);
+    let mut core = Rig::new(core);
+    core.handle_attach(1, USER.into(), None, Delivers::Nowhere, start);
+    core
+}
+
+/// Run the core on its own deadlines from `from` to the first at or past `until`, the
+/// phone answering every ping; `each` sees what was sent at those before `until`.
+/// Returns the deadline reached.
+fn run_until(
+    core: &mut Rig,
+    from: Instant,
+    until: Instant,
+    mut each: impl FnMut(Vec<Value>),
+) -> Instant {
+    let mut now = from;
+    while now < until {
+        now = core.poll_timeout().unwrap();
+        core.heard(now);
+        core.handle_timeout(now);
+        if now < until {
+            each(sent(core));
+        }
     }
+    now
+}
+
+fn not_ended(frames: Vec<Value>) {
+    assert!(frames.iter().all(|f| f["t"] != "typing"), "{frames:?}");
 }
 
 #[test]
@@ -446,13 +480,6 @@ fn the_avatar_thinks_speaks_and_rests_before_it_goes_idle() {
     assert_eq!(kinds(&sent(&mut core)), ["avatar:idle"]);
 }
 
-fn failed(turn_id: TurnId) -> Notification {
-    Notification::TurnEnded {
-        turn_id,
-        outcome: herald_port::Outcome::Failure,
-    }
-}
-
 /// Never silent: a turn that fails before it showed anything is said to have failed (a
 /// message the avatar speaks); one that already replied keeps the agent's own words.
 #[test]
@@ -461,7 +488,7 @@ fn a_failed_turn_that_showed_nothing_is_said_to_have_failed() {
     let mut core = attached();
     let turn = start_turn(&mut core, now);
     sent(&mut core);
-    core.handle_notification(failed(turn), now);
+    core.handle_notification(ended(turn, herald_port::Outcome::Failure), now);
     let frames = sent(&mut core);
     assert_eq!(kinds(&frames), ["avatar:speaking", "message", "typing"]);
     assert_eq!(frames[1]["text"], FAILED_NOTICE);
@@ -469,7 +496,7 @@ fn a_failed_turn_that_showed_nothing_is_said_to_have_failed() {
     let turn = start_turn(&mut core, now);
     call(&mut core, now, say("The model answered: error 500.")).unwrap();
     sent(&mut core);
-    core.handle_notification(failed(turn), now);
+    core.handle_notification(ended(turn, herald_port::Outcome::Failure), now);
     assert_eq!(kinds(&sent(&mut core)), ["typing"]);
 }
 
@@ -479,28 +506,13 @@ fn a_failed_turn_that_showed_nothing_is_said_to_have_failed() {
 fn a_turn_the_agent_leaves_quiet_ends_as_failed_after_the_turn_timeout() {
     let start = crate::testing::start();
     let timeout = Duration::from_secs(45);
-    let ids = Ids::seeded(2);
-    let mut core = Rig::new(Core::new("tel-1".into(), 4000, ids).turn_timeout(timeout));
-    core.handle_attach(1, USER.into(), None, Delivers::Nowhere, start);
+    let mut core = timing_out(timeout, start);
     let turn = start_turn(&mut core, start);
     let working = start + Duration::from_secs(40);
     call(&mut core, working, say("Let me look that up.")).unwrap();
     sent(&mut core);
 
-    // Driven by its own deadlines, with the phone answering every ping.
-    let mut now = start;
-    while now < working + timeout {
-        now = core.poll_timeout().unwrap();
-        core.heard(now);
-        core.handle_timeout(now);
-        if now < working + timeout {
-            assert!(
-                sent(&mut core).iter().all(|f| f["t"] != "typing"),
-                "ended at {:?}",
-                now - start
-            );
-        }
-    }
+    let now = run_until(&mut core, start, working + timeout, not_ended);
     assert_eq!(now, working + timeout);
     let frames = sent(&mut core);
     assert_eq!(kinds(&frames), ["message", "typing"], "{frames:?}");
@@ -519,9 +531,7 @@ fn a_turn_the_agent_leaves_quiet_ends_as_failed_after_the_turn_timeout() {
 fn a_question_waiting_for_its_answer_does_not_time_the_turn_out() {
     let start = crate::testing::start();
     let timeout = Duration::from_secs(45);
-    let ids = Ids::seeded(2);
-    let mut core = Rig::new(Core::new("tel-1".into(), 4000, ids).turn_timeout(timeout));
-    core.handle_attach(1, USER.into(), None, Delivers::Nowhere, start);
+    let mut core = timing_out(timeout, start);
     start_turn(&mut core, start);
     let ask = Request::Ask {
         prompt: Prompt::Confirm {
@@ -534,26 +544,18 @@ fn a_question_waiting_for_its_answer_does_not_time_the_turn_out() {
         panic!("no card")
     };
     sent(&mut core);
-    let answered = start + Duration::from_secs(300);
-    let mut now = start;
-    while now < answered {
-        now = core.poll_timeout().unwrap().min(answered);
-        core.heard(now);
-        core.handle_timeout(now);
-        assert!(
-            sent(&mut core).iter().all(|f| f["t"] != "typing"),
-            "ended at {:?}",
-            now - start
-        );
-    }
+    // Ten keepalive rounds with the card open, then the answer.
+    let answered = run_until(
+        &mut core,
+        start,
+        start + Duration::from_secs(300),
+        not_ended,
+    );
+    not_ended(sent(&mut core));
     let answer = json!({"t": "prompt", "prompt_id": id, "option_id": "yes"});
     core.handle_frame(ClientFrame::decode(&answer.to_string()).unwrap(), answered);
     sent(&mut core);
-    while now < answered + timeout {
-        now = core.poll_timeout().unwrap();
-        core.heard(now);
-        core.handle_timeout(now);
-    }
+    let now = run_until(&mut core, answered, answered + timeout, not_ended);
     assert_eq!(now, answered + timeout);
     let frames = sent(&mut core);
     assert_eq!(
