@@ -77,7 +77,7 @@ impl Core {
                     Ok(utterance) => self.utterance = Some(Box::new(utterance)),
                     Err(why) => {
                         self.utterance = None;
-                        self.notice(&why);
+                        self.notice(&why.to_string());
                     }
                 }
             }

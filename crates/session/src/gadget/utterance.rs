@@ -6,6 +6,19 @@ use std::time::Duration;
 use herald_gadget_proto::{device, limits, FrameHeader};
 use herald_media::wav::pcm16_duration;
 
+/// Why an `audio.start` is refused; the message is the notice the device shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error("Audio format {0} is not supported; send pcm16.")]
+    Format(String),
+    #[error(
+        "Sample rate {0} Hz is not supported ({min} to {max} Hz).",
+        min = limits::MIN_AUDIO_RATE,
+        max = limits::MAX_AUDIO_RATE
+    )]
+    Rate(u32),
+}
+
 /// An utterance being received.
 #[derive(Debug)]
 pub struct Utterance {
@@ -22,21 +35,13 @@ pub struct Utterance {
 }
 
 impl Utterance {
-    /// Check an `audio.start`; the error is the notice that explains the refusal.
-    pub fn start(msg: &device::AudioStart, max_utterance_s: u32) -> Result<Utterance, String> {
+    /// Check an `audio.start`.
+    pub fn start(msg: &device::AudioStart, max_utterance_s: u32) -> Result<Utterance, Unsupported> {
         if msg.format != "pcm16" {
-            return Err(format!(
-                "Audio format {} is not supported; send pcm16.",
-                msg.format
-            ));
+            return Err(Unsupported::Format(msg.format.clone()));
         }
         if !(limits::MIN_AUDIO_RATE..=limits::MAX_AUDIO_RATE).contains(&msg.rate) {
-            return Err(format!(
-                "Sample rate {} Hz is not supported ({} to {} Hz).",
-                msg.rate,
-                limits::MIN_AUDIO_RATE,
-                limits::MAX_AUDIO_RATE
-            ));
+            return Err(Unsupported::Rate(msg.rate));
         }
         let limit = msg.rate as usize * 2 * max_utterance_s as usize;
         Ok(Utterance {
@@ -99,9 +104,20 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_take() {
-        assert!(Utterance::start(&start(16_000, "opus"), 60).is_err());
-        assert!(Utterance::start(&start(3_999, "pcm16"), 60).is_err());
-        assert!(Utterance::start(&start(48_001, "pcm16"), 60).is_err());
+        let opus = Utterance::start(&start(16_000, "opus"), 60).unwrap_err();
+        assert_eq!(
+            opus.to_string(),
+            "Audio format opus is not supported; send pcm16."
+        );
+        let slow = Utterance::start(&start(3_999, "pcm16"), 60).unwrap_err();
+        assert_eq!(
+            slow.to_string(),
+            "Sample rate 3999 Hz is not supported (4000 to 48000 Hz)."
+        );
+        assert_eq!(
+            Utterance::start(&start(48_001, "pcm16"), 60).unwrap_err(),
+            Unsupported::Rate(48_001)
+        );
         assert!(Utterance::start(&start(4_000, "pcm16"), 60).is_ok());
         assert!(Utterance::start(&start(48_000, "pcm16"), 60).is_ok());
     }
