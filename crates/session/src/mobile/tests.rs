@@ -297,18 +297,23 @@ fn a_phone_sending_on_while_the_answer_is_out_is_held_to_a_bound() {
     assert_eq!(to_agent(&effects(&mut core)).len(), 32);
 }
 
+/// The agent asks "Sure? Delete it", open for `ttl_s`.
+fn sure(ttl_s: u32) -> Request {
+    Request::Ask {
+        prompt: Prompt::Confirm {
+            title: "Sure?".into(),
+            text: "Delete it".into(),
+        },
+        ttl_s: Some(ttl_s),
+    }
+}
+
 #[test]
 fn a_card_lapses_on_time_and_is_nobody_s_after() {
     let now = crate::testing::start();
     let mut core = attached();
     effects(&mut core);
-    let ask = Request::Ask {
-        prompt: Prompt::Confirm {
-            title: "Sure?".into(),
-            text: "Delete it".into(),
-        },
-        ttl_s: Some(30),
-    };
+    let ask = sure(30);
     let Ok(Response::PromptId { prompt_id: id }) = call(&mut core, now, ask) else {
         panic!("no card")
     };
@@ -533,13 +538,7 @@ fn a_question_waiting_for_its_answer_does_not_time_the_turn_out() {
     let timeout = Duration::from_secs(45);
     let mut core = timing_out(timeout, start);
     start_turn(&mut core, start);
-    let ask = Request::Ask {
-        prompt: Prompt::Confirm {
-            title: "Sure?".into(),
-            text: "Delete it".into(),
-        },
-        ttl_s: Some(600),
-    };
+    let ask = sure(600);
     let Ok(Response::PromptId { prompt_id: id }) = call(&mut core, start, ask) else {
         panic!("no card")
     };
