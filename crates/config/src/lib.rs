@@ -552,4 +552,29 @@ mod tests {
         config.inbox.max_mb = 8;
         assert!(config.validate().is_err(), "a quota below one upload");
     }
+
+    #[test]
+    fn each_platform_s_turn_timeout_is_kept_within_its_range() {
+        for (platform, seconds, ok) in [
+            ("gadget", 9, false),
+            ("gadget", 10, true),
+            ("mobile", 9, false),
+            ("mobile", 3600, true),
+            ("mobile", 3601, false),
+        ] {
+            let mut config = Config::default();
+            match platform {
+                "gadget" => config.gadget.turn_timeout_s = seconds,
+                _ => config.mobile.turn_timeout_s = seconds,
+            }
+            match config.validate() {
+                Ok(()) => assert!(ok, "{platform} {seconds} s accepted"),
+                Err(ConfigError::Invalid { name, .. }) => {
+                    assert!(!ok, "{platform} {seconds} s refused");
+                    assert_eq!(name, format!("{platform}.turn_timeout_s"));
+                }
+                Err(other) => panic!("{other}"),
+            }
+        }
+    }
 }
