@@ -130,7 +130,7 @@ struct Loaded {
     /// The server's CPU use during the load, in percent of one core.
     cpu: Option<f64>,
     /// The server's resident memory before any client, and once all are connected and
-    /// idle, KiB.
+    /// idle, KiB (the mobile scenario only).
     rss: Option<(u64, u64)>,
 }
 
@@ -140,8 +140,13 @@ impl Loaded {
         let mut workers = Workers::spawn(run.jobs(target))?;
         let before = target.rss_kib();
         let setup = workers.phase("connecting", SETUP_LIMIT)?;
-        std::thread::sleep(connect::SETTLE);
-        let connected = target.rss_kib();
+        // Only the mobile table shows an idle client's memory: the others skip the wait.
+        let connected = (run.load == Load::Mobile)
+            .then(|| {
+                std::thread::sleep(connect::SETTLE);
+                target.rss_kib()
+            })
+            .flatten();
         let cpu = target.cpu_seconds();
         let started = Instant::now();
         let load = workers.phase(name, run.duration + SETUP_LIMIT)?;
