@@ -389,13 +389,15 @@ class HeraldAdapter(BasePlatformAdapter):
     # -- herald's side (bridge.Endpoint) -------------------------------------------
 
     async def on_inbound(self, args: InboundArgs) -> None:
-        """herald's ``inbound`` event: an answer to a card, speech the device stopped, or
-        a device's message for Hermes."""
+        """herald's ``inbound`` event: an answer to a card, speech the device stopped, a
+        turn herald gave up, or a device's message for Hermes."""
         body = args["body"]
         if body["kind"] == "prompt_answer":
             self.prompts.answered(body)
         elif body["kind"] == "speech_stopped":
             self.speech.stopped(body["speech_id"])
+        elif body["kind"] == "turn_timed_out":
+            self.turns.timed_out(args["source"]["chat"]["id"], body["turn_id"])
         else:
             if body["kind"] == "command" and body["command"] == "new":
                 # The device's own gesture is the confirmation Hermes asks for "/new".

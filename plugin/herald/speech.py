@@ -256,6 +256,9 @@ class SpeechOwner:
         """``begin_streaming_tts``: a stream at Hermes's format, or False to decline."""
         chat_id = chat["id"]
         speech = self._turns.get(chat_id)
+        if speech is not None and speech.failed:
+            # The turn was said to have failed: a reply Hermes writes after that is shown.
+            return False
         if speech is None or speech.road != "hooks":
             # Not a turn Hermes streams as far as the plugin knew at its start.
             speech = Speech(os.urandom(8).hex(), chat_id, "hooks")

@@ -57,6 +57,17 @@ class Turns:
             {"op": "turn_ended", "args": {"chat": self._chat(chat_id), "turn_id": turn_id, "outcome": outcome}}
         )
 
+    def timed_out(self, chat_id: str, turn_id: str) -> None:
+        """herald gave the turn up, the agent having been silent on it for the turn
+        timeout, and the device has heard the failure cue: a gadget whose turns are
+        spoken hears the failure said too. Hermes's later end of the turn is a no-op, and
+        what it still sends for it is shown, not said."""
+        key = next((k for k, t in self._ids.items() if k[0] == chat_id and t == turn_id), None)
+        if key is None:
+            return
+        del self._ids[key]
+        self._speech.turn_failed(self._chat(chat_id))
+
     def model_gave_up(self, chat_id: str) -> None:
         """Hermes ran out of tries at the model (a hook, on the agent's thread): the
         turn ends as failed now, so the device says so instead of waiting in silence;

@@ -406,7 +406,14 @@ class SpeechStoppedBody(TypedDict):
     reason: str
 
 
-Body = Union[TextBody, VoiceBody, MediaBody, CommandBody, PromptAnswerBody, SpeechStoppedBody]
+class TurnTimedOutBody(TypedDict):
+    """herald gave the turn up: the agent was silent on it for the turn timeout."""
+
+    kind: Literal["turn_timed_out"]
+    turn_id: str
+
+
+Body = Union[TextBody, VoiceBody, MediaBody, CommandBody, PromptAnswerBody, SpeechStoppedBody, TurnTimedOutBody]
 
 
 class InboundArgs(TypedDict):

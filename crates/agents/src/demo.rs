@@ -104,6 +104,14 @@ impl DemoAgent {
         }
     }
 
+    /// Herald gave turn `turn_id` up (and ended it at the device): its work stops.
+    fn give_up_turn(&self, chat: &Chat, turn_id: &TurnId) {
+        let running = self.with_chat(chat, |s| s.turn.take_if(|(id, _)| id == turn_id));
+        if let Some((_, task)) = running {
+            task.abort();
+        }
+    }
+
     /// Run `work` as the chat's turn: turn start, then `work`, then turn end.
     async fn start_turn<F>(&self, chat: Chat, work: F)
     where
@@ -365,6 +373,7 @@ impl Agent for DemoAgent {
             InboundBody::PromptAnswer(answer) => self.on_answer(chat, answer).await,
             // The demo speaks whole files only.
             InboundBody::SpeechStopped { .. } => {}
+            InboundBody::TurnTimedOut { turn_id } => self.give_up_turn(&chat, &turn_id),
         }
     }
 }

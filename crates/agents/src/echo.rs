@@ -26,7 +26,8 @@ impl Agent for EchoAgent {
             InboundBody::Media { path, .. } => format!("file {}", path.display()),
             InboundBody::Command(_)
             | InboundBody::PromptAnswer(_)
-            | InboundBody::SpeechStopped { .. } => return,
+            | InboundBody::SpeechStopped { .. }
+            | InboundBody::TurnTimedOut { .. } => return,
         };
         let chat = inbound.source.chat;
         let turn = TurnId::next();

@@ -210,7 +210,9 @@ impl Activity {
                 }
             }
             InboundBody::Command(command) => format!("({command:?})").to_lowercase(),
-            InboundBody::PromptAnswer(_) | InboundBody::SpeechStopped { .. } => return,
+            InboundBody::PromptAnswer(_)
+            | InboundBody::SpeechStopped { .. }
+            | InboundBody::TurnTimedOut { .. } => return,
         };
         self.record(chat, EventKind::Said, Some(&text), None);
     }

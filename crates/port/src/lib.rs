@@ -132,6 +132,12 @@ pub enum InboundBody {
         speech_id: SpeechId,
         reason: SpeechStopReason,
     },
+    /// Herald gave turn `turn_id` up as failed: the agent was silent on it for the turn
+    /// timeout, and the device has been told. What the agent sends for it later is still
+    /// delivered.
+    TurnTimedOut {
+        turn_id: TurnId,
+    },
 }
 
 /// Conversation commands a device can give without typing them.

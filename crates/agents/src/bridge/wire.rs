@@ -401,6 +401,10 @@ enum WireBody<'a> {
         speech_id: &'a str,
         reason: SpeechStopReason,
     },
+    /// Herald gave a turn up: the agent was silent on it for the turn timeout.
+    TurnTimedOut {
+        turn_id: &'a str,
+    },
 }
 
 impl<'a> From<&'a Inbound> for WireInbound<'a> {
@@ -468,6 +472,9 @@ impl<'a> From<&'a Inbound> for WireInbound<'a> {
             InboundBody::SpeechStopped { speech_id, reason } => WireBody::SpeechStopped {
                 speech_id: speech_id.as_str(),
                 reason: *reason,
+            },
+            InboundBody::TurnTimedOut { turn_id } => WireBody::TurnTimedOut {
+                turn_id: turn_id.as_str(),
             },
         };
         WireInbound {

@@ -1,5 +1,6 @@
 //! The demo picture: written only for the length of a send, in a directory of its own,
-//! through no planted link, and gone afterwards, in whatever temporary directory.
+//! through no planted link, and gone afterwards, in whatever temporary directory. And a
+//! stalled turn herald gave up: its work stops.
 
 use std::process::Command as Process;
 
@@ -51,6 +52,7 @@ enum Event {
     Sending,
     /// A held send was dropped: its turn was cancelled.
     Dropped,
+    Started(TurnId),
     Ended(Outcome),
 }
 
@@ -87,9 +89,12 @@ impl Outbound for Recorder {
     }
 
     async fn notify(&self, _chat: &Chat, notification: Notification) {
-        if let Notification::TurnEnded { outcome, .. } = notification {
-            let _ = self.events.send(Event::Ended(outcome));
-        }
+        let event = match notification {
+            Notification::TurnStarted { turn_id } => Event::Started(turn_id),
+            Notification::TurnEnded { outcome, .. } => Event::Ended(outcome),
+            _ => return,
+        };
+        let _ = self.events.send(event);
     }
 
     async fn devices(&self) -> Result<Vec<DeviceSummary>, DeliveryError> {
@@ -142,6 +147,7 @@ fn recorded(
 async fn picture_turn(build: impl FnOnce(Arc<dyn Outbound>) -> DemoAgent) -> (Outcome, Vec<Seen>) {
     let (recorder, mut events, agent) = recorded(false, build);
     agent.handle(text("/image")).await;
+    assert!(matches!(next(&mut events).await, Event::Started(_)));
     let Event::Ended(outcome) = next(&mut events).await else {
         panic!("the turn should have ended")
     };
@@ -208,6 +214,7 @@ async fn a_send_cancelled_midway_leaves_nothing_either() {
         DemoAgent::with_scratch_dir(out, scratch.clone())
     });
     agent.handle(text("/image")).await;
+    assert!(matches!(next(&mut events).await, Event::Started(_)));
     assert_eq!(next(&mut events).await, Event::Sending);
     let during = entries(&scratch);
     agent.handle(text("/stop")).await;
@@ -223,6 +230,34 @@ async fn a_send_cancelled_midway_leaves_nothing_either() {
     assert_eq!(during.len(), 1, "the picture's directory during the send");
     assert_sent_from(&recorder.pictures.lock().unwrap(), &scratch);
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn a_stalled_turn_herald_gave_up_stops_and_no_other() {
+    let (_recorder, mut events, agent) = recorded(false, DemoAgent::new);
+    let given_up = |turn_id| Inbound {
+        body: InboundBody::TurnTimedOut { turn_id },
+        ..text("timed out")
+    };
+    agent.handle(text("/stall")).await;
+    let Event::Started(stalled) = next(&mut events).await else {
+        panic!("the turn should have started")
+    };
+    // Another turn's timeout leaves this one running: `/stop` still ends it.
+    agent.handle(given_up(TurnId::next())).await;
+    agent.handle(text("/stop")).await;
+    assert_eq!(next(&mut events).await, Event::Ended(Outcome::Cancelled));
+
+    agent.handle(text("/stall")).await;
+    let Event::Started(stalled_again) = next(&mut events).await else {
+        panic!("the turn should have started")
+    };
+    assert_ne!(stalled, stalled_again);
+    agent.handle(given_up(stalled_again)).await;
+    // Herald ended that turn itself: nothing is left for `/stop` to end.
+    agent.handle(text("/stop")).await;
+    agent.handle(text("/stall")).await;
+    assert!(matches!(next(&mut events).await, Event::Started(_)));
 }
 
 #[cfg(unix)]

@@ -3,7 +3,8 @@
 //! stays quiet gets a soft "still working" cue after a while and again at an interval,
 //! until the agent says, shows or asks anything; a turn that fails ends with a cue and a
 //! notice; and a turn the agent never ends is ended as failed once it has been silent
-//! for the turn timeout, so the device is never left thinking forever.
+//! for the turn timeout (and the agent told), so the device is never left thinking
+//! forever.
 //!
 //! The protocol has no frame for any of this: the cues are short PCM clips on a speech
 //! stream (`herald_media::cue`), which the device plays as it plays speech, and which
@@ -12,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use herald_media::cue::Cue;
-use herald_port::Outcome;
+use herald_port::{InboundBody, Outcome, TurnId};
 use tracing::warn;
 
 use super::core::{Core, Effect};
@@ -98,9 +99,11 @@ impl Core {
         if silent_too_long {
             if let Some(turn) = self.turn.clone() {
                 warn!(device = %self.device_id, %turn, "the agent was silent for the turn timeout: ending the turn as failed");
-                let turn_id = herald_port::TurnId::try_from(turn).ok();
-                if let Some(turn_id) = turn_id {
+                if let Ok(turn_id) = TurnId::try_from(turn) {
                     let _ = self.end_turn(&turn_id, Outcome::Failure);
+                    // The agent hears it too: it may stop, and say the failure aloud.
+                    let id = self.ids.hex(12);
+                    self.forward(id, InboundBody::TurnTimedOut { turn_id });
                 }
             }
             self.stop_waiting();

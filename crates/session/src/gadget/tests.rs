@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use herald_gadget_proto::{self as proto, limits, DeviceMessage};
 use herald_media::cue::Cue;
 use herald_port::{
-    ActionError, Notification, Outcome, PairingCode, Prompt, Request, RequestError, Response,
-    SendOptions, TurnId,
+    ActionError, InboundBody, Notification, Outcome, PairingCode, Prompt, Request, RequestError,
+    Response, SendOptions, TurnId,
 };
 use serde_json::{json, Value};
 
@@ -770,12 +770,25 @@ fn a_turn_the_agent_leaves_silent_is_ended_as_failed_after_the_turn_timeout() {
     assert!(frames
         .iter()
         .any(|f| f["type"] == "notice" && f["text"] == FAILED_NOTICE));
-    let heard = cues(&effects(&mut core));
+    let done = effects(&mut core);
+    let heard = cues(&done);
     assert_eq!(heard.last(), Some(&Cue::Failed));
     assert!(
         heard.iter().filter(|c| **c == Cue::Working).count() >= 20,
         "{heard:?}"
     );
+    // The agent is told the turn was given up, so it can stop and say so.
+    let given_up: Vec<_> = done
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ToAgent(inbound) => match &inbound.body {
+                InboundBody::TurnTimedOut { turn_id } => Some(turn_id.as_str()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(given_up, [turn.as_str()]);
 }
 
 #[test]

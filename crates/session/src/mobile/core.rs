@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use herald_mobile_proto::{self as proto, limits, AvatarState, ErrorCode, PromptCard, ServerFrame};
 use herald_port::{
     AccessError, Chat, DeliveryError, Inbound, InboundBody, MediaKind, PairingCode, RequestError,
-    Response, Source,
+    Response, Source, TurnId,
 };
 use tracing::warn;
 
@@ -385,8 +385,14 @@ impl Core {
         }
         if self.turn_deadline().is_some_and(|at| at <= now) {
             warn!(device = %self.device_id, "the agent was silent for the turn timeout: ending the turn as failed");
+            let given_up = self.turn.clone().and_then(|t| TurnId::try_from(t).ok());
             if let Err(err) = self.turn_over(true, now) {
                 tracing::debug!(device = %self.device_id, %err, "the failed turn not shown");
+            }
+            // The agent hears it too, so it can stop working on the turn.
+            if let Some(turn_id) = given_up {
+                let id = self.ids.hex(12);
+                self.hand_over(id, InboundBody::TurnTimedOut { turn_id });
             }
         }
         if self.idle_at.is_some_and(|at| at <= now) {

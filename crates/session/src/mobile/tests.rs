@@ -522,6 +522,20 @@ fn a_turn_the_agent_leaves_quiet_ends_as_failed_after_the_turn_timeout() {
     let frames = sent(&mut core);
     assert_eq!(kinds(&frames), ["message", "typing"], "{frames:?}");
     assert_eq!(frames[0]["text"], FAILED_NOTICE);
+    // The agent is told which turn was given up, so it can stop working on it.
+    let told: Vec<_> = effects(&mut core)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::ToAgent(inbound) => Some(inbound.body),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [InboundBody::TurnTimedOut {
+            turn_id: turn.clone()
+        }]
+    );
 
     core.handle_notification(end(turn), now);
     assert!(sent(&mut core).is_empty());

@@ -302,6 +302,11 @@ fn written() -> Vec<(&'static str, Build)> {
                 reason: herald_port::SpeechStopReason::Interrupted,
             })
         }),
+        ("turn timed out", || {
+            from_gadget(InboundBody::TurnTimedOut {
+                turn_id: "t-3f9c".to_owned().try_into().unwrap(),
+            })
+        }),
         ("is_authorized", || {
             ask(Question::IsAuthorized {
                 platform: Platform::Gadget,
