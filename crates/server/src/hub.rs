@@ -14,12 +14,12 @@ use herald_port::{Agent, Authorizer, DeliveryError, Outbound, Platform};
 use herald_store::{DeviceRecord, StoreHandle};
 use tokio::sync::oneshot;
 
-use crate::authorized::Authorized;
 use crate::devices::Devices;
 use crate::metrics::Metrics;
 use crate::notify::Notifications;
 use crate::questions::Questions;
 use crate::throttle::FailureThrottle;
+use herald_access::Authorized;
 use herald_inbox::Inbox;
 
 /// What both platforms use, held once.

@@ -24,12 +24,8 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-mod access;
-mod authorized;
 mod calls;
 mod devices;
-#[cfg(test)]
-mod fake_authorizer;
 mod fleet;
 mod gadget;
 mod hub;
@@ -60,12 +56,12 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use crate::access::{Access, Policy, Standalone};
 use crate::edge::{listener, tls};
 use crate::gadget::GadgetHub;
 use crate::hub::Shared;
 use crate::metrics::Metrics;
 use crate::mobile::MobileHub;
+use herald_access::{Access, Policy, Standalone};
 use herald_config::Config;
 use herald_inbox::Inbox;
 use herald_store::{SqliteStore, StoreError, StoreHandle};
@@ -384,7 +380,7 @@ impl Hubs {
         let own_access = backend
             .authorizer
             .is_none()
-            .then(|| access.clone() as Arc<dyn herald_admin::OwnPairing>);
+            .then(|| Arc::new(OwnPairing(access.clone())) as Arc<dyn herald_admin::OwnPairing>);
         let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
             Some(authorizer) => authorizer,
             None => Arc::new(Standalone(access)),
@@ -473,4 +469,27 @@ async fn bind(
     let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
     let bound = listener.local_addr().map_err(bind_err)?;
     Ok((listener, bound))
+}
+
+/// Herald's own pairing store as the admin API uses it: to approve users and to ask
+/// who may talk.
+struct OwnPairing(Arc<Access>);
+
+#[async_trait::async_trait]
+impl herald_admin::OwnPairing for OwnPairing {
+    async fn is_authorized(
+        &self,
+        platform: herald_port::Platform,
+        user_id: &str,
+    ) -> Result<bool, StoreError> {
+        self.0.is_authorized(platform, user_id).await
+    }
+
+    async fn approve_user(
+        &self,
+        platform: herald_port::Platform,
+        user_id: &str,
+    ) -> Result<herald_store::PairingRecord, StoreError> {
+        self.0.approve_user(platform, user_id).await
+    }
 }

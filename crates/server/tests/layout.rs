@@ -217,11 +217,12 @@ fn the_cores_dependency_trees_hold_no_io() {
 /// Each job in its crate: the session cores do no I/O, SQLite is the store's alone, the
 /// store knows nothing of sockets or the web, the web framework is the admin API's
 /// alone, the admin API reaches devices only through the server's `Fleet`, TLS and HTTP
-/// parsing are the network edge's, and the settings, the inbox and a gadget's speaker
-/// know nothing of the store or the server.
+/// parsing are the network edge's, the settings, the inbox and a gadget's speaker know
+/// nothing of the store or the server, and who may talk (access) knows nothing of
+/// sockets, the web or the admin API.
 #[test]
 fn crates_keep_to_their_jobs() {
-    let rules: [(&str, &[&str]); 9] = [
+    let rules: [(&str, &[&str]); 10] = [
         (
             "session",
             &[
@@ -262,6 +263,10 @@ fn crates_keep_to_their_jobs() {
         (
             "store",
             &["axum", "tokio-tungstenite", "tokio-rustls", "herald-server"],
+        ),
+        (
+            "access",
+            &["tokio-tungstenite", "axum", "herald-admin", "herald-server"],
         ),
     ];
     for (crate_dir, forbidden) in rules {

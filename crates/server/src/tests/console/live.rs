@@ -11,7 +11,7 @@ use herald_port::{AgentFactory, Backend, Platform};
 use serde_json::{json, Value};
 
 use super::{demo, req, start, Running};
-use crate::fake_authorizer::FakeAuthorizer;
+use herald_access::testing::FakeAuthorizer;
 
 fn under_hermes() -> AgentFactory {
     Box::new(|out| Backend {
@@ -133,11 +133,11 @@ async fn the_stream_tells_of_a_new_pairing_request_unasked() {
 
 impl Running {
     /// The server's own pairing store, as a device's first contact would use it.
-    fn server_access(&self) -> crate::access::Access {
+    fn server_access(&self) -> herald_access::Access {
         let store =
             herald_store::SqliteStore::open(&self.dir.path().join(crate::STORE_FILE)).unwrap();
         let store = herald_store::StoreHandle::new(Arc::new(store)).unwrap();
-        crate::access::Access::new(store, Default::default(), Default::default())
+        herald_access::Access::new(store, Default::default(), Default::default())
     }
 }
 

@@ -18,7 +18,7 @@ use herald_port::{AccessError, Authorizer, Platform};
 const MAX_USERS: usize = 65_536;
 
 #[derive(Default)]
-pub(crate) struct Authorized {
+pub struct Authorized {
     known: Mutex<Known>,
 }
 
@@ -31,7 +31,7 @@ struct Known {
 
 impl Authorized {
     /// Whether `user_id` may reach the agent: remembered, or asked of `authorizer`.
-    pub(crate) async fn check(
+    pub async fn check(
         &self,
         authorizer: &dyn Authorizer,
         platform: Platform,
@@ -53,12 +53,12 @@ impl Authorized {
     }
 
     /// Whether `user_id` is remembered as authorized, without asking.
-    pub(crate) fn knows(&self, user_id: &str) -> bool {
+    pub fn knows(&self, user_id: &str) -> bool {
         self.lock().users.contains(user_id)
     }
 
     /// The authorizer says `user_id` now is (or is no longer) authorized.
-    pub(crate) fn set(&self, user_id: &str, authorized: bool) {
+    pub fn set(&self, user_id: &str, authorized: bool) {
         let mut known = self.lock();
         known.pushes += 1;
         if authorized {
@@ -89,7 +89,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::fake_authorizer::FakeAuthorizer;
+    use crate::testing::FakeAuthorizer;
 
     async fn check(cache: &Authorized, authorizer: &FakeAuthorizer) -> bool {
         cache

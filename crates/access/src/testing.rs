@@ -1,4 +1,4 @@
-//! A stand-in authorizer for unit tests: Hermes as a plugin older than this herald
+//! A stand-in authorizer for tests: Hermes as a plugin older than this herald
 //! would answer (a pairing code of its own, no pairing list), saying yes or no as told
 //! and counting the questions; with `hold`, an answer waits until notified.
 
@@ -8,14 +8,14 @@ use async_trait::async_trait;
 use herald_port::{AccessError, Authorizer, PairingCode, PairingRecord, Platform};
 use tokio::sync::Notify;
 
-pub(crate) struct FakeAuthorizer {
+pub struct FakeAuthorizer {
     pub says: AtomicBool,
     asked: AtomicUsize,
     hold: Option<Notify>,
 }
 
 impl FakeAuthorizer {
-    pub(crate) fn saying(yes: bool) -> FakeAuthorizer {
+    pub fn saying(yes: bool) -> FakeAuthorizer {
         FakeAuthorizer {
             says: AtomicBool::new(yes),
             asked: AtomicUsize::new(0),
@@ -24,7 +24,7 @@ impl FakeAuthorizer {
     }
 
     /// One whose answers wait for [`Self::release`].
-    pub(crate) fn holding(yes: bool) -> FakeAuthorizer {
+    pub fn holding(yes: bool) -> FakeAuthorizer {
         FakeAuthorizer {
             hold: Some(Notify::new()),
             ..FakeAuthorizer::saying(yes)
@@ -32,14 +32,14 @@ impl FakeAuthorizer {
     }
 
     /// Lets one held answer go.
-    pub(crate) fn release(&self) {
+    pub fn release(&self) {
         if let Some(hold) = &self.hold {
             hold.notify_one();
         }
     }
 
     /// How many times `is_authorized` was asked.
-    pub(crate) fn asked(&self) -> usize {
+    pub fn asked(&self) -> usize {
         self.asked.load(Ordering::SeqCst)
     }
 }

@@ -1,7 +1,17 @@
-//! Who may talk to the agent: allowlists, allow-all, and the standalone pairing flow.
+//! Who may talk to the agent: allowlists, allow-all, and the standalone pairing flow
+//! ([`Access`], [`Standalone`]); and what the authorizer, whichever it is, has let in,
+//! remembered per platform ([`Authorized`]).
 //!
 //! Authentication (is this really device X?) happens in each transport's handshake;
-//! this module answers authorization (may X reach the agent?) for every platform.
+//! this crate answers authorization (may X reach the agent?) for every platform.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod authorized;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use authorized::Authorized;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -10,8 +20,8 @@ use async_trait::async_trait;
 use herald_gadget_proto::limits;
 use herald_port::{AccessError, Authorizer, PairingCode, Platform};
 
-use crate::clock::now_ms;
-use crate::files;
+use herald_files as files;
+use herald_metrics::clock::now_ms;
 use herald_store::{PairingRecord, StoreError, StoreHandle};
 
 /// Pairing codes avoid look-alike characters (no 0/O, 1/I).
@@ -149,7 +159,7 @@ impl Access {
 }
 
 /// Standalone authorization: the allowlists plus Herald's own pairing store.
-pub(crate) struct Standalone(pub Arc<Access>);
+pub struct Standalone(pub Arc<Access>);
 
 #[async_trait]
 impl Authorizer for Standalone {
@@ -194,22 +204,6 @@ impl Authorizer for Standalone {
 
     async fn revoke(&self, platform: Platform, user_id: &str) -> Result<bool, AccessError> {
         self.0.revoke(platform, user_id).await.map_err(unavailable)
-    }
-}
-
-/// The admin API approves users and asks who may talk through this.
-#[async_trait]
-impl herald_admin::OwnPairing for Access {
-    async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError> {
-        Access::is_authorized(self, platform, user_id).await
-    }
-
-    async fn approve_user(
-        &self,
-        platform: Platform,
-        user_id: &str,
-    ) -> Result<PairingRecord, StoreError> {
-        Access::approve_user(self, platform, user_id).await
     }
 }
 
