@@ -16,11 +16,11 @@ use tokio::sync::oneshot;
 
 use crate::devices::Devices;
 use crate::metrics::Metrics;
-use crate::notify::Notifications;
-use crate::questions::Questions;
 use crate::throttle::FailureThrottle;
 use herald_access::Authorized;
 use herald_inbox::Inbox;
+use herald_notify::Notifications;
+use herald_questions::Questions;
 
 /// What both platforms use, held once.
 pub(crate) struct Shared {

@@ -32,8 +32,6 @@ mod hub;
 mod ids;
 mod mobile;
 pub mod net;
-mod notify;
-mod questions;
 mod router;
 mod session;
 #[cfg(test)]
@@ -344,15 +342,18 @@ impl Hubs {
             config.push.allow_private_endpoints,
         )?;
         let pusher = match config.push.enabled {
-            true => Some(notify::start_pusher(data_dir, &config.push, store)?),
+            true => Some(herald_notify::start_pusher(data_dir, &config.push, store)?),
             false => None,
         };
         let shared = Arc::new(Shared::new(
             store.clone(),
             metrics.clone(),
             inbox.clone(),
-            questions::Questions::new(config.questions.share, config.questions.not_to.clone()),
-            notify::Notifications::new(pusher),
+            herald_questions::Questions::new(
+                config.questions.share,
+                config.questions.not_to.clone(),
+            ),
+            herald_notify::Notifications::new(pusher),
             phone_parts.sole_user(),
         ));
         let known = gadget::KnownDevices::from_store(store.blocking()).map_err(|source| {

@@ -17,7 +17,7 @@ use crate::calls::Call;
 use crate::gadget::{self, GadgetHub};
 use crate::hub::Shared;
 use crate::mobile::{self, MobileHub};
-use crate::questions::Question;
+use herald_questions::Question;
 use herald_session::mobile::card_for;
 use herald_session::mobile::push::question_note;
 use herald_store::{PhoneRecord, StoreError};

@@ -38,8 +38,8 @@ use crate::devices::{hand_over, AgentQueue, MAILBOX};
 use crate::edge::connection::{outgoing, Connections, Next, Read, Transport};
 use crate::edge::socket::Outgoing;
 use crate::hub::{DeviceKind, Hub, Shared};
-use crate::questions::Claim;
 use crate::queue;
+use herald_questions::Claim;
 
 /// The time as a core is told it: tokio's clock, so paused tests reach it.
 pub(crate) fn core_now() -> std::time::Instant {

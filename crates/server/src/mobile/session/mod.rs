@@ -29,8 +29,8 @@ use crate::clock::now_ms;
 use crate::edge::socket::Outgoing;
 use crate::files;
 use crate::ids::OsEntropy;
-use crate::questions::Question;
 use crate::session::{Session, SessionKind};
+use herald_questions::Question;
 use herald_store::PushRecord;
 
 /// Frames kept for a phone that is away lapse after this long.

@@ -8,6 +8,8 @@
 //! cut to fit. The same thing reaching one person twice within a minute (a question
 //! copied to two phones) is pushed once.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -30,7 +32,7 @@ const SAME_NOTE: Duration = Duration::from_secs(60);
 
 /// The sender, with the server's key (made on first start) and a way to drop the
 /// subscriptions push services say are gone.
-pub(crate) fn start_pusher(
+pub fn start_pusher(
     data_dir: &Path,
     config: &PushConfig,
     store: &StoreHandle,
@@ -58,7 +60,7 @@ pub(crate) fn start_pusher(
 /// Who is looking, what was pushed lately, and the sender: held once, for every
 /// session that has something to tell.
 #[derive(Default)]
-pub(crate) struct Notifications {
+pub struct Notifications {
     pusher: Option<Pusher>,
     /// Phones whose app is connected and in sight, with their user: who needs no
     /// notification now.
@@ -68,7 +70,7 @@ pub(crate) struct Notifications {
 }
 
 impl Notifications {
-    pub(crate) fn new(pusher: Option<Pusher>) -> Self {
+    pub fn new(pusher: Option<Pusher>) -> Self {
         Notifications {
             pusher,
             ..Notifications::default()
@@ -76,12 +78,12 @@ impl Notifications {
     }
 
     /// The server's VAPID key, when notifications are on.
-    pub(crate) fn public_key(&self) -> Option<&str> {
+    pub fn public_key(&self) -> Option<&str> {
         self.pusher.as_ref().map(Pusher::public_key)
     }
 
     /// Phone `device` (of `user`) is connected and in sight, or no longer.
-    pub(crate) fn set_in_sight(&self, device: &str, user: &str, in_sight: bool) {
+    pub fn set_in_sight(&self, device: &str, user: &str, in_sight: bool) {
         match in_sight {
             true => {
                 self.in_sight.insert(device.to_owned(), user.to_owned());
@@ -99,7 +101,7 @@ impl Notifications {
 
     /// Tell `person` of `note` on every subscription of theirs, unless one of their
     /// apps is in sight or they were told the same lately.
-    pub(crate) async fn notify(&self, store: &StoreHandle, person: &str, note: &Note) {
+    pub async fn notify(&self, store: &StoreHandle, person: &str, note: &Note) {
         let Some(pusher) = &self.pusher else {
             return;
         };

@@ -8,8 +8,10 @@
 //! copy is withdrawn with a word on where it was answered. A late answer from another
 //! copy is dropped, never a second resolution.
 //!
-//! This is the ledger of open questions that makes that so; the router and the session
-//! loop act on what it says.
+//! This is the ledger of open questions that makes that so; the server's router and
+//! session loop act on what it says.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +25,7 @@ const ANSWERED_FOR: Duration = Duration::from_secs(60);
 
 /// A question the agent asked one device, shared with its person's others.
 #[derive(Debug, Clone)]
-pub(crate) struct Question {
+pub struct Question {
     /// The device the agent asked.
     pub origin: Chat,
     /// The user id the asking device's messages come from.
@@ -41,7 +43,7 @@ pub(crate) struct Question {
 
 /// What an answer to question `prompt_id` from a device means.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Claim {
+pub enum Claim {
     /// The question is not shared: the answer goes on as it is.
     NotShared,
     /// The first answer: it goes to the agent as `origin`'s (from `origin_user`), and
@@ -57,7 +59,7 @@ pub(crate) enum Claim {
 }
 
 #[derive(Default)]
-pub(crate) struct Questions {
+pub struct Questions {
     /// Questions are shared at all (`questions.share`).
     share: bool,
     /// People and phones that get no copies (`questions.not_to`).
@@ -68,7 +70,7 @@ pub(crate) struct Questions {
 }
 
 impl Questions {
-    pub(crate) fn new(share: bool, not_to: Vec<String>) -> Self {
+    pub fn new(share: bool, not_to: Vec<String>) -> Self {
         Questions {
             share,
             not_to,
@@ -77,14 +79,14 @@ impl Questions {
     }
 
     /// Whether `person`'s phone `device` gets copies of their questions.
-    pub(crate) fn shares_with(&self, person: &str, device: &str) -> bool {
+    pub fn shares_with(&self, person: &str, device: &str) -> bool {
         self.share && !self.not_to.iter().any(|id| id == person || id == device)
     }
 
     /// Share question `prompt_id`, unless it was answered already (sharing runs beside
     /// the agent's call, so an answer on the asking device may come first): whether it
     /// is open now.
-    pub(crate) fn open(&self, prompt_id: String, question: Question, now: Instant) -> bool {
+    pub fn open(&self, prompt_id: String, question: Question, now: Instant) -> bool {
         self.prune(now);
         if self.answered.contains_key(&prompt_id) {
             return false;
@@ -104,12 +106,12 @@ impl Questions {
     }
 
     /// Whether `prompt_id` is still open (not answered, withdrawn or lapsed).
-    pub(crate) fn is_open(&self, prompt_id: &str) -> bool {
+    pub fn is_open(&self, prompt_id: &str) -> bool {
         self.open.contains_key(prompt_id)
     }
 
     /// A copy of `prompt_id` is shown on `chat`, called `name`.
-    pub(crate) fn shown(&self, prompt_id: &str, chat: Chat, name: String) {
+    pub fn shown(&self, prompt_id: &str, chat: Chat, name: String) {
         if let Some(mut question) = self.open.get_mut(prompt_id) {
             if !question.copies.iter().any(|(c, _)| *c == chat) {
                 question.copies.push((chat, name));
@@ -118,19 +120,14 @@ impl Questions {
     }
 
     /// The copy of `prompt_id` meant for `chat` never reached it.
-    pub(crate) fn not_shown(&self, prompt_id: &str, chat: &Chat) {
+    pub fn not_shown(&self, prompt_id: &str, chat: &Chat) {
         if let Some(mut question) = self.open.get_mut(prompt_id) {
             question.copies.retain(|(c, _)| c != chat);
         }
     }
 
     /// The questions open for `person` that `chat` does not show yet.
-    pub(crate) fn open_for(
-        &self,
-        person: &str,
-        chat: &Chat,
-        now: Instant,
-    ) -> Vec<(String, Question)> {
+    pub fn open_for(&self, person: &str, chat: &Chat, now: Instant) -> Vec<(String, Question)> {
         if !self.shares_with(person, &chat.id) {
             return Vec::new();
         }
@@ -143,7 +140,7 @@ impl Questions {
     }
 
     /// An answer to `prompt_id` came from `from`.
-    pub(crate) fn claim(&self, prompt_id: &str, from: &Chat, now: Instant) -> Claim {
+    pub fn claim(&self, prompt_id: &str, from: &Chat, now: Instant) -> Claim {
         if self.answered.contains_key(prompt_id) {
             return Claim::Lost;
         }
@@ -182,7 +179,7 @@ impl Questions {
     }
 
     /// The agent withdrew `prompt_id` (or it lapsed): the devices still showing a copy.
-    pub(crate) fn close(&self, prompt_id: &str) -> Vec<Chat> {
+    pub fn close(&self, prompt_id: &str) -> Vec<Chat> {
         match self.open.remove(prompt_id) {
             Some((_, question)) => question.copies.into_iter().map(|(c, _)| c).collect(),
             None => Vec::new(),
@@ -198,6 +195,12 @@ impl Questions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Any instant will do: the ledger only compares the ones it is told.
+    #[allow(clippy::disallowed_methods)]
+    fn start() -> Instant {
+        Instant::now()
+    }
 
     fn question(now: Instant) -> Question {
         Question {
@@ -217,7 +220,7 @@ mod tests {
 
     #[test]
     fn the_first_answer_wins_and_every_other_copy_is_withdrawn() {
-        let now = Instant::now();
+        let now = start();
         let questions = Questions::new(true, Vec::new());
         questions.open("p1".into(), question(now), now);
         let (phone, laptop) = (Chat::mobile("tel-1"), Chat::mobile("web-1"));
@@ -256,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_device_that_connects_later_gets_what_is_still_open_for_its_person() {
-        let now = Instant::now();
+        let now = start();
         let questions = Questions::new(true, Vec::new());
         questions.open("p1".into(), question(now), now);
         let phone = Chat::mobile("tel-1");
