@@ -21,6 +21,13 @@ pub enum Close {
     Again,
 }
 
+/// The shell could not do what its core asked (write a file, keep something in the
+/// store). The shell logs the cause, which is the owner's to read; the core decides what
+/// the device is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the server could not do it")]
+pub struct Failed;
+
 /// A frame for a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {

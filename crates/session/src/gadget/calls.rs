@@ -17,6 +17,18 @@ use super::core::{profile, Conn, Core, Effect, ImageJob, PendingAction};
 use super::prompts::{Question, Show};
 use crate::{done, CallId, Counted};
 
+/// Why a picture the agent sent did not reach the device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PictureNotSent {
+    /// The file could not be read, or is no picture the device can be shown: the
+    /// agent is told why, in words.
+    #[error("{0}")]
+    Unusable(String),
+    /// The device went away while it was sent.
+    #[error("the device went away")]
+    Gone,
+}
+
 impl Core {
     /// The agent's call `call`; its answer comes back as [`Effect::Answer`], at once or
     /// when the device (or the shell's work) settles it.
@@ -168,7 +180,7 @@ impl Core {
         call: CallId,
         caption: Option<String>,
         turn: Option<String>,
-        sent: Result<(), String>,
+        sent: Result<(), PictureNotSent>,
     ) {
         let answer = match sent {
             Ok(()) => {
@@ -184,10 +196,13 @@ impl Core {
                 }
                 Ok(Response::Done {})
             }
-            Err(reason) => Err(RequestError::from(DeliveryError::Unsupported {
-                chat: self.chat(),
-                reason,
-            })),
+            Err(PictureNotSent::Unusable(reason)) => {
+                Err(RequestError::from(DeliveryError::Unsupported {
+                    chat: self.chat(),
+                    reason,
+                }))
+            }
+            Err(PictureNotSent::Gone) => Err(DeliveryError::Offline(self.chat()).into()),
         };
         self.answer(call, answer);
     }

@@ -18,7 +18,7 @@ use tracing::debug;
 use super::core::{profile, protocol_error, Core, Effect};
 use super::prompts::{Replied, Show};
 use super::utterance::Utterance;
-use crate::io::Close;
+use crate::io::{Close, Failed};
 use crate::note::{Note, NoteKind};
 use crate::{Counted, SessionCore};
 
@@ -231,7 +231,7 @@ impl Core {
     pub fn handle_utterance_saved(
         &mut self,
         message_id: String,
-        saved: Result<(PathBuf, Duration), String>,
+        saved: Result<(PathBuf, Duration), Failed>,
     ) {
         match saved {
             Ok((path, duration)) => {
@@ -242,10 +242,7 @@ impl Core {
                 };
                 self.forward(message_id, body);
             }
-            Err(err) => {
-                tracing::warn!(%err, "could not save an utterance");
-                self.notice("Your message could not be saved.");
-            }
+            Err(Failed) => self.notice("Your message could not be saved."),
         }
     }
 

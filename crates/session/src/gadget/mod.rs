@@ -28,6 +28,7 @@ pub mod sensors;
 mod speech;
 pub mod utterance;
 
+pub use self::calls::PictureNotSent;
 pub use self::core::{Core, Effect, ImageJob, Rules};
 pub use self::cues::CueTiming;
 pub use self::peer::Peer;

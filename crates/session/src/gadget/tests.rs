@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use herald_gadget_proto::{self as proto, limits, DeviceMessage};
 use herald_media::cue::Cue;
 use herald_port::{
-    ActionError, InboundBody, Notification, Outcome, PairingCode, Prompt, Request, RequestError,
-    Response, SendOptions, TurnId,
+    ActionError, DeliveryError, InboundBody, Notification, Outcome, PairingCode, Prompt, Request,
+    RequestError, Response, SendOptions, TurnId,
 };
 use serde_json::{json, Value};
 
 use super::ota::{OtaEffect, Timeouts};
-use super::{Core, CueTiming, Effect, Peer, Rules};
+use super::{Core, CueTiming, Effect, Peer, PictureNotSent, Rules};
 use crate::FAILED_NOTICE;
 use crate::{Ids, SessionCore};
 
@@ -561,11 +561,25 @@ fn a_pictures_caption_follows_it_through_the_core_and_answers_its_call() {
     };
     let call = core.call(show, start);
     effects(&mut core);
-    core.handle_image_sent(call, Some("lost".into()), None, Err("not an image".into()));
+    let unusable = PictureNotSent::Unusable("not an image".into());
+    core.handle_image_sent(call, Some("lost".into()), None, Err(unusable));
     assert!(sent(&mut core).is_empty());
     assert!(matches!(
         core.answer(call),
-        Some(Err(RequestError::Delivery(_)))
+        Some(Err(RequestError::Delivery(DeliveryError::Unsupported { reason, .. }))) if reason == "not an image"
+    ));
+
+    // One the device went away during is the device's absence, not the picture's fault.
+    let show = Request::SendImage {
+        path: "/tmp/a-picture".into(),
+        caption: None,
+    };
+    let call = core.call(show, start);
+    effects(&mut core);
+    core.handle_image_sent(call, None, None, Err(PictureNotSent::Gone));
+    assert!(matches!(
+        core.answer(call),
+        Some(Err(RequestError::Delivery(DeliveryError::Offline(_))))
     ));
 }
 

@@ -20,7 +20,7 @@ use super::link::{Delivers, Due, Keepalive};
 use super::push::Subscription;
 use super::seen::SeenIds;
 use super::uploads::{Upload, Uploads};
-use crate::io::{Close, Frame, Output, Transmit};
+use crate::io::{Close, Failed, Frame, Output, Transmit};
 use crate::note::{Note, NoteKind};
 use crate::{CallId, Counted, Ids, SessionCore};
 
@@ -301,11 +301,18 @@ impl Core {
     }
 
     /// How keeping or dropping the push subscription went.
-    pub fn handle_push_stored(&mut self, subscribed: bool, stored: Result<(), String>) {
+    pub fn handle_push_stored(&mut self, subscribed: bool, stored: Result<(), Failed>) {
         let frame = match (stored, subscribed) {
             (Ok(()), true) => ServerFrame::PushSubscribed,
             (Ok(()), false) => ServerFrame::PushUnsubscribed,
-            (Err(message), _) => ServerFrame::error(ErrorCode::Internal, message),
+            (Err(Failed), true) => ServerFrame::error(
+                ErrorCode::Internal,
+                "the server could not keep the subscription",
+            ),
+            (Err(Failed), false) => ServerFrame::error(
+                ErrorCode::Internal,
+                "the server could not drop the subscription",
+            ),
         };
         let _ = self.emit(&frame);
     }

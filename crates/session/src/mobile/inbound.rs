@@ -17,7 +17,7 @@ use super::link::{Delivered, Delivers};
 use super::media::choice_of;
 use super::push;
 use super::uploads::{Accepted, Upload, UploadError};
-use crate::io::Close;
+use crate::io::{Close, Failed};
 use crate::SessionCore;
 
 impl Core {
@@ -112,7 +112,7 @@ impl Core {
     }
 
     /// The hub's answer to [`Effect::ReserveUpload`].
-    pub fn handle_upload_budget(&mut self, granted: Result<(), String>) {
+    pub fn handle_upload_budget(&mut self, granted: Result<(), UploadError>) {
         let accepted = self.uploads.budget_answer(granted);
         self.on_upload(accepted);
     }
@@ -153,15 +153,12 @@ impl Core {
         &mut self,
         message_id: String,
         saved: Saved,
-        path: Result<PathBuf, String>,
+        path: Result<PathBuf, Failed>,
         now: Instant,
     ) {
-        let path = match path {
-            Ok(path) => path,
-            Err(message) => {
-                self.error(ErrorCode::Internal, message);
-                return;
-            }
+        let Ok(path) = path else {
+            self.error(ErrorCode::Internal, "the server could not save the file");
+            return;
         };
         let body = match saved {
             Saved::Voice {

@@ -216,14 +216,17 @@ impl Uploads {
 
     /// The shell's answer for the chunk that waits: with its bytes reserved it joins
     /// its series, refused it drops the series.
-    pub fn budget_answer(&mut self, granted: Result<(), String>) -> Result<Accepted, UploadError> {
+    pub fn budget_answer(
+        &mut self,
+        granted: Result<(), UploadError>,
+    ) -> Result<Accepted, UploadError> {
         let Some(parked) = self.parked.take() else {
             return Ok(Accepted::Duplicate);
         };
         let Parked { frame, data } = *parked;
-        if let Err(why) = granted {
+        if let Err(refused) = granted {
             self.drop_series(&frame.id);
-            return Err(UploadError::TooBig(why));
+            return Err(refused);
         }
         self.buffered += data.len();
         // A series dropped meanwhile gives the reserved bytes straight back.
@@ -262,8 +265,7 @@ impl Uploads {
     ) -> Result<Accepted, UploadError> {
         let mut accepted = self.accept(frame);
         if let Ok(Accepted::NeedsBudget { bytes }) = accepted {
-            let granted = budget.reserve(user, bytes).map_err(|e| e.to_string());
-            accepted = self.budget_answer(granted);
+            accepted = self.budget_answer(budget.reserve(user, bytes));
         }
         budget.release(user, self.take_released());
         accepted
@@ -542,7 +544,7 @@ mod tests {
             up.accept(chunk("m", 1, 2, 10)).unwrap(),
             Accepted::NeedsBudget { bytes: 10 }
         );
-        let refused = up.budget_answer(Err("full".into()));
+        let refused = up.budget_answer(Err(UploadError::TooBig("full".into())));
         assert_eq!(refused, Err(UploadError::TooBig("full".into())));
         assert_eq!((up.buffered, up.take_released()), (0, 4096));
     }

@@ -15,8 +15,8 @@ use std::time::Duration;
 use herald_gadget_proto as proto;
 use herald_port::{ActionError, DeliveryError, Notification, PairingCode, RequestError, Response};
 use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
-use herald_session::gadget::{Core, Effect, ImageJob, Peer, SpeechChunk};
-use herald_session::io::Close;
+use herald_session::gadget::{Core, Effect, ImageJob, Peer, PictureNotSent, SpeechChunk};
+use herald_session::io::{Close, Failed};
 use herald_session::{done, CallId, Ids, SessionCore};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
@@ -82,7 +82,7 @@ pub(crate) struct ImageSent {
     call: CallId,
     caption: Option<String>,
     turn: Option<String>,
-    sent: Result<(), String>,
+    sent: Result<(), PictureNotSent>,
 }
 
 /// A call the core will answer, as the session holds it.
@@ -352,7 +352,10 @@ impl Session<Gadgets> {
                 let put = hub.shared.inbox.put("wav", bytes, move |path| {
                     herald_media::wav::write_wav(path, rate, &pcm).map_err(std::io::Error::other)
                 });
-                let saved = self.draining(put).await.map_err(|err| err.to_string());
+                let saved = self.draining(put).await.map_err(|err| {
+                    warn!(%err, "could not save an utterance");
+                    Failed
+                });
                 self.core.handle_utterance_saved(message_id, saved);
             }
             Effect::RecordLastSeen => self.hub.shared.store.seen(self.core.device_id(), now_ms()),
@@ -636,7 +639,10 @@ impl Session<Gadgets> {
             let sent = image::send(&path, image_box, stream, &outbox)
                 .await
                 .map(drop)
-                .map_err(|err| err.to_string());
+                .map_err(|err| match err {
+                    image::PictureError::Gone => PictureNotSent::Gone,
+                    unusable => PictureNotSent::Unusable(unusable.to_string()),
+                });
             let sent = ImageSent {
                 call,
                 caption,

@@ -13,7 +13,7 @@ use herald_mobile_proto::{limits, Deliver};
 use herald_port::{
     AccessError, Chat, DeliveryError, Notification, PairingCode, Platform, RequestError,
 };
-use herald_session::io::Close;
+use herald_session::io::{Close, Failed};
 use herald_session::mobile::link::{Delivered, Delivers};
 use herald_session::mobile::{Core, Effect, SaveFile};
 use herald_session::{done, Ids, SessionCore};
@@ -285,7 +285,7 @@ impl Session<Phones> {
                     .await;
                 let saved = saved.map_err(|err| {
                     warn!(%err, "could not keep a push subscription");
-                    "the server could not keep the subscription".to_owned()
+                    Failed
                 });
                 self.core.handle_push_stored(true, saved);
             }
@@ -295,7 +295,7 @@ impl Session<Phones> {
                 let removed = store.run(move |s| s.remove_push_subscription(&id)).await;
                 let removed = removed.map(drop).map_err(|err| {
                     warn!(%err, "could not drop a push subscription");
-                    "the server could not drop the subscription".to_owned()
+                    Failed
                 });
                 self.core.handle_push_stored(false, removed);
             }
@@ -345,11 +345,7 @@ impl Session<Phones> {
             Effect::Answer { call, answer } => self.answer(call, answer),
             Effect::Count(counted) => self.count(counted),
             Effect::ReserveUpload { user, bytes } => {
-                let granted = self
-                    .hub
-                    .upload_budget()
-                    .reserve(&user, bytes)
-                    .map_err(|err| err.to_string());
+                let granted = self.hub.upload_budget().reserve(&user, bytes);
                 self.core.handle_upload_budget(granted);
             }
             Effect::ReleaseUpload { user, bytes } => {
@@ -452,7 +448,7 @@ impl Session<Phones> {
         hub: &MobileHub,
         extension: &str,
         parts: Vec<Vec<u8>>,
-    ) -> Result<std::path::PathBuf, String> {
+    ) -> Result<std::path::PathBuf, Failed> {
         let size = parts.iter().map(|part| part.len() as u64).sum();
         let written = hub
             .shared
@@ -465,7 +461,7 @@ impl Session<Phones> {
             Ok((path, ())) => Ok(path),
             Err(err) => {
                 warn!(%err, "could not save a phone's file");
-                Err("the server could not save the file".into())
+                Err(Failed)
             }
         }
     }
