@@ -62,16 +62,17 @@ enum Woken<N, E, W> {
 /// are taken in this fixed order, never at random: the connection first (what the
 /// device says is the newest word: a cancel, an answer, a sign of life, and a device
 /// that floods holds up only its own session), then the mailbox, then the platform's
-/// own wake-up, then the deadline (`deadline`, an `Option<Instant>`).
+/// own wake-up, then the deadline (`deadline`, an `Option<Instant>`). The connection
+/// waits while `reading` is false ([`SessionKind::reads`]).
 ///
 /// A macro, not an async function: every idle session's task waits here, and a
 /// function's own future (the four waits moved into it) cost 0.5 KiB per connection
 /// (`herald bench connect`: 1.36x the bare baseline's memory against 1.22x).
 macro_rules! first_ready {
-    ($connection:expr, $mailbox:expr, $platform:expr, $deadline:ident) => {
+    ($connection:expr, $reading:expr, $mailbox:expr, $platform:expr, $deadline:ident) => {
         tokio::select! {
             biased;
-            next = $connection => Woken::Connection(next),
+            next = $connection, if $reading => Woken::Connection(next),
             event = $mailbox => Woken::Mailbox(event),
             wake = $platform => Woken::Platform(wake),
             _ = sleep_until($deadline.unwrap_or_else(Instant::now)), if $deadline.is_some() => {
@@ -120,6 +121,12 @@ pub(crate) trait SessionKind: DeviceKind {
 
     /// Before the loop waits: set up what [`SessionKind::wake`] waits for.
     fn prepare(_session: &mut Session<Self>) {}
+
+    /// Whether the session reads its device's connection now; while not, the device's
+    /// frames (and the connection's outbox) wait, and the mailbox is served.
+    fn reads(_session: &Session<Self>) -> bool {
+        true
+    }
 
     /// Something of the platform's own to wait for beside the mailbox and the
     /// connection; never, by default. Safe to cancel.
@@ -267,8 +274,10 @@ impl<K: SessionKind> Session<K> {
             }
             let deadline = self.next_deadline();
             K::prepare(&mut self);
+            let reading = K::reads(&self);
             let woken = first_ready!(
                 self.conns.next(&self.hub.shared.metrics),
+                reading,
                 mailbox.recv(),
                 K::wake(&mut self.parts),
                 deadline
@@ -509,13 +518,19 @@ mod tests {
         // Many rounds: an unordered choice would pick another branch in some of them.
         for _ in 0..64 {
             let now = Some(Instant::now());
-            let woken: Woken<u8, u8, u8> = first_ready!(ready(1), ready(Some(2)), ready(3), now);
+            let woken: Woken<u8, u8, u8> =
+                first_ready!(ready(1), true, ready(Some(2)), ready(3), now);
             assert!(matches!(woken, Woken::Connection(1)));
-            let woken: Woken<u8, u8, u8> = first_ready!(pending(), ready(Some(2)), ready(3), now);
+            // A connection the session does not read now waits, ready or not.
+            let woken: Woken<u8, u8, u8> =
+                first_ready!(ready(1), false, ready(Some(2)), ready(3), now);
             assert!(matches!(woken, Woken::Mailbox(Some(2))));
-            let woken: Woken<u8, u8, u8> = first_ready!(pending(), pending(), ready(3), now);
+            let woken: Woken<u8, u8, u8> =
+                first_ready!(pending(), true, ready(Some(2)), ready(3), now);
+            assert!(matches!(woken, Woken::Mailbox(Some(2))));
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), true, pending(), ready(3), now);
             assert!(matches!(woken, Woken::Platform(3)));
-            let woken: Woken<u8, u8, u8> = first_ready!(pending(), pending(), pending(), now);
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), true, pending(), pending(), now);
             assert!(matches!(woken, Woken::Deadline));
         }
     }

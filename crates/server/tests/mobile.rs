@@ -749,6 +749,36 @@ async fn deliver_from_loopback_reaches_only_the_same_users_connected_devices_by_
     assert_eq!(bobs.reply().await, "You said: still mine");
 }
 
+/// A phone hears the answers to its frames in the order it sent them: a push's refusal,
+/// which another device's side decides, comes before the pong of a ping sent after it,
+/// so a sender that follows its pushes with a ping knows at the pong that all went.
+#[tokio::test]
+async fn a_push_is_answered_before_the_frames_sent_after_it() {
+    let h = Harness::start_with(|c| c.mobile.allow_all_users = true).await;
+    let (mut app, _) = Phone::connect(&h.mobile_url, APP_TOKEN, "tel-2").await;
+    let deliver = json!({"t": "deliver", "to": "nobody-here", "text": "anyone?"});
+    for _ in 0..10 {
+        // Both in one write, so herald reads the ping while the push is still out.
+        for frame in [&deliver, &json!({"t": "ping"})] {
+            app.ws
+                .feed(Message::Text(frame.to_string().into()))
+                .await
+                .unwrap();
+        }
+        app.ws.flush().await.unwrap();
+        let first = app
+            .until(|f| match f {
+                ServerFrame::Error { code, .. } => Some(Some(code)),
+                ServerFrame::Pong => Some(None),
+                _ => None,
+            })
+            .await;
+        assert_eq!(first, Some(ErrorCode::DeviceOffline), "the pong came first");
+        app.until(|f| matches!(f, ServerFrame::Pong).then_some(()))
+            .await;
+    }
+}
+
 /// A push to the very phone that sends it arrives: its session hands the push on and
 /// goes on serving the phone meanwhile, instead of waiting for itself.
 #[tokio::test]

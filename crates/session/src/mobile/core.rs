@@ -27,9 +27,6 @@ use crate::{CallId, Counted, Ids, SessionCore};
 /// Work for the agent that may wait on the authorizer, at most: a phone that sends more
 /// while one answer is out is told to slow down.
 const MAX_HELD: usize = 32;
-/// Pushes (`deliver`) a phone may have on their way at once; more are refused until one
-/// ends, so a phone cannot pile up pushes (up to 16 MiB each) behind a slow device.
-pub(super) const MAX_PUSHES: usize = 4;
 /// How long an unpaired user's messages wait for the owner's approval: as long as the
 /// pairing code they were given lives.
 pub const KEEP_UNTIL_PAIRED: Duration =
@@ -172,8 +169,8 @@ pub struct Core {
     pub(super) private_push: bool,
     /// Where the current connection may push with `deliver`.
     pub(super) delivers: Delivers,
-    /// Pushes on their way, whichever connection sent them.
-    pub(super) pushing: usize,
+    /// A push (`deliver`) is on its way: the phone's next frames wait for its answer.
+    pub(super) pushing: bool,
     /// The user who owns this phone (from its token); kept across connections.
     pub(super) user_id: String,
     pub(super) user_name: Option<String>,
@@ -209,7 +206,7 @@ impl Core {
             visible: false,
             private_push: false,
             delivers: Delivers::Nowhere,
-            pushing: 0,
+            pushing: false,
             user_id: String::new(),
             user_name: None,
             seen: SeenIds::default(),
@@ -298,6 +295,16 @@ impl Core {
     pub fn turn_timeout(mut self, timeout: Duration) -> Self {
         self.turn_timeout = timeout;
         self
+    }
+
+    /// Whether the shell should read the phone's next frame now. Not while a push
+    /// (`deliver`) is on its way: its answer comes from another device's session, and
+    /// the phone hears the answers to its frames in the order it sent them (a sender
+    /// that follows its pushes with a `ping` knows every push before the `pong`
+    /// succeeded). The frames wait in the socket meanwhile; a push takes as long as
+    /// one write to the device it goes to, at most.
+    pub fn reads_frames(&self) -> bool {
+        !self.pushing
     }
 
     /// How keeping or dropping the push subscription went.

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use herald_port::{InboundBody, MediaKind, PromptAnswer};
 
-use super::core::{Core, Effect, Held, SaveFile, Saved, MAX_PUSHES};
+use super::core::{Core, Effect, Held, SaveFile, Saved};
 use super::link::{Delivered, Delivers};
 use super::media::choice_of;
 use super::push;
@@ -78,11 +78,14 @@ impl Core {
                     }
                 };
                 let Some(conn) = self.conn else { return };
-                if self.pushing >= MAX_PUSHES {
-                    let message = "too many pushes at once; try again when one has ended";
+                // The shell reads no frame while a push is out (`reads_frames`); one
+                // that comes anyway is refused, so pushes never pile up (up to 16 MiB
+                // each) behind a slow device.
+                if self.pushing {
+                    let message = "one push at a time; send the next when this one is answered";
                     return self.error(ErrorCode::RateLimited, message);
                 }
-                self.pushing += 1;
+                self.pushing = true;
                 let deliver = Box::new(deliver);
                 self.effect(Effect::Deliver {
                     conn,
@@ -105,7 +108,7 @@ impl Core {
     /// How the `deliver` to `to` that connection `conn` sent ended: it hears why, if
     /// it failed and is still connected.
     pub fn handle_delivered(&mut self, conn: u64, to: &str, delivered: Delivered) {
-        self.pushing = self.pushing.saturating_sub(1);
+        self.pushing = false;
         if let Some((code, message)) = delivered.refusal(to) {
             self.error_to(conn, code, message);
         }

@@ -204,6 +204,11 @@ impl SessionKind for Phones {
         session.core.handle_timeout(now.into_std());
     }
 
+    /// Not while a push is out: the phone hears the answers to its frames in order.
+    fn reads(session: &Session<Self>) -> bool {
+        session.core.reads_frames()
+    }
+
     async fn end(session: &mut Session<Self>) {
         session.core.end();
         session.settle().await;
@@ -411,6 +416,9 @@ impl Session<Phones> {
     /// chunks of a long download, so its pings are answered and it counts as alive.
     async fn read_ready(&mut self) {
         for _ in 0..READS_BETWEEN_CHUNKS {
+            if !self.core.reads_frames() {
+                return;
+            }
             let Some(next) = self.conns.next(&self.hub.shared.metrics).now_or_never() else {
                 return;
             };
