@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use herald_gadget_proto::limits;
 use herald_port::Platform;
-use herald_session::gadget::ota::PushError;
+use herald_session::gadget::ota::{PushError, StoreFailed};
 use herald_session::gadget::{CueTiming, Rules};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
@@ -125,7 +125,7 @@ impl GadgetHub {
         let dir = data_dir.join(STAGING_DIR);
         let staged = tokio::task::spawn_blocking(move || ota::stage(&source, &dir, &target))
             .await
-            .map_err(|_| PushError::Store(StoreError::Interrupted.to_string()))??;
+            .map_err(|_| PushError::from(StoreFailed(StoreError::Interrupted.to_string())))??;
         let file = staged.image.file.clone();
         let started = self
             .call(device_id, |reply| Command::OtaStart { staged, reply })

@@ -10,7 +10,7 @@ use std::time::Instant;
 use herald_gadget_proto::{limits, DeviceMessage};
 
 use super::core::{Core, Effect};
-use super::ota::{Chunk, OtaOutput, OtaUpdate, Request};
+use super::ota::{Chunk, NotPrepared, OtaOutput, OtaUpdate, Request, StoreFailed};
 use crate::CallId;
 
 impl Core {
@@ -46,7 +46,7 @@ impl Core {
     }
 
     /// The device's update in the store, as the shell found it.
-    pub fn handle_ota_found(&mut self, found: Result<Option<OtaUpdate>, String>) {
+    pub fn handle_ota_found(&mut self, found: Result<Option<OtaUpdate>, StoreFailed>) {
         if let Some(conn) = &self.conn {
             self.ota.found(&self.device_id, &conn.peer, found);
             self.drain_ota();
@@ -56,7 +56,7 @@ impl Core {
     /// The device's key with the staged image open, or why not.
     pub fn handle_ota_prepared(
         &mut self,
-        key: Result<[u8; limits::KEY_LEN], String>,
+        key: Result<[u8; limits::KEY_LEN], NotPrepared>,
         now: Instant,
     ) {
         self.ota.prepared(&self.device_id, key, self.rules.ota, now);
@@ -67,7 +67,7 @@ impl Core {
     pub fn handle_ota_staged(
         &mut self,
         file: PathBuf,
-        stored: Result<Option<OtaUpdate>, String>,
+        stored: Result<Option<OtaUpdate>, StoreFailed>,
         call: CallId,
     ) {
         let peer = self.conn.as_ref().map(|c| &c.peer);

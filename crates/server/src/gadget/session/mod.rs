@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use herald_gadget_proto as proto;
 use herald_port::{ActionError, DeliveryError, Notification, PairingCode, RequestError, Response};
-use herald_session::gadget::ota::{self as ota_core, OtaEffect, PushError, Staged, Target};
+use herald_session::gadget::ota::{
+    self as ota_core, NotPrepared, OtaEffect, PushError, Staged, StoreFailed, Target,
+};
 use herald_session::gadget::{Core, Effect, ImageJob, Peer, PictureNotSent, SpeechChunk};
 use herald_session::io::{Close, Failed};
 use herald_session::{done, CallId, Ids, SessionCore};
@@ -468,8 +470,8 @@ impl Session<Gadgets> {
                 if matches!(&found, Ok(update) if !update.as_ref().is_some_and(running)) {
                     unfinished.settled(self.core.device_id());
                 }
-                self.core
-                    .handle_ota_found(found.map_err(|err| err.to_string()));
+                let found = found.map_err(|err| StoreFailed(err.to_string()));
+                self.core.handle_ota_found(found);
             }
             OtaEffect::Prepare { file } => {
                 let key = match store.run(move |store| store.device(&id)).await {
@@ -478,10 +480,10 @@ impl Session<Gadgets> {
                             self.parts.image = Some(Box::new(image));
                             Ok(device.key)
                         }
-                        Err(err) => Err(format!("cannot read the staged image: {err}")),
+                        Err(err) => Err(NotPrepared::Image(err.to_string())),
                     },
-                    Ok(None) => Err("the device was forgotten".to_owned()),
-                    Err(err) => Err(err.to_string()),
+                    Ok(None) => Err(NotPrepared::Forgotten),
+                    Err(err) => Err(StoreFailed(err.to_string()).into()),
                 };
                 self.core
                     .handle_ota_prepared(key, Instant::now().into_std());
@@ -508,7 +510,7 @@ impl Session<Gadgets> {
                         .unfinished_updates
                         .started(self.core.device_id());
                 }
-                let stored = stored.map_err(|err| err.to_string());
+                let stored = stored.map_err(|err| StoreFailed(err.to_string()));
                 self.core.handle_ota_staged(file, stored, call);
             }
             OtaEffect::Discard(file) => ota::discard_staged(store, &id, &file).await,

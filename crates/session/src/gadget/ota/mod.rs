@@ -39,9 +39,25 @@ pub enum PushError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// The store failed.
-    #[error("{0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] StoreFailed),
+}
+
+/// The store could not read or write an update's record: its own words, which the owner
+/// reads in the update's record and the admin API's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreFailed(pub String);
+
+/// Why the shell could not prepare an attempt (the device's key, the staged image).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotPrepared {
+    #[error("the device was forgotten")]
+    Forgotten,
+    #[error("cannot read the staged image: {0}")]
+    Image(String),
+    #[error(transparent)]
+    Store(#[from] StoreFailed),
 }
 
 /// A refusal of `refusal`, for `reason`.

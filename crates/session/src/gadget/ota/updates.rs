@@ -16,7 +16,8 @@ use tracing::{debug, info, warn};
 
 use super::transfer::{Chunk, Ending, Timeouts, Transfer};
 use super::{
-    refused, OtaImage, OtaProgress, OtaStatus, OtaUpdate, PushError, Request, Staged, Target,
+    refused, NotPrepared, OtaImage, OtaProgress, OtaStatus, OtaUpdate, PushError, Request, Staged,
+    StoreFailed, Target,
 };
 use crate::gadget::Peer;
 use crate::CallId;
@@ -131,7 +132,7 @@ impl Updates {
         &mut self,
         device_id: &str,
         peer: &Peer,
-        found: Result<Option<OtaUpdate>, String>,
+        found: Result<Option<OtaUpdate>, StoreFailed>,
     ) {
         if self.attempt.is_some() {
             return;
@@ -232,7 +233,7 @@ impl Updates {
         device_id: &str,
         peer: Option<&Peer>,
         file: PathBuf,
-        stored: Result<Option<OtaUpdate>, String>,
+        stored: Result<Option<OtaUpdate>, StoreFailed>,
         call: CallId,
     ) {
         let refusal = match (stored, peer) {
@@ -244,7 +245,7 @@ impl Updates {
                 format!("an update of {device_id} is already running"),
             ),
             (Ok(Some(_)), None) => PushError::Offline(device_id.to_owned()),
-            (Err(err), _) => PushError::Store(err),
+            (Err(failed), _) => PushError::Store(failed),
         };
         self.effect(OtaEffect::Discard(file));
         self.effect(OtaEffect::Started {
@@ -289,7 +290,7 @@ impl Updates {
     pub fn prepared(
         &mut self,
         device_id: &str,
-        key: Result<[u8; limits::KEY_LEN], String>,
+        key: Result<[u8; limits::KEY_LEN], NotPrepared>,
         timeouts: Timeouts,
         now: Instant,
     ) {
@@ -299,7 +300,7 @@ impl Updates {
         let key = match key {
             Ok(key) => key,
             Err(error) => {
-                let failed = self.fail(attempt.update, error);
+                let failed = self.fail(attempt.update, error.to_string());
                 self.answer_start(attempt.call, failed);
                 return;
             }
@@ -549,7 +550,7 @@ mod tests {
         assert!(!updates.is_running());
 
         updates.found(ID, &peer, Ok(Some(update(OtaStatus::Retrying, 1))));
-        updates.prepared(ID, Err("the device was forgotten".into()), TIMEOUTS, now);
+        updates.prepared(ID, Err(NotPrepared::Forgotten), TIMEOUTS, now);
         assert_eq!(outputs(&mut updates), ["prepare", "save:failed", "remove"]);
 
         // Attempts used up while the server was down: failed without another offer.
