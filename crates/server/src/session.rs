@@ -243,22 +243,30 @@ impl<K: SessionKind> Session<K> {
     /// Start the session of `device_id`; its mailbox.
     pub(crate) fn spawn(device_id: String, hub: Arc<Hub<K>>) -> queue::Sender<K::Event> {
         let (tx, rx) = queue::channel(MAILBOX);
+        // Boxed, with its handlers' futures boxed below: an idle device's task then holds
+        // a pointer instead of every handler's state inline (`herald bench connect`
+        // measures the memory this saves per connection).
+        tokio::spawn(Session::new(device_id, hub, tx.clone()).run(rx));
+        tx
+    }
+
+    /// The session of `device_id`, whose mailbox `mailbox` sends to, not yet running.
+    pub(crate) fn new(
+        device_id: String,
+        hub: Arc<Hub<K>>,
+        mailbox: queue::Sender<K::Event>,
+    ) -> Box<Self> {
         let (core, parts) = K::start(device_id, &hub);
-        let session = Session {
+        Box::new(Session {
             hub,
-            mailbox: tx.clone(),
+            mailbox,
             core,
             waiting: Waiting::default(),
             conns: Connections::default(),
             to_agent: AgentQueue::default(),
             last_event: Instant::now(),
             parts,
-        };
-        // Boxed, with its handlers' futures boxed below: an idle device's task then holds
-        // a pointer instead of every handler's state inline (`herald bench connect`
-        // measures the memory this saves per connection).
-        tokio::spawn(Box::new(session).run(rx));
-        tx
+        })
     }
 
     async fn run(mut self: Box<Self>, mut mailbox: queue::Receiver<K::Event>) {

@@ -1,12 +1,17 @@
-//! The shell: sessions that retire, and calls that meet them on the way out. The core's
-//! rules are tested in `herald-session`.
+//! The shell: sessions that retire, calls that meet them on the way out, and a device
+//! lost while the session waits on other work. The core's rules are tested in
+//! `herald-session`.
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_port::Request;
 use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::*;
 
@@ -67,4 +72,91 @@ async fn a_session_started_while_the_server_stops_ends_too() {
         "a session outlived the stop"
     );
     assert!(late.closed().now_or_never().is_some());
+}
+
+/// A device's socket that takes every write until `broken` is set, then fails them,
+/// and never has anything to read.
+struct Socket {
+    broken: Arc<AtomicBool>,
+}
+
+impl futures_util::Stream for Socket {
+    type Item = Result<Message, tungstenite::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Pending
+    }
+}
+
+impl futures_util::Sink<Message> for Socket {
+    type Error = tungstenite::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn start_send(self: Pin<&mut Self>, _: Message) -> Result<(), Self::Error> {
+        if self.broken.load(Ordering::Relaxed) {
+            return Err(tungstenite::Error::ConnectionClosed);
+        }
+        Ok(())
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// While the session waits on other work (a store write, a file opening), it writes
+/// what tasks beside it queue for the device; when such a write fails, the device is
+/// lost there and then, as the run loop would lose it, and the work still ends.
+#[tokio::test(start_paused = true)]
+async fn a_write_that_fails_while_the_session_waits_on_other_work_loses_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let (mailbox, _rx) = crate::queue::channel(1);
+    let mut session = Session::<Gadgets>::new("hg-0000000000000001".into(), hub, mailbox);
+    let broken = Arc::new(AtomicBool::new(false));
+    let socket = Socket {
+        broken: broken.clone(),
+    };
+    let conn = Connection::new(7, socket, "127.0.0.1:9".parse().unwrap());
+    let hello = serde_json::from_value(serde_json::json!({
+        "proto": 1,
+        "device_id": "hg-0000000000000001",
+        "caps": {"speaker": {"rate": 16000, "format": "pcm16"}},
+    }))
+    .unwrap();
+    let attach = Attach {
+        conn,
+        hello,
+        paired: true,
+        session_id: "s-1".into(),
+    };
+    let now = Instant::now().into_std();
+    Gadgets::handle(&mut session, Event::Attach(Box::new(attach)), now);
+    session.settle().await;
+    assert!(session.core.is_current(7), "attached, its welcome written");
+
+    // Speech another task paces into the outbox, then the device's end breaks.
+    let outbox = session.conns.current().unwrap().queue();
+    outbox
+        .send(Outgoing::Text("{\"type\":\"notice\"}".into()))
+        .await
+        .unwrap();
+    broken.store(true, Ordering::Relaxed);
+    let work = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        "written"
+    };
+    assert_eq!(session.draining(work).await, "written");
+    assert!(
+        !session.core.is_current(7),
+        "the core still holds the device"
+    );
+    assert!(session.conns.current().is_none(), "the connection is kept");
 }
