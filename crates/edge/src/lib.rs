@@ -9,8 +9,9 @@
 //!   other tasks write into;
 //! - [`socket`] writes to a client through that bounded outbox, so a slow client makes
 //!   its writers wait instead of growing a buffer;
-//! - [`queue`] is the bounded queue under the outbox and the sessions' mailboxes, and
-//!   [`places`] the caps on what one source address may hold at once.
+//! - [`queue`] is the bounded queue under the outbox and the sessions' mailboxes,
+//!   [`places`] the caps on what one source address may hold at once, and [`throttle`]
+//!   how many wrong secrets it may offer.
 //!
 //! Nothing here knows a protocol's frames or a session's rules; the platforms and the
 //! session loop (in `herald-server`) sit on it. A crate of its own, so what touches the
@@ -24,4 +25,5 @@ pub mod listener;
 pub mod places;
 pub mod queue;
 pub mod socket;
+pub mod throttle;
 pub mod tls;

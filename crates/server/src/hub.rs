@@ -15,8 +15,8 @@ use herald_store::{DeviceRecord, StoreHandle};
 use tokio::sync::oneshot;
 
 use crate::devices::Devices;
+use crate::edge::throttle::FailureThrottle;
 use crate::metrics::Metrics;
-use crate::throttle::FailureThrottle;
 use herald_access::Authorized;
 use herald_inbox::Inbox;
 use herald_notify::Notifications;

@@ -36,7 +36,6 @@ mod router;
 mod session;
 #[cfg(test)]
 mod tests;
-mod throttle;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,8 @@
 //! - with the `server` feature, [`server`]: a real server on loopback in the test's
 //!   process ([`Harness`]); and the wire-level [`gadget`] ([`Gadget`], [`Conn`]) and
 //!   [`phone`] ([`Phone`]) that talk to it frame by frame, each wait for the server
-//!   [`promptly`], so that tests may pause time ([`wait`]).
+//!   [`promptly`], so that tests may pause time ([`wait`]); and a [`socket`] with no
+//!   network under it, which breaks when told.
 //!
 //! The wire-level clients are deliberately not `herald-device` or `herald-mobile-client`:
 //! the server's tests send what no well-behaved client would (malformed frames, a wrong
@@ -24,6 +25,8 @@ pub mod phone;
 pub mod relay;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
+pub mod socket;
 pub mod vectors;
 #[cfg(feature = "server")]
 pub mod wait;

@@ -2,16 +2,14 @@
 //! lost while the session waits on other work. The core's rules are tested in
 //! `herald-session`.
 
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use herald_port::Request;
+use herald_test_support::socket::BreakingSocket;
 use tokio::sync::oneshot;
-use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::*;
 
@@ -74,43 +72,6 @@ async fn a_session_started_while_the_server_stops_ends_too() {
     assert!(late.closed().now_or_never().is_some());
 }
 
-/// A device's socket that takes every write until `broken` is set, then fails them,
-/// and never has anything to read.
-struct Socket {
-    broken: Arc<AtomicBool>,
-}
-
-impl futures_util::Stream for Socket {
-    type Item = Result<Message, tungstenite::Error>;
-
-    fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        Poll::Pending
-    }
-}
-
-impl futures_util::Sink<Message> for Socket {
-    type Error = tungstenite::Error;
-
-    fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn start_send(self: Pin<&mut Self>, _: Message) -> Result<(), Self::Error> {
-        if self.broken.load(Ordering::Relaxed) {
-            return Err(tungstenite::Error::ConnectionClosed);
-        }
-        Ok(())
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
 /// While the session waits on other work (a store write, a file opening), it writes
 /// what tasks beside it queue for the device; when such a write fails, the device is
 /// lost there and then, as the run loop would lose it, and the work still ends.
@@ -120,10 +81,7 @@ async fn a_write_that_fails_while_the_session_waits_on_other_work_loses_the_devi
     let hub = hub(dir.path());
     let (mailbox, _rx) = crate::queue::channel(1);
     let mut session = Session::<Gadgets>::new("hg-0000000000000001".into(), hub, mailbox);
-    let broken = Arc::new(AtomicBool::new(false));
-    let socket = Socket {
-        broken: broken.clone(),
-    };
+    let (socket, broken) = BreakingSocket::new();
     let conn = Connection::new(7, socket, "127.0.0.1:9".parse().unwrap());
     let hello = serde_json::from_value(serde_json::json!({
         "proto": 1,

@@ -10,14 +10,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Failures an address may make in one window.
-pub(crate) const MAX_FAILURES: u32 = 10;
+pub const MAX_FAILURES: u32 = 10;
 /// How long failures count.
-pub(crate) const WINDOW: Duration = Duration::from_secs(60);
+pub const WINDOW: Duration = Duration::from_secs(60);
 /// Addresses remembered at most.
 const MAX_ADDRESSES: usize = 4096;
 
 #[derive(Default)]
-pub(crate) struct FailureThrottle {
+pub struct FailureThrottle {
     windows: Mutex<HashMap<IpAddr, Window>>,
 }
 
@@ -28,14 +28,14 @@ struct Window {
 
 impl FailureThrottle {
     /// Whether `addr` has used up its failures for now.
-    pub(crate) fn blocked(&self, addr: IpAddr, now: Instant) -> bool {
+    pub fn blocked(&self, addr: IpAddr, now: Instant) -> bool {
         self.lock().get(&addr).is_some_and(|w| {
             now.saturating_duration_since(w.started) < WINDOW && w.failures >= MAX_FAILURES
         })
     }
 
     /// `addr` offered a wrong secret.
-    pub(crate) fn failed(&self, addr: IpAddr, now: Instant) {
+    pub fn failed(&self, addr: IpAddr, now: Instant) {
         let mut windows = self.lock();
         if !windows.contains_key(&addr) && windows.len() >= MAX_ADDRESSES {
             windows.retain(|_, w| now.saturating_duration_since(w.started) < WINDOW);
