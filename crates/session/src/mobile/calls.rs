@@ -24,6 +24,9 @@ const MULTI_SELECT_HINT: &str = "(Tap one, or type several with commas between.)
 
 /// The avatar rests this long after a turn before it goes idle.
 const IDLE_PAUSE: Duration = Duration::from_millis(1500);
+/// How long the avatar thinks over a voice message before the agent's turn begins
+/// (speech-to-text comes first), at most: no turn by then, and it rests.
+const VOICE_TAKEN_FOR: Duration = Duration::from_secs(10);
 /// Largest file the agent may send to a phone (sent in chunks).
 const MAX_MEDIA_DOWN: u64 = 64 * 1024 * 1024;
 
@@ -166,6 +169,20 @@ impl Core {
         };
         if let Err(err) = shown {
             tracing::debug!(device = %self.device_id, %err, "news not shown");
+        }
+    }
+
+    /// A voice message went to the agent: the avatar thinks at once, as a gadget hears its
+    /// "heard you" cue, instead of after the transcription the agent's turn waits for.
+    pub(super) fn voice_taken(&mut self, now: Instant) {
+        if self.turn.is_some() {
+            return;
+        }
+        let thinking = ServerFrame::Avatar {
+            state: AvatarState::Thinking,
+        };
+        if self.emit(&thinking).is_ok() {
+            self.idle_at = Some(now + VOICE_TAKEN_FOR);
         }
     }
 

@@ -169,6 +169,7 @@ impl Core {
                 transcript,
             } => {
                 self.seen.insert(&message_id, now);
+                self.voice_taken(now);
                 InboundBody::Voice {
                     path,
                     duration_ms,

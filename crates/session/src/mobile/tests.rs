@@ -824,3 +824,48 @@ fn notes_come_only_while_the_app_is_away() {
     assert_eq!(ids, ["once", "always", "cancel"]);
     core.handle_notification(end(turn), now);
 }
+
+/// A voice message is acknowledged as soon as it is taken: the avatar thinks before the
+/// agent's turn begins (which waits for the transcription), and rests again if no turn
+/// follows; a turn that does follow keeps it thinking.
+#[test]
+fn a_voice_message_has_the_avatar_think_at_once() {
+    let now = crate::testing::start();
+    for turn_follows in [false, true] {
+        let mut core = attached();
+        sent(&mut core);
+        // A tenth of a second of silence at 16 kHz.
+        let pcm = vec![0u8; 3200];
+        let mut wav = herald_media::wav::wav_header(16_000, pcm.len())
+            .unwrap()
+            .to_vec();
+        wav.extend_from_slice(&pcm);
+        let data = base64_simd::STANDARD.encode_to_string(&wav);
+        let voice = json!({"t": "audio", "id": "v1", "format": "wav", "data": data});
+        core.handle_frame(ClientFrame::decode(&voice.to_string()).unwrap(), now);
+        core.handle_authorization(Ok(true), now);
+        let save = effects(&mut core)
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::SaveFile(save) => Some(save),
+                _ => None,
+            })
+            .expect("the voice message is saved");
+        assert!(sent(&mut core).is_empty(), "nothing before it is taken");
+        let taken = "/inbox/v1.wav".into();
+        core.handle_file_saved(save.message_id, save.saved, Ok(taken), now);
+        assert_eq!(kinds(&sent(&mut core)), ["avatar:thinking"]);
+        assert_eq!(to_agent(&effects(&mut core)), ["(other)"]);
+
+        if turn_follows {
+            start_turn(&mut core, now + Duration::from_secs(1));
+            sent(&mut core);
+        }
+        core.handle_timeout(now + Duration::from_secs(10));
+        let later = kinds(&sent(&mut core));
+        match turn_follows {
+            false => assert_eq!(later, ["avatar:idle"]),
+            true => assert!(later.is_empty(), "{later:?}"),
+        }
+    }
+}
