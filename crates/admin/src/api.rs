@@ -20,7 +20,7 @@ use herald_port::{Chat, DeliveryError, Platform, SendOptions};
 use herald_session::gadget::ota::PushError;
 
 use super::{AdminState, ApiError};
-use crate::OwnPairing;
+use herald_access::Access;
 use herald_metrics::Gauges;
 use herald_store::{DeviceRecord, OtaUpdate, PairingRecord, PhoneRecord};
 
@@ -173,7 +173,7 @@ pub(super) async fn forget(
 }
 
 /// Herald's own pairing store, unless the backend decides access.
-fn own_access(state: &AdminState) -> Result<Arc<dyn OwnPairing>, ApiError> {
+fn own_access(state: &AdminState) -> Result<Arc<Access>, ApiError> {
     state.access.clone().ok_or_else(|| {
         ApiError(
             StatusCode::CONFLICT,

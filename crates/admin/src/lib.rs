@@ -10,10 +10,9 @@
 //! the crate `herald-admin-api`; this crate answers.
 //!
 //! A crate of its own, apart from the server that holds the devices: what it needs of
-//! them is [`Fleet`] (who is connected, forgetting a gadget), of Herald's own pairing
-//! store [`OwnPairing`], and of the agent's side the conversation port's [`Outbound`];
-//! the rest is the store, the counters (`herald-metrics`) and the pages
-//! (`herald-pages`).
+//! them is [`Fleet`] (who is connected, forgetting a gadget), and of the agent's side
+//! the conversation port's [`Outbound`]; the rest is the store, Herald's own pairing
+//! (`herald-access`), the counters (`herald-metrics`) and the pages (`herald-pages`).
 //!
 //! - [`api`]: the JSON endpoints the CLI uses, unchanged;
 //! - [`session`]: who may call them (bearer token or console session, CSRF rules);
@@ -49,9 +48,10 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
+use herald_access::Access;
 use herald_admin_api::{Endpoint, ErrorBody, Info, ENDPOINT_FILE};
 use herald_metrics::Metrics;
-use herald_port::{AccessError, Authorizer, Outbound, PairingRecord, Platform};
+use herald_port::{AccessError, Authorizer, Outbound, Platform};
 use herald_session::gadget::ota::PushError;
 use herald_store::{OtaUpdate, StoreError, StoreHandle};
 
@@ -74,19 +74,6 @@ pub trait Fleet: Send + Sync {
     /// Check the firmware `image` against the connected gadget `id`, stage it and start
     /// sending it. Every refusal comes back before a byte is sent.
     async fn push_firmware(&self, id: &str, image: PathBuf) -> Result<OtaUpdate, PushError>;
-}
-
-/// Herald's own pairing store, where Herald decides who may talk (not under Hermes).
-#[async_trait]
-pub trait OwnPairing: Send + Sync {
-    /// Whether `user_id` may talk on `platform`: allowed by a list, or paired.
-    async fn is_authorized(&self, platform: Platform, user_id: &str) -> Result<bool, StoreError>;
-    /// Let `user_id` talk on `platform` without a code.
-    async fn approve_user(
-        &self,
-        platform: Platform,
-        user_id: &str,
-    ) -> Result<PairingRecord, StoreError>;
 }
 
 /// Write `admin.json` into `data_dir`: where the CLI finds the API at `url`.
@@ -115,7 +102,7 @@ pub struct AdminState {
     /// Who may talk: Herald's own pairing store, or the backend's (Hermes).
     pub authorizer: Arc<dyn Authorizer>,
     /// Herald's own pairing store; `None` when the backend decides who may talk.
-    pub access: Option<Arc<dyn OwnPairing>>,
+    pub access: Option<Arc<Access>>,
     pub fleet: Arc<dyn Fleet>,
     pub outbound: Arc<dyn Outbound>,
     pub metrics: Arc<Metrics>,

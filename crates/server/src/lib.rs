@@ -300,7 +300,7 @@ struct Hubs {
     outbound: Arc<dyn Outbound>,
     authorizer: Arc<dyn Authorizer>,
     /// Herald's own pairing store, unless the backend (Hermes) decides who may talk.
-    own_access: Option<Arc<dyn herald_admin::OwnPairing>>,
+    own_access: Option<Arc<Access>>,
 }
 
 impl Hubs {
@@ -377,10 +377,7 @@ impl Hubs {
         ));
         let backend = agent(outbound.clone());
         // A backend that authorizes (Hermes) owns pairing; Herald's store is not consulted.
-        let own_access = backend
-            .authorizer
-            .is_none()
-            .then(|| Arc::new(OwnPairing(access.clone())) as Arc<dyn herald_admin::OwnPairing>);
+        let own_access = backend.authorizer.is_none().then(|| access.clone());
         let authorizer: Arc<dyn Authorizer> = match backend.authorizer {
             Some(authorizer) => authorizer,
             None => Arc::new(Standalone(access)),
@@ -469,27 +466,4 @@ async fn bind(
     let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
     let bound = listener.local_addr().map_err(bind_err)?;
     Ok((listener, bound))
-}
-
-/// Herald's own pairing store as the admin API uses it: to approve users and to ask
-/// who may talk.
-struct OwnPairing(Arc<Access>);
-
-#[async_trait::async_trait]
-impl herald_admin::OwnPairing for OwnPairing {
-    async fn is_authorized(
-        &self,
-        platform: herald_port::Platform,
-        user_id: &str,
-    ) -> Result<bool, StoreError> {
-        self.0.is_authorized(platform, user_id).await
-    }
-
-    async fn approve_user(
-        &self,
-        platform: herald_port::Platform,
-        user_id: &str,
-    ) -> Result<herald_store::PairingRecord, StoreError> {
-        self.0.approve_user(platform, user_id).await
-    }
 }
