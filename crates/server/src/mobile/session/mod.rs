@@ -416,7 +416,7 @@ impl Session<Phones> {
     /// chunks of a long download, so its pings are answered and it counts as alive.
     async fn read_ready(&mut self) {
         for _ in 0..READS_BETWEEN_CHUNKS {
-            if !self.core.reads_frames() {
+            if !Phones::reads(self) {
                 return;
             }
             let Some(next) = self.conns.next(&self.hub.shared.metrics).now_or_never() else {
