@@ -219,6 +219,13 @@ class PhoneClient(DeviceClient):
     def card(self, kind: str) -> Frame:
         return self.wait_for(lambda f: f.get("t") == "prompt" and f.get("kind") == kind)
 
+    def approval(self, command: str) -> Frame:
+        """The exec-approval card for ``command``. Not just the first one: a question an
+        earlier test left open for the same person is shown on this phone too."""
+        return self.wait_for(
+            lambda f: f.get("t") == "prompt" and f.get("kind") == "exec_approval" and f.get("command") == command
+        )
+
     def answer(self, card: Frame, option_id: str) -> None:
         self.send({"t": "prompt", "prompt_id": card["id"], "option_id": option_id})
 

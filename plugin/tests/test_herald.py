@@ -182,8 +182,7 @@ def test_an_exec_approval_is_answered_on_the_phone(rig: Rig, tmp_path: Path) -> 
     rig.add_rules(cleaning_rule("clean the phone scratch", scratch))
     with rig.phone("tel-approve") as phone:
         phone.say("please clean the phone scratch")
-        card = phone.card("exec_approval")
-        assert card["command"] == f"rm -rf {scratch}"
+        card = phone.approval(f"rm -rf {scratch}")
         assert {"once", "deny"} <= {o["id"] for o in card["options"]}
         assert scratch.exists()
         phone.answer(card, "once")

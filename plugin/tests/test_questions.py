@@ -49,7 +49,7 @@ def test_a_phone_approves_a_command_for_the_session(rig: Rig, tmp_path: Path) ->
     with rig.phone("tel-session") as phone:
         scratch.mkdir()
         phone.say("please clean the phone scratch")
-        card = phone.card("exec_approval")
+        card = phone.approval(f"rm -rf {scratch}")
         assert [o["id"] for o in card["options"]] == ["once", "session", "always", "deny"], card
         phone.answer(card, "session")
         first = phone.message("Cleaned:")
@@ -66,7 +66,11 @@ def test_a_phone_approves_a_command_for_the_session(rig: Rig, tmp_path: Path) ->
             and "Cleaned:" in str(f.get("text"))
         )
     assert not scratch.exists()
-    prompts = [(f.get("id"), f.get("text")) for f in phone.frames if f.get("t") == "prompt"]
+    prompts = [
+        (f.get("id"), f.get("command"))
+        for f in phone.frames
+        if f.get("t") == "prompt" and str(scratch) in str(f.get("command"))
+    ]
     assert len(prompts) == 1, prompts
 
 
@@ -187,7 +191,7 @@ def test_an_approval_nobody_answers_on_a_phone_is_withdrawn_and_the_turn_ends(ri
     lapse_after(rig, LAPSE_S)
     with rig.phone("tel-lapse") as phone:
         phone.say("please clean the forgotten scratch")
-        card = phone.card("exec_approval")
+        card = phone.approval(f"rm -rf {scratch}")
         done = phone.wait_for(lambda f: f.get("t") == "prompt_done" and f.get("prompt_id") == card["id"])
         reply = phone.message("Cleaned:")
         phone.wait_for(lambda f: f.get("t") == "typing" and bool(f.get("stop")))
