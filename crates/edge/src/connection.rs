@@ -1,28 +1,35 @@
 //! A device's connection, as its session holds it. A connected device is one task: its
 //! session (`crate::session`) owns the device's [`Connection`] (with the one it
-//! replaced, until that has its close), reads the device's frames and writes the frames
-//! its core hands back. A transport says only how a read from its socket reads to its
+//! replaced, until that has its close), reads the device's frames and hands it the
+//! frames its core sends. A transport says only how a read from its socket reads to its
 //! session ([`Transport`]); the gadget's is in `gadget/socket.rs`, the phone's in
 //! `mobile/socket.rs`.
 //!
-//! Every frame to a device leaves by one path: written by its session, or queued in the
-//! connection's outbox by a task that writes beside the session (a gadget's speech,
-//! pictures and firmware) and written by the session in turn.
+//! Every frame to a device leaves by one path, in order: written at once when nothing
+//! waits and the socket takes it, else queued in the connection's outbox (by the session,
+//! or by a task that writes beside it: a gadget's speech, pictures and firmware). The
+//! outbox is written while the session waits for its next event ([`Connection::next`]),
+//! so a device that stops reading never makes its session wait: the session goes on
+//! serving its calls, and the device is let go once it falls too far behind
+//! (`socket::SLOW_READER_BYTES`) or reads nothing for `socket::SEND_TIMEOUT`.
 
+use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-use futures_util::{Sink, Stream, StreamExt};
+use futures_util::{Sink, Stream};
 use herald_port::Platform;
 use herald_session::io::{Close, Frame};
 use herald_session::SessionCore;
+use tokio::time::Sleep;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info};
 
-use crate::socket::{self, Outgoing, SendQueue, SendQueueReader};
+use crate::socket::{self, Outgoing, SendQueue, SendQueueReader, SEND_TIMEOUT};
 use herald_metrics::Metrics;
 
 /// A WebSocket, whatever carries it (plain or TLS).
@@ -63,28 +70,36 @@ pub enum Read<M> {
     Alive,
     /// The device closed: the close reply is the library's, sent as the goodbye reads on.
     Closed,
-    /// The connection broke.
+    /// The connection broke, or takes no more of what is written to it.
     Lost,
 }
 
-/// An admitted device's connection: its socket, and the outbox tasks beside the session
-/// write into.
+/// An admitted device's connection: its socket, and the outbox of what waits for it.
 pub struct Connection<T> {
     /// The hub's id of this connection.
     pub id: u64,
     ws: Pin<Box<dyn Socket>>,
-    /// Frames other tasks queue for the device, and the session's own behind them
-    /// while any wait. Made when a task first asks for it and given up once it is empty
-    /// and no task holds it, so an idle device keeps none.
+    /// Frames waiting for the device: other tasks', and the session's own behind them
+    /// while any wait. Made when a frame first has to wait (or a task asks for it) and
+    /// given up once it is empty and no task holds it, so an idle device keeps none.
     outbox: Option<(SendQueue, SendQueueReader)>,
+    writing: Writing,
     pub peer: SocketAddr,
     transport: PhantomData<fn() -> T>,
 }
 
-/// What a connection has for its session.
-pub enum Next<R> {
-    Read(R),
-    Write(Outgoing),
+/// Where writing to the device stands.
+#[derive(Default)]
+struct Writing {
+    /// A frame handed to the socket is not yet flushed.
+    unflushed: bool,
+    /// A close was handed to the socket: nothing is taken after it.
+    closing: bool,
+    /// The connection takes no more: its close is out, a write failed, or the device
+    /// stopped reading.
+    ended: bool,
+    /// Armed while writing waits for the device; when it fires, the device is let go.
+    stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl<T: Transport> Connection<T> {
@@ -93,6 +108,7 @@ impl<T: Transport> Connection<T> {
             id,
             ws: Box::pin(ws),
             outbox: None,
+            writing: Writing::default(),
             peer,
             transport: PhantomData,
         })
@@ -104,74 +120,170 @@ impl<T: Transport> Connection<T> {
         queue.clone()
     }
 
-    /// What the connection has next for the session: a read from the device, or a frame
-    /// from the outbox to write. Safe to cancel: nothing is lost.
-    pub async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
-        tokio::select! {
-            read = self.ws.next() => Next::Read(decode::<T>(read, metrics)),
-            Some(out) = queued(&mut self.outbox) => Next::Write(out),
-        }
+    /// What the device does next, while what waits for it is written: a read (when
+    /// `reading`; else only writing goes on), or [`Read::Lost`] once the connection
+    /// takes no more. Safe to cancel: nothing is lost.
+    pub async fn next(&mut self, reading: bool, metrics: &Metrics) -> Read<T::Message> {
+        poll_fn(|cx| {
+            if let Poll::Ready(false) = self.poll_write(cx, metrics) {
+                return Poll::Ready(Read::Lost);
+            }
+            if !reading {
+                return Poll::Pending;
+            }
+            self.ws
+                .as_mut()
+                .poll_next(cx)
+                .map(|read| decode::<T>(read, metrics))
+        })
+        .await
     }
 
-    /// The outbox's next frame; never, without an outbox. Safe to cancel.
-    pub async fn next_queued(&mut self) -> Outgoing {
-        match queued(&mut self.outbox).await {
-            Some(out) => out,
-            None => std::future::pending().await,
-        }
+    /// Write what waits, until all of it is out; false once the connection takes no
+    /// more.
+    pub async fn written(&mut self, metrics: &Metrics) -> bool {
+        poll_fn(|cx| self.poll_write(cx, metrics)).await
     }
 
-    /// Write `out`, taken from the outbox; false once the connection takes no more.
-    /// An outbox left empty that no task holds any more is given up.
-    pub async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
-        let outbox = self.outbox.as_ref().map(|(_, outbox)| outbox);
-        let open = socket::write_frame(&mut self.ws, out, outbox, metrics, T::PLATFORM).await;
+    /// Keep writing what is queued, for as long as the connection takes it: done only
+    /// when it takes no more.
+    pub async fn keep_writing(&mut self, metrics: &Metrics) {
+        poll_fn(|cx| match self.poll_write(cx, metrics) {
+            Poll::Ready(false) => Poll::Ready(()),
+            _ => Poll::Pending,
+        })
+        .await
+    }
+
+    /// Send the session's `out`: written now when nothing waits and the socket takes
+    /// it, else queued behind what waits (past the outbox's bound: the session never
+    /// waits). False once the connection takes no more, this frame too much for a
+    /// device that has stopped reading among the reasons.
+    pub fn send(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
+        // The session's next wait polls again with its own waker.
+        let mut cx = Context::from_waker(Waker::noop());
+        if self.outbox.is_none() {
+            match self.poll_write(&mut cx, metrics) {
+                Poll::Ready(false) => return false,
+                Poll::Ready(true) => match self.ws.as_mut().poll_ready(&mut cx) {
+                    Poll::Ready(Ok(())) => {
+                        self.start(out, metrics);
+                        return !matches!(self.poll_write(&mut cx, metrics), Poll::Ready(false));
+                    }
+                    Poll::Ready(Err(err)) => {
+                        let _ = self.failed(&err);
+                        return false;
+                    }
+                    Poll::Pending => {}
+                },
+                Poll::Pending => {}
+            }
+        } else if self.writing.ended || self.writing.closing {
+            return false;
+        }
+        let (queue, _) = self.outbox.get_or_insert_with(socket::send_queue);
+        if queue.push_over(out).is_err() {
+            debug!(
+                platform = T::PLATFORM.as_str(),
+                "the peer fell too far behind: connection dropped"
+            );
+            metrics.error(T::PLATFORM, "slow_reader");
+            self.writing.ended = true;
+            return false;
+        }
+        !matches!(self.poll_write(&mut cx, metrics), Poll::Ready(false))
+    }
+
+    /// Write what is queued as far as the socket takes it now, one frame flushed before
+    /// the next is taken (so the outbox, not the socket's buffer, holds what waits):
+    /// `Ready(true)` once all of it is out (`cx` is woken when more is queued),
+    /// `Ready(false)` once the connection takes no more, `Pending` while the device has
+    /// not read enough.
+    fn poll_write(&mut self, cx: &mut Context<'_>, metrics: &Metrics) -> Poll<bool> {
+        loop {
+            if self.writing.ended {
+                return Poll::Ready(false);
+            }
+            if self.writing.unflushed {
+                match self.ws.as_mut().poll_flush(cx) {
+                    Poll::Ready(Ok(())) => self.writing.unflushed = false,
+                    Poll::Ready(Err(err)) => return self.failed(&err),
+                    Poll::Pending => return self.stalled(cx, metrics),
+                }
+            }
+            if self.writing.closing {
+                self.writing.ended = true;
+                return Poll::Ready(false);
+            }
+            let Some((_, outbox)) = &mut self.outbox else {
+                break;
+            };
+            match self.ws.as_mut().poll_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(err)) => return self.failed(&err),
+                Poll::Pending => return self.stalled(cx, metrics),
+            }
+            let Poll::Ready(Some(out)) = outbox.poll_recv(cx) else {
+                break;
+            };
+            outbox.sent(out.len());
+            self.start(out, metrics);
+        }
+        self.writing.stalled = None;
+        // An outbox left empty that no task holds any more is given up.
         self.outbox
             .take_if(|(queue, outbox)| outbox.is_empty() && queue.is_unshared());
-        open
+        Poll::Ready(true)
     }
 
-    /// Write `out` now, with nothing queued ahead of it.
-    async fn write_now(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
-        socket::write_frame(&mut self.ws, out, None, metrics, T::PLATFORM).await
-    }
-
-    /// Send the session's `out`: written now when nothing waits, else queued behind
-    /// what does. A full outbox is made room in by writing from its head, as nobody
-    /// else drains it while the session is here. False once the connection takes no
-    /// more.
-    pub async fn send(&mut self, mut out: Outgoing, metrics: &Metrics) -> bool {
-        loop {
-            let Some((queue, outbox)) = &mut self.outbox else {
-                return self.write_now(out, metrics).await;
-            };
-            match queue.try_send(out) {
-                Ok(()) => return true,
-                Err(back) => out = back,
+    /// Hand `out` to the socket, which has said it is ready.
+    fn start(&mut self, out: Outgoing, metrics: &Metrics) {
+        let closing = matches!(out, Outgoing::Close(..));
+        let message = out.into_message(metrics.traffic(T::PLATFORM));
+        match self.ws.as_mut().start_send(message) {
+            Ok(()) => {
+                self.writing.unflushed = true;
+                self.writing.closing = closing;
+                // The device is reading: the wait starts again.
+                self.writing.stalled = None;
             }
-            // Full, yet nothing queued: its room is promised to tasks still to send.
-            let Some(head) = outbox.try_recv() else {
-                return self.write_now(out, metrics).await;
-            };
-            if !self.write_queued(head, metrics).await {
-                return false;
+            Err(err) => {
+                let _ = self.failed(&err);
             }
         }
+    }
+
+    /// A write failed: the connection takes no more.
+    fn failed(&mut self, err: &tungstenite::Error) -> Poll<bool> {
+        debug!(%err, platform = T::PLATFORM.as_str(), "write failed");
+        self.writing.ended = true;
+        Poll::Ready(false)
+    }
+
+    /// Writing waits for the device: `Pending`, until it has waited [`SEND_TIMEOUT`]
+    /// with nothing taken, which ends the connection.
+    fn stalled(&mut self, cx: &mut Context<'_>, metrics: &Metrics) -> Poll<bool> {
+        let stalled = self
+            .writing
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(SEND_TIMEOUT)));
+        if stalled.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        debug!(
+            platform = T::PLATFORM.as_str(),
+            "the peer stopped reading: connection dropped"
+        );
+        metrics.error(T::PLATFORM, "send_timeout");
+        self.writing.ended = true;
+        Poll::Ready(false)
     }
 
     /// The end of the connection: write what is left for it (its close among it), then
     /// give the device a grace to close in turn. Run on a task of its own, so the
     /// session goes on meanwhile.
     pub async fn goodbye(mut self: Box<Self>, metrics: Arc<Metrics>) {
-        while let Some(out) = self
-            .outbox
-            .as_mut()
-            .and_then(|(_, outbox)| outbox.try_recv())
-        {
-            if !self.write_queued(out, &metrics).await {
-                break;
-            }
-        }
+        self.written(&metrics).await;
         socket::await_close_reply(&mut self.ws).await;
         self.disconnected();
     }
@@ -180,16 +292,6 @@ impl<T: Transport> Connection<T> {
     pub fn disconnected(&self) {
         let platform = T::PLATFORM.as_str();
         info!(peer = %self.peer, conn = self.id, platform, "device disconnected");
-    }
-}
-
-/// The next frame of `outbox`; never, without one. `None` never comes either: the
-/// connection holds a sender itself. (One await point: this future is part of every
-/// idle session's, so its size is what each connected device costs.)
-async fn queued(outbox: &mut Option<(SendQueue, SendQueueReader)>) -> Option<Outgoing> {
-    match outbox {
-        Some((_, outbox)) => outbox.recv().await,
-        None => std::future::pending().await,
     }
 }
 
@@ -247,31 +349,24 @@ impl<T: Transport> Connections<T> {
         self.current.as_deref_mut()
     }
 
-    /// What the current connection has next; never, without one.
-    pub async fn next(&mut self, metrics: &Metrics) -> Next<Read<T::Message>> {
+    /// What the current device does next, while what waits for it is written (see
+    /// [`Connection::next`]); never, without a connection.
+    pub async fn next(&mut self, reading: bool, metrics: &Metrics) -> Read<T::Message> {
         match &mut self.current {
-            Some(conn) => conn.next(metrics).await,
+            Some(conn) => conn.next(reading, metrics).await,
             None => std::future::pending().await,
-        }
-    }
-
-    /// Write `out`, from the current connection's outbox; false once it takes no more.
-    pub async fn write_queued(&mut self, out: Outgoing, metrics: &Metrics) -> bool {
-        match &mut self.current {
-            Some(conn) => conn.write_queued(out, metrics).await,
-            None => true,
         }
     }
 
     /// Send `out` to connection `id`; dropped when that connection is gone. False once
     /// the current connection `id` takes no more.
-    pub async fn send(&mut self, id: u64, out: Outgoing, metrics: &Metrics) -> bool {
+    pub fn send(&mut self, id: u64, out: Outgoing, metrics: &Metrics) -> bool {
         if let Some(old) = self.replaced.as_mut().filter(|c| c.id == id) {
-            old.send(out, metrics).await;
+            old.send(out, metrics);
             return true;
         }
         match self.current.as_mut().filter(|c| c.id == id) {
-            Some(conn) => conn.send(out, metrics).await,
+            Some(conn) => conn.send(out, metrics),
             None => true,
         }
     }
@@ -319,13 +414,14 @@ pub fn close_code(close: Close) -> CloseCode {
 mod tests {
     use std::time::Duration;
 
+    use futures_util::StreamExt;
     use tokio::io::DuplexStream;
     use tokio::time::timeout;
     use tokio_tungstenite::tungstenite::protocol::Role;
     use tokio_tungstenite::WebSocketStream;
 
     use super::*;
-    use crate::socket::OUTBOX;
+    use crate::socket::{OUTBOX, SLOW_READER_BYTES};
 
     /// A transport whose messages are the text they came as.
     enum Raw {}
@@ -360,16 +456,16 @@ mod tests {
     }
 
     /// The session writes its frames at once while no other task writes to the device.
-    /// Once one does, they share the outbox, in order; the session is its only drainer,
-    /// so a frame that finds it full writes from its head first. Drained and let go by
-    /// the tasks, the outbox is given up.
+    /// Once one does, they share the outbox, in order; the session's frames never wait,
+    /// going past the bound the tasks wait at. Drained and let go by the tasks, the
+    /// outbox is given up.
     #[tokio::test]
     async fn frames_leave_in_order_by_one_outbox_that_exists_only_while_needed() {
         let (mut conn, mut device) = connected(1024 * 1024).await;
         let metrics = Metrics::default();
         let text = |t: &str| Outgoing::Text(t.into());
 
-        assert!(conn.send(text("first"), &metrics).await);
+        assert!(conn.send(text("first"), &metrics));
         assert!(conn.outbox.is_none(), "written, not queued");
 
         // Another task's frames fill the outbox.
@@ -378,22 +474,17 @@ mod tests {
             task.try_send(text(&n.to_string())).unwrap();
         }
         assert!(task.try_send(text("over")).is_err());
-        let queued = timeout(WAIT, conn.send(text("session"), &metrics));
-        assert!(queued.await.unwrap(), "queued, by making room");
+        assert!(
+            conn.send(text("session"), &metrics),
+            "queued past the bound"
+        );
         drop(task);
-        while conn.outbox.is_some() {
-            let Next::Write(out) = timeout(WAIT, conn.next(&metrics)).await.unwrap() else {
-                panic!("the device sent nothing");
-            };
-            assert!(conn.write_queued(out, &metrics).await);
-        }
+        assert!(timeout(WAIT, conn.written(&metrics)).await.unwrap());
+        assert!(conn.outbox.is_none(), "given up once empty");
 
         let mut heard = Vec::new();
         for _ in 0..OUTBOX + 2 {
-            match timeout(WAIT, device.next()).await.unwrap() {
-                Some(Ok(Message::Text(text))) => heard.push(text.to_string()),
-                other => panic!("{other:?}"),
-            }
+            heard.push(text_of(timeout(WAIT, device.next()).await.unwrap()));
         }
         let mut expected = vec!["first".to_owned()];
         expected.extend((0..OUTBOX).map(|n| n.to_string()));
@@ -402,10 +493,7 @@ mod tests {
 
         // The device closes: the session hears it, and the goodbye sends the reply.
         device.close(None).await.unwrap();
-        assert!(matches!(
-            conn.next(&metrics).await,
-            Next::Read(Read::Closed)
-        ));
+        assert!(matches!(conn.next(true, &metrics).await, Read::Closed));
         timeout(WAIT, conn.goodbye(Arc::new(metrics)))
             .await
             .unwrap();
@@ -416,8 +504,7 @@ mod tests {
     }
 
     /// Tasks can hold every slot of the outbox as reserved room with nothing queued yet:
-    /// the session's frame then goes straight out rather than counting as a dead
-    /// connection.
+    /// the session's frame still goes out at once.
     #[tokio::test]
     async fn an_outbox_full_of_promised_room_lets_the_session_write_at_once() {
         let (mut conn, mut device) = connected(64 * 1024).await;
@@ -436,12 +523,90 @@ mod tests {
             .queue()
             .try_send(Outgoing::Text("over".into()))
             .is_err());
-        let sent = timeout(WAIT, conn.send(Outgoing::Text("session".into()), &metrics));
-        assert!(sent.await.unwrap(), "written, not refused");
-        match timeout(WAIT, device.next()).await.unwrap() {
-            Some(Ok(Message::Text(text))) => assert_eq!(text.as_str(), "session"),
+        assert!(conn.send(Outgoing::Text("session".into()), &metrics));
+        let heard = text_of(timeout(WAIT, device.next()).await.unwrap());
+        assert_eq!(heard, "session", "written without the session's next wait");
+        drop(promised);
+    }
+
+    /// A device that stops reading makes no send wait: the session's frames queue, and
+    /// once the device reads again they all arrive, in order, written while the
+    /// session waits for what the device says.
+    #[tokio::test]
+    async fn a_device_that_stops_reading_holds_up_no_send() {
+        const FRAMES: usize = 64;
+        let (mut conn, mut device) = connected(4 * 1024).await;
+        let metrics = Metrics::default();
+        let frame = |n: usize| format!("{n:04}{}", "x".repeat(1000));
+        for n in 0..FRAMES {
+            assert!(conn.send(Outgoing::Text(frame(n)), &metrics), "frame {n}");
+        }
+        assert!(
+            conn.outbox.is_some(),
+            "most of it waits: the device reads nothing"
+        );
+
+        let reader = tokio::spawn(async move {
+            let mut heard = Vec::new();
+            for _ in 0..FRAMES {
+                heard.push(text_of(device.next().await));
+            }
+            (heard, device)
+        });
+        let session = async {
+            // The device says nothing; its session waits and the outbox drains.
+            let _ = conn.next(true, &metrics).await;
+        };
+        let (heard, _device) = tokio::select! {
+            heard = reader => heard.unwrap(),
+            () = session => panic!("the connection ended"),
+            () = tokio::time::sleep(WAIT) => panic!("the queued frames were not written"),
+        };
+        assert_eq!(heard, (0..FRAMES).map(frame).collect::<Vec<_>>());
+        assert!(timeout(WAIT, conn.written(&metrics)).await.unwrap());
+        assert!(conn.outbox.is_none());
+    }
+
+    /// A device that reads nothing is let go: at once when the session's frames pile up
+    /// past the slow-reader bound, else when writing has waited `SEND_TIMEOUT`.
+    #[tokio::test(start_paused = true)]
+    async fn a_device_that_reads_nothing_is_let_go() {
+        let metrics = Metrics::default();
+        let big = || Outgoing::Binary(vec![0; 64 * 1024]);
+
+        let (mut conn, _device) = connected(4 * 1024).await;
+        let started = tokio::time::Instant::now();
+        let sent = (0..2 * SLOW_READER_BYTES / (64 * 1024))
+            .take_while(|_| conn.send(big(), &metrics))
+            .count();
+        assert!(
+            sent >= SLOW_READER_BYTES / (64 * 1024),
+            "refused after {sent}"
+        );
+        assert!(sent < 2 * SLOW_READER_BYTES / (64 * 1024), "never refused");
+        assert!(matches!(conn.next(true, &metrics).await, Read::Lost));
+        assert_eq!(started.elapsed(), Duration::ZERO, "let go at once");
+
+        let (mut conn, _device) = connected(4 * 1024).await;
+        assert!(conn.send(big(), &metrics));
+        assert!(matches!(conn.next(true, &metrics).await, Read::Lost));
+        assert_eq!(started.elapsed(), SEND_TIMEOUT);
+        let gauges = herald_metrics::Gauges {
+            gadgets_online: 0,
+            phones_online: 0,
+            ota: Vec::new(),
+            ota_bytes_sent: 0,
+        };
+        let text = metrics.render(&gauges);
+        for code in ["slow_reader", "send_timeout"] {
+            assert!(text.contains(code), "{code} is not counted: {text}");
+        }
+    }
+
+    fn text_of(read: Option<Result<Message, tungstenite::Error>>) -> String {
+        match read {
+            Some(Ok(Message::Text(text))) => text.to_string(),
             other => panic!("{other:?}"),
         }
-        drop(promised);
     }
 }

@@ -8,22 +8,33 @@
 //! measures it). Here the slots are a `VecDeque` that grows with what is queued and is
 //! given back whenever the queue empties (an allocation per burst, not per idle
 //! connection); a semaphore keeps the bound (fair, and safe to cancel while waiting)
-//! and a `Notify` wakes the one receiver.
+//! and an `AtomicWaker` wakes the one receiver, which can also be polled by hand (a
+//! connection's writer polls its outbox beside its socket).
 //!
 //! The lock is a plain mutex, held only to push or pop one item, never across an await.
 
 use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
+use futures_util::task::AtomicWaker;
 use tokio::sync::{Notify, Semaphore, TryAcquireError};
 
+/// The queued items, and how many of them were let in past the bound.
+struct Items<T> {
+    queue: VecDeque<T>,
+    /// Items queued by [`Sender::push_over`]: the first this many to leave free no slot.
+    over: usize,
+}
+
 struct Shared<T> {
-    items: Mutex<VecDeque<T>>,
+    items: Mutex<Items<T>>,
     /// One permit per free slot; closed once nothing will be received any more.
     room: Semaphore,
     /// Wakes the receiver: something was queued, or the last sender left.
-    ready: Notify,
+    ready: AtomicWaker,
     /// Wakes senders waiting in [`Sender::closed`].
     gone: Notify,
     senders: AtomicUsize,
@@ -32,13 +43,13 @@ struct Shared<T> {
 }
 
 impl<T> Shared<T> {
-    fn items(&self) -> MutexGuard<'_, VecDeque<T>> {
+    fn items(&self) -> MutexGuard<'_, Items<T>> {
         // A push or a pop cannot leave the deque half-changed, so a poisoned lock is fine.
         self.items.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queue `value` into a slot already taken from `room`.
-    fn push(&self, value: T) -> Result<(), T> {
+    /// Queue `value` into a slot already taken from `room`, or past the bound (`over`).
+    fn push(&self, value: T, over: bool) -> Result<(), T> {
         {
             let mut items = self.items();
             // Checked under the lock the receiver closes under, so nothing is queued
@@ -46,22 +57,27 @@ impl<T> Shared<T> {
             if self.closed.load(Ordering::Acquire) {
                 return Err(value);
             }
-            items.push_back(value);
+            items.queue.push_back(value);
+            items.over += usize::from(over);
         }
-        self.ready.notify_one();
+        self.ready.wake();
         Ok(())
     }
 
     fn pop(&self) -> Option<T> {
-        let value = {
+        let (value, frees_slot) = {
             let mut items = self.items();
-            let value = items.pop_front()?;
-            if items.is_empty() {
-                *items = VecDeque::new();
+            let value = items.queue.pop_front()?;
+            if items.queue.is_empty() {
+                items.queue = VecDeque::new();
             }
-            value
+            let frees_slot = items.over == 0;
+            items.over = items.over.saturating_sub(1);
+            (value, frees_slot)
         };
-        self.room.add_permits(1);
+        if frees_slot {
+            self.room.add_permits(1);
+        }
         Some(value)
     }
 }
@@ -69,9 +85,12 @@ impl<T> Shared<T> {
 /// A queue of at most `capacity` items; see the module docs.
 pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
-        items: Mutex::new(VecDeque::new()),
+        items: Mutex::new(Items {
+            queue: VecDeque::new(),
+            over: 0,
+        }),
         room: Semaphore::new(capacity),
-        ready: Notify::new(),
+        ready: AtomicWaker::new(),
         gone: Notify::new(),
         senders: AtomicUsize::new(1),
         closed: AtomicBool::new(false),
@@ -110,7 +129,7 @@ impl<T> Clone for Sender<T> {
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if self.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.shared.ready.notify_one();
+            self.shared.ready.wake();
         }
     }
 }
@@ -122,7 +141,26 @@ impl<T> Sender<T> {
             Ok(slot) => slot.forget(),
             Err(_) => return Err(Closed(value)),
         }
-        self.shared.push(value).map_err(Closed)
+        self.shared.push(value, false).map_err(Closed)
+    }
+
+    /// Queue `value` now, past the bound if the queue is full: for the one sender whose
+    /// items must never wait (a session's own frames), which keeps its own limit
+    /// ([`Sender::waiting`]). Items queued this way take no slot from the others.
+    pub fn push_over(&self, value: T) -> Result<(), Closed<T>> {
+        match self.shared.room.try_acquire() {
+            Ok(slot) => {
+                slot.forget();
+                self.shared.push(value, false).map_err(Closed)
+            }
+            Err(TryAcquireError::NoPermits) => self.shared.push(value, true).map_err(Closed),
+            Err(TryAcquireError::Closed) => Err(Closed(value)),
+        }
+    }
+
+    /// How many items wait.
+    pub fn waiting(&self) -> usize {
+        self.shared.items().queue.len()
     }
 
     /// Queue `value` if there is room now.
@@ -132,7 +170,7 @@ impl<T> Sender<T> {
             Err(TryAcquireError::NoPermits) => return Err(TrySendError::Full(value)),
             Err(TryAcquireError::Closed) => return Err(TrySendError::Closed(value)),
         }
-        self.shared.push(value).map_err(TrySendError::Closed)
+        self.shared.push(value, false).map_err(TrySendError::Closed)
     }
 
     /// A slot for one item, once there is one.
@@ -176,7 +214,7 @@ impl<T> Permit<T> {
     /// meanwhile (the value is dropped then, as the receiver would never see it).
     pub fn send(mut self, value: T) -> Option<Sender<T>> {
         let sender = self.sender.take()?;
-        sender.shared.push(value).ok().map(|()| sender)
+        sender.shared.push(value, false).ok().map(|()| sender)
     }
 }
 
@@ -196,20 +234,26 @@ impl<T> Receiver<T> {
     /// The next item; `None` once the queue is closed (or every sender is gone) and
     /// what was queued before has been received. Safe to cancel: nothing is lost.
     pub async fn recv(&mut self) -> Option<T> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// [`Receiver::recv`], polled: `Pending` wakes `cx` when an item comes or the last
+    /// sender leaves.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let shared = &*self.shared;
-        loop {
-            // Made before looking, so a push between the look and the wait wakes it.
-            let ready = shared.ready.notified();
-            if let Some(value) = shared.pop() {
-                return Some(value);
-            }
-            if shared.closed.load(Ordering::Acquire) || shared.senders.load(Ordering::Acquire) == 0
-            {
-                // A push may have landed between the look and the check.
-                return shared.pop();
-            }
-            ready.await;
+        if let Some(value) = shared.pop() {
+            return Poll::Ready(Some(value));
         }
+        // Registered before looking again, so a push between the looks wakes it.
+        shared.ready.register(cx.waker());
+        if let Some(value) = shared.pop() {
+            return Poll::Ready(Some(value));
+        }
+        if shared.closed.load(Ordering::Acquire) || shared.senders.load(Ordering::Acquire) == 0 {
+            // A push may have landed between the look and the check.
+            return Poll::Ready(shared.pop());
+        }
+        Poll::Pending
     }
 
     /// The next item if one waits now.
@@ -218,7 +262,7 @@ impl<T> Receiver<T> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.shared.items().is_empty()
+        self.shared.items().queue.is_empty()
     }
 
     /// Refuse new items; those already queued can still be received.
@@ -236,7 +280,7 @@ impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         self.close();
         // What was queued goes now, not when the last sender does.
-        let left = std::mem::take(&mut *self.shared.items());
+        let left = std::mem::take(&mut self.shared.items().queue);
         drop(left);
     }
 }
@@ -271,6 +315,28 @@ mod tests {
         waiting.await.unwrap().unwrap();
         assert_eq!(rx.recv().await, Some(2));
         assert_eq!(rx.recv().await, Some(3));
+    }
+
+    #[tokio::test]
+    async fn items_pushed_past_the_bound_keep_their_place_and_take_no_slot() {
+        let (tx, mut rx) = channel(2);
+        tx.send(1).await.unwrap();
+        tx.push_over(2).unwrap();
+        tx.push_over(3).unwrap();
+        tx.push_over(4).unwrap();
+        assert_eq!(tx.waiting(), 4);
+        assert!(!sent_now(&tx, 5), "the bound holds for the others");
+        // The items past the bound leave first in the count: two out, still full.
+        assert_eq!(rx.recv().await, Some(1));
+        assert_eq!(rx.recv().await, Some(2));
+        assert!(!sent_now(&tx, 5), "the two over the bound freed no slot");
+        assert_eq!(rx.recv().await, Some(3));
+        assert!(sent_now(&tx, 5), "one slot free again");
+        assert_eq!(rx.recv().await, Some(4));
+        assert_eq!(rx.recv().await, Some(5));
+        assert!(sent_now(&tx, 6) && sent_now(&tx, 7) && !sent_now(&tx, 8));
+        rx.close();
+        assert_eq!(tx.push_over(9), Err(Closed(9)));
     }
 
     #[tokio::test]
@@ -341,18 +407,18 @@ mod tests {
         for i in 0..64 {
             tx.send(i).await.unwrap();
         }
-        assert!(rx.shared.items().capacity() >= 64);
+        assert!(rx.shared.items().queue.capacity() >= 64);
         for _ in 0..64 {
             rx.recv().await.unwrap();
         }
-        assert_eq!(rx.shared.items().capacity(), 0);
+        assert_eq!(rx.shared.items().queue.capacity(), 0);
         // Partly drained, it keeps its slots for the rest.
         tx.send(1).await.unwrap();
         tx.send(2).await.unwrap();
         rx.recv().await.unwrap();
-        assert!(rx.shared.items().capacity() > 0);
+        assert!(rx.shared.items().queue.capacity() > 0);
         rx.recv().await.unwrap();
-        assert_eq!(rx.shared.items().capacity(), 0);
+        assert_eq!(rx.shared.items().queue.capacity(), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

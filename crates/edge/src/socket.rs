@@ -1,28 +1,30 @@
 //! Writing to a client, as every transport does it: a connection's bounded outbox is
-//! drained to the socket by the device's session (`crate::connection`), so a slow client
-//! makes the tasks that write to it wait instead of growing a buffer.
+//! drained to the socket while its session waits (`crate::connection`), so a slow client
+//! makes the tasks that write to it wait instead of growing a buffer, and never makes
+//! its session wait.
 //!
 //! The outbox is bounded twice: in frames by its channel and in bytes by
-//! [`OUTBOX_BYTES`]. A client that stops reading therefore pins at most that, the frame
-//! being written and the socket's buffers, for at most [`SEND_TIMEOUT`].
+//! [`OUTBOX_BYTES`]. The session's own frames never wait for room; they go past that
+//! bound up to [`SLOW_READER_FRAMES`] and [`SLOW_READER_BYTES`], beyond which the client
+//! counts as no longer reading. A client that stops reading therefore pins at most
+//! that and the socket's buffers, for at most [`SEND_TIMEOUT`].
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::{FutureExt, Sink, SinkExt, StreamExt};
-use herald_port::Platform;
+use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
-use tracing::debug;
 
 use crate::connection::close_code;
 use crate::queue;
-use herald_metrics::{Metrics, Traffic};
+use herald_metrics::Traffic;
 use herald_session::io::Frame;
 
 /// Frames waiting for a slow client before the session has to wait too.
@@ -30,6 +32,11 @@ pub const OUTBOX: usize = 32;
 /// Bytes waiting for a slow client before the tasks writing to it have to wait too. The
 /// largest frame still goes, one at a time.
 pub const OUTBOX_BYTES: usize = 256 * 1024;
+/// Frames queued for a client, the session's own past the bound among them, beyond
+/// which it counts as no longer reading and its connection is dropped.
+pub const SLOW_READER_FRAMES: usize = 8 * OUTBOX;
+/// The same, in bytes.
+pub const SLOW_READER_BYTES: usize = 4 * OUTBOX_BYTES;
 /// How long a closed connection may take to say goodbye.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -146,11 +153,30 @@ pub enum Outgoing {
 }
 
 impl Outgoing {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Outgoing::Text(text) => text.len(),
             Outgoing::Binary(frame) => frame.len(),
             Outgoing::Ping | Outgoing::Close(..) => 0,
+        }
+    }
+
+    /// The WebSocket message, its bytes counted in `traffic`.
+    pub(crate) fn into_message(self, traffic: &Traffic) -> Message {
+        match self {
+            Outgoing::Text(text) => {
+                traffic.outbound(text.len());
+                Message::Text(text.into())
+            }
+            Outgoing::Binary(frame) => {
+                traffic.outbound(frame.len());
+                Message::Binary(frame.into())
+            }
+            Outgoing::Ping => Message::Ping(Default::default()),
+            Outgoing::Close(code, reason) => Message::Close(Some(CloseFrame {
+                code,
+                reason: reason.into(),
+            })),
         }
     }
 }
@@ -224,6 +250,22 @@ impl SendQueue {
         })
     }
 
+    /// Queue the session's `out` now, past the bound if need be; it comes back when the
+    /// client is so far behind ([`SLOW_READER_FRAMES`], [`SLOW_READER_BYTES`]) that it
+    /// counts as no longer reading, or when the writer is gone.
+    pub fn push_over(&self, out: Outgoing) -> Result<(), Outgoing> {
+        let bytes = self.queued.bytes.load(Ordering::Acquire);
+        if bytes >= SLOW_READER_BYTES || self.tx.waiting() >= SLOW_READER_FRAMES {
+            return Err(out);
+        }
+        let len = out.len();
+        self.queued.bytes.fetch_add(len, Ordering::AcqRel);
+        self.tx.push_over(out).map_err(|queue::Closed(out)| {
+            self.queued.bytes.fetch_sub(len, Ordering::AcqRel);
+            out
+        })
+    }
+
     /// No clone of this end is held elsewhere (nor a room reserved with one).
     pub fn is_unshared(&self) -> bool {
         self.tx.is_only_sender()
@@ -268,21 +310,17 @@ impl Room {
 }
 
 impl SendQueueReader {
-    pub async fn recv(&mut self) -> Option<Outgoing> {
-        self.rx.recv().await
-    }
-
-    /// The next frame if one waits now.
-    pub fn try_recv(&mut self) -> Option<Outgoing> {
-        self.rx.try_recv()
+    /// The next frame; `Pending` wakes `cx` when one is queued.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Outgoing>> {
+        self.rx.poll_recv(cx)
     }
 
     pub fn is_empty(&self) -> bool {
         self.queued.bytes.load(Ordering::Acquire) == 0 && self.rx.is_empty()
     }
 
-    /// `len` bytes have left; wake a session waiting for room if that made some.
-    fn sent(&self, len: usize) {
+    /// `len` bytes have left; wake a task waiting for room if that made some.
+    pub fn sent(&self, len: usize) {
         let before = self.queued.bytes.fetch_sub(len, Ordering::AcqRel);
         if before >= OUTBOX_BYTES && before - len < OUTBOX_BYTES {
             self.queued.drained.notify_waiters();
@@ -290,76 +328,29 @@ impl SendQueueReader {
     }
 }
 
-/// The longest one frame may take to leave. A peer that stops reading fills its socket,
+/// The longest writing may wait for a peer. A peer that stops reading fills its socket,
 /// then this deadline ends the connection: its session lets it go, the waits on its
 /// outbox end with it, and nothing the peer will never read is kept.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Write one frame of `outbox`; false once the connection takes no more: a close was
-/// sent, the write failed, or the peer stopped reading (see [`SEND_TIMEOUT`]).
-pub async fn write_frame<W>(
-    sink: &mut W,
-    out: Outgoing,
-    outbox: Option<&SendQueueReader>,
-    metrics: &Metrics,
-    platform: Platform,
-) -> bool
-where
-    W: Sink<Message, Error = tungstenite::Error> + Unpin,
-{
-    let len = out.len();
-    let message = match out {
-        Outgoing::Text(text) => {
-            metrics.traffic(platform).outbound(text.len());
-            Message::Text(text.into())
-        }
-        Outgoing::Binary(frame) => {
-            metrics.traffic(platform).outbound(frame.len());
-            Message::Binary(frame.into())
-        }
-        Outgoing::Ping => Message::Ping(Default::default()),
-        Outgoing::Close(code, reason) => {
-            let frame = CloseFrame {
-                code,
-                reason: reason.into(),
-            };
-            let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
-            return false;
-        }
-    };
-    // Most frames leave at once; only one that waits is given a deadline, so the hot
-    // path arms no timer.
-    let send = sink.send(message);
-    tokio::pin!(send);
-    let sent = match (&mut send).now_or_never() {
-        Some(result) => Ok(result),
-        None => tokio::time::timeout(SEND_TIMEOUT, &mut send).await,
-    };
-    match sent {
-        Ok(Ok(())) => {
-            if let Some(outbox) = outbox {
-                outbox.sent(len);
-            }
-            true
-        }
-        Ok(Err(err)) => {
-            debug!(%err, "write failed");
-            false
-        }
-        Err(_) => {
-            debug!(?platform, "the peer stopped reading: connection dropped");
-            metrics.error(platform, "send_timeout");
-            false
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use futures_util::FutureExt;
+
     use super::*;
 
     fn frame(len: usize) -> Outgoing {
         Outgoing::Binary(vec![0; len])
+    }
+
+    impl SendQueueReader {
+        async fn recv(&mut self) -> Option<Outgoing> {
+            std::future::poll_fn(|cx| self.poll_recv(cx)).await
+        }
+
+        fn try_recv(&mut self) -> Option<Outgoing> {
+            self.recv().now_or_never().flatten()
+        }
     }
 
     #[tokio::test]
@@ -408,5 +399,32 @@ mod tests {
         drop(reader);
         assert!(stuck.await.unwrap().is_err());
         assert!(queue.reserve().await.is_err());
+    }
+
+    /// The session's frames never wait for room, but a client that lets them pile up
+    /// past the slow-reader bound is refused more, in frames or in bytes.
+    #[tokio::test]
+    async fn the_session_s_frames_pass_the_bound_up_to_the_slow_reader_limit() {
+        let (queue, mut reader) = send_queue();
+        for _ in 0..OUTBOX {
+            queue.send(frame(1)).await.unwrap();
+        }
+        assert!(queue.try_send(frame(1)).is_err(), "full for the tasks");
+        for _ in OUTBOX..SLOW_READER_FRAMES {
+            queue.push_over(frame(1)).unwrap();
+        }
+        assert!(queue.push_over(frame(1)).is_err(), "too many frames");
+        while let Some(out) = reader.try_recv() {
+            reader.sent(out.len());
+        }
+        assert!(reader.is_empty());
+
+        queue.push_over(frame(SLOW_READER_BYTES - 1)).unwrap();
+        queue.push_over(frame(1)).unwrap();
+        assert!(queue.push_over(frame(1)).is_err(), "too many bytes");
+        assert!(
+            queue.try_send(frame(1)).is_err(),
+            "and no room for the tasks"
+        );
     }
 }

@@ -2,8 +2,9 @@
 //! for both platforms.
 //!
 //! A [`Session`] owns the device's connection while there is one (`crate::edge::connection`):
-//! it reads the device's frames and writes its outbox itself, so a connected device
-//! costs one task. Everything else arrives on one bounded mailbox: calls from the agent
+//! it reads the device's frames and hands it the core's, and the connection writes what
+//! waits for the device while the session waits, so a connected device costs one task
+//! and one that stops reading never holds its session up. Everything else arrives on one bounded mailbox: calls from the agent
 //! through the conversation port, commands from the admin API, a new connection, the
 //! answers of work done on tasks beside it. The loop feeds it all to the core with the
 //! time, writes the frames the core hands back, carries out its effects and sleeps
@@ -35,7 +36,7 @@ use tracing::{debug, warn};
 
 use crate::calls::Reply;
 use crate::devices::{hand_over, AgentQueue, MAILBOX};
-use crate::edge::connection::{outgoing, Connections, Next, Read, Transport};
+use crate::edge::connection::{outgoing, Connections, Read, Transport};
 use crate::edge::socket::Outgoing;
 use crate::hub::{DeviceKind, Hub, Shared};
 use crate::queue;
@@ -48,7 +49,7 @@ pub(crate) fn core_now() -> std::time::Instant {
 
 /// What woke a session.
 enum Woken<N, E, W> {
-    /// The connection: a frame from the device, or one queued for it.
+    /// The connection: what the device did.
     Connection(N),
     /// The mailbox: an event, or `None` when every sender is gone.
     Mailbox(Option<E>),
@@ -62,17 +63,16 @@ enum Woken<N, E, W> {
 /// are taken in this fixed order, never at random: the connection first (what the
 /// device says is the newest word: a cancel, an answer, a sign of life, and a device
 /// that floods holds up only its own session), then the mailbox, then the platform's
-/// own wake-up, then the deadline (`deadline`, an `Option<Instant>`). The connection
-/// waits while `reading` is false ([`SessionKind::reads`]).
+/// own wake-up, then the deadline (`deadline`, an `Option<Instant>`).
 ///
 /// A macro, not an async function: every idle session's task waits here, and a
 /// function's own future (the four waits moved into it) cost 0.5 KiB per connection
 /// (`herald bench connect`: 1.36x the bare baseline's memory against 1.22x).
 macro_rules! first_ready {
-    ($connection:expr, $reading:expr, $mailbox:expr, $platform:expr, $deadline:ident) => {
+    ($connection:expr, $mailbox:expr, $platform:expr, $deadline:ident) => {
         tokio::select! {
             biased;
-            next = $connection, if $reading => Woken::Connection(next),
+            read = $connection => Woken::Connection(read),
             event = $mailbox => Woken::Mailbox(event),
             wake = $platform => Woken::Platform(wake),
             _ = sleep_until($deadline.unwrap_or_else(Instant::now)), if $deadline.is_some() => {
@@ -123,7 +123,8 @@ pub(crate) trait SessionKind: DeviceKind {
     fn prepare(_session: &mut Session<Self>) {}
 
     /// Whether the session reads its device's connection now; while not, the device's
-    /// frames (and the connection's outbox) wait, and the mailbox is served.
+    /// frames wait (what waits for the device is still written), and the mailbox is
+    /// served.
     fn reads(_session: &Session<Self>) -> bool {
         true
     }
@@ -284,15 +285,14 @@ impl<K: SessionKind> Session<K> {
             K::prepare(&mut self);
             let reading = K::reads(&self);
             let woken = first_ready!(
-                self.conns.next(&self.hub.shared.metrics),
-                reading,
+                self.conns.next(reading, &self.hub.shared.metrics),
                 mailbox.recv(),
                 K::wake(&mut self.parts),
                 deadline
             );
             let event = match woken {
-                Woken::Connection(next) => {
-                    Box::pin(self.handle_next(next)).await;
+                Woken::Connection(read) => {
+                    K::handle_read(&mut self, read);
                     continue;
                 }
                 Woken::Mailbox(event) => event,
@@ -352,17 +352,6 @@ impl<K: SessionKind> Session<K> {
         now.into_std()
     }
 
-    /// What the connection had next: a read from the device, or a frame to write.
-    pub(crate) async fn handle_next(
-        &mut self,
-        next: Next<Read<<K::Transport as Transport>::Message>>,
-    ) {
-        match next {
-            Next::Read(read) => K::handle_read(self, read),
-            Next::Write(out) => self.write_queued(out).await,
-        }
-    }
-
     /// Send what the core handed back and carry out its effects, in order, until it
     /// has nothing more; then a connection the core let go says goodbye. (A boxed
     /// future of no named type: an effect may settle in turn, as a phone's download
@@ -370,7 +359,7 @@ impl<K: SessionKind> Session<K> {
     pub(crate) fn settle(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
             loop {
-                self.flush().await;
+                self.flush();
                 let Some(effect) = self.core.poll_effect() else {
                     break;
                 };
@@ -381,28 +370,20 @@ impl<K: SessionKind> Session<K> {
         })
     }
 
-    /// Write every frame the core handed back, each to its connection.
-    pub(crate) async fn flush(&mut self) {
+    /// Send every frame the core handed back, each to its connection.
+    pub(crate) fn flush(&mut self) {
         while let Some(Transmit { conn, frame }) = self.core.poll_transmit() {
-            self.send(conn, outgoing(frame)).await;
+            self.send(conn, outgoing(frame));
         }
     }
 
-    /// Send `out` to connection `id`; dropped when that connection is gone. The current
-    /// connection failing is news for the core; one the core let go (its close among
-    /// what it was sent) is settled into its goodbye, which waits for the device's
-    /// close in turn.
-    pub(crate) async fn send(&mut self, id: u64, out: Outgoing) {
+    /// Send `out` to connection `id`, without waiting for the device; dropped when that
+    /// connection is gone. The current connection failing (or falling too far behind)
+    /// is news for the core; one the core let go (its close among what it was sent) is
+    /// settled into its goodbye, which waits for the device's close in turn.
+    pub(crate) fn send(&mut self, id: u64, out: Outgoing) {
         let metrics = &self.hub.shared.metrics;
-        if !self.conns.send(id, out, metrics).await && self.core.is_current(id) {
-            self.lost();
-        }
-    }
-
-    /// Write `out`, taken from the current connection's outbox; one that takes no more
-    /// is lost.
-    pub(crate) async fn write_queued(&mut self, out: Outgoing) {
-        if !self.conns.write_queued(out, &self.hub.shared.metrics).await {
+        if !self.conns.send(id, out, metrics) && self.core.is_current(id) {
             self.lost();
         }
     }
@@ -526,19 +507,13 @@ mod tests {
         // Many rounds: an unordered choice would pick another branch in some of them.
         for _ in 0..64 {
             let now = Some(Instant::now());
-            let woken: Woken<u8, u8, u8> =
-                first_ready!(ready(1), true, ready(Some(2)), ready(3), now);
+            let woken: Woken<u8, u8, u8> = first_ready!(ready(1), ready(Some(2)), ready(3), now);
             assert!(matches!(woken, Woken::Connection(1)));
-            // A connection the session does not read now waits, ready or not.
-            let woken: Woken<u8, u8, u8> =
-                first_ready!(ready(1), false, ready(Some(2)), ready(3), now);
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), ready(Some(2)), ready(3), now);
             assert!(matches!(woken, Woken::Mailbox(Some(2))));
-            let woken: Woken<u8, u8, u8> =
-                first_ready!(pending(), true, ready(Some(2)), ready(3), now);
-            assert!(matches!(woken, Woken::Mailbox(Some(2))));
-            let woken: Woken<u8, u8, u8> = first_ready!(pending(), true, pending(), ready(3), now);
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), pending(), ready(3), now);
             assert!(matches!(woken, Woken::Platform(3)));
-            let woken: Woken<u8, u8, u8> = first_ready!(pending(), true, pending(), pending(), now);
+            let woken: Woken<u8, u8, u8> = first_ready!(pending(), pending(), pending(), now);
             assert!(matches!(woken, Woken::Deadline));
         }
     }

@@ -11,7 +11,7 @@ use herald_session::mobile::link::{Due, Keepalive};
 use tokio::time::{sleep_until, Instant};
 
 use super::MobileHub;
-use crate::edge::connection::{self, close_code, Next, Transport};
+use crate::edge::connection::{self, close_code, Transport};
 use crate::edge::socket::Outgoing;
 use crate::metrics::Metrics;
 
@@ -89,23 +89,15 @@ pub(super) async fn deliver_only(mut conn: Box<Connection>, hub: Arc<MobileHub>)
     let metrics = hub.shared.metrics.clone();
     let mut keepalive = Keepalive::new(Instant::now().into_std());
     let close = loop {
-        let next = tokio::select! {
-            next = conn.next(&metrics) => next,
+        let read = tokio::select! {
+            read = conn.next(true, &metrics) => read,
             _ = sleep_until(Instant::from_std(keepalive.deadline())) => {
                 match keepalive.handle_deadline(Instant::now().into_std()) {
-                    Due::Ping => Next::Write(Outgoing::Ping),
+                    Due::Ping if conn.send(Outgoing::Ping, &metrics) => continue,
+                    Due::Ping => break None,
                     Due::Gone => break Some((Close::Away, "keepalive timeout")),
                 }
             }
-        };
-        let read = match next {
-            Next::Write(out) => {
-                if !conn.write_queued(out, &metrics).await {
-                    break None;
-                }
-                continue;
-            }
-            Next::Read(read) => read,
         };
         keepalive.heard(Instant::now().into_std());
         let (answer, close) = match read {
@@ -122,7 +114,7 @@ pub(super) async fn deliver_only(mut conn: Box<Connection>, hub: Arc<MobileHub>)
             Read::Closed | Read::Lost => break None,
         };
         if let Some(answer) = answer {
-            if !conn.send(Outgoing::Text(answer.encode()), &metrics).await {
+            if !conn.send(Outgoing::Text(answer.encode()), &metrics) {
                 break None;
             }
         }
@@ -132,7 +124,7 @@ pub(super) async fn deliver_only(mut conn: Box<Connection>, hub: Arc<MobileHub>)
     };
     if let Some((close, reason)) = close {
         let close = Outgoing::Close(close_code(close), reason.into());
-        conn.send(close, &metrics).await;
+        conn.send(close, &metrics);
     }
     conn.goodbye(metrics).await;
 }

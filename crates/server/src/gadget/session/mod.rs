@@ -590,24 +590,20 @@ impl Session<Gadgets> {
     /// draining and, for a connection the core still holds, loses it as the run loop
     /// would.
     async fn draining<T>(&mut self, work: impl Future<Output = T>) -> T {
+        let metrics = &self.hub.shared.metrics;
+        let Some(conn) = self.conns.current() else {
+            return work.await;
+        };
+        let id = conn.id;
         tokio::pin!(work);
-        loop {
-            let Some(conn) = self.conns.current() else {
-                return work.await;
-            };
-            let id = conn.id;
-            tokio::select! {
-                done = &mut work => return done,
-                out = conn.next_queued() => {
-                    if !conn.write_queued(out, &self.hub.shared.metrics).await {
-                        if self.core.is_current(id) {
-                            self.lost();
-                        }
-                        return work.await;
-                    }
-                }
-            }
+        tokio::select! {
+            done = &mut work => return done,
+            () = conn.keep_writing(metrics) => {}
         }
+        if self.core.is_current(id) {
+            self.lost();
+        }
+        work.await
     }
 
     /// Stop `playback`; the device hears the abort if it heard the start, unless the
@@ -616,7 +612,7 @@ impl Session<Gadgets> {
         let conn = playback.conn;
         if let Some(abort) = playback.stop().await {
             if self.core.is_current(conn) {
-                self.send(conn, abort).await;
+                self.send(conn, abort);
             }
         }
     }

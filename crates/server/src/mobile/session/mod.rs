@@ -391,7 +391,7 @@ impl Session<Phones> {
                 break;
             };
             let id = conn.id;
-            self.send(id, Outgoing::Text(frame)).await;
+            self.send(id, Outgoing::Text(frame));
         }
     }
 
@@ -414,15 +414,14 @@ impl Session<Phones> {
 
     /// Take what the phone has sent meanwhile, without waiting for more: between the
     /// chunks of a long download, so its pings are answered and it counts as alive.
-    async fn read_ready(&mut self) {
+    fn read_ready(&mut self) {
         for _ in 0..READS_BETWEEN_CHUNKS {
-            if !Phones::reads(self) {
-                return;
-            }
-            let Some(next) = self.conns.next(&self.hub.shared.metrics).now_or_never() else {
+            let reading = Phones::reads(self);
+            let metrics = &self.hub.shared.metrics;
+            let Some(read) = self.conns.next(reading, metrics).now_or_never() else {
                 return;
             };
-            self.handle_next(next).await;
+            Phones::handle_read(self, read);
         }
     }
 
@@ -495,10 +494,15 @@ impl Session<Phones> {
             self.core.emit(&file_down.frame(part, &piece))?;
             // Sent, or kept for a phone that is away, before the next chunk is read.
             self.settle().await;
-            if self.conns.current().is_some() {
-                // It took the chunk: alive, though it may have had nothing to say.
-                let _ = self.heard();
-                Box::pin(self.read_ready()).await;
+            let metrics = &self.hub.shared.metrics;
+            if let Some(conn) = self.conns.current() {
+                if conn.written(metrics).await {
+                    // It took the chunk: alive, though it may have had nothing to say.
+                    let _ = self.heard();
+                    self.read_ready();
+                } else {
+                    self.lost();
+                }
             }
         }
         Ok(())

@@ -162,3 +162,71 @@ async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
         }
     }
 }
+
+/// A phone that stops reading holds up none of its session's calls: the agent's replies
+/// are taken at once while they wait for the phone, and once it reads again it hears
+/// them all, in order. (When the session wrote each frame itself, the call after the
+/// socket filled up waited for the phone, up to the 15 s a frame may take.)
+#[tokio::test(start_paused = true)]
+async fn a_phone_that_stops_reading_holds_up_no_call() {
+    use futures_util::StreamExt;
+    use herald_mobile_proto::ServerFrame;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::WebSocketStream;
+
+    const REPLIES: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let (server, phone) = tokio::io::duplex(8 * 1024);
+    let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+    let mut phone = WebSocketStream::from_raw_socket(phone, Role::Client, None).await;
+    let attach = Attach {
+        conn: Connection::new(1, server, "127.0.0.1:9".parse().unwrap()),
+        user_id: "alice".into(),
+        user_name: None,
+        delivers: Delivers::Nowhere,
+    };
+    let session = hub.session("tel-1");
+    assert!(session.send(Event::Attach(Box::new(attach))).await.is_ok());
+
+    // 120 KB of replies (each under the length that is split in chunks) to a phone
+    // whose socket holds 8 KiB.
+    let reply = |n: usize| format!("{n:03} {}", "x".repeat(3000));
+    let started = Instant::now();
+    for n in 0..REPLIES {
+        let answer = hub
+            .call("tel-1", |reply_to| {
+                let request = Request::SendText {
+                    text: reply(n),
+                    options: Default::default(),
+                };
+                Command::Port(Call {
+                    request,
+                    reply: reply_to,
+                })
+            })
+            .await;
+        assert!(answer.is_ok(), "reply {n}: {answer:?}");
+    }
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "a call waited for the phone"
+    );
+
+    let mut heard = Vec::new();
+    while heard.len() < REPLIES {
+        let text = match phone.next().await {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Ping(_))) => continue,
+            other => panic!("after {} replies: {other:?}", heard.len()),
+        };
+        if let ServerFrame::Message(message) = ServerFrame::decode(&text).unwrap() {
+            assert_eq!(message.text.len(), reply(0).len(), "cut or split");
+            heard.push(message.text[..3].to_owned());
+        }
+    }
+    let expected: Vec<_> = (0..REPLIES).map(|n| format!("{n:03}")).collect();
+    assert_eq!(heard, expected);
+}
