@@ -3,17 +3,18 @@
 // and icons (drawn by icons.mjs into src/icons) as they are, and the service worker sw.js
 // (src/sw.ts, given the list of those files and a cache name from their hash); for the
 // admin port the owner's console in console/ and the in-tab gadget in
-// gadget/ (src/console and src/gadget, the same way).
+// gadget/ (src/console and src/gadget, the same way; the gadget's device core is
+// crates/tab-gadget, built by cargo for wasm32 into gadget/device.wasm).
 // `--check OUTDIR` builds into a temporary directory instead and fails unless the
 // result equals OUTDIR byte for byte, so the committed assets cannot drift from the source.
 // Usage: node build.mjs dist | node build.mjs --check dist
 import { build } from "esbuild";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { gadgetLimits } from "./limits.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 process.chdir(here);
@@ -62,7 +63,6 @@ const OFFLINE = [
 
 /** esbuild's options for every bundle. */
 const BUNDLE = {
-  define: gadgetLimits(),
   bundle: true,
   format: "esm",
   target: "es2020",
@@ -80,6 +80,8 @@ for (const f of COPIED) {
   mkdirSync(dirname(join(out, f)), { recursive: true });
   copyFileSync(join("src", f), join(out, f));
 }
+// Written, not copied: the file is data, whatever mode cargo gave it.
+writeFileSync(join(out, "gadget/device.wasm"), readFileSync(buildDeviceCore()));
 // The service worker last, named after what it keeps: any change to those files is a new
 // cache name, so a new sw.js, which replaces the old worker and its cache.
 const hash = createHash("sha256");
@@ -117,4 +119,30 @@ if (check) {
     process.exit(1);
   }
   console.log(`${target}: ${built.length} files, identical to a fresh build`);
+}
+
+/**
+ * Builds the in-tab gadget's device core (crates/tab-gadget) for wasm32 in cargo's
+ * `wasm` profile; the module's path. Paths are mapped out of it, so any checkout on any
+ * machine with the same toolchain and lockfile makes the same bytes. It has a target
+ * directory of its own (inside cargo's), so it never waits for cargo's lock on the
+ * workspace's (scripts/check runs clippy meanwhile).
+ */
+function buildDeviceCore() {
+  const root = join(here, "..");
+  const targetDir = join(process.env.CARGO_TARGET_DIR ?? join(root, "target"), "tab-gadget");
+  const cargoHome = process.env.CARGO_HOME ?? join(process.env.HOME ?? "", ".cargo");
+  const env = {
+    ...process.env,
+    CARGO_TARGET_DIR: targetDir,
+    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${root}=. --remap-path-prefix=${cargoHome}=cargo`,
+  };
+  const args = ["build", "--quiet", "--locked", "--profile", "wasm", "--target", "wasm32-unknown-unknown", "-p", "herald-tab-gadget"];
+  try {
+    execFileSync("cargo", args, { cwd: root, env, stdio: ["ignore", "inherit", "inherit"] });
+  } catch {
+    console.error("cargo could not build the gadget's device core; `rustup target add wasm32-unknown-unknown` if the target is missing");
+    process.exit(1);
+  }
+  return join(targetDir, "wasm32-unknown-unknown/wasm/herald_tab_gadget.wasm");
 }

@@ -308,9 +308,10 @@ pub fn qr_svg(text: &str) -> Option<String> {
 const CONSOLE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; \
      frame-ancestors 'none'";
-/// The in-tab gadget connects to the gadget listener (another port), and the console
-/// may show it in a frame.
-const GADGET_CSP: &str = "default-src 'self'; connect-src 'self' ws: wss:; \
+/// The in-tab gadget runs the device core as WebAssembly from its own origin, connects
+/// to the gadget listener (another port), and the console may show it in a frame.
+const GADGET_CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
+     connect-src 'self' ws: wss:; \
      img-src 'self' data: blob:; media-src 'self' blob:; base-uri 'none'; \
      frame-ancestors 'self'";
 

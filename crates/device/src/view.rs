@@ -204,6 +204,9 @@ pub struct View<'a> {
     pub notice: Option<&'a str>,
     /// The image, on the image screen.
     pub image: Option<&'a Image>,
+    /// On the prompt screen: from when a press answers (the question's guard ends), so a
+    /// host with on-screen answers can wake them then.
+    pub answers_from: Option<crate::Instant>,
 }
 
 #[cfg(test)]

@@ -118,11 +118,14 @@ fn recording_stops_at_30_s() {
 #[test]
 fn a_prompt_ignores_presses_in_its_first_600_ms() {
     let mut rig = Rig::online();
+    let shown = rig.now;
     prompt(&mut rig, "");
     assert_eq!(rig.screen(), Screen::Prompt);
     let view = rig.dev.view();
     assert_eq!(view.title, Some("Confirm /new"));
     assert_eq!(view.lines, ["Start over?", "TALK yes, CANCEL no"]);
+    // What the view says of the guard is the rule the presses meet below.
+    assert_eq!(view.answers_from, Some(Instant::from_millis(shown + 600)));
     rig.advance(599);
     rig.down(Button::Talk);
     rig.up(Button::Talk);

@@ -138,6 +138,11 @@ pub static ADMIN_PAGES: &[Page] = &[
         content_type: CSS,
         body: include_bytes!("../../../web/dist/gadget/gadget.css"),
     },
+    Page {
+        path: "/gadget/device.wasm",
+        content_type: "application/wasm",
+        body: include_bytes!("../../../web/dist/gadget/device.wasm"),
+    },
 ];
 
 #[cfg(test)]

@@ -219,8 +219,8 @@ fn the_cores_dependency_trees_hold_no_io() {
 /// alone, the admin API reaches devices only through the server's `Fleet`, TLS and HTTP
 /// parsing are the network edge's, the settings, the inbox and a gadget's speaker know
 /// nothing of the store or the server, who may talk (access) and notifications know
-/// nothing of sockets, the web or the admin API, and the ledger of open questions knows
-/// no runtime or store.
+/// nothing of sockets, the web or the admin API, the ledger of open questions knows
+/// no runtime or store, and the gadget in a tab is the device core alone.
 #[test]
 fn crates_keep_to_their_jobs() {
     let rules: [(&str, &[&str]); 12] = [
@@ -294,4 +294,11 @@ fn crates_keep_to_their_jobs() {
         "{sim:?}"
     );
     assert!(dependencies("linux-gadget").contains("herald-sim"));
+    // The gadget in a tab is the device core and JSON: its clock, randomness and
+    // sockets are the page's.
+    let tab = dependency_tree("herald-tab-gadget");
+    assert!(tab.contains("herald-device"), "{tab:?}");
+    for name in ["tokio", "getrandom", "herald-sim", "herald-server"] {
+        assert!(!tab.contains(name), "the tab gadget builds with {name}");
+    }
 }

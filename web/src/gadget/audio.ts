@@ -6,17 +6,14 @@
 // the next press does not lose its first syllable to the browser opening the device
 // again.
 //
-// Speaker: a jitter buffer in front of Web Audio. The server paces audio to real time,
-// at most 0.5 s ahead; frames still come in bursts and gaps, so playback waits for
-// PREBUFFER_MS of audio (or the stream's end) and then schedules every frame back to
-// back on the audio clock. Running dry mid-stream goes back to buffering; more than
-// CAPACITY_MS waiting is dropped and counted.
+// Speaker: the device core's jitter buffer already paces what it hands over (its `play`
+// actions), so each block is scheduled on the audio clock right after the one before;
+// a block that comes after the last has finished starts a little ahead of now.
 
-import { pcm16ToFloat, Resampler } from "./proto.js";
-import type { SpeakerLike } from "./device.js";
+import { Resampler } from "./resample.js";
 
-export const PREBUFFER_MS = 200;
-export const CAPACITY_MS = 1000;
+/** How far ahead of the audio clock a block starts when nothing is playing. */
+const LEAD_S = 0.03;
 /** How long the microphone stays open after the last release. */
 const MIC_LINGER_MS = 30_000;
 
@@ -131,51 +128,29 @@ export class Microphone {
   }
 }
 
-interface Playing {
-  id: number;
-  rate: number;
-  /** Audio waiting to be scheduled. */
-  queue: Float32Array<ArrayBuffer>[];
-  queued: number;
-  nextSeq: number | undefined;
-  ended: boolean;
-  /** Scheduled on the audio clock: where the next buffer starts. */
-  playing: boolean;
-  nextTime: number;
-  sources: Set<AudioBufferSourceNode>;
-}
-
 export interface SpeakerStats {
-  streams: number;
-  frames: number;
+  /** Blocks handed to Web Audio. */
+  blocks: number;
   /** Milliseconds of audio handed to Web Audio. */
   scheduledMs: number;
-  gaps: number;
-  underruns: number;
-  overflowMs: number;
 }
 
-export class Speaker implements SpeakerLike {
-  private stream: Playing | undefined;
+export class Speaker {
   private gain: GainNode | undefined;
   private volumeNow = 0.8;
-  readonly stats: SpeakerStats = { streams: 0, frames: 0, scheduledMs: 0, gaps: 0, underruns: 0, overflowMs: 0 };
+  /** Where on the audio clock the next block starts. */
+  private nextTime = 0;
+  private readonly sources = new Set<AudioBufferSourceNode>();
+  readonly stats: SpeakerStats = { blocks: 0, scheduledMs: 0 };
 
   constructor(private readonly onChange: () => void) {}
 
-  get active(): boolean {
-    return this.stream !== undefined;
-  }
-
-  /** "idle", "buffering" or "playing". */
+  /** "playing" while anything is scheduled, else "idle". */
   get state(): string {
-    return !this.stream ? "idle" : this.stream.playing ? "playing" : "buffering";
+    return this.sources.size > 0 ? "playing" : "idle";
   }
 
-  get volume(): number {
-    return this.volumeNow;
-  }
-
+  /** 0..1. */
   set volume(v: number) {
     this.volumeNow = Math.max(0, Math.min(1, v));
     if (this.gain) this.gain.gain.value = this.volumeNow;
@@ -191,55 +166,35 @@ export class Speaker implements SpeakerLike {
     return { ctx, gain: this.gain };
   }
 
-  start(id: number, rate: number): void {
-    this.silence();
-    this.stream = { id, rate: Math.max(3000, Math.min(768_000, rate)), queue: [], queued: 0, nextSeq: undefined, ended: false, playing: false, nextTime: 0, sources: new Set() };
-    this.stats.streams++;
-    this.onChange();
+  /** Queue PCM16 `samples` at `rate` after what is queued. */
+  play(rate: number, samples: Int16Array): void {
+    if (samples.length === 0) return;
+    const { ctx, gain } = this.output();
+    const rateHz = Math.max(3000, Math.min(768_000, rate));
+    const buffer = ctx.createBuffer(1, samples.length, rateHz);
+    const channel = buffer.getChannelData(0);
+    for (let i = 0; i < samples.length; i++) channel[i] = samples[i]! / 0x8000;
+    if (this.nextTime < ctx.currentTime) this.nextTime = ctx.currentTime + LEAD_S;
+    const src = ctx.createBufferSource();
+    src.buffer = buffer;
+    src.connect(gain);
+    src.onended = () => {
+      this.sources.delete(src);
+      if (this.sources.size === 0) this.onChange();
+    };
+    src.start(this.nextTime);
+    const starting = this.sources.size === 0;
+    this.sources.add(src);
+    this.nextTime += buffer.duration;
+    this.stats.blocks++;
+    this.stats.scheduledMs += buffer.duration * 1000;
+    if (starting) this.onChange();
   }
 
-  push(id: number, seq: number, pcm: Uint8Array): void {
-    const s = this.stream;
-    if (!s || s.id !== id || s.ended) return;
-    this.stats.frames++;
-    if (s.nextSeq !== undefined && seq !== s.nextSeq) this.stats.gaps++;
-    s.nextSeq = (seq + 1) & 0xffff;
-    const samples = pcm16ToFloat(pcm);
-    const { ctx } = this.output();
-    const ahead = s.queued / s.rate + (s.playing ? Math.max(0, s.nextTime - ctx.currentTime) : 0);
-    if ((ahead + samples.length / s.rate) * 1000 > CAPACITY_MS) {
-      this.stats.overflowMs += (samples.length * 1000) / s.rate;
-      return;
-    }
-    s.queue.push(samples);
-    s.queued += samples.length;
-    this.pump();
-  }
-
-  end(id: number): void {
-    const s = this.stream;
-    if (!s || s.id !== id) return;
-    s.ended = true;
-    this.pump();
-  }
-
-  abort(id: number): boolean {
-    if (!this.stream || this.stream.id !== id) return false;
-    this.stop();
-    return true;
-  }
-
-  stop(): boolean {
-    const was = this.stream !== undefined;
-    this.silence();
-    if (was) this.onChange();
-    return was;
-  }
-
-  private silence(): void {
-    const s = this.stream;
-    this.stream = undefined;
-    for (const src of s?.sources ?? []) {
+  /** Drop whatever is queued. */
+  stop(): void {
+    const was = this.sources.size > 0;
+    for (const src of this.sources) {
       src.onended = null;
       try {
         src.stop();
@@ -247,50 +202,8 @@ export class Speaker implements SpeakerLike {
         // never started
       }
     }
-  }
-
-  private pump(): void {
-    const s = this.stream;
-    if (!s) return;
-    const { ctx, gain } = this.output();
-    if (s.playing && s.nextTime < ctx.currentTime && !s.ended) {
-      // Ran dry mid-stream: buffer up again before going on.
-      s.playing = false;
-      this.stats.underruns++;
-    }
-    if (!s.playing) {
-      const ready = s.queued >= (s.rate * PREBUFFER_MS) / 1000 || (s.ended && s.queued > 0);
-      if (!ready) {
-        if (s.ended && s.sources.size === 0) this.finish(s);
-        return;
-      }
-      s.playing = true;
-      s.nextTime = ctx.currentTime + 0.03;
-      this.onChange();
-    }
-    for (const chunk of s.queue) {
-      const buffer = ctx.createBuffer(1, chunk.length, s.rate);
-      buffer.copyToChannel(chunk, 0);
-      const src = ctx.createBufferSource();
-      src.buffer = buffer;
-      src.connect(gain);
-      src.onended = () => {
-        s.sources.delete(src);
-        if (s.ended && s.queued === 0 && s.sources.size === 0) this.finish(s);
-      };
-      src.start(s.nextTime);
-      s.sources.add(src);
-      s.nextTime += buffer.duration;
-      this.stats.scheduledMs += buffer.duration * 1000;
-    }
-    s.queue = [];
-    s.queued = 0;
-    if (s.ended && s.sources.size === 0) this.finish(s);
-  }
-
-  private finish(s: Playing): void {
-    if (this.stream !== s) return;
-    this.stream = undefined;
-    this.onChange();
+    this.sources.clear();
+    this.nextTime = 0;
+    if (was) this.onChange();
   }
 }

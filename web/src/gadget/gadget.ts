@@ -1,23 +1,35 @@
 // The gadget in a tab: herald's admin listener serves this page at /gadget/, and it is
-// a complete gadget (protocol v1) against the gadget listener: its key in this browser's
-// storage, the canvas as its screen, the microphone and speaker through Web Audio, the
-// buttons on the page and the keyboard. This file only wires the page; the protocol is
-// in link.ts, the device's behaviour in device.ts, drawing in screen.ts, audio in audio.ts.
+// a complete gadget (protocol v1) against the gadget listener. The device itself is the
+// core every Herald gadget runs (device.wasm, see core.ts); this page is its host, as a
+// board's firmware is: it keeps the device key in this browser's storage, opens and
+// closes the WebSocket when the core asks, draws the core's view on the canvas
+// (screen.ts), plays and records through Web Audio (audio.ts), turns the page's buttons
+// and keys into the board's buttons, runs the core's timer, and answers the one action
+// of its own, `led.set`.
 //
 // The gadget URL comes from `?url=ws://HOST:PORT/PATH`, else from Settings, else the
 // serving herald's own gadget port and path (`server.json` beside this page) on the
 // page's host name, else the default port and path (ws://HOST:8765/gadget).
 
 import { audioContext, Microphone, Speaker } from "./audio.js";
-import { BOARD, GadgetDevice, type View } from "./device.js";
-import { GadgetLink, type Identity } from "./link.js";
-import { wrap } from "./pager.js";
-import { DEFAULT_PATH, DEFAULT_PORT, deviceIdOf, fromBase64, KEY_LEN, newKey, toBase64 } from "./proto.js";
+import { DeviceCore, type Action, type Board, type Button, type View } from "./core.js";
 import { ScreenPainter } from "./screen.js";
 
 const STORE = { key: "herald.gadget.key", name: "herald.gadget.name", token: "herald.gadget.token", url: "herald.gadget.url" } as const;
 const DEFAULT_NAME = "Tab Gadget";
+const DEFAULT_PORT = 8765;
+const DEFAULT_PATH = "/gadget";
+const SUBPROTOCOL = "hermes-gadget.v1";
+const KEY_LEN = 32;
 const LOG_LINES = 120;
+/** The page's own action: the status LED. */
+const LED_ACTION = {
+  name: "led.set",
+  description: "Set the colour of the status LED (a CSS colour name such as red, green or blue, or off).",
+  params: { type: "object", properties: { color: { type: "string" } }, required: ["color"] },
+};
+/** Longest colour name `led.set` takes. */
+const MAX_COLOR = 32;
 
 function $<T extends HTMLElement>(id: string): T {
   const el = document.getElementById(id);
@@ -54,7 +66,9 @@ const ui = {
   log: $<HTMLOListElement>("log"),
 };
 
-// ---- settings and identity ----
+const now = (): number => performance.now();
+
+// ---- settings ----
 
 /** The gadget endpoint of the herald that served this page, once asked. */
 let servedBy: string | undefined;
@@ -110,136 +124,291 @@ function gadgetUrl(): string {
   return stored && validUrl(stored) ? stored : defaultUrl();
 }
 
-/** The stored key, or a new one (kept at once: the id follows from it). */
-function loadKey(): Uint8Array {
+/** The stored device key, as the core takes it (hex); none, or one that is not a key,
+ * lets the core make a new one. */
+function storedKey(): string | undefined {
   const stored = localStorage.getItem(STORE.key);
-  if (stored) {
-    try {
-      const key = fromBase64(stored);
-      if (key.length === KEY_LEN) return key;
-    } catch {
-      // not a key: make a new one
+  if (!stored) return undefined;
+  try {
+    const key = Uint8Array.from(atob(stored), (c) => c.charCodeAt(0));
+    if (key.length !== KEY_LEN) return undefined;
+    return Array.from(key, (b) => b.toString(16).padStart(2, "0")).join("");
+  } catch {
+    return undefined;
+  }
+}
+
+/** Keep the key the core made (hex) as base64. */
+function storeKey(hex: string): void {
+  const bytes = hex.match(/../g)?.map((h) => parseInt(h, 16)) ?? [];
+  localStorage.setItem(STORE.key, btoa(String.fromCharCode(...bytes)));
+}
+
+// ---- the host ----
+
+/** Everything the page keeps beside the core. */
+class Host {
+  private ws: WebSocket | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private armTimer: ReturnType<typeof setTimeout> | undefined;
+  private drawPending = false;
+  private led: string | undefined;
+  private volume = 80;
+  private framesSent = 0;
+  private readonly painter: ScreenPainter;
+  private readonly speaker = new Speaker(() => this.draw());
+  private readonly mic: Microphone;
+
+  constructor(
+    private readonly core: DeviceCore,
+    board: Board,
+  ) {
+    this.painter = new ScreenPainter(ui.canvas, board);
+    this.mic = new Microphone(
+      board.mic_rate,
+      (samples) => {
+        this.core.mic(samples, now());
+        this.run();
+        this.draw(); // the level meter
+      },
+      // No samples will come: as if TALK came up, which ends the recording.
+      () => this.press("talk", false),
+    );
+  }
+
+  /** Start the device anew (a new key, name, token or URL): the old connection goes. */
+  boot(): void {
+    this.dropSocket(1000, "restarting");
+    const url = gadgetUrl();
+    ui.serverUrl.textContent = url;
+    ui.session.textContent = "none";
+    const settings = {
+      name: localStorage.getItem(STORE.name) || DEFAULT_NAME,
+      token: localStorage.getItem(STORE.token) || undefined,
+      key: storedKey(),
+    };
+    const booted = this.core.boot(settings, now());
+    if ("error" in booted) {
+      ui.conn.textContent = booted.error;
+      return;
+    }
+    ui.deviceId.textContent = booted.device_id;
+    const refused = this.core.registerAction(LED_ACTION);
+    if (refused) this.trace("out", `led.set not offered: ${refused}`);
+    this.run();
+  }
+
+  press(button: Button, down: boolean): void {
+    this.core.button(button, down, now());
+    this.run();
+  }
+
+  /** A press and its release. */
+  click(button: Button): void {
+    this.press(button, true);
+    this.press(button, false);
+  }
+
+  /** Type `text` to the agent: why not, or undefined. */
+  sendText(text: string): string | undefined {
+    const refused = this.core.sendText(text, now());
+    this.run();
+    return refused;
+  }
+
+  /** Carry out what the core asks, then sleep until its next deadline. */
+  private run(): void {
+    for (let action = this.core.action(); action; action = this.core.action()) this.carryOut(action);
+    if (this.timer) clearTimeout(this.timer);
+    const at = this.core.deadline();
+    this.timer =
+      at === undefined
+        ? undefined
+        : setTimeout(() => {
+            this.core.timeout(now());
+            this.run();
+          }, Math.max(0, at - now()));
+  }
+
+  private carryOut(action: Action): void {
+    switch (action.do) {
+      case "connect":
+        return this.connect();
+      case "close":
+        return this.dropSocket(action.code, action.reason);
+      case "send":
+        this.ws?.send(action.text);
+        return this.trace("out", action.log);
+      case "send_binary": {
+        const b = action.bytes;
+        this.ws?.send(b);
+        if (b[0] === 1) this.framesSent++;
+        return this.trace("out", `binary ch${b[0]} stream ${b[1]} seq ${(b[2] ?? 0) | ((b[3] ?? 0) << 8)}`);
+      }
+      case "redraw":
+        return this.draw();
+      case "start_mic":
+        return this.mic.start();
+      case "stop_mic":
+        return this.mic.stop();
+      case "play":
+        return this.speaker.play(action.rate, action.samples);
+      case "stop_playback":
+        return this.speaker.stop();
+      case "volume":
+        this.volume = action.percent;
+        this.speaker.volume = action.percent / 100;
+        return this.draw();
+      case "brightness":
+        ui.canvas.style.filter = `brightness(${Math.max(0.15, action.percent / 100)})`;
+        return;
+      case "store_key":
+        return storeKey(action.key);
+      case "invoke":
+        return this.invoke(action.id, action.name, action.args);
+      default:
+        // Firmware confirmation, rollback and restart: a tab installs no firmware.
+        return;
     }
   }
-  const key = newKey();
-  localStorage.setItem(STORE.key, toBase64(key));
-  return key;
-}
 
-// ---- the device ----
+  /** The page's own action: `led.set`. */
+  private invoke(id: string, name: string, args: unknown): void {
+    const color = (args as { color?: unknown } | null)?.color;
+    let outcome: { result: unknown } | { error: string };
+    if (name !== LED_ACTION.name) outcome = { error: `no action ${name}` };
+    else if (typeof color !== "string" || color.trim() === "") outcome = { error: "color is required" };
+    else if (color.length > MAX_COLOR) outcome = { error: `color is longer than ${MAX_COLOR} characters` };
+    else {
+      this.led = color === "off" ? undefined : color;
+      outcome = { result: { led: color } };
+      this.draw();
+    }
+    this.core.completeAction(id, outcome);
+  }
 
-const painter = new ScreenPainter(ui.canvas);
-let redrawPending = false;
+  private connect(): void {
+    this.dropSocket(1000, "reconnecting");
+    const ws = new WebSocket(gadgetUrl(), SUBPROTOCOL);
+    ws.binaryType = "arraybuffer";
+    this.ws = ws;
+    ws.onopen = () => {
+      if (this.ws !== ws) return;
+      this.core.connected(now());
+      this.run();
+    };
+    ws.onmessage = (e: MessageEvent<string | ArrayBuffer>) => {
+      if (this.ws !== ws) return;
+      if (typeof e.data === "string") {
+        this.traceIn(e.data);
+        this.core.text(e.data, now());
+      } else {
+        this.core.binary(new Uint8Array(e.data), now());
+      }
+      this.run();
+    };
+    ws.onclose = (e: CloseEvent) => {
+      if (this.ws !== ws) return;
+      this.ws = undefined;
+      // 1005 and 1006: no close frame came.
+      const code = e.code === 1005 || e.code === 1006 ? undefined : e.code;
+      this.core.closed(code, e.reason, now());
+      this.run();
+    };
+  }
 
-const speaker = new Speaker(() => {
-  device.speakerChanged();
-});
-const mic = new Microphone(
-  BOARD.micRate,
-  (samples) => device.micSamples(samples),
-  (why) => device.micFailed(why),
-);
-let link: GadgetLink | undefined;
+  /** Close the connection; the core counts it gone already. */
+  private dropSocket(code: number, reason: string): void {
+    const ws = this.ws;
+    this.ws = undefined;
+    if (!ws) return;
+    try {
+      ws.close(code, reason);
+    } catch {
+      // A browser closes with 1000 or 3000–4999 only.
+      ws.close(1000, reason);
+    }
+  }
 
-const device = new GadgetDevice({
-  send: (m) => link?.send(m) ?? false,
-  sendBinary: (b) => link?.sendBinary(b) ?? false,
-  startMic: () => mic.start(),
-  stopMic: () => mic.stop(),
-  speaker,
-  changed: () => redraw(),
-  brightness: (p) => {
-    ui.canvas.style.filter = `brightness(${Math.max(0.15, p / 100)})`;
-  },
-});
+  private traceIn(text: string): void {
+    try {
+      const m = JSON.parse(text) as { type?: unknown; session?: unknown };
+      if (m.type === "welcome" && typeof m.session === "string") ui.session.textContent = m.session;
+    } catch {
+      return this.trace("in", "(a frame that is not a message)");
+    }
+    this.trace("in", text.length > 300 ? `${text.slice(0, 300)}…` : text);
+  }
 
-function redraw(): void {
-  if (redrawPending) return;
-  redrawPending = true;
-  queueMicrotask(() => {
-    redrawPending = false;
-    render(device.view());
-  });
-}
+  trace(direction: "in" | "out", summary: string): void {
+    const li = document.createElement("li");
+    li.className = direction;
+    li.textContent = `${direction === "in" ? "←" : "→"} ${summary}`;
+    ui.log.append(li);
+    while (ui.log.childElementCount > LOG_LINES) ui.log.firstElementChild?.remove();
+  }
 
-function render(view: View): void {
-  if (view.screen === "listening") view.level = mic.level;
-  painter.paint(view);
-  document.body.dataset["screen"] = view.screen;
-  document.body.dataset["phase"] = device.phase;
-  document.body.dataset["paired"] = String(device.paired);
-  const shown = [view.status, view.title, view.code ? `Pairing code: ${view.code}` : undefined, ...view.lines, view.notice]
-    .filter((s): s is string => !!s)
-    .join("\n");
-  if (ui.screenText.textContent !== shown) ui.screenText.textContent = shown;
-  ui.canvas.setAttribute("aria-label", `The gadget's screen: ${shown.replace(/\n/g, ". ")}`);
+  /** Draw once the current event is done with. */
+  draw(): void {
+    if (this.drawPending) return;
+    this.drawPending = true;
+    queueMicrotask(() => {
+      this.drawPending = false;
+      this.render(this.core.view());
+    });
+  }
 
-  const prompt = view.screen === "prompt";
-  ui.answers.hidden = !prompt;
-  ui.yes.disabled = ui.no.disabled = !(prompt && view.armed);
+  private render(view: View): void {
+    const listening = view.screen === "listening";
+    const armed = view.answers_from !== null && now() >= view.answers_from;
+    if (this.armTimer) clearTimeout(this.armTimer);
+    // The question's answers wake when its guard ends.
+    if (view.answers_from !== null && !armed) this.armTimer = setTimeout(() => this.draw(), view.answers_from - now());
+    this.painter.paint({ ...view, armed, level: listening ? this.mic.level : undefined });
+    document.body.dataset["screen"] = view.screen;
+    document.body.dataset["phase"] = view.phase;
+    document.body.dataset["paired"] = String(view.paired);
+    const shown = [view.status, view.title, ...view.lines, view.notice].filter((s): s is string => !!s).join("\n");
+    if (ui.screenText.textContent !== shown) ui.screenText.textContent = shown;
+    ui.canvas.setAttribute("aria-label", `The gadget's screen: ${shown.replace(/\n/g, ". ")}`);
 
-  const led = device.led;
-  ui.led.dataset["color"] = led ?? "";
-  ui.led.style.backgroundColor = led ?? "";
-  ui.led.style.color = led ?? ""; // the glow
-  ui.led.classList.toggle("on", led !== undefined);
-  ui.led.setAttribute("aria-label", led ? `LED ${led}` : "LED off");
+    ui.answers.hidden = view.screen !== "prompt";
+    ui.yes.disabled = ui.no.disabled = !armed;
 
-  ui.talk.setAttribute("aria-pressed", String(view.screen === "listening"));
-  const bar = ui.level.firstElementChild;
-  if (bar instanceof HTMLElement) bar.style.width = `${Math.round((view.screen === "listening" ? mic.level : 0) * 100)}%`;
-  ui.conn.textContent = connText(view);
-  ui.session.textContent = device.session || "none";
-  ui.mic.dataset["frames"] = String(device.stats.framesSent);
-  ui.mic.textContent = mic.error ? `unavailable: ${mic.error}` : view.screen === "listening" ? `recording, ${device.stats.framesSent} frames sent in all` : `off (${device.stats.framesSent} frames sent in all)`;
-  const s = speaker.stats;
-  ui.speaker.dataset["state"] = speaker.state;
-  ui.speaker.dataset["frames"] = String(s.frames);
-  ui.speaker.dataset["scheduledMs"] = String(Math.round(s.scheduledMs));
-  const blocked = speaker.state !== "idle" && audioContext(false)?.state === "suspended" ? " (click the page to hear it)" : "";
-  ui.speaker.textContent = `${speaker.state}${blocked}; ${s.streams} streams, ${(s.scheduledMs / 1000).toFixed(1)} s played, ${s.underruns} underruns, ${s.gaps} gaps, volume ${device.speakerVolume}%`;
+    const led = this.led;
+    ui.led.dataset["color"] = led ?? "";
+    ui.led.style.backgroundColor = led ?? "";
+    ui.led.style.color = led ?? ""; // the glow
+    ui.led.classList.toggle("on", led !== undefined);
+    ui.led.setAttribute("aria-label", led ? `LED ${led}` : "LED off");
+
+    ui.talk.setAttribute("aria-pressed", String(listening));
+    const bar = ui.level.firstElementChild;
+    if (bar instanceof HTMLElement) bar.style.width = `${Math.round((listening ? this.mic.level : 0) * 100)}%`;
+    ui.conn.textContent = connText(view);
+    const sent = this.framesSent;
+    ui.mic.dataset["frames"] = String(sent);
+    ui.mic.textContent = this.mic.error ? `unavailable: ${this.mic.error}` : listening ? `recording, ${sent} frames sent in all` : `off (${sent} frames sent in all)`;
+    const s = this.speaker.stats;
+    ui.speaker.dataset["state"] = this.speaker.state;
+    ui.speaker.dataset["blocks"] = String(s.blocks);
+    ui.speaker.dataset["scheduledMs"] = String(Math.round(s.scheduledMs));
+    const blocked = this.speaker.state !== "idle" && audioContext(false)?.state === "suspended" ? " (click the page to hear it)" : "";
+    ui.speaker.textContent = `${this.speaker.state}${blocked}; ${(s.scheduledMs / 1000).toFixed(1)} s played, volume ${this.volume}%`;
+  }
 }
 
 function connText(view: View): string {
-  switch (device.phase) {
+  switch (view.phase) {
     case "online":
-      return device.paired ? "Online, paired" : "Online, waiting for approval";
+      return view.paired ? "Online, paired" : "Online, waiting for approval";
     case "offline":
-      return device.setupNeeded ? `Refused (${device.setupNeeded})` : view.lines.join(" ");
+      return view.setup_needed ? `Refused (${view.setup_needed})` : view.lines.join(" ");
     case "boot":
       return "Starting";
     default:
       return "Connecting";
   }
-}
-
-function trace(direction: "in" | "out", summary: string): void {
-  const li = document.createElement("li");
-  li.className = direction;
-  li.textContent = `${direction === "in" ? "←" : "→"} ${summary}`;
-  ui.log.append(li);
-  while (ui.log.childElementCount > LOG_LINES) ui.log.firstElementChild?.remove();
-}
-
-function connect(identity: Identity): void {
-  link?.stop();
-  const url = gadgetUrl();
-  ui.serverUrl.textContent = url;
-  const name = localStorage.getItem(STORE.name) || DEFAULT_NAME;
-  const token = localStorage.getItem(STORE.token) || undefined;
-  link = new GadgetLink({
-    url,
-    identity,
-    hello: () => device.hello(name, token),
-    listener: {
-      phase: (phase, offline) => device.onPhase(phase, offline),
-      welcome: (w) => device.onWelcome(w),
-      message: (m) => device.onMessage(m),
-      binary: (f) => device.onBinary(f),
-      trace,
-    },
-  });
-  link.start();
 }
 
 // ---- input ----
@@ -268,43 +437,46 @@ function hold(button: HTMLButtonElement, down: () => void, up: () => void): void
   button.addEventListener("lostpointercapture", release);
 }
 
-function wireInput(): void {
+const KEYS: Record<string, Button> = { Space: "talk", Escape: "cancel", ArrowUp: "up", ArrowDown: "down" };
+
+function wireInput(host: Host): void {
   // Web Audio may only start after a gesture: every gesture makes sure it runs.
   for (const type of ["pointerdown", "keydown"]) document.addEventListener(type, () => audioContext(), { capture: true });
 
-  hold(ui.talk, () => device.talkDown(), () => device.talkUp());
-  hold(ui.cancel, () => device.cancelDown(), () => device.cancelUp());
-  ui.up.addEventListener("click", () => device.page(false));
-  ui.down.addEventListener("click", () => device.page(true));
-  ui.yes.addEventListener("click", () => device.answerButton(true));
-  ui.no.addEventListener("click", () => device.answerButton(false));
+  for (const [el, button] of [[ui.talk, "talk"], [ui.cancel, "cancel"]] as const) {
+    hold(el, () => host.press(button, true), () => host.press(button, false));
+  }
+  ui.up.addEventListener("click", () => host.click("up"));
+  ui.down.addEventListener("click", () => host.click("down"));
+  // On a question TALK answers yes and CANCEL no.
+  ui.yes.addEventListener("click", () => host.click("talk"));
+  ui.no.addEventListener("click", () => host.click("cancel"));
 
-  const keys = new Set<string>();
+  const held = new Set<string>();
+  const button = (e: KeyboardEvent) => KEYS[e.code === "Space" ? "Space" : e.key];
   document.addEventListener("keydown", (e) => {
     if (inField(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
-    const known = e.code === "Space" || e.key === "Escape" || e.key === "ArrowUp" || e.key === "ArrowDown";
-    if (!known) return;
+    const b = button(e);
+    if (!b) return;
     e.preventDefault();
-    if (e.repeat || keys.has(e.code)) return;
-    keys.add(e.code);
-    if (e.code === "Space") device.talkDown();
-    else if (e.key === "Escape") device.cancelDown();
-    else device.page(e.key === "ArrowDown");
+    if (e.repeat || held.has(b)) return;
+    held.add(b);
+    host.press(b, true);
   });
   document.addEventListener("keyup", (e) => {
-    if (!keys.delete(e.code)) return;
+    const b = button(e);
+    if (!b || !held.delete(b)) return;
     e.preventDefault();
-    if (e.code === "Space") device.talkUp();
-    else if (e.key === "Escape") device.cancelUp();
+    host.press(b, false);
   });
   // A key held while the tab loses focus would never come up.
   window.addEventListener("blur", () => {
-    if (keys.delete("Space")) device.talkUp();
-    if (keys.delete("Escape")) device.cancelUp();
+    for (const b of held) host.press(b as Button, false);
+    held.clear();
   });
 
   const send = (text: string) => {
-    const problem = device.sendText(text);
+    const problem = host.sendText(text);
     if (problem) ui.text.setCustomValidity(problem);
     else {
       ui.text.setCustomValidity("");
@@ -318,12 +490,12 @@ function wireInput(): void {
   });
   ui.text.addEventListener("input", () => ui.text.setCustomValidity(""));
   ui.tryList.addEventListener("click", (e) => {
-    const button = (e.target as HTMLElement).closest<HTMLButtonElement>("button[data-text]");
-    if (button?.dataset["text"]) send(button.dataset["text"]);
+    const b = (e.target as HTMLElement).closest<HTMLButtonElement>("button[data-text]");
+    if (b?.dataset["text"]) send(b.dataset["text"]);
   });
 }
 
-function wireSettings(identity: () => Identity | undefined, setIdentity: (i: Identity) => void): void {
+function wireSettings(host: Host): void {
   ui.url.value = gadgetUrl();
   ui.name.value = localStorage.getItem(STORE.name) || DEFAULT_NAME;
   ui.token.value = localStorage.getItem(STORE.token) ?? "";
@@ -344,47 +516,29 @@ function wireSettings(identity: () => Identity | undefined, setIdentity: (i: Ide
     const query = new URLSearchParams(location.search);
     query.set("url", url);
     history.replaceState(null, "", `${location.pathname}?${query.toString()}`);
-    const id = identity();
-    if (id) connect(id);
+    host.boot();
   });
   ui.reset.addEventListener("click", () => {
     if (!confirm("Make a new device key? The server will see a new gadget that has to be paired again.")) return;
     localStorage.removeItem(STORE.key);
-    void (async () => {
-      const key = loadKey();
-      const next = { key, deviceId: await deviceIdOf(key) };
-      setIdentity(next);
-      connect(next);
-    })();
+    host.boot();
   });
 }
 
 async function main(): Promise<void> {
-  let identity: Identity | undefined;
-  wireInput();
-  await learnServerUrl();
-  wireSettings(
-    () => identity,
-    (i) => {
-      identity = i;
-      device.deviceId = i.deviceId;
-      ui.deviceId.textContent = i.deviceId;
-    },
-  );
-  setInterval(() => device.tick(), 100);
-  render(device.view());
+  const [module] = await Promise.all([fetch("device.wasm"), learnServerUrl()]);
+  let core: DeviceCore;
   try {
-    const key = loadKey();
-    identity = { key, deviceId: await deviceIdOf(key) };
+    if (!module.ok) throw new Error(`device.wasm: ${module.status}`);
+    core = await DeviceCore.load(await module.arrayBuffer());
   } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
-    painter.paint({ screen: "setup", status: "Setup needed", lines: wrap(why, BOARD.textCols), page: 0, pages: 1 });
-    ui.conn.textContent = why;
+    ui.conn.textContent = `The device could not start: ${e instanceof Error ? e.message : String(e)}`;
     return;
   }
-  device.deviceId = identity.deviceId;
-  ui.deviceId.textContent = identity.deviceId;
-  connect(identity);
+  const host = new Host(core, core.board());
+  wireInput(host);
+  wireSettings(host);
+  host.boot();
 }
 
 void main();

@@ -1,9 +1,16 @@
-// Draws the device's view on a canvas the size of its screen, as a display driver
+// Draws the device core's view on a canvas the size of its screen, as a display driver
 // would: a status bar, the text area's page in a fixed-width font, a notice strip at
-// the bottom, the pairing code in large letters, a question's two answers, and RGB565
-// pictures pixel for pixel.
+// the bottom, a question's two answers, and RGB565 pictures pixel for pixel.
 
-import { BOARD, type View } from "./device.js";
+import type { Board, View } from "./core.js";
+
+/** A view as drawn: the core's, with what only the page knows. */
+export interface Drawn extends View {
+  /** On a question: whether presses answer yet. */
+  armed: boolean;
+  /** While listening: the microphone's level, 0..1. */
+  level: number | undefined;
+}
 
 const BAR = 22;
 const ROW = 24;
@@ -37,56 +44,58 @@ const BAR_COLORS: Partial<Record<View["screen"], string>> = {
 export class ScreenPainter {
   private readonly ctx: CanvasRenderingContext2D;
 
-  constructor(private readonly canvas: HTMLCanvasElement) {
-    canvas.width = BOARD.width;
-    canvas.height = BOARD.height;
+  constructor(
+    private readonly canvas: HTMLCanvasElement,
+    private readonly board: Board,
+  ) {
+    canvas.width = board.width;
+    canvas.height = board.height;
     const ctx = canvas.getContext("2d");
     if (!ctx) throw new Error("no 2D canvas");
     this.ctx = ctx;
   }
 
-  paint(view: View): void {
+  paint(view: Drawn): void {
     const { ctx } = this;
-    const { width, height } = BOARD;
+    const { width, height } = this.board;
     ctx.fillStyle = COLORS.background;
     ctx.fillRect(0, 0, width, height);
     this.bar(view);
     if (view.image) {
       const img = view.image;
-      const box = BOARD.image;
+      const box = this.board.image;
       const x = Math.floor((box.width - img.width) / 2);
       const y = BAR + Math.floor((box.height - img.height) / 2);
-      ctx.putImageData(new ImageData(img.rgba, img.width, img.height), x, y);
+      ctx.putImageData(new ImageData(rgb565ToRgba(img.rgb565, img.width, img.height), img.width, img.height), x, y);
     } else {
       this.text(view);
     }
-    if (view.code) this.code(view.code);
-    if (view.screen === "prompt") this.answers(view.armed === true);
+    if (view.screen === "prompt") this.answers(view.armed);
     if (view.notice) this.notice(view.notice);
   }
 
-  private bar(view: View): void {
+  private bar(view: Drawn): void {
     const { ctx } = this;
     ctx.fillStyle = BAR_COLORS[view.screen] ?? COLORS.bar;
-    ctx.fillRect(0, 0, BOARD.width, BAR);
+    ctx.fillRect(0, 0, this.board.width, BAR);
     ctx.font = SMALL;
     ctx.textBaseline = "middle";
     ctx.fillStyle = COLORS.barText;
     const label = view.title ? view.title : view.status;
     const pages = view.pages > 1 ? `${view.page + 1}/${view.pages}` : "";
-    const room = Math.floor((BOARD.width - 12 - (pages ? ctx.measureText(pages).width + 8 : 0)) / ctx.measureText("M").width);
+    const room = Math.floor((this.board.width - 12 - (pages ? ctx.measureText(pages).width + 8 : 0)) / ctx.measureText("M").width);
     ctx.fillText(label.length > room ? `${label.slice(0, room - 1)}…` : label, 6, BAR / 2 + 1);
     if (view.level !== undefined) {
       // The microphone's level, on the right of the bar.
       const w = 80;
       ctx.fillStyle = "rgb(0 0 0 / 0.35)";
-      ctx.fillRect(BOARD.width - 6 - w, 7, w, BAR - 14);
+      ctx.fillRect(this.board.width - 6 - w, 7, w, BAR - 14);
       ctx.fillStyle = "#ff8fb1";
-      ctx.fillRect(BOARD.width - 6 - w, 7, Math.round(w * Math.min(1, view.level)), BAR - 14);
+      ctx.fillRect(this.board.width - 6 - w, 7, Math.round(w * Math.min(1, view.level)), BAR - 14);
     }
     if (pages) {
       ctx.textAlign = "right";
-      ctx.fillText(pages, BOARD.width - 6, BAR / 2 + 1);
+      ctx.fillText(pages, this.board.width - 6, BAR / 2 + 1);
       ctx.textAlign = "left";
     }
   }
@@ -99,7 +108,7 @@ export class ScreenPainter {
     if (view.screen === "card") {
       // A card stands out from the conversation by its edge.
       ctx.fillStyle = COLORS.accent;
-      ctx.fillRect(0, BAR, 4, BOARD.height - BAR);
+      ctx.fillRect(0, BAR, 4, this.board.height - BAR);
     }
     ctx.fillStyle = COLORS.text;
     view.lines.forEach((line, i) => {
@@ -109,19 +118,9 @@ export class ScreenPainter {
     });
   }
 
-  private code(code: string): void {
-    const { ctx } = this;
-    ctx.font = "bold 40px 'DejaVu Sans Mono', 'Menlo', 'Consolas', monospace";
-    ctx.textBaseline = "middle";
-    ctx.textAlign = "center";
-    ctx.fillStyle = COLORS.accent;
-    ctx.fillText(code, BOARD.width / 2, BAR + 6 + 2.5 * ROW);
-    ctx.textAlign = "left";
-  }
-
   private answers(armed: boolean): void {
     const { ctx } = this;
-    const y = BAR + 6 + (BOARD.textRows - 1) * ROW - 2;
+    const y = BAR + 6 + (this.board.text_rows - 1) * ROW - 2;
     const w = 130;
     const h = ROW;
     const draw = (x: number, color: string, label: string) => {
@@ -135,18 +134,35 @@ export class ScreenPainter {
       ctx.textAlign = "left";
     };
     draw(20, COLORS.yes, "TALK = yes");
-    draw(BOARD.width - 20 - w, COLORS.no, "CANCEL = no");
+    draw(this.board.width - 20 - w, COLORS.no, "CANCEL = no");
   }
 
   private notice(text: string): void {
     const { ctx } = this;
     const h = BAR;
     ctx.fillStyle = COLORS.notice;
-    ctx.fillRect(0, BOARD.height - h, BOARD.width, h);
+    ctx.fillRect(0, this.board.height - h, this.board.width, h);
     ctx.font = SMALL;
     ctx.textBaseline = "middle";
     ctx.fillStyle = COLORS.noticeText;
-    const room = Math.floor((BOARD.width - 12) / ctx.measureText("M").width);
-    ctx.fillText(text.length > room ? `${text.slice(0, room - 1)}…` : text, 6, BOARD.height - h / 2 + 1);
+    const room = Math.floor((this.board.width - 12) / ctx.measureText("M").width);
+    ctx.fillText(text.length > room ? `${text.slice(0, room - 1)}…` : text, 6, this.board.height - h / 2 + 1);
   }
+}
+
+/** RGB565 little-endian pixels as the canvas's RGBA (each channel's top bits repeated
+ * into its low ones, so white stays 255). */
+export function rgb565ToRgba(data: Uint8Array, width: number, height: number): Uint8ClampedArray<ArrayBuffer> {
+  const out = new Uint8ClampedArray(new ArrayBuffer(width * height * 4));
+  for (let i = 0; i < width * height; i++) {
+    const v = (data[2 * i] ?? 0) | ((data[2 * i + 1] ?? 0) << 8);
+    const r = (v >> 11) & 0x1f;
+    const g = (v >> 5) & 0x3f;
+    const b = v & 0x1f;
+    out[4 * i] = (r << 3) | (r >> 2);
+    out[4 * i + 1] = (g << 2) | (g >> 4);
+    out[4 * i + 2] = (b << 3) | (b >> 2);
+    out[4 * i + 3] = 255;
+  }
+  return out;
 }

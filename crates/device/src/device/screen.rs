@@ -163,6 +163,7 @@ impl<H: Host> Device<H> {
             pages: 1,
             notice: self.notice.as_ref().map(|n| n.text.as_str()),
             image: None,
+            answers_from: None,
         };
         let mut pager = None;
         match screen {
@@ -208,6 +209,7 @@ impl<H: Host> Device<H> {
                 view.status = "Question".to_string();
                 if let Some(p) = &self.prompt {
                     view.title = Some(&p.title);
+                    view.answers_from = Some(p.guard_until());
                     pager = Some(&p.text);
                 }
             }
