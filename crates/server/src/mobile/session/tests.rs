@@ -16,6 +16,29 @@ fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
     Arc::new(MobileHub::new(crate::hub::Shared::in_dir(dir), own))
 }
 
+/// Phone `tel-1` of alice, attached to its session over a pipe that holds `buffer`
+/// bytes: the phone's end.
+async fn attached_phone(
+    hub: &Arc<MobileHub>,
+    buffer: usize,
+) -> tokio_tungstenite::WebSocketStream<tokio::io::DuplexStream> {
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    use tokio_tungstenite::WebSocketStream;
+
+    let (server, phone) = tokio::io::duplex(buffer);
+    let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+    let phone = WebSocketStream::from_raw_socket(phone, Role::Client, None).await;
+    let attach = Attach {
+        conn: Connection::new(1, server, "127.0.0.1:9".parse().unwrap()),
+        user_id: "alice".into(),
+        user_name: None,
+        delivers: Delivers::Nowhere,
+    };
+    let session = hub.session("tel-1");
+    assert!(session.send(Event::Attach(Box::new(attach))).await.is_ok());
+    phone
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_idle_session_retires_when_its_ids_expire_and_a_new_one_takes_over() {
     let dir = tempfile::tempdir().unwrap();
@@ -77,9 +100,7 @@ async fn what_reaches_a_retiring_session_is_answered() {
 async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
     use futures_util::{SinkExt, StreamExt};
     use herald_mobile_proto::ServerFrame;
-    use tokio_tungstenite::tungstenite::protocol::Role;
     use tokio_tungstenite::tungstenite::Message;
-    use tokio_tungstenite::WebSocketStream;
 
     const CHUNKS: usize = 16;
     // Half the 15 s a frame may take to leave, so a write that spans two of the phone's
@@ -92,17 +113,7 @@ async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
     let file = dir.path().join("big.bin");
     std::fs::write(&file, vec![7u8; CHUNKS * limits::MEDIA_CHUNK_BYTES]).unwrap();
 
-    let (server, phone) = tokio::io::duplex(64 * 1024);
-    let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
-    let mut phone = WebSocketStream::from_raw_socket(phone, Role::Client, None).await;
-    let attach = Attach {
-        conn: Connection::new(1, server, "127.0.0.1:9".parse().unwrap()),
-        user_id: "alice".into(),
-        user_name: None,
-        delivers: Delivers::Nowhere,
-    };
-    let session = hub.session("tel-1");
-    assert!(session.send(Event::Attach(Box::new(attach))).await.is_ok());
+    let mut phone = attached_phone(&hub, 64 * 1024).await;
     let sent = tokio::spawn({
         let hub = hub.clone();
         async move {
@@ -171,24 +182,12 @@ async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
 async fn a_phone_that_stops_reading_holds_up_no_call() {
     use futures_util::StreamExt;
     use herald_mobile_proto::ServerFrame;
-    use tokio_tungstenite::tungstenite::protocol::Role;
     use tokio_tungstenite::tungstenite::Message;
-    use tokio_tungstenite::WebSocketStream;
 
     const REPLIES: usize = 40;
     let dir = tempfile::tempdir().unwrap();
     let hub = hub(dir.path());
-    let (server, phone) = tokio::io::duplex(8 * 1024);
-    let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
-    let mut phone = WebSocketStream::from_raw_socket(phone, Role::Client, None).await;
-    let attach = Attach {
-        conn: Connection::new(1, server, "127.0.0.1:9".parse().unwrap()),
-        user_id: "alice".into(),
-        user_name: None,
-        delivers: Delivers::Nowhere,
-    };
-    let session = hub.session("tel-1");
-    assert!(session.send(Event::Attach(Box::new(attach))).await.is_ok());
+    let mut phone = attached_phone(&hub, 8 * 1024).await;
 
     // 120 KB of replies (each under the length that is split in chunks) to a phone
     // whose socket holds 8 KiB.
