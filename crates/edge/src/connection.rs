@@ -104,9 +104,18 @@ struct Writing {
 
 impl<T: Transport> Connection<T> {
     pub fn new(id: u64, ws: impl Socket + 'static, peer: SocketAddr) -> Box<Self> {
+        let mut ws = Box::pin(ws);
+        // The socket keeps the waker of the last task that wrote to it: the handshake's,
+        // whose whole future (some 10 KiB) it would keep alive until this connection
+        // first writes, which for an idle phone may be minutes. A flush with no waker
+        // (the handshake left nothing unflushed) lets it go now; the session's own
+        // writes register the session's.
+        let _ = ws
+            .as_mut()
+            .poll_flush(&mut Context::from_waker(Waker::noop()));
         Box::new(Connection {
             id,
-            ws: Box::pin(ws),
+            ws,
             outbox: None,
             writing: Writing::default(),
             peer,
@@ -601,6 +610,37 @@ mod tests {
         for code in ["slow_reader", "send_timeout"] {
             assert!(text.contains(code), "{code} is not counted: {text}");
         }
+    }
+
+    /// The handshake's task writes to the socket before the session holds it, leaving
+    /// its waker there; a connection lets that waker go at once, or the whole finished
+    /// handshake (its task's memory) would live on until the device's next write.
+    #[tokio::test]
+    async fn a_connection_lets_go_of_the_waker_its_handshake_left() {
+        use futures_util::SinkExt;
+        use std::task::Wake;
+
+        struct Handshake;
+        impl Wake for Handshake {
+            fn wake(self: Arc<Self>) {}
+        }
+
+        let (server, _device) = tokio::io::duplex(1024);
+        let mut ws = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        ws.send(Message::Text("ready".into())).await.unwrap();
+        let handshake = Arc::new(Handshake);
+        let waker = std::task::Waker::from(handshake.clone());
+        let flushed = Pin::new(&mut ws).poll_flush(&mut Context::from_waker(&waker));
+        assert!(flushed.is_ready());
+        drop(waker);
+        assert!(
+            Arc::strong_count(&handshake) > 1,
+            "the socket holds the waker"
+        );
+
+        let conn = Connection::<Raw>::new(7, ws, "127.0.0.1:9".parse().unwrap());
+        assert_eq!(Arc::strong_count(&handshake), 1, "the connection let it go");
+        drop(conn);
     }
 
     fn text_of(read: Option<Result<Message, tungstenite::Error>>) -> String {
