@@ -423,7 +423,7 @@ pub fn close_code(close: Close) -> CloseCode {
 mod tests {
     use std::time::Duration;
 
-    use futures_util::StreamExt;
+    use futures_util::{SinkExt, StreamExt};
     use tokio::io::DuplexStream;
     use tokio::time::timeout;
     use tokio_tungstenite::tungstenite::protocol::Role;
@@ -612,12 +612,31 @@ mod tests {
         }
     }
 
+    /// While its session reads nothing (a phone's push is out), the device's frames
+    /// wait, and what waits for the device is still written.
+    #[tokio::test]
+    async fn not_reading_leaves_the_device_s_frames_but_still_writes() {
+        let (mut conn, mut device) = connected(64 * 1024).await;
+        let metrics = Metrics::default();
+        device.send(Message::Text("said".into())).await.unwrap();
+        let task = conn.queue();
+        task.send(Outgoing::Text("queued".into())).await.unwrap();
+
+        let waited = timeout(Duration::from_millis(100), conn.next(false, &metrics)).await;
+        assert!(waited.is_err(), "a frame was read");
+        let heard = text_of(timeout(WAIT, device.next()).await.unwrap());
+        assert_eq!(heard, "queued", "written while not reading");
+        let Read::Message(said) = timeout(WAIT, conn.next(true, &metrics)).await.unwrap() else {
+            panic!("the device's frame is gone");
+        };
+        assert_eq!(said, "said");
+    }
+
     /// The handshake's task writes to the socket before the session holds it, leaving
     /// its waker there; a connection lets that waker go at once, or the whole finished
     /// handshake (its task's memory) would live on until the device's next write.
     #[tokio::test]
     async fn a_connection_lets_go_of_the_waker_its_handshake_left() {
-        use futures_util::SinkExt;
         use std::task::Wake;
 
         struct Handshake;

@@ -4,12 +4,13 @@
 //! A [`Session`] owns the device's connection while there is one (`crate::edge::connection`):
 //! it reads the device's frames and hands it the core's, and the connection writes what
 //! waits for the device while the session waits, so a connected device costs one task
-//! and one that stops reading never holds its session up. Everything else arrives on one bounded mailbox: calls from the agent
-//! through the conversation port, commands from the admin API, a new connection, the
-//! answers of work done on tasks beside it. The loop feeds it all to the core with the
-//! time, writes the frames the core hands back, carries out its effects and sleeps
-//! until the next deadline, so nothing ticks while a device is idle. An idle session
-//! retires, and what reached its mailbox on the way out is handed to its successor.
+//! and one that stops reading never holds its session up. Everything else arrives on
+//! one bounded mailbox: calls from the agent through the conversation port, commands
+//! from the admin API, a new connection, the answers of work done on tasks beside it.
+//! The loop feeds it all to the core with the time, sends the frames the core hands
+//! back, carries out its effects and sleeps until the next deadline, so nothing ticks
+//! while a device is idle. An idle session retires, and what reached its mailbox on the
+//! way out is handed to its successor.
 //!
 //! When several things are ready at once, the session takes them in a fixed order
 //! (see `first_ready!`): the device's connection, the mailbox, the platform's own
