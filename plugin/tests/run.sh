@@ -32,14 +32,12 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; p, v = sys.argv
     "$requirement" 2>/dev/null || [ ! -x "$venv/bin/$command" ]; then
     echo "==> installing $requirement into $venv"
     python3 -m venv "$venv"
-    # No byte-compiling of every installed module: Python compiles what it imports on
-    # first use (about 10 s of CPU saved, while scripts/check builds beside this).
-    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-compile "$requirement"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$requirement"
 fi
 # pocketsphinx (with its English model) is the offline speech-to-text of test_voice.py;
 # maturin builds the wheel test_wheel.py installs into a fresh Hermes.
 if ! "$venv/bin/python" -c 'import pytest, pytest_randomly, mypy, pocketsphinx, maturin' 2>/dev/null; then
-    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-compile \
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
         pytest 'pytest-randomly>=3.16' mypy pocketsphinx 'maturin>=1.16,<2'
 fi
 if [ "${1:-}" = --prepare ]; then
