@@ -121,28 +121,11 @@ if (check) {
   console.log(`${target}: ${built.length} files, identical to a fresh build`);
 }
 
-/**
- * Builds the in-tab gadget's device core (crates/tab-gadget) for wasm32 in cargo's
- * `wasm` profile; the module's path. Paths are mapped out of it, so any checkout on any
- * machine with the same toolchain and lockfile makes the same bytes. It has a target
- * directory of its own (inside cargo's), so it never waits for cargo's lock on the
- * workspace's (scripts/check runs clippy meanwhile).
- */
+/** The in-tab gadget's device core, built by scripts/device-core; its path. */
 function buildDeviceCore() {
-  const root = join(here, "..");
-  const targetDir = join(process.env.CARGO_TARGET_DIR ?? join(root, "target"), "tab-gadget");
-  const cargoHome = process.env.CARGO_HOME ?? join(process.env.HOME ?? "", ".cargo");
-  const env = {
-    ...process.env,
-    CARGO_TARGET_DIR: targetDir,
-    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${root}=. --remap-path-prefix=${cargoHome}=cargo`,
-  };
-  const args = ["build", "--quiet", "--locked", "--profile", "wasm", "--target", "wasm32-unknown-unknown", "-p", "herald-tab-gadget"];
   try {
-    execFileSync("cargo", args, { cwd: root, env, stdio: ["ignore", "inherit", "inherit"] });
+    return execFileSync(join(here, "../scripts/device-core"), { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim();
   } catch {
-    console.error("cargo could not build the gadget's device core; `rustup target add wasm32-unknown-unknown` if the target is missing");
     process.exit(1);
   }
-  return join(targetDir, "wasm32-unknown-unknown/wasm/herald_tab_gadget.wasm");
 }
