@@ -81,8 +81,8 @@ test("the page's device core: the key to keep, the hello, a question's guard, pu
   const g = await loadModules();
   const { core, booted, actions, first } = await connectedCore(g);
   const key = first.find((a) => a.do === "store_key").key;
-  assert.match(key, /^[0-9a-f]{64}$/, "a new key, to keep");
-  assert.equal(`hg-${createHash("sha256").update(Buffer.from(key, "hex")).digest("hex").slice(0, 16)}`, booted.device_id);
+  assert.equal(Buffer.from(key, "base64").length, 32, "a new key, to keep, in base64");
+  assert.equal(`hg-${createHash("sha256").update(Buffer.from(key, "base64")).digest("hex").slice(0, 16)}`, booted.device_id);
   const hello = JSON.parse(first.find((a) => a.do === "send").text);
   assert.equal(hello.type, "hello");
   assert.deepEqual(hello.actions.map((a) => a.name), ["speaker.volume", "screen.brightness", "led.set"]);
@@ -525,6 +525,9 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
     const guarded = await startHerald({ GADGET_ACCESS_TOKEN: "tab-token-1234" });
     const other = await browser.newContext({ viewport: { width: 1200, height: 860 } });
     try {
+      // A key in storage that is not one (12 bytes): the page makes a new device.
+      const damaged = Buffer.from("not a key...").toString("base64");
+      await other.addInitScript((bad) => localStorage.getItem("herald.gadget.key") ?? localStorage.setItem("herald.gadget.key", bad), damaged);
       const tab = await other.newPage();
       tab.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
       // The page from the first herald, as now running, told to use the other one.
@@ -537,7 +540,11 @@ test("the gadget in a tab against herald: pairing, a typed turn, questions, led.
       await tab.click("#save");
       await tab.locator("body[data-screen=pairing]").waitFor({ state: "attached" });
       assert.equal(await tab.evaluate(() => localStorage.getItem("herald.gadget.token")), "tab-token-1234");
+      const key = await tab.evaluate(() => localStorage.getItem("herald.gadget.key"));
+      assert.notEqual(key, damaged);
+      assert.equal(Buffer.from(key, "base64").length, 32, "a new key replaced the damaged one");
       const log = await tab.textContent("#log");
+      assert.match(log, /key is 12 bytes, expected 32: making a new key/);
       assert.ok(!log.includes("tab-token-1234"), "the token is not in the log");
     } finally {
       await other.close();

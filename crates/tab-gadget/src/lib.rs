@@ -11,12 +11,9 @@
 #[cfg(target_arch = "wasm32")]
 mod abi;
 
-use herald_device::{
-    Action, Boot, Button, Device, DeviceConfig, DisplayProfile, Event, FlashError, Host, ImageSize,
-    Instant,
-};
+use herald_device::{Action, Boot, Button, Device, DeviceConfig, Event, FlashError, Host, Instant};
+use herald_gadget_proto::auth::{b64, decode_key, KeyError};
 use herald_gadget_proto::device::Auth;
-use herald_gadget_proto::limits::KEY_LEN;
 use herald_gadget_proto::{ActionSpec, DeviceMessage};
 use serde_json::{json, Value};
 
@@ -38,8 +35,8 @@ pub fn board(name: &str, token: Option<String>) -> DeviceConfig {
 pub enum BootError {
     #[error("the settings are not JSON: {0}")]
     NotJson(#[from] serde_json::Error),
-    #[error("the stored key is not {KEY_LEN} bytes of hex")]
-    BadKey,
+    #[error("the stored {0}")]
+    BadKey(#[from] KeyError),
 }
 
 /// The host services the core asks for on the spot: the page's random bytes; a tab
@@ -71,15 +68,12 @@ pub struct Tab {
 
 impl Tab {
     /// Boot at `now` from the page's settings, `{"name", "token"?, "key"?}` (the key in
-    /// hex, as [`Tab::next_action`] asked it kept); `random` fills buffers with secure
-    /// random bytes.
+    /// base64, as [`Tab::next_action`] asked it kept); `random` fills buffers with
+    /// secure random bytes.
     pub fn boot(settings: &str, random: fn(&mut [u8]), now: Instant) -> Result<Tab, BootError> {
         let settings: Value = serde_json::from_str(settings)?;
         let text = |field: &str| settings.get(field).and_then(Value::as_str);
-        let key = match text("key") {
-            Some(hex) => Some(decode_key(hex).ok_or(BootError::BadKey)?),
-            None => None,
-        };
+        let key = text("key").map(decode_key).transpose()?;
         let config = board(
             text("name").unwrap_or("Tab Gadget"),
             text("token").map(str::to_string),
@@ -177,7 +171,7 @@ impl Tab {
             Action::StopPlayback => json!({"do": "stop_playback"}),
             Action::SetVolume(percent) => json!({"do": "volume", "percent": percent}),
             Action::SetBrightness(percent) => json!({"do": "brightness", "percent": percent}),
-            Action::StoreKey(key) => json!({"do": "store_key", "key": hex::encode(key)}),
+            Action::StoreKey(key) => json!({"do": "store_key", "key": b64(&key)}),
             Action::Invoke { id, name, args } => {
                 json!({"do": "invoke", "id": id, "name": name, "args": args})
             }
@@ -221,32 +215,16 @@ impl Tab {
 /// The board as the page draws it: screen, text area, picture box, audio rates.
 pub fn board_json() -> Value {
     let config = board("", None);
-    let display = config.display.unwrap_or(DisplayProfile {
-        width: 0,
-        height: 0,
-        color: false,
-        charset: String::new(),
-        text_cols: 0,
-        text_rows: 0,
-        image: None,
-    });
-    let image = display.image.unwrap_or(ImageSize {
-        width: 0,
-        height: 0,
-    });
+    let display = config.display.as_ref();
     json!({
-        "width": display.width,
-        "height": display.height,
-        "text_cols": display.text_cols,
-        "text_rows": display.text_rows,
-        "image": {"width": image.width, "height": image.height},
+        "width": display.map(|d| d.width),
+        "height": display.map(|d| d.height),
+        "text_cols": display.map(|d| d.text_cols),
+        "text_rows": display.map(|d| d.text_rows),
+        "image": config.image_box().map(|i| json!({"width": i.width, "height": i.height})),
         "mic_rate": config.mic_rate,
         "speaker_rate": config.speaker_rate,
     })
-}
-
-fn decode_key(hex: &str) -> Option<[u8; KEY_LEN]> {
-    hex::decode(hex).ok()?.try_into().ok()
 }
 
 /// A message as the page's log shows it: never the key or a MAC; a `hello` (which may

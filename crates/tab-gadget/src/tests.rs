@@ -44,7 +44,11 @@ fn a_first_boot_makes_a_key_for_the_page_to_keep_and_a_later_boot_is_the_same_de
     let (tab, actions) = connected(json!({"name": "Kitchen tab"}));
     let stored = named(&actions, "store_key");
     let key = stored[0].0["key"].as_str().unwrap();
-    assert_eq!(key.len(), 64, "32 bytes of hex");
+    assert_eq!(
+        decode_key(key).map(|k| k.len()),
+        Ok(32),
+        "32 bytes of base64"
+    );
     let id = tab.device().identity().device_id().to_string();
 
     let settings = json!({"name": "Kitchen tab", "key": key});
@@ -56,7 +60,7 @@ fn a_first_boot_makes_a_key_for_the_page_to_keep_and_a_later_boot_is_the_same_de
     );
 
     let bad = Tab::boot(&json!({"key": "abcd"}).to_string(), counting, at(0));
-    assert!(matches!(bad, Err(BootError::BadKey)));
+    assert!(matches!(bad, Err(BootError::BadKey(KeyError::Length(3)))));
     assert!(matches!(
         Tab::boot("{", counting, at(0)),
         Err(BootError::NotJson(_))

@@ -469,7 +469,6 @@ var DEFAULT_NAME = "Tab Gadget";
 var DEFAULT_PORT = 8765;
 var DEFAULT_PATH = "/gadget";
 var SUBPROTOCOL = "hermes-gadget.v1";
-var KEY_LEN = 32;
 var LOG_LINES = 120;
 var LED_ACTION = {
   name: "led.set",
@@ -550,25 +549,12 @@ function gadgetUrl() {
   const stored = localStorage.getItem(STORE.url);
   return stored && validUrl(stored) ? stored : defaultUrl();
 }
-function storedKey() {
-  const stored = localStorage.getItem(STORE.key);
-  if (!stored) return void 0;
-  try {
-    const key = Uint8Array.from(atob(stored), (c) => c.charCodeAt(0));
-    if (key.length !== KEY_LEN) return void 0;
-    return Array.from(key, (b) => b.toString(16).padStart(2, "0")).join("");
-  } catch {
-    return void 0;
-  }
-}
-function storeKey(hex) {
-  const bytes = hex.match(/../g)?.map((h) => parseInt(h, 16)) ?? [];
-  localStorage.setItem(STORE.key, btoa(String.fromCharCode(...bytes)));
-}
 var Host = class {
   constructor(core, board) {
     this.core = core;
     __publicField(this, "ws");
+    /** Where the device connects, as of its last boot. */
+    __publicField(this, "url", "");
     __publicField(this, "timer");
     __publicField(this, "armTimer");
     __publicField(this, "drawPending", false);
@@ -593,15 +579,19 @@ var Host = class {
   /** Start the device anew (a new key, name, token or URL): the old connection goes. */
   boot() {
     this.dropSocket(1e3, "restarting");
-    const url = gadgetUrl();
-    ui.serverUrl.textContent = url;
+    this.url = gadgetUrl();
+    ui.serverUrl.textContent = this.url;
     ui.session.textContent = "none";
     const settings = {
       name: localStorage.getItem(STORE.name) || DEFAULT_NAME,
       token: localStorage.getItem(STORE.token) || void 0,
-      key: storedKey()
+      key: localStorage.getItem(STORE.key) || void 0
     };
-    const booted = this.core.boot(settings, now());
+    let booted = this.core.boot(settings, now());
+    if ("error" in booted && settings.key !== void 0) {
+      this.trace("out", `${booted.error}: making a new key`);
+      booted = this.core.boot({ ...settings, key: void 0 }, now());
+    }
     if ("error" in booted) {
       ui.conn.textContent = booted.error;
       return;
@@ -669,7 +659,7 @@ var Host = class {
         ui.canvas.style.filter = `brightness(${Math.max(0.15, action.percent / 100)})`;
         return;
       case "store_key":
-        return storeKey(action.key);
+        return localStorage.setItem(STORE.key, action.key);
       case "invoke":
         return this.invoke(action.id, action.name, action.args);
       default:
@@ -692,7 +682,7 @@ var Host = class {
   }
   connect() {
     this.dropSocket(1e3, "reconnecting");
-    const ws = new WebSocket(gadgetUrl(), SUBPROTOCOL);
+    const ws = new WebSocket(this.url, SUBPROTOCOL);
     ws.binaryType = "arraybuffer";
     this.ws = ws;
     ws.onopen = () => {

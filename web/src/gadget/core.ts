@@ -24,7 +24,7 @@ export type Action =
   | { do: "stop_playback" }
   | { do: "volume"; percent: number }
   | { do: "brightness"; percent: number }
-  | { do: "store_key"; key: string }
+  | { do: "store_key"; /** base64 */ key: string }
   | { do: "invoke"; id: string; name: string; args: unknown }
   | { do: "confirm_firmware" | "rollback" | "restart" };
 

@@ -20,7 +20,6 @@ const DEFAULT_NAME = "Tab Gadget";
 const DEFAULT_PORT = 8765;
 const DEFAULT_PATH = "/gadget";
 const SUBPROTOCOL = "hermes-gadget.v1";
-const KEY_LEN = 32;
 const LOG_LINES = 120;
 /** The page's own action: the status LED. */
 const LED_ACTION = {
@@ -124,31 +123,13 @@ function gadgetUrl(): string {
   return stored && validUrl(stored) ? stored : defaultUrl();
 }
 
-/** The stored device key, as the core takes it (hex); none, or one that is not a key,
- * lets the core make a new one. */
-function storedKey(): string | undefined {
-  const stored = localStorage.getItem(STORE.key);
-  if (!stored) return undefined;
-  try {
-    const key = Uint8Array.from(atob(stored), (c) => c.charCodeAt(0));
-    if (key.length !== KEY_LEN) return undefined;
-    return Array.from(key, (b) => b.toString(16).padStart(2, "0")).join("");
-  } catch {
-    return undefined;
-  }
-}
-
-/** Keep the key the core made (hex) as base64. */
-function storeKey(hex: string): void {
-  const bytes = hex.match(/../g)?.map((h) => parseInt(h, 16)) ?? [];
-  localStorage.setItem(STORE.key, btoa(String.fromCharCode(...bytes)));
-}
-
 // ---- the host ----
 
 /** Everything the page keeps beside the core. */
 class Host {
   private ws: WebSocket | undefined;
+  /** Where the device connects, as of its last boot. */
+  private url = "";
   private timer: ReturnType<typeof setTimeout> | undefined;
   private armTimer: ReturnType<typeof setTimeout> | undefined;
   private drawPending = false;
@@ -179,15 +160,21 @@ class Host {
   /** Start the device anew (a new key, name, token or URL): the old connection goes. */
   boot(): void {
     this.dropSocket(1000, "restarting");
-    const url = gadgetUrl();
-    ui.serverUrl.textContent = url;
+    this.url = gadgetUrl();
+    ui.serverUrl.textContent = this.url;
     ui.session.textContent = "none";
+    // The key as the core asked it kept: base64.
     const settings = {
       name: localStorage.getItem(STORE.name) || DEFAULT_NAME,
       token: localStorage.getItem(STORE.token) || undefined,
-      key: storedKey(),
+      key: localStorage.getItem(STORE.key) || undefined,
     };
-    const booted = this.core.boot(settings, now());
+    let booted = this.core.boot(settings, now());
+    if ("error" in booted && settings.key !== undefined) {
+      // A stored key that is not one (edited by hand): a new device, as in a new browser.
+      this.trace("out", `${booted.error}: making a new key`);
+      booted = this.core.boot({ ...settings, key: undefined }, now());
+    }
     if ("error" in booted) {
       ui.conn.textContent = booted.error;
       return;
@@ -263,7 +250,7 @@ class Host {
         ui.canvas.style.filter = `brightness(${Math.max(0.15, action.percent / 100)})`;
         return;
       case "store_key":
-        return storeKey(action.key);
+        return localStorage.setItem(STORE.key, action.key);
       case "invoke":
         return this.invoke(action.id, action.name, action.args);
       default:
@@ -289,7 +276,7 @@ class Host {
 
   private connect(): void {
     this.dropSocket(1000, "reconnecting");
-    const ws = new WebSocket(gadgetUrl(), SUBPROTOCOL);
+    const ws = new WebSocket(this.url, SUBPROTOCOL);
     ws.binaryType = "arraybuffer";
     this.ws = ws;
     ws.onopen = () => {
