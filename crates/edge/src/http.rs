@@ -70,14 +70,20 @@ pub async fn read_head<S>(stream: &mut S) -> Result<(Head, Vec<u8>), HeadError>
 where
     S: AsyncRead + Unpin,
 {
+    // Read straight into the heap: a buffer on the stack would live in every
+    // connection's task.
     let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
     loop {
-        let n = stream.read(&mut chunk).await.map_err(|_| HeadError::Gone)?;
+        if buf.len() == buf.capacity() {
+            buf.reserve(1024);
+        }
+        let n = stream
+            .read_buf(&mut buf)
+            .await
+            .map_err(|_| HeadError::Gone)?;
         if n == 0 {
             return Err(HeadError::Gone);
         }
-        buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut request = httparse::Request::new(&mut headers);
         match request.parse(&buf) {
