@@ -106,7 +106,8 @@ pub struct BenchArgs {
     /// of starting one; with --data-dir the bench also reads its memory
     #[arg(long)]
     url: Option<String>,
-    /// mobile: the app token of a running server [default: its generated token]
+    /// mobile: the app tokens of a running server, separated by commas; each is a user,
+    /// who may have 32 phones [default: its generated token]
     #[arg(long, env = "MOBILE_TOKEN", hide_env_values = true)]
     token: Option<String>,
     #[command(flatten)]

@@ -181,7 +181,12 @@ pub(crate) fn herald_target(
     loopback_addr(&url)?;
     let tokens = match (&spawned, &args.token) {
         (Some(spawned), _) => spawned.tokens.clone(),
-        (None, Some(token)) => vec![token.clone()],
+        (None, Some(tokens)) => tokens
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect(),
         (None, None) => info
             .as_ref()
             .and_then(|i| i.mobile_token.as_deref())

@@ -150,6 +150,25 @@ fn a_running_servers_one_token_is_held_to_one_users_phones() {
 }
 
 #[test]
+fn a_running_server_s_phones_are_spread_over_the_tokens_given() {
+    let output = bench(&[
+        "mobile",
+        "--url",
+        "ws://127.0.0.1:9/ws",
+        "--token",
+        "first-app-token, second-app-token",
+        "--clients",
+        "65",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("2 app token(s) may have 64 phones"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn speak_measures_paced_frames() {
     let out = table(&["speak", "--clients", "4", "--duration", "1"]);
     assert_eq!(row(&out, "streams started"), ("4", "4"));
