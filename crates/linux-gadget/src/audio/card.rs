@@ -16,7 +16,7 @@
 //! most a summary a minute.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,9 @@ const SPEAKER_RETRY: Duration = Duration::from_secs(2);
 const COMPLAINTS_EVERY: Duration = Duration::from_secs(60);
 /// Most speaker audio queued, in seconds of the card's frames.
 const MAX_QUEUED_SECS: usize = 30;
+/// Most audio on its way to the sound thread, in samples (10 s at 48 kHz): a thread
+/// held up in a card's call costs no more, whatever keeps coming to play.
+const MAX_SENT_SAMPLES: usize = 480_000;
 
 /// Why a card could not be found or used.
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +182,34 @@ enum Command {
 /// The cards, driven from their thread.
 pub struct CardSound {
     commands: std_mpsc::Sender<Command>,
+    /// Audio sent that the thread has not taken yet, and what was dropped for want of
+    /// room; the other commands are a few bytes, one per press or turn.
+    sent: Arc<Sent>,
+}
+
+/// Audio between [`CardSound::play`] and the sound thread, in samples.
+#[derive(Default)]
+struct Sent {
+    waiting: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+impl Sent {
+    /// Room for `n` more samples, taken if there is.
+    fn reserve(&self, n: usize) -> bool {
+        let room = |w: usize| w.checked_add(n).filter(|&t| t <= MAX_SENT_SAMPLES);
+        let taken = self
+            .waiting
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, room);
+        if taken.is_err() {
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+        }
+        taken.is_ok()
+    }
+
+    fn taken(&self, n: usize) {
+        self.waiting.fetch_sub(n, Ordering::AcqRel);
+    }
 }
 
 impl CardSound {
@@ -195,7 +226,9 @@ impl CardSound {
         health.set_microphone(configured(input.is_some()));
         health.set_speaker(configured(output.is_some()));
         let (commands, inbox) = std_mpsc::channel();
+        let sent = Arc::new(Sent::default());
         let cards = Cards {
+            sent: sent.clone(),
             input,
             output,
             health,
@@ -211,7 +244,7 @@ impl CardSound {
             .name("sound".to_owned())
             .spawn(move || cards.run(&inbox))
             .map_err(system)?;
-        Ok(CardSound { commands })
+        Ok(CardSound { commands, sent })
     }
 
     /// `length` of the microphone at `DEVICE_RATE`, for a command in the terminal (it
@@ -249,7 +282,9 @@ impl LiveSound for CardSound {
     }
 
     fn play(&mut self, rate: u32, samples: &[i16]) {
-        self.send(Command::Play(rate, samples.to_vec()));
+        if self.sent.reserve(samples.len()) {
+            self.send(Command::Play(rate, samples.to_vec()));
+        }
     }
 
     fn stop_playback(&mut self) {
@@ -434,6 +469,8 @@ impl Complaints {
 
 /// The sound thread's state.
 struct Cards {
+    /// What [`CardSound::play`] sent: taken off as each `Play` is obeyed.
+    sent: Arc<Sent>,
     input: Option<cpal::Device>,
     output: Option<cpal::Device>,
     health: Arc<SoundHealth>,
@@ -485,7 +522,15 @@ impl Cards {
                 }
             }
             Command::StopMic => self.mic = None,
-            Command::Play(rate, samples) => self.play(rate, &samples),
+            Command::Play(rate, samples) => {
+                self.sent.taken(samples.len());
+                let dropped = self.sent.dropped.swap(0, Ordering::Relaxed);
+                if dropped > 0 {
+                    let what = format!("the sound thread fell behind: {dropped} samples dropped");
+                    self.glitch(Instant::now(), what);
+                }
+                self.play(rate, &samples);
+            }
             Command::StopPlayback => {
                 if let Some(speaker) = &self.speaker {
                     locked(&speaker.queue).clear();
@@ -537,6 +582,10 @@ impl Cards {
 
     fn behind(&mut self, now: Instant) {
         let what = format!("the speaker is {MAX_QUEUED_SECS} s behind: audio dropped");
+        self.glitch(now, what);
+    }
+
+    fn glitch(&mut self, now: Instant, what: String) {
         if let Some(line) = self.glitches.add(now, 1, what) {
             tracing::warn!("sound: {line}");
         }
@@ -753,6 +802,31 @@ fn open_speaker(device: &cpal::Device) -> Result<Speaker, SoundError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audio_the_sound_thread_has_not_taken_is_bounded_and_commands_still_pass() {
+        // A sound thread held up in a card's call: nothing is taken.
+        let (commands, inbox) = std_mpsc::channel();
+        let sent = Arc::new(Sent::default());
+        let mut sound = CardSound { commands, sent };
+        let second = vec![0i16; 48_000];
+        for _ in 0..30 {
+            sound.play(48_000, &second);
+        }
+        sound.stop_playback();
+        let queued: Vec<Command> = inbox.try_iter().collect();
+        let plays = queued
+            .iter()
+            .filter(|c| matches!(c, Command::Play(..)))
+            .count();
+        assert_eq!(plays, 10, "ten seconds wait, the rest is dropped");
+        assert!(matches!(queued.last(), Some(Command::StopPlayback)));
+        assert_eq!(sound.sent.dropped.load(Ordering::Relaxed), 20 * 48_000);
+        // Once the thread takes what waits, there is room again.
+        sound.sent.taken(10 * 48_000);
+        sound.play(48_000, &second);
+        assert_eq!(inbox.try_iter().count(), 1);
+    }
 
     #[test]
     fn a_flood_of_complaints_is_one_line_then_one_summary_a_minute() {
