@@ -1146,6 +1146,8 @@ mod sound_server_tests {
                         "--raw",
                         "--format=s16le",
                         "--channels=1",
+                        // What the test reads is at most this late.
+                        "--latency-msec=20",
                     ])
                     .arg(format!("--rate={RECORD_RATE}"))
                     .env("PULSE_SERVER", &self.server)
@@ -1189,6 +1191,20 @@ mod sound_server_tests {
                     started.elapsed() < Duration::from_secs(15),
                     "the speaker played {} s of the tone, not {seconds}",
                     Pulse::loud(&self.played())
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+
+        /// Waits until the sink has played `seconds` more of its output, sound or
+        /// silence: its clock, not ours.
+        async fn plays_on(&self, seconds: f64) {
+            let mark = self.played().len() + (seconds * f64::from(RECORD_RATE)) as usize;
+            let started = Instant::now();
+            while self.played().len() < mark {
+                assert!(
+                    started.elapsed() < Duration::from_secs(15),
+                    "the sink stopped"
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -1309,17 +1325,8 @@ mod sound_server_tests {
         // The demo agent plays the recording back: the speaker's monitor hears the tone,
         // as long and as loud as it was spoken.
         pulse.heard(1.4).await;
-        // The rest of the tone, if it is there, follows within the sink's latency: wait
-        // for half a second more of the sink's own output (its clock, not ours).
-        let mark = pulse.played().len() + RECORD_RATE as usize / 2;
-        let started = Instant::now();
-        while pulse.played().len() < mark {
-            assert!(
-                started.elapsed() < Duration::from_secs(15),
-                "the sink stopped"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // The rest of the tone, if it is there, follows within the sink's latency.
+        pulse.plays_on(0.5).await;
         let samples = pulse.played();
         let played = Pulse::loud(&samples);
         assert!(
@@ -1379,6 +1386,38 @@ mod sound_server_tests {
             .await
             .is_ok_and(|r| r.is_ok());
         assert!(reached, "never {what}: {:?}", health.now());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn talk_during_a_reply_silences_the_speaker_at_once() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let pulse = Pulse::start(dir.path());
+        let harness = Harness::start().await;
+        let state = tempfile::tempdir().unwrap();
+        let health = Arc::new(SoundHealth::default());
+        let (handle, board) = gadget(&harness, state.path(), health).await;
+
+        // A reply of about four seconds, half a second of it heard, then TALK. The
+        // gadget and the server both stop the reply; what still plays is what the
+        // sound server had taken (0.1 s here).
+        handle.run(Command::Press(Button::Talk)).await.unwrap();
+        until(&handle, "recording", |s| s.recording).await;
+        pulse.speak(spoken(4.0)).await.unwrap();
+        handle.run(Command::Release(Button::Talk)).await.unwrap();
+        pulse.heard(0.5).await;
+        handle.run(Command::Press(Button::Talk)).await.unwrap();
+        let at_press = Pulse::loud(&pulse.played());
+        pulse.plays_on(1.5).await;
+        let after = Pulse::loud(&pulse.played()) - at_press;
+        handle.run(Command::Release(Button::Talk)).await.unwrap();
+        assert!(
+            after <= 0.4,
+            "the reply went on for {after:.2} s after TALK"
+        );
+
+        handle.run(Command::Quit).await.unwrap();
+        board.await.unwrap().unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
