@@ -1244,29 +1244,48 @@ mod sound_server_tests {
         [silence.clone(), tone(PIPE_RATE, seconds, 8000.0), silence].concat()
     }
 
-    /// The gadget on `pulse`, online to a fresh server.
-    async fn gadget(
-        harness: &Harness,
-        state: &Path,
+    /// What a test drives: the gadget on a PulseAudio of its own, online to a fresh
+    /// server, and the directories they keep their files in.
+    struct Rig {
+        dirs: (tempfile::TempDir, tempfile::TempDir),
+        harness: Harness,
+        pulse: Pulse,
         health: Arc<SoundHealth>,
-    ) -> (Handle, tokio::task::JoinHandle<anyhow::Result<()>>) {
-        let text = format!(
-            "server = \"{}\"\nname = \"Pulse\"\n[audio]\ninput = \"pulse\"\noutput = \"pulse\"\n",
-            harness.url
-        );
-        let config = GadgetConfig::parse(&text).unwrap();
-        let sound = CardSound::open(Some("pulse"), Some("pulse"), health).unwrap();
-        let (handle, board) = start(
-            &config,
-            state,
-            &Outputs::new(&[]),
-            None,
-            Some(Box::new(sound)),
-            false,
-        )
-        .unwrap();
-        until(&handle, "online", |s| s.phase == Phase::Online).await;
-        (handle, board)
+        handle: Handle,
+        board: tokio::task::JoinHandle<anyhow::Result<()>>,
+    }
+
+    impl Rig {
+        async fn start() -> Rig {
+            let (dir, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            let pulse = Pulse::start(dir.path());
+            let harness = Harness::start().await;
+            let health = Arc::new(SoundHealth::default());
+            let text = format!(
+                "server = \"{}\"\nname = \"Pulse\"\n[audio]\ninput = \"pulse\"\noutput = \"pulse\"\n",
+                harness.url
+            );
+            let config = GadgetConfig::parse(&text).unwrap();
+            let sound = CardSound::open(Some("pulse"), Some("pulse"), health.clone()).unwrap();
+            let (handle, board) = start(
+                &config,
+                state.path(),
+                &Outputs::new(&[]),
+                None,
+                Some(Box::new(sound)),
+                false,
+            )
+            .unwrap();
+            until(&handle, "online", |s| s.phase == Phase::Online).await;
+            Rig {
+                dirs: (dir, state),
+                harness,
+                pulse,
+                health,
+                handle,
+                board,
+            }
+        }
     }
 
     /// The replies that say what the demo agent heard.
@@ -1308,12 +1327,14 @@ mod sound_server_tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn speech_through_pulseaudio_reaches_the_agent_and_its_reply_the_speaker() {
         let _one = ONE_AT_A_TIME.lock().await;
-        let dir = tempfile::tempdir().unwrap();
-        let pulse = Pulse::start(dir.path());
-        let harness = Harness::start().await;
-        let state = tempfile::tempdir().unwrap();
-        let health = Arc::new(SoundHealth::default());
-        let (handle, board) = gadget(&harness, state.path(), health.clone()).await;
+        let Rig {
+            dirs: _dirs,
+            harness: _harness,
+            pulse,
+            health,
+            handle,
+            board,
+        } = Rig::start().await;
 
         // Hold TALK while the microphone hears a second and a half of a tone between
         // short silences, written into the pipe in real time.
@@ -1391,12 +1412,14 @@ mod sound_server_tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn talk_during_a_reply_silences_the_speaker_at_once() {
         let _one = ONE_AT_A_TIME.lock().await;
-        let dir = tempfile::tempdir().unwrap();
-        let pulse = Pulse::start(dir.path());
-        let harness = Harness::start().await;
-        let state = tempfile::tempdir().unwrap();
-        let health = Arc::new(SoundHealth::default());
-        let (handle, board) = gadget(&harness, state.path(), health).await;
+        let Rig {
+            dirs: _dirs,
+            harness: _harness,
+            pulse,
+            handle,
+            board,
+            ..
+        } = Rig::start().await;
 
         // A reply of about four seconds, half a second of it heard, then TALK. The
         // gadget and the server both stop the reply; what still plays is what the
@@ -1431,12 +1454,14 @@ mod sound_server_tests {
             .finish();
         tracing::subscriber::set_global_default(subscriber).expect("the only test that logs");
 
-        let dir = tempfile::tempdir().unwrap();
-        let mut pulse = Pulse::start(dir.path());
-        let harness = Harness::start().await;
-        let state = tempfile::tempdir().unwrap();
-        let health = Arc::new(SoundHealth::default());
-        let (handle, board) = gadget(&harness, state.path(), health.clone()).await;
+        let Rig {
+            dirs: _dirs,
+            harness: _harness,
+            mut pulse,
+            health,
+            handle,
+            board,
+        } = Rig::start().await;
 
         // Killed while the reply plays: the speaker is closed, said once in the log.
         talk(&handle, &pulse, 2.0).await;
