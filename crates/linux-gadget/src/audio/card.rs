@@ -481,7 +481,8 @@ struct Cards {
     /// The speaker's failures, and whether the last one was logged (so is its end).
     failures: Complaints,
     failure_said: bool,
-    /// Errors of a speaker that goes on playing (an underrun).
+    /// Errors of a speaker that goes on playing (an underrun), and audio dropped on its
+    /// way to it.
     glitches: Complaints,
     rendered: Vec<i16>,
 }
