@@ -303,15 +303,18 @@ Done"
 
     #[test]
     fn hostile_inputs_stay_linear() {
-        // Each of these would be quadratic with naive rescanning. Twenty times the input
-        // must cost about twenty times the time, not four hundred: a ratio measured in
-        // one run, which a loaded machine slows on both sides alike (the fastest of five
-        // tries each, and room for a fourfold swing).
-        let fastest = |s: &str| {
+        // Each of these would be quadratic with naive rescanning. Twenty runs of an input
+        // against one run of twenty times that input: the same work when the cost is
+        // linear, twenty times more when it is quadratic. Both sides last as long, so
+        // a loaded machine that preempts one preempts the other alike (a short side
+        // against a long one would read the load as a superlinear cost).
+        let fastest = |runs: usize, s: &str| {
             (0..5)
                 .map(|_| {
                     let started = std::time::Instant::now();
-                    let _ = shape_reply(s, Charset::Ascii);
+                    for _ in 0..runs {
+                        let _ = shape_reply(s, Charset::Ascii);
+                    }
                     started.elapsed()
                 })
                 .min()
@@ -320,13 +323,13 @@ Done"
         for unit in [
             "[", "[a](", "`", "``` ", "<", "*a ", "_a ", "&#", "[a]((", "![", "<a ",
         ] {
-            let small = fastest(&unit.repeat(10_000 / unit.len()));
-            let large = fastest(&unit.repeat(200_000 / unit.len()));
-            // The floor keeps a tiny small-input time from making any ratio look huge.
-            let ratio = large.as_secs_f64() / small.as_secs_f64().max(1e-4);
+            let small = fastest(20, &unit.repeat(10_000 / unit.len()));
+            let large = fastest(1, &unit.repeat(200_000 / unit.len()));
+            let ratio = large.as_secs_f64() / small.as_secs_f64().max(1e-6);
             assert!(
-                ratio < 80.0,
-                "{unit:?}: 20x the input took {ratio:.0}x the time"
+                ratio < 4.0,
+                "{unit:?}: 20x the input took {:.0}x the time",
+                ratio * 20.0
             );
         }
     }
