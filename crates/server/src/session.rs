@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_port::{
-    AccessError, Chat, Inbound, InboundBody, PairingCode, Request, RequestError, Response,
+    AccessError, Chat, DeliveryError, Inbound, InboundBody, PairingCode, Request, RequestError,
+    Response,
 };
 use herald_session::io::{Close, Transmit};
 use herald_session::{CallId, Counted, SessionCore};
@@ -154,7 +155,9 @@ pub(crate) trait SessionKind: DeviceKind {
 }
 
 /// Withdraw question `prompt_id` from `chats`, each told where it was answered, on a
-/// task of its own: one of them may be the session that answered.
+/// task of its own: one of them may be the session that answered. A copy already gone
+/// is told too: the sharing withdraws a copy it finds answered as it went out, and
+/// that may come first.
 fn withdraw_copies(shared: &Shared, prompt_id: String, chats: Vec<Chat>, answered_on: String) {
     let Some(outbound) = shared.outbound() else {
         return;
@@ -164,7 +167,11 @@ fn withdraw_copies(shared: &Shared, prompt_id: String, chats: Vec<Chat>, answere
             let withdraw = Request::Withdraw {
                 prompt_id: prompt_id.clone(),
             };
-            if outbound.request(&chat, withdraw).await.is_ok() {
+            let withdrawn = outbound.request(&chat, withdraw).await;
+            if matches!(
+                withdrawn,
+                Ok(_) | Err(RequestError::Delivery(DeliveryError::UnknownMessage(_)))
+            ) {
                 let text = format!("Answered on {answered_on}.");
                 let _ = outbound.request(&chat, Request::Notice { text }).await;
             }
