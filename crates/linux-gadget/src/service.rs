@@ -1299,13 +1299,18 @@ mod sound_server_tests {
             .collect()
     }
 
-    /// Holds TALK while the pipe hears `seconds` of tone; returns the agent's reply.
-    async fn talk(handle: &Handle, pulse: &Pulse, seconds: f64) -> String {
-        let before = heard_replies(handle).len();
+    /// Holds TALK while the pipe hears `seconds` of tone.
+    async fn say(handle: &Handle, pulse: &Pulse, seconds: f64) {
         handle.run(Command::Press(Button::Talk)).await.unwrap();
         until(handle, "recording", |s| s.recording).await;
         pulse.speak(spoken(seconds)).await.unwrap();
         handle.run(Command::Release(Button::Talk)).await.unwrap();
+    }
+
+    /// [`say`], then waits for the turn to end; returns the agent's reply.
+    async fn talk(handle: &Handle, pulse: &Pulse, seconds: f64) -> String {
+        let before = heard_replies(handle).len();
+        say(handle, pulse, seconds).await;
         until(handle, "answered", |s| {
             s.replies.iter().filter(|r| r.contains("I heard")).count() > before
         })
@@ -1424,10 +1429,7 @@ mod sound_server_tests {
         // A reply of about four seconds, half a second of it heard, then TALK. The
         // gadget and the server both stop the reply; what still plays is what the
         // sound server had taken (0.1 s here, 0.4 under qemu), not the 3 s left.
-        handle.run(Command::Press(Button::Talk)).await.unwrap();
-        until(&handle, "recording", |s| s.recording).await;
-        pulse.speak(spoken(4.0)).await.unwrap();
-        handle.run(Command::Release(Button::Talk)).await.unwrap();
+        say(&handle, &pulse, 4.0).await;
         pulse.heard(0.5).await;
         handle.run(Command::Press(Button::Talk)).await.unwrap();
         let at_press = Pulse::loud(&pulse.played());
