@@ -56,7 +56,7 @@ export HERALD_BIN HERMES_VENV=$venv
 
 cd "$plugin"
 echo "==> mypy --strict (plugin, tests and bench)"
-"$venv/bin/python" -m mypy herald tests bench
+"$venv/bin/python" -m mypy --cache-dir "$venv/.mypy_cache" herald tests bench
 
 # A random order unless the arguments choose one (a seed, or -p no:randomly).
 order=()
@@ -68,7 +68,7 @@ case " $* " in
 esac
 echo "==> pytest against $requirement${seed:+, in the order of seed $seed}"
 status=0
-"$venv/bin/python" -m pytest ${order[@]+"${order[@]}"} "$@" || status=$?
+"$venv/bin/python" -m pytest -o cache_dir="$venv/.pytest_cache" ${order[@]+"${order[@]}"} "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests" >&2
     exit 1
