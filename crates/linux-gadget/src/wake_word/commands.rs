@@ -1,6 +1,7 @@
 //! `herald gadget wake-word`: record the owner saying the word, make the reference,
 //! try it, and measure it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -234,7 +235,14 @@ pub struct Report {
     /// Time spent listening, for how much sound.
     pub busy_s: f64,
     pub sound_s: f64,
+    /// How long after the word ended it was first heard, in each file heard that
+    /// [`WORD_ENDS`] times.
+    pub after_word_s: Vec<f64>,
 }
+
+/// In a directory of positives, where the word ends in some of them: lines of a file's
+/// name, a tab and seconds from its start.
+pub const WORD_ENDS: &str = "word-ends.tsv";
 
 /// `bench`: the detection rate over `positives`, the false wakes per hour over
 /// `negatives`, and the share of one core the listening takes.
@@ -265,6 +273,19 @@ fn bench(
         100.0 * r.busy_s / r.sound_s,
         r.sound_s / r.busy_s
     );
+    let mut after = r.after_word_s;
+    if !after.is_empty() {
+        after.sort_by(f64::total_cmp);
+        let at = |q: f64| after[((after.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "heard after the word median {:.2} s, 90 % within {:.2} s, at most {:.2} s \
+             (of {} files heard whose word's end is known)",
+            at(0.5),
+            at(0.9),
+            at(1.0),
+            after.len()
+        );
+    }
     Ok(())
 }
 
@@ -279,11 +300,12 @@ pub fn measure(
             .with_context(|| format!("cannot read {}", dir.display()))?
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.is_file())
+            .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != WORD_ENDS))
             .collect();
         found.sort();
         Ok(found)
     };
+    let word_ends = word_ends(positives)?;
     let mut report = Report {
         said: 0,
         heard_in: 0,
@@ -291,20 +313,26 @@ pub fn measure(
         other_s: 0.0,
         busy_s: 0.0,
         sound_s: 0.0,
+        after_word_s: Vec::new(),
     };
     for (dir, says_it) in [(positives, true), (negatives, false)] {
         for file in files(dir)? {
             let audio = read(&file)?;
             spotter.reset();
             let started = Instant::now();
-            let heard = listen(spotter, &audio).len();
+            let heard = listen(spotter, &audio);
             report.busy_s += started.elapsed().as_secs_f64();
             report.sound_s += seconds(audio.len());
             if says_it {
                 report.said += 1;
-                report.heard_in += usize::from(heard > 0);
+                report.heard_in += usize::from(!heard.is_empty());
+                let name = file.file_name().and_then(|n| n.to_str());
+                let word_end = name.and_then(|n| word_ends.get(n));
+                if let (Some(end), Some((at, _))) = (word_end, heard.first()) {
+                    report.after_word_s.push(at - end);
+                }
             } else {
-                report.false_wakes += heard;
+                report.false_wakes += heard.len();
                 report.other_s += seconds(audio.len());
             }
         }
@@ -313,6 +341,28 @@ pub fn measure(
         anyhow::bail!("the bench needs sound files in both directories");
     }
     Ok(report)
+}
+
+/// The [`WORD_ENDS`] of `positives`, if it has one.
+fn word_ends(positives: &Path) -> anyhow::Result<HashMap<String, f64>> {
+    let path = positives.join(WORD_ENDS);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+    };
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let (name, at) = line
+                .split_once('\t')
+                .and_then(|(name, at)| Some((name, at.trim().parse::<f64>().ok()?)))
+                .with_context(|| {
+                    format!("{}: not a name, a tab and seconds: {line}", path.display())
+                })?;
+            Ok((name.to_owned(), at))
+        })
+        .collect()
 }
 
 #[cfg(all(target_os = "linux", feature = "sound"))]
@@ -409,18 +459,39 @@ mod tests {
         let (positives, negatives) = (sounds.path().join("yes"), sounds.path().join("no"));
         std::fs::create_dir_all(&positives).unwrap();
         std::fs::create_dir_all(&negatives).unwrap();
+        let mut word_ends = String::new();
         for (speed, pitch) in [(155, 52), (175, 40)] {
-            let said = owner(speed, pitch, "Hey herald. Is it going to rain?");
-            let said = [silence(0.5), said, silence(0.5)].concat();
-            write(&positives.join(format!("{speed}-{pitch}.wav")), &said);
+            let (before, word) = (silence(0.5), owner(speed, pitch, "hey herald"));
+            // Where the word's sound ends: espeak-ng ends its rendering in quiet.
+            let peak = word.iter().map(|s| s.unsigned_abs()).max().unwrap();
+            let sounding = word
+                .iter()
+                .rposition(|s| s.unsigned_abs() > peak / 100)
+                .unwrap();
+            let word_end = (before.len() + sounding) as f64 / f64::from(DEVICE_RATE);
+            let rest = owner(speed, pitch, "Is it going to rain?");
+            let said = [before, word, silence(0.3), rest, silence(0.5)].concat();
+            let name = format!("{speed}-{pitch}.wav");
+            write(&positives.join(&name), &said);
+            word_ends += &format!("{name}\t{word_end:.3}\n");
             let other = owner(speed, pitch, "Her aunt held the door for Harold at noon.");
             write(&negatives.join(format!("{speed}-{pitch}.wav")), &other);
         }
+        std::fs::write(positives.join(WORD_ENDS), word_ends).unwrap();
         let mut spotter = spotter(state.path(), DEFAULT_SENSITIVITY).unwrap();
         let report = measure(&mut spotter, &positives, &negatives).unwrap();
         assert_eq!((report.said, report.heard_in), (2, 2), "{report:?}");
         assert_eq!(report.false_wakes, 0, "{report:?}");
         assert!(report.busy_s > 0.0 && report.sound_s > report.other_s);
+        // Heard as the word ends.
+        assert_eq!(report.after_word_s.len(), 2, "{report:?}");
+        assert!(
+            report.after_word_s.iter().all(|s| (0.0..0.6).contains(s)),
+            "{report:?}"
+        );
+        std::fs::write(positives.join(WORD_ENDS), "155-52.wav 1.2\n").unwrap();
+        let err = measure(&mut spotter, &positives, &negatives).unwrap_err();
+        assert!(format!("{err:#}").contains(WORD_ENDS), "{err:#}");
 
         // No reference yet: the error says how to make one; a damaged one names its file.
         let empty = tempfile::tempdir().unwrap();
