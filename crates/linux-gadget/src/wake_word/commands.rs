@@ -492,6 +492,10 @@ mod tests {
         std::fs::write(positives.join(WORD_ENDS), "155-52.wav 1.2\n").unwrap();
         let err = measure(&mut spotter, &positives, &negatives).unwrap_err();
         assert!(format!("{err:#}").contains(WORD_ENDS), "{err:#}");
+        // Without the file nothing is timed, and nothing else changes.
+        std::fs::remove_file(positives.join(WORD_ENDS)).unwrap();
+        let untimed = measure(&mut spotter, &positives, &negatives).unwrap();
+        assert_eq!((untimed.heard_in, untimed.after_word_s.len()), (2, 0));
 
         // No reference yet: the error says how to make one; a damaged one names its file.
         let empty = tempfile::tempdir().unwrap();
