@@ -228,11 +228,10 @@ mod tests {
 
     fn access(gadget: Policy) -> (tempfile::TempDir, Access) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
-        (
-            dir,
-            Access::new(StoreHandle::new(store).unwrap(), gadget, Policy::default()),
-        )
+        let path = dir.path().join("s.db");
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let store = StoreHandle::new(store, &path).unwrap();
+        (dir, Access::new(store, gadget, Policy::default()))
     }
 
     #[test]

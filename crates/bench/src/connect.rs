@@ -338,6 +338,8 @@ pub(super) async fn work(job: Job, mut control: Control) -> anyhow::Result<()> {
 /// What one target showed.
 pub(super) struct Figures {
     first: Report,
+    /// Server CPU over the first contacts and a settling second after them.
+    first_cpu_s: Option<f64>,
     returning: Report,
     rest: Report,
     /// Resident memory of the target's server before any client and at rest, KiB.
@@ -348,7 +350,13 @@ pub(super) struct Figures {
 pub(super) fn measure(run: &Run, target: &Target) -> anyhow::Result<Figures> {
     let mut workers = Workers::spawn(run.jobs(target))?;
     let before = target.rss_kib();
+    let cpu_before = target.cpu_seconds();
     let first = workers.phase("first contact", SETUP_LIMIT)?;
+    // Work a server put off (writes behind the handshakes) counts too.
+    std::thread::sleep(SETTLE);
+    let first_cpu_s = cpu_before
+        .zip(target.cpu_seconds())
+        .map(|(before, after)| after - before);
     let returning = workers.phase("returning devices", SETUP_LIMIT)?;
     std::thread::sleep(SETTLE);
     let cpu = target.cpu_seconds();
@@ -360,6 +368,7 @@ pub(super) fn measure(run: &Run, target: &Target) -> anyhow::Result<Figures> {
     let rest = workers.phase("rest", SETUP_LIMIT)?;
     Ok(Figures {
         first,
+        first_cpu_s,
         returning,
         rest,
         rss: before.zip(at_rest),
@@ -442,6 +451,19 @@ pub(super) fn tabulate(run: &Run, herald: &Figures, bare: &Figures, table: &mut 
         goal,
     );
     handshake_rows(h, b, table);
+    let cpu_ms = |f: &Figures| {
+        let handshakes = f.first.count("handshakes");
+        f.first_cpu_s
+            .filter(|_| handshakes > 0)
+            .map(|s| s * 1e3 / handshakes as f64)
+    };
+    table.row(
+        "  server CPU a first contact",
+        Unit::Millis,
+        cpu_ms(herald),
+        cpu_ms(bare),
+        None,
+    );
 
     let (h, b) = (&herald.returning, &bare.returning);
     let (rate, bare_rate) = (h.rate("handshakes"), b.rate("handshakes"));

@@ -67,8 +67,9 @@ impl Shared {
     /// A store and inbox in `dir`, no backend: for the sessions' own tests.
     #[cfg(test)]
     pub(crate) fn in_dir(dir: &std::path::Path) -> Arc<Shared> {
-        let store = herald_store::SqliteStore::open(&dir.join("herald.db")).unwrap();
-        let store = StoreHandle::new(Arc::new(store)).unwrap();
+        let path = dir.join("herald.db");
+        let store = herald_store::SqliteStore::open(&path).unwrap();
+        let store = StoreHandle::new(Arc::new(store), &path).unwrap();
         let inbox = Inbox::open(dir.join("inbox"), &Default::default()).unwrap();
         Arc::new(Shared::new(
             store,

@@ -248,7 +248,7 @@ impl Server {
         if !(gadgets && phones) {
             tracing::warn!("stopped before every device session had ended");
         }
-        if let Err(err) = self.gadget.shared.store.write_seen().await {
+        if let Err(err) = self.gadget.shared.store.write_noted().await {
             tracing::warn!(%err, "could not record when devices were last seen");
         }
     }
@@ -271,7 +271,7 @@ impl Opened {
             source,
         };
         let store = SqliteStore::open(&path).map_err(store_err)?;
-        let store = StoreHandle::new(Arc::new(store)).map_err(store_err)?;
+        let store = StoreHandle::new(Arc::new(store), &path).map_err(store_err)?;
         let staging = data_dir.join(gadget::STAGING_DIR);
         let unfinished = gadget::unfinished_updates(store.blocking()).map_err(store_err)?;
         let unused = gadget::sweep_unused_staged(&staging, &unfinished).map_err(|source| {

@@ -8,21 +8,30 @@
 //! fifth more returning-device handshakes per second). A store that is asynchronous at
 //! heart (a shared database) would take this handle's place behind the same `run`.
 //!
-//! When a device was last seen is the one write nobody waits for: [`StoreHandle::seen`]
-//! notes it, and the thread writes what was noted in one transaction every
-//! [`SEEN_EVERY`], so a handshake or a goodbye costs no write and no thread hop of its
-//! own.
+//! Two writes nobody waits for are noted here and written together later, each kind in
+//! one transaction, so a handshake costs no transaction and no thread hop of its own:
+//! - a first contact's enrollment ([`StoreHandle::enroll`]), within [`ENROLLED_WITHIN`].
+//!   It is appended to a journal beside the store first, so it survives a crash (see
+//!   [`first_contacts`](crate::first_contacts)); the server's memory of enrolled keys
+//!   decides the handshake. A fleet coming online is written a few hundred devices at
+//!   a time, many to a page of the table. Noted enrollments are written before any
+//!   other call runs, so every call sees them.
+//! - when a device was last seen ([`StoreHandle::seen`]), within [`SEEN_EVERY`].
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{Millis, Store, StoreError};
+use super::{Enrollment, Millis, NewDevice, Store, StoreError};
+use crate::first_contacts::FirstContacts;
 
 /// How long a noted time may wait to be written.
 pub const SEEN_EVERY: Duration = Duration::from_millis(500);
+/// How long a noted enrollment may wait to be written.
+pub const ENROLLED_WITHIN: Duration = Duration::from_millis(100);
 
 type Work = Box<dyn FnOnce(&dyn Store) + Send>;
 
@@ -30,10 +39,12 @@ enum Job {
     Work(Work),
     /// The first time was noted since the last write.
     Seen,
+    /// The first enrollment was noted since the last write.
+    Enrolled,
 }
 
 /// A store and the thread its calls run on; clones share both. The thread ends, after
-/// writing the times still noted, when the last clone is dropped.
+/// writing what is still noted, when the last clone is dropped.
 #[derive(Clone)]
 pub struct StoreHandle {
     inner: Arc<Inner>,
@@ -42,17 +53,21 @@ pub struct StoreHandle {
 struct Inner {
     store: Arc<dyn Store>,
     thread: mpsc::Sender<Job>,
-    seen: Arc<Seen>,
+    noted: Arc<Noted>,
 }
 
-/// Times noted and not yet written, one per device: bounded by the devices enrolled.
-#[derive(Default)]
-struct Seen(Mutex<HashMap<String, Millis>>);
+/// What was noted and not yet written.
+struct Noted {
+    /// Times, one per device: bounded by the devices enrolled.
+    seen: Mutex<HashMap<String, Millis>>,
+    /// First contacts, each a device the server now holds as enrolled: bounded by them.
+    enrolled: FirstContacts,
+}
 
-impl Seen {
+impl Noted {
     /// Note a time; true if it is the first since the last write.
-    fn note(&self, id: &str, at: Millis) -> bool {
-        let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    fn seen(&self, id: &str, at: Millis) -> bool {
+        let mut noted = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let first = noted.is_empty();
         // A device seen again keeps its entry: no new key to allocate.
         if let Some(time) = noted.get_mut(id) {
@@ -63,8 +78,8 @@ impl Seen {
         first
     }
 
-    fn write(&self, store: &dyn Store) -> Result<(), StoreError> {
-        let noted = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+    fn write_seen(&self, store: &dyn Store) -> Result<(), StoreError> {
+        let noted = std::mem::take(&mut *self.seen.lock().unwrap_or_else(|e| e.into_inner()));
         if noted.is_empty() {
             return Ok(());
         }
@@ -74,27 +89,84 @@ impl Seen {
 
     /// For the thread, which has no caller to hand a failure to: a failed write loses
     /// only these times, which the devices' next connections replace.
-    fn write_or_warn(&self, store: &dyn Store) {
-        if let Err(err) = self.write(store) {
+    fn write_seen_or_warn(&self, store: &dyn Store) {
+        if let Err(err) = self.write_seen(store) {
             tracing::warn!(%err, "could not record when devices were last seen");
+        }
+    }
+
+    /// Write the enrollments noted, then let the journal go of them.
+    fn write_enrolled(&self, store: &dyn Store) {
+        let (devices, turn) = self.enrolled.take();
+        if !devices.is_empty() {
+            enroll_all(store, &devices);
+            self.enrolled.written(turn);
+        }
+    }
+}
+
+/// Enroll first contacts the server welcomed. Should the transaction fail, each is tried
+/// alone, so one device's trouble is its own; a lost one enrolls again (sending its key
+/// again) when it returns.
+fn enroll_all(store: &dyn Store, devices: &[NewDevice]) {
+    let outcomes = match store.enroll(devices) {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(err) if devices.len() == 1 => vec![Err(err)],
+        Err(_) => devices
+            .iter()
+            .map(|device| {
+                let outcome = store.enroll(std::slice::from_ref(device))?;
+                outcome.first().copied().ok_or(StoreError::Interrupted)
+            })
+            .collect(),
+    };
+    for (device, outcome) in devices.iter().zip(outcomes) {
+        match outcome {
+            Ok(Enrollment::Enrolled | Enrollment::AlreadyEnrolled) => {}
+            // Written behind the server's back (the `sqlite3` shell): the store's key
+            // stays, and the device is refused when it next proves its key.
+            Ok(Enrollment::Conflict) => tracing::warn!(
+                device = %device.id,
+                "the store holds another key for a device that just enrolled"
+            ),
+            Err(err) => tracing::error!(
+                %err,
+                device = %device.id,
+                "could not record an enrollment: the device enrolls again when it returns"
+            ),
         }
     }
 }
 
 impl StoreHandle {
-    pub fn new(store: Arc<dyn Store>) -> Result<StoreHandle, StoreError> {
+    /// A handle on `store`, whose file is `path`: the journal of first contacts lives
+    /// beside it, and what a stopped server left there is enrolled now.
+    pub fn new(store: Arc<dyn Store>, path: &Path) -> Result<StoreHandle, StoreError> {
+        let (enrolled, left) = FirstContacts::open(path)?;
+        if !left.is_empty() {
+            tracing::info!(
+                devices = left.len(),
+                "enrolling first contacts the last run welcomed"
+            );
+            enroll_all(&*store, &left);
+            enrolled.written(0);
+            enrolled.written(1);
+        }
         let (tx, rx) = mpsc::channel::<Job>();
-        let seen = Arc::new(Seen::default());
-        let (on_thread, seen_on_thread) = (store.clone(), seen.clone());
+        let noted = Arc::new(Noted {
+            seen: Mutex::default(),
+            enrolled,
+        });
+        let (on_thread, noted_on_thread) = (store.clone(), noted.clone());
         std::thread::Builder::new()
             .name("herald-store".into())
-            .spawn(move || serve(&*on_thread, &seen_on_thread, rx))
+            .spawn(move || serve(&*on_thread, &noted_on_thread, rx))
             .map_err(StoreError::Thread)?;
         Ok(StoreHandle {
             inner: Arc::new(Inner {
                 store,
                 thread: tx,
-                seen,
+                noted,
             }),
         })
     }
@@ -121,24 +193,34 @@ impl StoreHandle {
         &self,
         work: impl FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let seen = self.inner.seen.clone();
+        let noted = self.inner.noted.clone();
         self.run(move |store| {
-            seen.write(store)?;
+            noted.write_seen(store)?;
             work(store)
         })
         .await
     }
 
+    /// Record a first contact the server enrolled: in the journal when this returns, in
+    /// the table within [`ENROLLED_WITHIN`] and before any later call.
+    pub fn enroll(&self, device: NewDevice) -> Result<(), StoreError> {
+        if self.inner.noted.enrolled.append(device)? {
+            // Only a thread that has ended refuses, and it wrote what it had.
+            let _ = self.inner.thread.send(Job::Enrolled);
+        }
+        Ok(())
+    }
+
     /// Note that device `id` was seen at `at`, to be written within `SEEN_EVERY`.
     pub fn seen(&self, id: &str, at: Millis) {
-        if self.inner.seen.note(id, at) {
-            // Only a thread that has ended refuses, and it wrote what it had.
+        if self.inner.noted.seen(id, at) {
+            // As for `enroll`.
             let _ = self.inner.thread.send(Job::Seen);
         }
     }
 
-    /// Write the times still noted now, as a server does when it stops.
-    pub async fn write_seen(&self) -> Result<(), StoreError> {
+    /// Write what is still noted now, as a server does when it stops.
+    pub async fn write_noted(&self) -> Result<(), StoreError> {
         self.run_fresh(|_| Ok(())).await
     }
 
@@ -148,15 +230,23 @@ impl StoreHandle {
     }
 }
 
-fn serve(store: &dyn Store, seen: &Seen, jobs: mpsc::Receiver<Job>) {
-    let mut write_at: Option<Instant> = None;
+fn serve(store: &dyn Store, noted: &Noted, jobs: mpsc::Receiver<Job>) {
+    let mut seen_at: Option<Instant> = None;
+    let mut enrolled_at: Option<Instant> = None;
     loop {
-        // Checked before waiting, so a steady stream of work cannot put the write off.
-        if write_at.is_some_and(|at| at <= Instant::now()) {
-            seen.write_or_warn(store);
-            write_at = None;
+        // Checked before waiting, so a steady stream of work cannot put the writes off.
+        let now = Instant::now();
+        let seen_due = seen_at.is_some_and(|at| at <= now);
+        if seen_due || enrolled_at.is_some_and(|at| at <= now) {
+            // Enrollments first: a time is written only for a device the store holds.
+            noted.write_enrolled(store);
+            enrolled_at = None;
         }
-        let job = match write_at {
+        if seen_due {
+            noted.write_seen_or_warn(store);
+            seen_at = None;
+        }
+        let job = match enrolled_at.into_iter().chain(seen_at).min() {
             None => jobs
                 .recv()
                 .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
@@ -164,16 +254,23 @@ fn serve(store: &dyn Store, seen: &Seen, jobs: mpsc::Receiver<Job>) {
         };
         match job {
             Ok(Job::Work(work)) => {
+                // Every call sees the enrollments noted before it.
+                noted.write_enrolled(store);
+                enrolled_at = None;
                 // A panic fails that call (its answer is dropped), not the thread.
                 let run = std::panic::AssertUnwindSafe(|| work(store));
                 let _ = std::panic::catch_unwind(run);
             }
             Ok(Job::Seen) => {
-                write_at.get_or_insert_with(|| Instant::now() + SEEN_EVERY);
+                seen_at.get_or_insert_with(|| Instant::now() + SEEN_EVERY);
+            }
+            Ok(Job::Enrolled) => {
+                enrolled_at.get_or_insert_with(|| Instant::now() + ENROLLED_WITHIN);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                seen.write_or_warn(store);
+                noted.write_enrolled(store);
+                noted.write_seen_or_warn(store);
                 return;
             }
         }
@@ -187,8 +284,128 @@ mod tests {
 
     fn handle() -> (tempfile::TempDir, StoreHandle) {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
-        (dir, StoreHandle::new(Arc::new(store)).unwrap())
+        let path = dir.path().join("herald.db");
+        let store = SqliteStore::open(&path).unwrap();
+        (dir, StoreHandle::new(Arc::new(store), &path).unwrap())
+    }
+
+    fn device(id: &str) -> NewDevice {
+        NewDevice {
+            id: id.into(),
+            key: [7; 32],
+            profile: DeviceProfile::default(),
+            now: 1,
+        }
+    }
+
+    /// Keeps the store's thread busy until the returned sender is dropped, so that
+    /// what is noted meanwhile waits.
+    async fn hold_the_thread(handle: &StoreHandle) -> mpsc::Sender<()> {
+        let (release, held) = mpsc::channel::<()>();
+        let (holding, started) = oneshot::channel();
+        let hold = move |_: &dyn Store| {
+            let _ = holding.send(());
+            let _ = held.recv();
+            Ok(())
+        };
+        let handle = handle.clone();
+        tokio::spawn(async move { handle.run(hold).await });
+        started.await.unwrap();
+        release
+    }
+
+    async fn stored_ids(handle: &StoreHandle) -> Vec<String> {
+        let devices = handle.run(|store| store.devices()).await.unwrap();
+        devices.into_iter().map(|d| d.id).collect()
+    }
+
+    /// Frames in the store's write-ahead log: what each transaction wrote, page by page.
+    fn wal_frames(dir: &tempfile::TempDir) -> u64 {
+        let wal = std::fs::metadata(dir.path().join("herald.db-wal")).unwrap();
+        (wal.len() - 32) / (24 + 4096)
+    }
+
+    #[tokio::test]
+    async fn first_contacts_noted_together_are_written_in_one_transaction() {
+        let (dir, handle) = handle();
+        let before = wal_frames(&dir);
+        handle.enroll(device("hg-first")).unwrap();
+        assert_eq!(stored_ids(&handle).await, ["hg-first"]);
+        let one = wal_frames(&dir) - before;
+
+        let release = hold_the_thread(&handle).await;
+        for i in 0..16 {
+            handle.enroll(device(&format!("hg-{i:02}"))).unwrap();
+        }
+        let before = wal_frames(&dir);
+        drop(release);
+        assert_eq!(stored_ids(&handle).await.len(), 17);
+        let sixteen = wal_frames(&dir) - before;
+        assert!(
+            sixteen <= 2 * one,
+            "16 enrollments wrote {sixteen} pages, one alone {one}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_noted_enrollment_is_written_before_any_later_call_or_soon_without_one() {
+        let (dir, handle) = handle();
+        handle.enroll(device("hg-a")).unwrap();
+        let forget = handle.run(|store| store.forget("hg-a")).await;
+        assert!(
+            forget.unwrap(),
+            "the call saw the enrollment noted before it"
+        );
+
+        handle.enroll(device("hg-b")).unwrap();
+        let other = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        let count = || -> i64 {
+            let sql = "SELECT count(*) FROM devices WHERE id = 'hg-b'";
+            other.query_row(sql, [], |r| r.get(0)).unwrap()
+        };
+        let started = Instant::now();
+        while count() == 0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "never written");
+            tokio::time::sleep(ENROLLED_WITHIN / 4).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn first_contacts_a_stopped_server_left_unwritten_are_enrolled_at_start() {
+        let (dir, handle) = handle();
+        let release = hold_the_thread(&handle).await;
+        handle.enroll(device("hg-a")).unwrap();
+        handle.enroll(device("hg-b")).unwrap();
+
+        // The server dies with its thread busy; a second handle is the restarted one.
+        let path = dir.path().join("herald.db");
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let restarted = StoreHandle::new(store.clone(), &path).unwrap();
+        let ids: Vec<_> = store.devices().unwrap().into_iter().map(|d| d.id).collect();
+        assert_eq!(ids, ["hg-a", "hg-b"]);
+        for turn in ["a", "b"] {
+            let journal = dir.path().join(format!("herald.db-enrolling-{turn}"));
+            assert_eq!(std::fs::metadata(journal).unwrap().len(), 0, "emptied");
+        }
+        drop((release, restarted));
+    }
+
+    #[tokio::test]
+    async fn a_first_contact_the_store_refuses_is_lost_alone() {
+        let (dir, handle) = handle();
+        let other = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        other
+            .execute_batch(
+                "CREATE TRIGGER refuse BEFORE INSERT ON devices WHEN NEW.id = 'hg-bad'
+                 BEGIN SELECT RAISE(ABORT, 'refused'); END",
+            )
+            .unwrap();
+        let release = hold_the_thread(&handle).await;
+        for id in ["hg-a", "hg-bad", "hg-c"] {
+            handle.enroll(device(id)).unwrap();
+        }
+        drop(release);
+        assert_eq!(stored_ids(&handle).await, ["hg-a", "hg-c"]);
     }
 
     #[tokio::test]
@@ -216,9 +433,7 @@ mod tests {
     async fn noted_times_are_written_together_later_or_before_a_fresh_read() {
         let (_dir, handle) = handle();
         for id in ["a", "b"] {
-            let enroll =
-                move |store: &dyn Store| store.enroll(id, &[7; 32], &DeviceProfile::default(), 1);
-            handle.run(enroll).await.unwrap();
+            handle.enroll(device(id)).unwrap();
         }
 
         handle.seen("a", 10);
@@ -251,8 +466,8 @@ mod tests {
     #[tokio::test]
     async fn a_failed_write_of_noted_times_loses_only_those_and_the_thread_goes_on() {
         let (dir, handle) = handle();
-        let enroll = |store: &dyn Store| store.enroll("a", &[7; 32], &DeviceProfile::default(), 1);
-        handle.run(enroll).await.unwrap();
+        handle.enroll(device("a")).unwrap();
+        assert_eq!(last_seen(&handle, "a").await, Some(1));
         // Another connection takes the table away, so the next write of noted times fails.
         let other = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
         other
@@ -281,14 +496,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("herald.db");
         let store = Arc::new(SqliteStore::open(&path).unwrap());
-        store
-            .enroll("a", &[7; 32], &DeviceProfile::default(), 1)
-            .unwrap();
-        let handle = StoreHandle::new(store.clone()).unwrap();
+        store.enroll(&[device("a")]).unwrap();
+        let handle = StoreHandle::new(store.clone(), &path).unwrap();
         handle.seen("a", 99);
+        handle.enroll(device("b")).unwrap();
+        handle.seen("b", 98);
         drop(handle);
+        let last_seen = |id| store.device(id).unwrap().and_then(|d| d.last_seen);
         let started = Instant::now();
-        while store.device("a").unwrap().unwrap().last_seen != Some(99) {
+        while (last_seen("a"), last_seen("b")) != (Some(99), Some(98)) {
             assert!(started.elapsed() < Duration::from_secs(5), "never written");
             std::thread::sleep(Duration::from_millis(5));
         }

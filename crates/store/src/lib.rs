@@ -6,6 +6,7 @@
 //! runs its calls on a thread of their own. Every method is one transaction:
 //! a crash leaves either the old state or the new one, never half of a change.
 
+mod first_contacts;
 mod handle;
 mod sqlite;
 
@@ -84,6 +85,14 @@ pub struct DeviceProfile {
     pub sensors: Map<String, Value>,
 }
 
+/// A gadget's first contact, to be enrolled. (No `Debug`: it holds the key.)
+pub struct NewDevice {
+    pub id: String,
+    pub key: [u8; 32],
+    pub profile: DeviceProfile,
+    pub now: Millis,
+}
+
 /// What a phone says about itself in `hello`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhoneInfo {
@@ -149,13 +158,9 @@ pub use herald_session::gadget::sensors::{
 pub trait Store: Send + Sync + 'static {
     fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError>;
     fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError>;
-    fn enroll(
-        &self,
-        id: &str,
-        key: &[u8; 32],
-        profile: &DeviceProfile,
-        now: Millis,
-    ) -> Result<Enrollment, StoreError>;
+    /// Enroll each device (trust on first use), all in one transaction: each is
+    /// enrolled now, was already under the same key, or conflicts with another key.
+    fn enroll(&self, devices: &[NewDevice]) -> Result<Vec<Enrollment>, StoreError>;
     /// Record a successful connection: the profile of its `hello` and the time. Returns
     /// whether the device is enrolled (nothing is written otherwise).
     fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<bool, StoreError>;
@@ -249,4 +254,28 @@ pub trait Store: Send + Sync + 'static {
         progress: &OtaProgress,
         now: Millis,
     ) -> Result<(), StoreError>;
+}
+
+/// Open `path` to read and append, created if missing, readable by its owner alone
+/// (an existing file may have been created with looser permissions).
+#[cfg(unix)]
+fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
+#[cfg(not(unix))]
+fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
 }

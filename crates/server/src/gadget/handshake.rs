@@ -10,9 +10,7 @@ use std::time::Instant;
 
 use herald_gadget_proto::{DeviceMessage, Hello};
 use herald_port::Platform;
-use herald_session::gadget::handshake::{
-    Admitted, Effect, Enrollment, Handshake, Outcome, Refusal, Unchecked,
-};
+use herald_session::gadget::handshake::{Admitted, Effect, Handshake, Outcome, Refusal, Unchecked};
 use herald_session::Ids;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
@@ -29,7 +27,7 @@ use crate::ids::OsEntropy;
 use crate::places::AddrPlace;
 use crate::session::core_now;
 use herald_config::Secret;
-use herald_store::{DeviceProfile, Store, StoreError};
+use herald_store::{DeviceProfile, NewDevice, Store, StoreError};
 
 /// Why a handshake ended without a session.
 enum Ended {
@@ -166,17 +164,18 @@ async fn carry_out(
             *reservation = place;
         }
         Effect::Enroll { key } => {
-            let (device_id, profile) = (hello.device_id.clone(), profile_of(hello));
-            let known = hub.own.known.clone();
-            let enroll = move |store: &dyn Store| {
-                let enrolled = store.enroll(&device_id, &key, &profile, now_ms())?;
-                if enrolled == Enrollment::Enrolled {
-                    known.insert(&device_id, known_as(key, &profile));
-                }
-                Ok(enrolled)
+            let profile = profile_of(hello);
+            let known = known_as(key, &profile);
+            let device = NewDevice {
+                id: hello.device_id.clone(),
+                key,
+                profile,
+                now: now_ms(),
             };
-            let enrolled = hub.shared.store.run(enroll).await.map_err(unchecked);
-            handshake.handle_enrolled(enrolled);
+            // In the store's journal before `welcome`, in its table soon after.
+            let record = || hub.shared.store.enroll(device);
+            let enrolled = hub.own.known.enroll(&hello.device_id, known, record);
+            handshake.handle_enrolled(enrolled.map_err(unchecked));
         }
         Effect::Seen => hub.shared.store.seen(&hello.device_id, now_ms()),
         Effect::Touch { key } => {

@@ -1,22 +1,24 @@
-//! The key of every enrolled gadget, in memory, so a returning device's handshake needs
-//! no store read: with the time it was seen written in batches, it costs the store
-//! nothing at all.
+//! The key of every enrolled gadget, in memory, so a handshake needs no store read:
+//! with enrollments and the time a device was seen written behind, it waits for the
+//! store's thread not at all.
 //!
-//! The store stays the truth. The memory is filled from it at start-up, and entries
-//! change only on the store's thread, in the same call as the write they mirror (an
-//! enrollment, a changed profile, a `forget`), so it holds every enrolled device and
-//! never a key the store no longer holds. A device missing here is taken for a new one:
-//! it is asked for its key, and the enrollment's transaction compares that key with
-//! the store's (a device enrolled behind the server's back, with the `sqlite3` shell,
-//! still gets in, by its key). About 60–110 bytes a device: its id as the 8 bytes it encodes,
-//! its key and a fingerprint of the profile the store holds.
+//! The memory is filled from the store at start-up and is what a handshake asks. A
+//! first contact is enrolled here once the store's journal holds it (the table follows
+//! within a moment, before any later call); a changed profile and a `forget` change it
+//! on the store's thread, in the same call as the write they mirror. So it holds every
+//! enrolled device and never a key the store let go. A device missing here is taken
+//! for a new one and asked for its key (a device enrolled behind the server's back,
+//! with the `sqlite3` shell, still gets in, by its key). About 60–110 bytes a device:
+//! its id as the 8 bytes it encodes, its key and a fingerprint of the profile the store
+//! holds.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use herald_gadget_proto::is_valid_device_id;
 use herald_gadget_proto::limits::KEY_LEN;
-use herald_session::gadget::handshake::{fingerprint, Known};
+use herald_session::gadget::handshake::{fingerprint, Enrollment, Known};
 
 use herald_store::{DeviceProfile, DeviceRecord, Store, StoreError};
 
@@ -65,7 +67,40 @@ impl KnownDevices {
         self.devices().get(&id_bits(id)?).copied()
     }
 
-    /// A device enrolled, or its profile changed in the store.
+    /// A first contact under `known.key`: enrolled now if the id is new and `record`
+    /// keeps it, already if it holds the same key.
+    pub(crate) fn enroll<E>(
+        &self,
+        id: &str,
+        known: Known,
+        record: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Enrollment, E> {
+        // The handshake let only a valid id this far.
+        let Some(bits) = id_bits(id) else {
+            return Ok(Enrollment::Conflict);
+        };
+        let held = |entry: &Known| match entry.key == known.key {
+            true => Enrollment::AlreadyEnrolled,
+            false => Enrollment::Conflict,
+        };
+        if let Some(entry) = self.devices().get(&bits) {
+            return Ok(held(entry));
+        }
+        // Recorded before memory holds it, so no handshake sees a device a crash could
+        // lose, and outside the lock every handshake takes. A device racing itself is
+        // recorded twice, harmlessly: an id is a hash of its key, so two keys never
+        // race for one.
+        record()?;
+        Ok(match self.devices().entry(bits) {
+            Entry::Vacant(entry) => {
+                entry.insert(known);
+                Enrollment::Enrolled
+            }
+            Entry::Occupied(entry) => held(entry.get()),
+        })
+    }
+
+    /// A device's profile changed in the store.
     pub(crate) fn insert(&self, id: &str, known: Known) {
         if let Some(bits) = id_bits(id) {
             self.devices().insert(bits, known);
@@ -82,7 +117,7 @@ impl KnownDevices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use herald_store::SqliteStore;
+    use herald_store::{NewDevice, SqliteStore};
 
     #[test]
     fn devices_in_the_store_are_known_with_their_key_and_profile() {
@@ -94,7 +129,13 @@ mod tests {
             ..DeviceProfile::default()
         };
         let id = "hg-00ff00ff00ff00ff";
-        store.enroll(id, &[3; KEY_LEN], &profile, 1).unwrap();
+        let device = NewDevice {
+            id: id.into(),
+            key: [3; KEY_LEN],
+            profile: profile.clone(),
+            now: 1,
+        };
+        store.enroll(&[device]).unwrap();
 
         let known = KnownDevices::from_store(&store).unwrap();
         let entry = known.get(id).unwrap();
@@ -112,5 +153,36 @@ mod tests {
         // Ids that are not a device's spelling are never stored nor found.
         known.insert("HG-00ff00ff00ff00ff", entry);
         assert_eq!(known.get("HG-00ff00ff00ff00ff"), None);
+    }
+
+    #[test]
+    fn a_first_contact_is_known_only_once_recorded_and_recorded_only_when_new() {
+        let known = KnownDevices::default();
+        let id = "hg-00ff00ff00ff00ff";
+        let as_key = |key| known_as([key; KEY_LEN], &DeviceProfile::default());
+        let mut recorded = 0;
+
+        let failed = known.enroll(id, as_key(1), || Err("disk full"));
+        assert_eq!(failed, Err("disk full"));
+        assert_eq!(known.get(id), None, "what a crash could lose is not known");
+
+        let mut record = || -> Result<(), &str> {
+            recorded += 1;
+            Ok(())
+        };
+        assert_eq!(
+            known.enroll(id, as_key(1), &mut record),
+            Ok(Enrollment::Enrolled)
+        );
+        assert_eq!(
+            known.enroll(id, as_key(1), &mut record),
+            Ok(Enrollment::AlreadyEnrolled)
+        );
+        assert_eq!(
+            known.enroll(id, as_key(2), &mut record),
+            Ok(Enrollment::Conflict)
+        );
+        assert_eq!(recorded, 1);
+        assert_eq!(known.get(id), Some(as_key(1)));
     }
 }

@@ -5,7 +5,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
 use super::write_transaction;
-use crate::{admissible_sensors, DeviceProfile, DeviceRecord, Enrollment, Millis, StoreError};
+use crate::{
+    admissible_sensors, DeviceProfile, DeviceRecord, Enrollment, Millis, NewDevice, StoreError,
+};
 
 fn sensors_from_json(id: &str, text: &str) -> Result<Map<String, Value>, StoreError> {
     match serde_json::from_str(text) {
@@ -78,17 +80,31 @@ pub(super) fn set_owner(
     Ok(changed == 1)
 }
 
+/// Enroll each device in one transaction: first contacts that arrive together share
+/// its cost (the WAL's frames, the locks), which is most of an enrollment's.
 pub(super) fn enroll(
     conn: &mut Connection,
-    id: &str,
-    key: &[u8; 32],
-    profile: &DeviceProfile,
-    now: Millis,
-) -> Result<Enrollment, StoreError> {
+    devices: &[NewDevice],
+) -> Result<Vec<Enrollment>, StoreError> {
     let tx = write_transaction(conn)?;
+    let outcomes = devices
+        .iter()
+        .map(|device| enroll_one(&tx, device))
+        .collect::<Result<_, _>>()?;
+    tx.commit()?;
+    Ok(outcomes)
+}
+
+fn enroll_one(conn: &Connection, device: &NewDevice) -> Result<Enrollment, StoreError> {
+    let NewDevice {
+        id,
+        key,
+        profile,
+        now,
+    } = device;
     // A new device is the common case: insert, and look at the stored key only if there
     // is one already.
-    let inserted = tx
+    let inserted = conn
         .prepare_cached(
             "INSERT INTO devices (id, key, name, board, firmware, enrolled_at, last_seen, sensors)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) ON CONFLICT (id) DO NOTHING",
@@ -102,20 +118,17 @@ pub(super) fn enroll(
             now,
             Value::Object(admissible_sensors(&profile.sensors)).to_string()
         ])?;
-    let outcome = if inserted == 1 {
-        Enrollment::Enrolled
+    if inserted == 1 {
+        return Ok(Enrollment::Enrolled);
+    }
+    let stored: Vec<u8> = conn
+        .prepare_cached("SELECT key FROM devices WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    Ok(if stored.as_slice() == key.as_slice() {
+        Enrollment::AlreadyEnrolled
     } else {
-        let stored: Vec<u8> = tx
-            .prepare_cached("SELECT key FROM devices WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))?;
-        if stored.as_slice() == key.as_slice() {
-            Enrollment::AlreadyEnrolled
-        } else {
-            Enrollment::Conflict
-        }
-    };
-    tx.commit()?;
-    Ok(outcome)
+        Enrollment::Conflict
+    })
 }
 
 pub(super) fn touch(

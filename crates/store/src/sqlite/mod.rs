@@ -28,8 +28,9 @@ use rusqlite::Connection;
 use serde_json::{Map, Value};
 
 use super::{
-    DeviceProfile, DeviceRecord, Enrollment, Millis, OtaImage, OtaProgress, OtaUpdate,
-    PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, PushRecord, Store, StoreError,
+    create_private, DeviceProfile, DeviceRecord, Enrollment, Millis, NewDevice, OtaImage,
+    OtaProgress, OtaUpdate, PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, PushRecord, Store,
+    StoreError,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
@@ -173,23 +174,6 @@ impl SqliteStore {
     }
 }
 
-#[cfg(unix)]
-fn create_private(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    // An existing file may have been created with looser permissions.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-}
-
-#[cfg(not(unix))]
-fn create_private(_path: &Path) -> std::io::Result<()> {
-    Ok(())
-}
-
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let known = MIGRATIONS.len() as i64;
     let tx = conn.transaction()?;
@@ -238,14 +222,8 @@ impl Store for SqliteStore {
         self.with(|conn| devices::devices(conn))
     }
 
-    fn enroll(
-        &self,
-        id: &str,
-        key: &[u8; 32],
-        profile: &DeviceProfile,
-        now: Millis,
-    ) -> Result<Enrollment, StoreError> {
-        self.with(|conn| devices::enroll(conn, id, key, profile, now))
+    fn enroll(&self, devices: &[NewDevice]) -> Result<Vec<Enrollment>, StoreError> {
+        self.with(|conn| devices::enroll(conn, devices))
     }
 
     fn touch(&self, id: &str, profile: &DeviceProfile, now: Millis) -> Result<bool, StoreError> {

@@ -7,14 +7,31 @@ use rusqlite::Connection;
 
 use super::SqliteStore;
 use crate::{
-    DeviceProfile, Enrollment, OtaImage, OtaProgress, OtaStatus, PhoneClaim, PhoneInfo, Store,
-    StoreError, MAX_PHONES_PER_USER, STALE_PHONE_DAYS,
+    DeviceProfile, Enrollment, Millis, NewDevice, OtaImage, OtaProgress, OtaStatus, PhoneClaim,
+    PhoneInfo, Store, StoreError, MAX_PHONES_PER_USER, STALE_PHONE_DAYS,
 };
 
 fn open() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("herald.db")).unwrap();
     (dir, store)
+}
+
+fn enroll(
+    store: &SqliteStore,
+    id: &str,
+    key: [u8; 32],
+    profile: DeviceProfile,
+    now: Millis,
+) -> Result<Enrollment, StoreError> {
+    let id = id.to_owned();
+    let enrolled = store.enroll(&[NewDevice {
+        id,
+        key,
+        profile,
+        now,
+    }])?;
+    Ok(enrolled[0])
 }
 
 fn profile(name: &str) -> DeviceProfile {
@@ -31,20 +48,45 @@ fn enrollment_is_idempotent_and_refuses_other_keys() {
     let (_dir, store) = open();
     let key = [7u8; 32];
     assert_eq!(
-        store.enroll("hg-1", &key, &profile("a"), 1).unwrap(),
+        enroll(&store, "hg-1", key, profile("a"), 1).unwrap(),
         Enrollment::Enrolled
     );
     assert_eq!(
-        store.enroll("hg-1", &key, &profile("a"), 2).unwrap(),
+        enroll(&store, "hg-1", key, profile("a"), 2).unwrap(),
         Enrollment::AlreadyEnrolled
     );
     assert_eq!(
-        store.enroll("hg-1", &[8u8; 32], &profile("a"), 3).unwrap(),
+        enroll(&store, "hg-1", [8u8; 32], profile("a"), 3).unwrap(),
         Enrollment::Conflict
     );
     let record = store.device("hg-1").unwrap().unwrap();
     assert_eq!(record.key, key);
     assert_eq!(record.enrolled_at, 1);
+
+    // Several at once: each outcome in its place, each seeing those before it.
+    let new = |id: &str, key: [u8; 32]| NewDevice {
+        id: id.into(),
+        key,
+        profile: profile("b"),
+        now: 4,
+    };
+    let together = [
+        new("hg-2", key),
+        new("hg-2", key),
+        new("hg-1", [9u8; 32]),
+        new("hg-3", [3u8; 32]),
+    ];
+    assert_eq!(
+        store.enroll(&together).unwrap(),
+        [
+            Enrollment::Enrolled,
+            Enrollment::AlreadyEnrolled,
+            Enrollment::Conflict,
+            Enrollment::Enrolled
+        ]
+    );
+    let ids: Vec<_> = store.devices().unwrap().into_iter().map(|d| d.id).collect();
+    assert_eq!(ids, ["hg-1", "hg-2", "hg-3"]);
 }
 
 #[test]
@@ -53,7 +95,7 @@ fn sensors_merge_and_survive_reopen() {
     let path = dir.path().join("herald.db");
     {
         let store = SqliteStore::open(&path).unwrap();
-        store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+        enroll(&store, "hg-1", [1u8; 32], profile("a"), 1).unwrap();
         let more = serde_json::from_str(r#"{"temperature_c": 21.5}"#).unwrap();
         store.merge_sensors("hg-1", &more).unwrap();
     }
@@ -106,7 +148,7 @@ fn pairing_codes_expire_and_approve_once() {
 #[test]
 fn forget_removes_device_and_pairing() {
     let (_dir, store) = open();
-    store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+    enroll(&store, "hg-1", [1u8; 32], profile("a"), 1).unwrap();
     store.approve_user(Platform::Gadget, "hg-1", 2).unwrap();
     assert!(store.forget("hg-1").unwrap());
     assert!(store.device("hg-1").unwrap().is_none());
@@ -234,7 +276,7 @@ fn one_active_ota_update_per_device_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("herald.db");
     let store = SqliteStore::open(&path).unwrap();
-    store.enroll("hg-1", &[1u8; 32], &profile("a"), 1).unwrap();
+    enroll(&store, "hg-1", [1u8; 32], profile("a"), 1).unwrap();
     let staged = store
         .stage_ota("hg-1", &staged_image(), 10)
         .unwrap()
@@ -401,9 +443,7 @@ fn a_gadget_s_owner_is_kept_changed_and_cleared() {
         !store.set_owner("hg-nobody", Some("u-1")).unwrap(),
         "not enrolled"
     );
-    store
-        .enroll("hg-1", &[7; 32], &DeviceProfile::default(), 1)
-        .unwrap();
+    enroll(&store, "hg-1", [7; 32], DeviceProfile::default(), 1).unwrap();
     assert_eq!(store.device("hg-1").unwrap().unwrap().owner, None);
     assert!(store.set_owner("hg-1", Some("u-1")).unwrap());
     assert_eq!(

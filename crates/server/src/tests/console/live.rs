@@ -134,9 +134,9 @@ async fn the_stream_tells_of_a_new_pairing_request_unasked() {
 impl Running {
     /// The server's own pairing store, as a device's first contact would use it.
     fn server_access(&self) -> herald_access::Access {
-        let store =
-            herald_store::SqliteStore::open(&self.dir.path().join(crate::STORE_FILE)).unwrap();
-        let store = herald_store::StoreHandle::new(Arc::new(store)).unwrap();
+        let path = self.dir.path().join(crate::STORE_FILE);
+        let store = herald_store::SqliteStore::open(&path).unwrap();
+        let store = herald_store::StoreHandle::new(Arc::new(store), &path).unwrap();
         herald_access::Access::new(store, Default::default(), Default::default())
     }
 }
