@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -33,6 +33,8 @@ pub(crate) struct FirstContacts {
 
 struct State {
     files: [File; 2],
+    /// How much of each file is whole lines.
+    lengths: [u64; 2],
     /// The file appended to.
     appending: usize,
     /// What that file holds, for the store's thread to write.
@@ -73,8 +75,13 @@ impl FirstContacts {
             Ok(file)
         };
         let files = [open(&paths[0])?, open(&paths[1])?];
+        let mut lengths = [0; 2];
+        for (length, (file, path)) in lengths.iter_mut().zip(files.iter().zip(&paths)) {
+            *length = file.metadata().map_err(io(path))?.len();
+        }
         let state = State {
             files,
+            lengths,
             appending: 0,
             noted: Vec::new(),
             line: Vec::with_capacity(256),
@@ -97,10 +104,12 @@ impl FirstContacts {
         let mut state = self.state();
         let State {
             files,
+            lengths,
             appending,
             noted,
             line,
         } = &mut *state;
+        let turn = *appending;
         line.clear();
         let profile = &device.profile;
         let record = Line {
@@ -112,18 +121,19 @@ impl FirstContacts {
             sensors: Cow::Borrowed(&profile.sensors),
             at: device.now,
         };
-        serde_json::to_writer(&mut *line, &record).map_err(|e| StoreError::Io {
-            path: self.paths[*appending].display().to_string(),
-            source: e.into(),
-        })?;
+        let io = |source| StoreError::Io {
+            path: self.paths[turn].display().to_string(),
+            source,
+        };
+        serde_json::to_writer(&mut *line, &record).map_err(|e| io(e.into()))?;
         line.push(b'\n');
-        // One `write` of the whole line: the file opened to append, nothing else writes it.
-        files[*appending]
-            .write_all(line)
-            .map_err(|source| StoreError::Io {
-                path: self.paths[*appending].display().to_string(),
-                source,
-            })?;
+        // One `write` of the whole line (the file is opened to append). A line the disk
+        // took only part of is cut away, so the next one starts clean.
+        if let Err(err) = files[turn].write_all(line) {
+            let _ = files[turn].set_len(lengths[turn]);
+            return Err(io(err));
+        }
+        lengths[turn] += line.len() as u64;
         noted.push(device);
         Ok(noted.len() == 1)
     }
@@ -139,18 +149,18 @@ impl FirstContacts {
         taken
     }
 
-    /// The table holds what file `turn` held: empty it.
+    /// The table holds what file `turn` held (or it held nothing worth keeping): empty it.
     pub(crate) fn written(&self, turn: usize) {
-        let state = self.state();
-        let mut file = &state.files[turn];
-        if let Err(err) = file.set_len(0).and_then(|()| file.rewind()) {
+        let mut state = self.state();
+        match state.files[turn].set_len(0) {
+            Ok(()) => state.lengths[turn] = 0,
             // Kept, it is replayed at the next start: harmless unless a device in it is
             // forgotten meanwhile, which would enroll it again.
-            tracing::error!(
+            Err(err) => tracing::error!(
                 %err,
                 path = %self.paths[turn].display(),
                 "could not empty the journal of first contacts"
-            );
+            ),
         }
     }
 }

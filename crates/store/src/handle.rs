@@ -149,9 +149,10 @@ impl StoreHandle {
                 "enrolling first contacts the last run welcomed"
             );
             enroll_all(&*store, &left);
-            enrolled.written(0);
-            enrolled.written(1);
         }
+        // What was not a whole line goes too, so that appends start clean.
+        enrolled.written(0);
+        enrolled.written(1);
         let (tx, rx) = mpsc::channel::<Job>();
         let noted = Arc::new(Noted {
             seen: Mutex::default(),
@@ -387,6 +388,23 @@ mod tests {
             let journal = dir.path().join(format!("herald.db-enrolling-{turn}"));
             assert_eq!(std::fs::metadata(journal).unwrap().len(), 0, "emptied");
         }
+        drop((release, restarted));
+    }
+
+    #[tokio::test]
+    async fn a_line_a_crash_cut_short_does_not_spoil_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("herald.db");
+        let cut = dir.path().join("herald.db-enrolling-a");
+        std::fs::write(cut, br#"{"id":"hg-cut","key":[1,2"#).unwrap();
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let handle = StoreHandle::new(store, &path).unwrap();
+        let release = hold_the_thread(&handle).await;
+        handle.enroll(device("hg-a")).unwrap();
+
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let restarted = StoreHandle::new(store.clone(), &path).unwrap();
+        assert!(store.device("hg-a").unwrap().is_some());
         drop((release, restarted));
     }
 
