@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::rig::eventually;
 use crate::rig::gadget::{firmware, Gadget};
 use crate::rig::seeds::{run_seeds, Rng};
-use crate::rig::server::{admin, admin_async, final_checks, is_temporary, Herald};
+use crate::rig::server::{admin, admin_async, admin_get, final_checks, is_temporary, Herald};
 
 /// An update is pushed to a gadget and the server killed during the push, or during the
 /// transfer, and sometimes again during the retry after the restart. An update the push
@@ -160,6 +160,9 @@ async fn staging_run(seed: u64) -> usize {
     let mut gadget = Gadget::spawn(&herald.gadget_url, rng.key(), rng.next_u64());
     gadget.wait("welcome", |s| s.online).await;
     let id = gadget.id.clone();
+    // A first contact is written to the table behind its `welcome`: a listing waits for
+    // it, so the lock below holds up the push alone.
+    admin_get(&herald, "/v1/devices").await;
 
     let lock = rusqlite::Connection::open(herald.store()).unwrap();
     lock.execute_batch("BEGIN IMMEDIATE").unwrap();
