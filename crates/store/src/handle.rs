@@ -95,22 +95,42 @@ impl Noted {
         }
     }
 
-    /// Write the enrollments noted, then let the journal go of them.
+    /// When to write enrollments next, if any wait.
+    fn enrolled_due(&self) -> Option<Instant> {
+        self.enrolled
+            .has_noted()
+            .then(|| Instant::now() + ENROLLED_WITHIN)
+    }
+
+    /// Write the enrollments noted, then let the journal go of them. Those the store
+    /// was too busy to take are written to the journal again, to be tried again.
     fn write_enrolled(&self, store: &dyn Store) {
         let (devices, turn) = self.enrolled.take();
-        if !devices.is_empty() {
-            enroll_all(store, &devices);
+        if devices.is_empty() {
+            return;
+        }
+        let mut kept = true;
+        for device in enroll_all(store, devices) {
+            if let Err(err) = self.enrolled.append(device) {
+                tracing::error!(%err, "could not keep a first contact for the next try");
+                kept = false;
+            }
+        }
+        // Kept, the file is read again at the next start.
+        if kept {
             self.enrolled.written(turn);
         }
     }
 }
 
-/// Enroll first contacts the server welcomed. Should the transaction fail, each is tried
-/// alone, so one device's trouble is its own; a lost one enrolls again (sending its key
+/// Enroll first contacts the server welcomed; returns those to try again, the store
+/// being held by another writer. Should the transaction fail otherwise, each is tried
+/// alone, so one device's trouble is its own; one lost enrolls again (sending its key
 /// again) when it returns.
-fn enroll_all(store: &dyn Store, devices: &[NewDevice]) {
-    let outcomes = match store.enroll(devices) {
+fn enroll_all(store: &dyn Store, devices: Vec<NewDevice>) -> Vec<NewDevice> {
+    let outcomes = match store.enroll(&devices) {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(err) if err.is_busy() => return wait_for_the_store(devices),
         Err(err) if devices.len() == 1 => vec![Err(err)],
         Err(_) => devices
             .iter()
@@ -120,7 +140,8 @@ fn enroll_all(store: &dyn Store, devices: &[NewDevice]) {
             })
             .collect(),
     };
-    for (device, outcome) in devices.iter().zip(outcomes) {
+    let mut again = Vec::new();
+    for (device, outcome) in devices.into_iter().zip(outcomes) {
         match outcome {
             Ok(Enrollment::Enrolled | Enrollment::AlreadyEnrolled) => {}
             // Written behind the server's back (the `sqlite3` shell): the store's key
@@ -129,6 +150,7 @@ fn enroll_all(store: &dyn Store, devices: &[NewDevice]) {
                 device = %device.id,
                 "the store holds another key for a device that just enrolled"
             ),
+            Err(err) if err.is_busy() => again.push(device),
             Err(err) => tracing::error!(
                 %err,
                 device = %device.id,
@@ -136,6 +158,18 @@ fn enroll_all(store: &dyn Store, devices: &[NewDevice]) {
             ),
         }
     }
+    if again.is_empty() {
+        return again;
+    }
+    wait_for_the_store(again)
+}
+
+fn wait_for_the_store(devices: Vec<NewDevice>) -> Vec<NewDevice> {
+    tracing::warn!(
+        devices = devices.len(),
+        "the store is held by another writer: first contacts wait in the journal"
+    );
+    devices
 }
 
 impl StoreHandle {
@@ -148,7 +182,10 @@ impl StoreHandle {
                 devices = left.len(),
                 "enrolling first contacts the last run welcomed"
             );
-            enroll_all(&*store, &left);
+            // The journal is kept for the next start.
+            if !enroll_all(&*store, left).is_empty() {
+                return Err(StoreError::Held);
+            }
         }
         // What was not a whole line goes too, so that appends start clean.
         enrolled.written(0);
@@ -241,7 +278,7 @@ fn serve(store: &dyn Store, noted: &Noted, jobs: mpsc::Receiver<Job>) {
         if seen_due || enrolled_at.is_some_and(|at| at <= now) {
             // Enrollments first: a time is written only for a device the store holds.
             noted.write_enrolled(store);
-            enrolled_at = None;
+            enrolled_at = noted.enrolled_due();
         }
         if seen_due {
             noted.write_seen_or_warn(store);
@@ -257,7 +294,7 @@ fn serve(store: &dyn Store, noted: &Noted, jobs: mpsc::Receiver<Job>) {
             Ok(Job::Work(work)) => {
                 // Every call sees the enrollments noted before it.
                 noted.write_enrolled(store);
-                enrolled_at = None;
+                enrolled_at = noted.enrolled_due();
                 // A panic fails that call (its answer is dropped), not the thread.
                 let run = std::panic::AssertUnwindSafe(|| work(store));
                 let _ = std::panic::catch_unwind(run);
@@ -392,6 +429,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_start_the_store_is_held_against_refuses_and_keeps_the_journal() {
+        let (dir, handle) = handle();
+        let release = hold_the_thread(&handle).await;
+        handle.enroll(device("hg-a")).unwrap();
+        let path = dir.path().join("herald.db");
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let other = rusqlite::Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+        let held = StoreHandle::new(store.clone(), &path);
+        assert!(matches!(held, Err(StoreError::Held)));
+        other.execute_batch("COMMIT").unwrap();
+        let restarted = StoreHandle::new(store.clone(), &path).unwrap();
+        assert!(
+            store.device("hg-a").unwrap().is_some(),
+            "kept for this start"
+        );
+        drop((release, restarted));
+    }
+
+    #[tokio::test]
     async fn a_line_a_crash_cut_short_does_not_spoil_the_next() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("herald.db");
@@ -406,6 +464,32 @@ mod tests {
         let restarted = StoreHandle::new(store.clone(), &path).unwrap();
         assert!(store.device("hg-a").unwrap().is_some());
         drop((release, restarted));
+    }
+
+    #[tokio::test]
+    async fn first_contacts_wait_in_the_journal_while_another_writer_holds_the_store() {
+        let (dir, handle) = handle();
+        let journal = |dir: &tempfile::TempDir| -> u64 {
+            let len = |turn| {
+                let path = dir.path().join(format!("herald.db-enrolling-{turn}"));
+                std::fs::metadata(path).unwrap().len()
+            };
+            len("a") + len("b")
+        };
+        let other = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        handle.enroll(device("hg-a")).unwrap();
+        // Past the store's busy timeout (5 s): the first try has given up.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert!(journal(&dir) > 0, "still in the journal");
+
+        other.execute_batch("COMMIT").unwrap();
+        assert_eq!(stored_ids(&handle).await, ["hg-a"]);
+        let started = Instant::now();
+        while journal(&dir) > 0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "never emptied");
+            tokio::time::sleep(ENROLLED_WITHIN).await;
+        }
     }
 
     #[tokio::test]

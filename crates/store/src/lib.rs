@@ -37,10 +37,24 @@ pub enum StoreError {
     Corrupt(String),
     #[error("migrating the store would leave {0} references to rows that do not exist")]
     Dangling(i64),
+    #[error("another program holds the store's write lock (first contacts of the last run wait in its journal)")]
+    Held,
     #[error("store task was interrupted")]
     Interrupted,
     #[error("cannot start the store's thread: {0}")]
     Thread(std::io::Error),
+}
+
+impl StoreError {
+    /// Another connection holds the database: the same call may succeed later.
+    pub fn is_busy(&self) -> bool {
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+        matches!(
+            self,
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(failure, _))
+                if matches!(failure.code, DatabaseBusy | DatabaseLocked)
+        )
+    }
 }
 
 /// An enrolled gadget.
