@@ -50,6 +50,20 @@ pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
     private_options().open(path)
 }
 
+/// Open `path` to read and to append, creating it with mode 0600 if missing and making
+/// it 0600 if it was looser: for files that grow in place (a store, a journal).
+pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = private_options();
+    options.read(true).append(true);
+    let file = options.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
 fn private_options() -> std::fs::OpenOptions {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(false);
@@ -164,6 +178,30 @@ mod tests {
         expected.sort();
         assert_eq!(left, expected);
         assert_eq!(super::sweep_partial(&dir.path().join("none")).unwrap(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_opened_to_append_keeps_what_it_held_and_becomes_private() {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |name: &str| {
+            let meta = std::fs::metadata(dir.path().join(name)).unwrap();
+            meta.permissions().mode() & 0o777
+        };
+        let path = dir.path().join("journal");
+        std::fs::write(&path, b"old\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut file = super::open_private_append(&path).unwrap();
+        let mut text = String::new();
+        file.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "old\n", "read from the start");
+        file.write_all(b"new\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\nnew\n");
+        assert_eq!(mode("journal"), 0o600);
+        super::open_private_append(&dir.path().join("fresh")).unwrap();
+        assert_eq!(mode("fresh"), 0o600);
     }
 
     #[cfg(unix)]

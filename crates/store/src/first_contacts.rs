@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{create_private, DeviceProfile, Millis, NewDevice, StoreError};
+use crate::{DeviceProfile, Millis, NewDevice, StoreError};
 
 /// The journal: two files beside the store, one appended to at a time.
 pub(crate) struct FirstContacts {
@@ -70,7 +70,7 @@ impl FirstContacts {
         };
         let mut left = Vec::new();
         let mut open = |path: &Path| -> Result<File, StoreError> {
-            let file = create_private(path).map_err(io(path))?;
+            let file = herald_files::open_private_append(path).map_err(io(path))?;
             read_lines(&file, path, &mut left).map_err(io(path))?;
             Ok(file)
         };
@@ -222,6 +222,13 @@ mod tests {
         }
     }
 
+    /// A directory, and where a store in it would be.
+    fn store_in_tempdir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("herald.db");
+        (dir, store)
+    }
+
     fn summary(devices: &[NewDevice]) -> Vec<(String, [u8; 32], DeviceProfile, Millis)> {
         let each = |d: &NewDevice| (d.id.clone(), d.key, d.profile.clone(), d.now);
         devices.iter().map(each).collect()
@@ -229,8 +236,7 @@ mod tests {
 
     #[test]
     fn what_was_appended_and_not_written_is_read_back_whole_after_a_crash() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("herald.db");
+        let (_dir, store) = store_in_tempdir();
         let appended = [device("hg-1", 1), device("hg-2", 2), device("hg-3", 3)];
         {
             let (journal, left) = FirstContacts::open(&store).unwrap();
@@ -244,8 +250,7 @@ mod tests {
 
     #[test]
     fn a_file_is_emptied_only_once_the_table_holds_it_and_the_other_takes_its_turn() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("herald.db");
+        let (_dir, store) = store_in_tempdir();
         let (journal, _) = FirstContacts::open(&store).unwrap();
         journal.append(device("hg-1", 1)).unwrap();
         journal.append(device("hg-2", 2)).unwrap();
@@ -273,8 +278,7 @@ mod tests {
 
     #[test]
     fn a_line_cut_short_is_dropped_and_a_damaged_one_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("herald.db");
+        let (dir, store) = store_in_tempdir();
         {
             let (journal, _) = FirstContacts::open(&store).unwrap();
             journal.append(device("hg-1", 1)).unwrap();
@@ -295,11 +299,11 @@ mod tests {
     #[test]
     fn only_the_owner_may_read_the_keys() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, store) = store_in_tempdir();
         let loose = dir.path().join("herald.db-enrolling-b");
         std::fs::write(&loose, b"").unwrap();
         std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
-        FirstContacts::open(&dir.path().join("herald.db")).unwrap();
+        FirstContacts::open(&store).unwrap();
         for turn in ["a", "b"] {
             let path = dir.path().join(format!("herald.db-enrolling-{turn}"));
             let mode = std::fs::metadata(path).unwrap().permissions().mode();

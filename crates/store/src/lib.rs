@@ -47,7 +47,7 @@ pub enum StoreError {
 
 impl StoreError {
     /// Another connection holds the database: the same call may succeed later.
-    pub fn is_busy(&self) -> bool {
+    pub(crate) fn is_busy(&self) -> bool {
         use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
         matches!(
             self,
@@ -268,28 +268,4 @@ pub trait Store: Send + Sync + 'static {
         progress: &OtaProgress,
         now: Millis,
     ) -> Result<(), StoreError>;
-}
-
-/// Open `path` to read and append, created if missing, readable by its owner alone
-/// (an existing file may have been created with looser permissions).
-#[cfg(unix)]
-fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    Ok(file)
-}
-
-#[cfg(not(unix))]
-fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)
 }

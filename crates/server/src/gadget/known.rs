@@ -79,9 +79,12 @@ impl KnownDevices {
         let Some(bits) = id_bits(id) else {
             return Ok(Enrollment::Conflict);
         };
-        let held = |entry: &Known| match entry.key == known.key {
-            true => Enrollment::AlreadyEnrolled,
-            false => Enrollment::Conflict,
+        let held = |entry: &Known| {
+            if entry.key == known.key {
+                Enrollment::AlreadyEnrolled
+            } else {
+                Enrollment::Conflict
+            }
         };
         if let Some(entry) = self.devices().get(&bits) {
             return Ok(held(entry));

@@ -28,9 +28,8 @@ use rusqlite::Connection;
 use serde_json::{Map, Value};
 
 use super::{
-    create_private, DeviceProfile, DeviceRecord, Enrollment, Millis, NewDevice, OtaImage,
-    OtaProgress, OtaUpdate, PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, PushRecord, Store,
-    StoreError,
+    DeviceProfile, DeviceRecord, Enrollment, Millis, NewDevice, OtaImage, OtaProgress, OtaUpdate,
+    PairingRecord, PhoneClaim, PhoneInfo, PhoneRecord, PushRecord, Store, StoreError,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
@@ -143,7 +142,7 @@ impl SqliteStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        create_private(path).map_err(io)?;
+        herald_files::open_private_append(path).map_err(io)?;
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
