@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::SinkExt;
 use herald_mobile_proto::{self as proto, ServerFrame};
 use herald_port::Platform;
 use herald_session::mobile::admission::{
@@ -16,7 +15,6 @@ use herald_session::mobile::admission::{
 };
 use herald_session::mobile::link::Delivers;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info};
 
@@ -25,7 +23,7 @@ use super::socket::{deliver_only, Connection};
 use super::{MobileHub, MAX_LABEL};
 use crate::clock::now_ms;
 use crate::edge::listener;
-use crate::edge::socket::{self, Heard};
+use crate::edge::socket::{self, Heard, Outgoing};
 use crate::labels;
 use crate::session::core_now;
 use herald_store::{PhoneClaim, PhoneInfo, MAX_PHONES_PER_USER, STALE_PHONE_DAYS};
@@ -91,22 +89,9 @@ where
         capabilities: hub.capabilities(),
     };
     let ready = ready.encode();
-    hub.shared.metrics.mobile.outbound(ready.len());
     let conn_id = hub.devices.conn_id();
-    let phone = matches!(role, Role::Phone { .. });
-    // Online from `ready` on, so a push the app asks for at once finds its target (the
-    // session says so again when the connection reaches it, and offline when it ends).
-    if phone {
-        hub.devices.went_online(&hello.device.id, conn_id);
-    }
-    if ws.send(Message::Text(ready.into())).await.is_err() {
-        if phone {
-            hub.devices.went_offline(&hello.device.id);
-        }
-        return;
-    }
     hub.shared.metrics.handshake(Platform::Mobile, "ok");
-    let conn = Connection::new(conn_id, ws, peer);
+    let mut conn = Connection::new(conn_id, ws, peer);
     // `conn` names the connection in the log's "device disconnected" too.
     info!(%peer, conn = conn.id, device = %hello.device.id, "phone connected");
     match role {
@@ -116,11 +101,15 @@ where
             let from_loopback = hub.own.config.deliver_from_loopback;
             let attach = Attach {
                 conn,
+                ready,
                 delivers: Delivers::of(Some(&user_id), on_loopback, from_loopback),
                 user_id,
                 user_name: labels::clean_opt(hello.device.name.as_deref(), MAX_LABEL),
             };
-            // From here the session owns the connection.
+            // Online, and in the session's mailbox, before the phone can read `ready`:
+            // a push it (or anyone) asks for the moment it has `ready` queues behind the
+            // attach and finds the phone there.
+            hub.devices.went_online(&hello.device.id, conn_id);
             let session = hub.session(&hello.device.id);
             if session.send(Event::Attach(Box::new(attach))).await.is_err() {
                 hub.devices.went_offline(&hello.device.id);
@@ -128,7 +117,9 @@ where
         }
         // A task of its own, so the handshake's state is freed now, not at disconnect.
         Role::Deliverer => {
-            tokio::spawn(deliver_only(conn, hub));
+            if conn.send(Outgoing::Text(ready), &hub.shared.metrics) {
+                tokio::spawn(deliver_only(conn, hub));
+            }
         }
     }
 }

@@ -66,6 +66,9 @@ pub(crate) enum Command {
 /// A connection that passed `hello`, handed to the session.
 pub(crate) struct Attach {
     pub conn: Box<Connection>,
+    /// The `ready` frame, the connection's first: sent by the session, so whatever
+    /// reaches the session after the attach reaches the phone after `ready`.
+    pub ready: String,
     pub user_id: String,
     pub user_name: Option<String>,
     /// Where the connection may push with `deliver`.
@@ -125,12 +128,14 @@ impl SessionKind for Phones {
             Event::Attach(attach) => {
                 let Attach {
                     conn,
+                    ready,
                     user_id,
                     user_name,
                     delivers,
                 } = *attach;
                 let id = conn.id;
                 session.conns.attach(conn);
+                session.send(id, Outgoing::Text(ready));
                 session
                     .core
                     .handle_attach(id, user_id, user_name, delivers, now);

@@ -16,9 +16,12 @@ fn hub(dir: &std::path::Path) -> Arc<MobileHub> {
     Arc::new(MobileHub::new(crate::hub::Shared::in_dir(dir), own))
 }
 
-/// Phone `tel-1` of alice, attached to its session over a pipe that holds `buffer`
-/// bytes: the phone's end.
-async fn attached_phone(
+/// What a test's session sends first, as the handshake's `ready`.
+const READY: &str = r#"{"t":"ready","session":"mobile:tel-1"}"#;
+
+/// Phone `tel-1` of alice, handed to its session over a pipe that holds `buffer` bytes:
+/// the phone's end, before it has read anything.
+async fn attach(
     hub: &Arc<MobileHub>,
     buffer: usize,
 ) -> tokio_tungstenite::WebSocketStream<tokio::io::DuplexStream> {
@@ -30,6 +33,7 @@ async fn attached_phone(
     let phone = WebSocketStream::from_raw_socket(phone, Role::Client, None).await;
     let attach = Attach {
         conn: Connection::new(1, server, "127.0.0.1:9".parse().unwrap()),
+        ready: READY.to_owned(),
         user_id: "alice".into(),
         user_name: None,
         delivers: Delivers::Nowhere,
@@ -37,6 +41,58 @@ async fn attached_phone(
     let session = hub.session("tel-1");
     assert!(session.send(Event::Attach(Box::new(attach))).await.is_ok());
     phone
+}
+
+/// The next text frame the phone reads.
+async fn next_text(
+    phone: &mut tokio_tungstenite::WebSocketStream<tokio::io::DuplexStream>,
+) -> String {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        match phone.next().await {
+            Some(Ok(Message::Text(text))) => return text.as_str().to_owned(),
+            Some(Ok(Message::Ping(_))) => continue,
+            other => panic!("not a text frame: {other:?}"),
+        }
+    }
+}
+
+/// Phone `tel-1` of alice, attached to its session and past its `ready`.
+async fn attached_phone(
+    hub: &Arc<MobileHub>,
+    buffer: usize,
+) -> tokio_tungstenite::WebSocketStream<tokio::io::DuplexStream> {
+    let mut phone = attach(hub, buffer).await;
+    assert_eq!(next_text(&mut phone).await, READY);
+    phone
+}
+
+/// `ready` is the connection's first frame, sent by the session: a push that reaches the
+/// session right behind the attach (as one asked for the moment the phone reads `ready`
+/// does) finds the phone there and follows `ready`. (When the handshake wrote `ready`
+/// and only then handed the connection over, such a push could come first and be
+/// answered `device_offline`.)
+#[tokio::test]
+async fn ready_comes_first_and_a_push_right_behind_the_attach_reaches_the_phone() {
+    use herald_mobile_proto::ServerFrame;
+
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path());
+    let mut phone = attach(&hub, 64 * 1024).await;
+    let deliver = Box::new(Deliver {
+        to: "tel-1".into(),
+        text: Some("Reminder: stand up".into()),
+        media: Vec::new(),
+    });
+    let pushed = hub.call("tel-1", |reply| Command::Deliver { deliver, reply });
+    assert!(matches!(pushed.await, Ok(Ok(()))));
+
+    assert_eq!(next_text(&mut phone).await, READY);
+    match ServerFrame::decode(&next_text(&mut phone).await).unwrap() {
+        ServerFrame::Message(message) => assert_eq!(message.text, "Reminder: stand up"),
+        other => panic!("not the push: {other:?}"),
+    }
 }
 
 #[tokio::test(start_paused = true)]
