@@ -154,7 +154,7 @@ async fn what_reaches_a_retiring_session_is_answered() {
 /// a pending timer would let the clock jump while it is.
 #[tokio::test(start_paused = true)]
 async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
-    use futures_util::{SinkExt, StreamExt};
+    use futures_util::SinkExt;
     use herald_mobile_proto::ServerFrame;
     use tokio_tungstenite::tungstenite::Message;
 
@@ -187,11 +187,7 @@ async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
     let mut heard = Vec::new();
     let mut pinged = false;
     while heard.iter().filter(|t| *t == "media").count() < CHUNKS {
-        let text = match phone.next().await {
-            Some(Ok(Message::Text(text))) => text,
-            Some(Ok(Message::Ping(_))) => continue,
-            other => panic!("after {heard:?}: {other:?}"),
-        };
+        let text = next_text(&mut phone).await;
         match ServerFrame::decode(&text).unwrap() {
             ServerFrame::Media(_) => heard.push("media".to_owned()),
             ServerFrame::Pong => heard.push("pong".to_owned()),
@@ -218,16 +214,10 @@ async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
         .send(Message::Text(r#"{"t":"ping"}"#.into()))
         .await
         .unwrap();
-    loop {
-        match phone.next().await {
-            Some(Ok(Message::Text(text))) => {
-                assert_eq!(ServerFrame::decode(&text).unwrap(), ServerFrame::Pong);
-                break;
-            }
-            Some(Ok(Message::Ping(_))) => continue,
-            other => panic!("the phone was let go: {other:?}"),
-        }
-    }
+    assert_eq!(
+        ServerFrame::decode(&next_text(&mut phone).await).unwrap(),
+        ServerFrame::Pong
+    );
 }
 
 /// A phone that stops reading holds up none of its session's calls: the agent's replies
@@ -236,9 +226,7 @@ async fn a_long_download_keeps_the_phone_and_answers_its_pings_on_the_way() {
 /// socket filled up waited for the phone, up to the 15 s a frame may take.)
 #[tokio::test(start_paused = true)]
 async fn a_phone_that_stops_reading_holds_up_no_call() {
-    use futures_util::StreamExt;
     use herald_mobile_proto::ServerFrame;
-    use tokio_tungstenite::tungstenite::Message;
 
     const REPLIES: usize = 40;
     let dir = tempfile::tempdir().unwrap();
@@ -272,11 +260,7 @@ async fn a_phone_that_stops_reading_holds_up_no_call() {
 
     let mut heard = Vec::new();
     while heard.len() < REPLIES {
-        let text = match phone.next().await {
-            Some(Ok(Message::Text(text))) => text,
-            Some(Ok(Message::Ping(_))) => continue,
-            other => panic!("after {} replies: {other:?}", heard.len()),
-        };
+        let text = next_text(&mut phone).await;
         if let ServerFrame::Message(message) = ServerFrame::decode(&text).unwrap() {
             assert_eq!(message.text.len(), reply(0).len(), "cut or split");
             heard.push(message.text[..3].to_owned());
