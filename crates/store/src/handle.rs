@@ -109,8 +109,15 @@ impl Noted {
         if devices.is_empty() {
             return;
         }
+        let again = enroll_all(store, devices);
+        if !again.is_empty() {
+            tracing::warn!(
+                devices = again.len(),
+                "the store is held by another writer: first contacts wait in the journal"
+            );
+        }
         let mut kept = true;
-        for device in enroll_all(store, devices) {
+        for device in again {
             if let Err(err) = self.enrolled.append(device) {
                 tracing::error!(%err, "could not keep a first contact for the next try");
                 kept = false;
@@ -130,7 +137,7 @@ impl Noted {
 fn enroll_all(store: &dyn Store, devices: Vec<NewDevice>) -> Vec<NewDevice> {
     let outcomes = match store.enroll(&devices) {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
-        Err(err) if err.is_busy() => return wait_for_the_store(devices),
+        Err(err) if err.is_busy() => return devices,
         Err(err) if devices.len() == 1 => vec![Err(err)],
         Err(_) => devices
             .iter()
@@ -158,18 +165,7 @@ fn enroll_all(store: &dyn Store, devices: Vec<NewDevice>) -> Vec<NewDevice> {
             ),
         }
     }
-    if again.is_empty() {
-        return again;
-    }
-    wait_for_the_store(again)
-}
-
-fn wait_for_the_store(devices: Vec<NewDevice>) -> Vec<NewDevice> {
-    tracing::warn!(
-        devices = devices.len(),
-        "the store is held by another writer: first contacts wait in the journal"
-    );
-    devices
+    again
 }
 
 impl StoreHandle {
