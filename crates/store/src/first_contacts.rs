@@ -138,11 +138,6 @@ impl FirstContacts {
         Ok(noted.len() == 1)
     }
 
-    /// Whether first contacts wait for the store's thread.
-    pub(crate) fn has_noted(&self) -> bool {
-        !self.state().noted.is_empty()
-    }
-
     /// What was noted, and the file holding it; first contacts go to the other file from
     /// now on.
     pub(crate) fn take(&self) -> (Vec<NewDevice>, usize) {

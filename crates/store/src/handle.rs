@@ -95,27 +95,22 @@ impl Noted {
         }
     }
 
-    /// When to write enrollments next, if any wait.
-    fn enrolled_due(&self) -> Option<Instant> {
-        self.enrolled
-            .has_noted()
-            .then(|| Instant::now() + ENROLLED_WITHIN)
-    }
-
     /// Write the enrollments noted, then let the journal go of them. Those the store
-    /// was too busy to take are written to the journal again, to be tried again.
-    fn write_enrolled(&self, store: &dyn Store) {
+    /// was too busy to take are written to the journal again; when to try them again
+    /// (the first contacts noted meanwhile wake the thread themselves).
+    fn write_enrolled(&self, store: &dyn Store) -> Option<Instant> {
         let (devices, turn) = self.enrolled.take();
         if devices.is_empty() {
-            return;
+            return None;
         }
         let again = enroll_all(store, devices);
-        if !again.is_empty() {
+        let retry = (!again.is_empty()).then(|| {
             tracing::warn!(
                 devices = again.len(),
                 "the store is held by another writer: first contacts wait in the journal"
             );
-        }
+            Instant::now() + ENROLLED_WITHIN
+        });
         let mut kept = true;
         for device in again {
             if let Err(err) = self.enrolled.append(device) {
@@ -127,6 +122,7 @@ impl Noted {
         if kept {
             self.enrolled.written(turn);
         }
+        retry
     }
 }
 
@@ -273,8 +269,7 @@ fn serve(store: &dyn Store, noted: &Noted, jobs: mpsc::Receiver<Job>) {
         let seen_due = seen_at.is_some_and(|at| at <= now);
         if seen_due || enrolled_at.is_some_and(|at| at <= now) {
             // Enrollments first: a time is written only for a device the store holds.
-            noted.write_enrolled(store);
-            enrolled_at = noted.enrolled_due();
+            enrolled_at = noted.write_enrolled(store);
         }
         if seen_due {
             noted.write_seen_or_warn(store);
@@ -289,8 +284,7 @@ fn serve(store: &dyn Store, noted: &Noted, jobs: mpsc::Receiver<Job>) {
         match job {
             Ok(Job::Work(work)) => {
                 // Every call sees the enrollments noted before it.
-                noted.write_enrolled(store);
-                enrolled_at = noted.enrolled_due();
+                enrolled_at = noted.write_enrolled(store);
                 // A panic fails that call (its answer is dropped), not the thread.
                 let run = std::panic::AssertUnwindSafe(|| work(store));
                 let _ = std::panic::catch_unwind(run);
